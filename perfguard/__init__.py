@@ -1,0 +1,7 @@
+"""perfguard: performance-regression CI for AI compilers."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,241 @@
+"""ONNX-level passes and the pass trace: onnxoptimizer passes, perfguard passes, user passes.
+
+A pipeline is an ordered list of names. A name resolves to, in this order:
+
+* a perfguard pass (``constant_folding``, ``shape_inference``, ``eliminate_unused``);
+* an ``onnxoptimizer`` pass (``onnxoptimizer.get_available_passes()``);
+* a user pass ``package.module:function`` (ModelProto -> ModelProto) from the compiler under test.
+
+Consecutive onnxoptimizer passes run as ONE ``onnxoptimizer.optimize`` call, because running them one
+call at a time is not equivalent (a graph round trip between passes; some sequences even abort).
+The per-pass trace of such a group is replayed one pass per call on the same input; when the replay
+does not reach the same graph as the real call, the trace says so (``exact=False``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from perfguard.backends.base import PassInfo, PassRecord, PassTrace
+from perfguard.errors import BackendError, UserError, unknown_name_message
+
+if TYPE_CHECKING:
+    import onnx
+
+USER_PASS = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+
+
+def graph_hash(model: onnx.ModelProto) -> str:
+    """A canonical hash of what computes: the graph (deterministic serialization) and opsets."""
+    digest = hashlib.sha256()
+    for opset in sorted((o.domain, o.version) for o in model.opset_import):
+        digest.update(f"{opset[0]}:{opset[1]};".encode())
+    digest.update(model.graph.SerializeToString(deterministic=True))
+    return digest.hexdigest()[:16]
+
+
+def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
+    return dict(sorted(Counter(node.op_type for node in model.graph.node).items()))
+
+
+def _constant_folding(model: onnx.ModelProto) -> onnx.ModelProto:
+    from perfguard.backends.folding import fold_constants
+
+    return fold_constants(model)
+
+
+def _shape_inference(model: onnx.ModelProto) -> onnx.ModelProto:
+    import onnx
+
+    return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=False, data_prop=True)
+
+
+def _eliminate_unused(model: onnx.ModelProto) -> onnx.ModelProto:
+    from perfguard.backends.folding import remove_dead_nodes
+
+    return remove_dead_nodes(model)
+
+
+PERFGUARD_PASSES: dict[str, tuple[Callable[[onnx.ModelProto], onnx.ModelProto], str]] = {
+    "constant_folding": (_constant_folding,
+                         "evaluate nodes whose inputs are all constant and store the results as initializers"),
+    "shape_inference": (_shape_inference, "annotate value shapes with onnx.shape_inference (data propagation on)"),
+    "eliminate_unused": (_eliminate_unused, "drop nodes and initializers no graph output depends on"),
+}
+
+
+@lru_cache(maxsize=1)
+def onnxoptimizer_passes() -> tuple[str, ...]:
+    import onnxoptimizer
+
+    return tuple(onnxoptimizer.get_available_passes())
+
+
+def list_onnx_passes() -> list[PassInfo]:
+    infos = [PassInfo(name, "perfguard", summary) for name, (_, summary) in PERFGUARD_PASSES.items()]
+    infos += [PassInfo(name, "onnxoptimizer") for name in onnxoptimizer_passes()]
+    return infos
+
+
+def check_pass_names(names: Iterable[str], where: str) -> None:
+    """Raise ``UserError`` for a name that is none of the three kinds (with close names)."""
+    known = set(PERFGUARD_PASSES) | set(onnxoptimizer_passes())
+    for name in names:
+        if name in known:
+            continue
+        if ":" in name:
+            if not USER_PASS.match(name):
+                raise UserError(f"{where}: user pass {name!r} must look like package.module:function")
+            continue
+        raise UserError(f"{where}: " + unknown_name_message("pass", name, known)
+                        + "; or a user pass package.module:function")
+
+
+@dataclass
+class _Step:
+    source: str
+    names: list[str]
+
+
+def _group(names: list[str]) -> list[_Step]:
+    steps: list[_Step] = []
+    optimizer_names = set(onnxoptimizer_passes())
+    for name in names:
+        if name in PERFGUARD_PASSES:
+            steps.append(_Step("perfguard", [name]))
+        elif name in optimizer_names:
+            if steps and steps[-1].source == "onnxoptimizer":
+                steps[-1].names.append(name)
+            else:
+                steps.append(_Step("onnxoptimizer", [name]))
+        else:
+            steps.append(_Step("user", [name]))
+    return steps
+
+
+def load_user_pass(name: str) -> Callable[[onnx.ModelProto], onnx.ModelProto]:
+    module_name, _, func_name = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the compiler under test may raise anything on import
+        raise BackendError(f"user pass {name!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from None
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise BackendError(f"user pass {name!r}: module {module_name} has no function {func_name!r}")
+    return func  # type: ignore[no-any-return]
+
+
+def _check_valid(model: object, index: int, name: str) -> onnx.ModelProto:
+    import onnx
+
+    if not isinstance(model, onnx.ModelProto):
+        raise BackendError(f"pass #{index + 1} {name!r} returned {type(model).__name__}, expected onnx.ModelProto")
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BackendError(f"pass #{index + 1} {name!r} produced an invalid model: {first}") from None
+    return model
+
+
+def _record(index: int, name: str, source: str, seconds: float, before: onnx.ModelProto,
+            after: onnx.ModelProto, before_hash: str) -> tuple[PassRecord, str]:
+    after_hash = graph_hash(after)
+    return PassRecord(index=index, name=name, source=source, time_s=seconds,
+                      nodes_before=len(before.graph.node), nodes_after=len(after.graph.node),
+                      op_histogram=op_histogram(after), ir_hash=after_hash,
+                      changed=after_hash != before_hash), after_hash
+
+
+def apply_pipeline(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.ModelProto, PassTrace]:
+    """Apply ``names`` in order; return the final model and its per-pass trace.
+
+    ``total_time_s`` counts only the real work (one call per onnxoptimizer group), not the
+    per-pass replay done for the trace.
+    """
+    import onnxoptimizer
+
+    trace = PassTrace(input_hash=graph_hash(model))
+    current, current_hash, index = model, trace.input_hash, 0
+    for step in _group(names):
+        if step.source == "onnxoptimizer":
+            start = time.perf_counter()
+            try:
+                result = onnxoptimizer.optimize(current, step.names)
+            except Exception as exc:
+                failing = step.names[0] if len(step.names) == 1 else _first_failing(current, step.names)
+                raise BackendError(f"pass {failing!r} (onnxoptimizer) raised: {_one_line(exc)}") from None
+            trace.total_time_s += time.perf_counter() - start
+            replay, replay_hash = current, current_hash
+            for offset, name in enumerate(step.names):
+                start = time.perf_counter()
+                try:
+                    replay_next = onnxoptimizer.optimize(replay, [name]) if len(step.names) > 1 else result
+                except Exception as exc:
+                    trace.exact = False
+                    trace.note = f"per-pass replay stopped at {name!r}: {_one_line(exc)}"
+                    break
+                seconds = time.perf_counter() - start if len(step.names) > 1 else trace.total_time_s
+                record, replay_hash = _record(index + offset, name, "onnxoptimizer", seconds, replay,
+                                              replay_next, replay_hash)
+                trace.passes.append(record)
+                replay = replay_next
+            result_hash = graph_hash(result)
+            if trace.exact and replay_hash != result_hash:
+                trace.exact = False
+                trace.note = (f"one-pass-at-a-time replay of {', '.join(step.names)} reached a different graph "
+                              "than the single onnxoptimizer call used for the artifact")
+            try:
+                _check_valid(result, index + len(step.names) - 1, step.names[-1])
+            except BackendError:
+                if len(step.names) == 1:
+                    raise
+                failing = _first_failing(current, step.names)
+                raise BackendError(f"pass {failing!r} (onnxoptimizer) produced an invalid model") from None
+            index += len(step.names)
+            current, current_hash = result, result_hash
+            continue
+        name = step.names[0]
+        func = PERFGUARD_PASSES[name][0] if step.source == "perfguard" else load_user_pass(name)
+        start = time.perf_counter()
+        try:
+            result = func(current)
+        except BackendError:
+            raise
+        except Exception as exc:
+            raise BackendError(f"pass #{index + 1} {name!r} raised {type(exc).__name__}: {_one_line(exc)}") from None
+        seconds = time.perf_counter() - start
+        trace.total_time_s += seconds
+        result = _check_valid(result, index, name)
+        record, current_hash = _record(index, name, step.source, seconds, current, result, current_hash)
+        trace.passes.append(record)
+        current, index = result, index + 1
+    trace.final_hash = current_hash
+    return current, trace
+
+
+def _first_failing(model: onnx.ModelProto, names: list[str]) -> str:
+    """Name the pass of a failing onnxoptimizer group: the last pass of the shortest prefix
+    that raises or yields an invalid model (a rare path, so the quadratic replay is fine)."""
+    import onnx
+    import onnxoptimizer
+
+    for end in range(1, len(names) + 1):
+        try:
+            onnx.checker.check_model(onnxoptimizer.optimize(model, names[:end]))
+        except Exception:
+            return names[end - 1]
+    return names[-1]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -1,0 +1,173 @@
+"""The ``ort`` backend: a pinned ONNX-level pass list, then ONNX Runtime with pinned settings.
+
+Pipeline options (all pinned and hashed into the case key):
+
+``graph_optimization_level``
+    ``disabled`` (default: the pinned pass list alone decides), ``basic``, ``extended``, ``layout``
+    or ``all``.
+``disabled_optimizers``
+    ORT graph transformers or rewrite rules switched off by name. ORT ignores unknown names without a
+    word and its session-config form splits on ``;``, so names are checked against the list of
+    this ORT version before they are passed (as the ``disabled_optimizers`` keyword, never joined).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfguard.backends.base import Artifact, Backend, CompileOutput, PassInfo, file_sha256
+from perfguard.backends.onnx_passes import apply_pipeline, check_pass_names, list_onnx_passes
+from perfguard.errors import BackendError, UserError, unknown_name_message
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from perfguard.runners.base import Runner
+    from perfguard.suite import PipelineSpec
+
+LEVELS = {
+    "disabled": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "layout": "ORT_ENABLE_LAYOUT",
+    "all": "ORT_ENABLE_ALL",
+}
+
+# Graph transformers registered by ONNX Runtime 1.32 (read from a VERBOSE session log) and the
+# rewrite rules inside its rule-based transformers (graph_transformer_utils.cc). Both kinds can be
+# disabled by name.
+ORT_TRANSFORMERS = (
+    "Level1_RuleBasedTransformer", "DoubleQDQPairsRemover", "ConstantSharing", "CommonSubexpressionElimination",
+    "ConstantFolding", "MatMulAddFusion", "ReshapeFusion", "FreeDimensionOverrideTransformer",
+    "SliceConcatToSpaceToDepthFusion", "GeluFusionL1", "LayerNormFusionL1", "QDQPropagationTransformer",
+    "WeightBiasQuantization", "EnsureUniqueDQForNodeUnit", "WhereDummyDq", "TransposeOptimizer",
+    "Level2_RuleBasedTransformer", "TransposeOptimizer_CPUExecutionProvider", "QDQS8ToU8Transformer",
+    "QDQSelectorActionTransformer", "GemmActivationFusion", "MatMulIntegerToFloatFusion",
+    "DynamicQuantizeMatMulFusion", "ConvActivationFusion", "GeluFusionL2", "LayerNormFusionL2",
+    "SimplifiedLayerNormFusion", "AttentionFusion", "EmbedLayerNormFusion", "GatherSliceToSplitFusion",
+    "GatherToSliceFusion", "MatmulTransposeFusion", "BiasGeluFusion", "GroupQueryAttentionFusion",
+    "SkipLayerNormFusion", "BiasSkipLayerNormFusion", "FastGeluFusion", "QuickGeluFusion", "SwiGluFusion",
+    "BiasSoftmaxFusion", "BiasDropoutFusion", "MatMulScaleFusion", "MatMulActivationFusion",
+    "MatMulNBitsFusion", "GroupQueryAttentionPreNormFusion", "QDQFinalCleanupTransformer",
+    "NchwcTransformer", "NhwcTransformer", "ConvAddActivationFusion", "FuseFp16InitializerToFp32NodeTransformer",
+)
+ORT_RULES = (
+    "EliminateIdentity", "EliminateSlice", "UnsqueezeElimination", "EliminateDropout", "ExpandElimination",
+    "CastElimination", "PreShapeNodeElimination", "NoopElimination", "DivMulFusion", "FuseReluClip",
+    "GemmSumFusion", "GemmTransposeFusion", "NotWhereFusion", "ConvAddFusion", "ConvMulFusion", "ConvBNFusion",
+    "PadFusion", "MatmulBNFusion", "LabelEncoderFusion",
+)
+OPTION_KEYS = ("graph_optimization_level", "disabled_optimizers")
+
+
+def ort_settings(options: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Validate a pipeline's ORT options and return them in canonical form."""
+    for key in options:
+        if key not in OPTION_KEYS:
+            raise UserError(f"{where}: " + unknown_name_message("ort option", key, OPTION_KEYS))
+    level = options.get("graph_optimization_level", "disabled")
+    if level not in LEVELS:
+        raise UserError(f"{where}: graph_optimization_level: " + unknown_name_message("level", str(level), LEVELS))
+    disabled = options.get("disabled_optimizers", [])
+    if not isinstance(disabled, list) or not all(isinstance(d, str) for d in disabled):
+        raise UserError(f"{where}: disabled_optimizers: expected a list of optimizer names")
+    known = ORT_TRANSFORMERS + ORT_RULES
+    for name in disabled:
+        if name not in known:
+            raise UserError(f"{where}: disabled_optimizers: " + unknown_name_message("ORT optimizer", name, known))
+    return {"graph_optimization_level": level, "disabled_optimizers": sorted(set(disabled))}
+
+
+def session_options(settings: Mapping[str, Any], threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVELS[settings["graph_optimization_level"]])
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3
+    return options
+
+
+class OrtExecutable:
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.output_names = [o.name for o in session.get_outputs()]
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        return self.session.run(self.output_names, dict(feeds))  # type: ignore[no-any-return]
+
+
+def create_session(path: str, settings: Mapping[str, Any], threads: int, providers: list[Any],
+                   optimized_path: str | None = None) -> Any:
+    import onnxruntime as ort
+
+    options = session_options(settings, threads)
+    if optimized_path:
+        options.optimized_model_filepath = optimized_path
+    session = ort.InferenceSession(path, options, providers=providers,
+                                   disabled_optimizers=list(settings["disabled_optimizers"]) or None)
+    return session
+
+
+class OrtBackend(Backend):
+    name = "ort"
+
+    def versions(self) -> dict[str, str]:
+        import onnx
+        import onnxoptimizer
+        import onnxruntime
+
+        return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
+                "onnxoptimizer": getattr(onnxoptimizer, "__version__", "unknown")}
+
+    def list_passes(self) -> list[PassInfo]:
+        return list_onnx_passes()
+
+    def check_pipeline(self, pipeline: PipelineSpec) -> None:
+        where = f"pipeline {pipeline.name!r}"
+        check_pass_names(pipeline.passes, where)
+        ort_settings(pipeline.options, where)
+
+    def compile(self, model_path: Path, pipeline: PipelineSpec, out_dir: Path) -> CompileOutput:
+        import onnx
+
+        settings = ort_settings(pipeline.options, f"pipeline {pipeline.name!r}")
+        model = onnx.load(str(model_path))
+        compiled, trace = apply_pipeline(model, list(pipeline.passes))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        artifact_path = out_dir / "model.onnx"
+        onnx.save(compiled, str(artifact_path))
+        node_count = len(compiled.graph.node)
+        if settings["graph_optimization_level"] != "disabled":
+            node_count = self._ort_node_count(artifact_path, settings)
+        artifact = Artifact(backend=self.name, path=str(artifact_path), settings=settings,
+                            sha256=file_sha256(artifact_path), size_bytes=artifact_path.stat().st_size,
+                            node_count=node_count)
+        return CompileOutput(artifact=artifact, trace=trace)
+
+    def _ort_node_count(self, path: Path, settings: Mapping[str, Any]) -> int:
+        """Nodes left after ORT's own pinned optimizers ran (what really executes)."""
+        import onnx
+
+        with tempfile.TemporaryDirectory() as tmp:
+            optimized = os.path.join(tmp, "ort_optimized.onnx")
+            try:
+                create_session(str(path), settings, 1, ["CPUExecutionProvider"], optimized_path=optimized)
+            except Exception as exc:
+                raise BackendError(f"ONNX Runtime cannot load the compiled model: {str(exc).splitlines()[0]}") from None
+            return len(onnx.load(optimized, load_external_data=False).graph.node)
+
+    def load(self, artifact: Artifact, runner: Runner, threads: int) -> OrtExecutable:
+        providers = runner.ort_providers()
+        try:
+            session = create_session(artifact.path, artifact.settings, threads, providers)
+        except Exception as exc:
+            raise BackendError(f"ONNX Runtime cannot load {artifact.path}: {str(exc).splitlines()[0]}") from None
+        runner.check_ort_session(session)
+        return OrtExecutable(session)

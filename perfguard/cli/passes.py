@@ -1,0 +1,30 @@
+"""List the pass names a pipeline of a backend may use."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "list the passes a pipeline may name"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", default="ort", help="backend name (default: ort)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from perfguard.backends import get_backend
+
+    backend = get_backend(args.backend)
+    table = Table(title=f"passes of backend {args.backend!r}")
+    table.add_column("pass")
+    table.add_column("source")
+    table.add_column("what it does")
+    for info in backend.list_passes():
+        table.add_row(info.name, info.source, info.summary)
+    console = Console(width=120)
+    console.print(table)
+    console.print("A pipeline may also name a user pass as package.module:function (ModelProto -> ModelProto).")
+    return 0

@@ -1,0 +1,126 @@
+"""Compile every case of a suite under its pinned pipeline, check it, measure it, write a result.
+
+Without SUITE, runs the built-in smoke suite (small ResNet-, BERT- and YOLO-style models under
+pipelines that really differ).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+HELP = "compile, check and measure a suite; write a JSON result"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("suite", nargs="?", help="suite file (TOML); default: the built-in smoke suite")
+    parser.add_argument("--case", metavar="PATTERN", help="only cases whose id (model/pipeline/runner) matches "
+                        "this glob or contains this text")
+    parser.add_argument("--out", metavar="FILE", help="result file (default: perfguard-results/SUITE-UTC.json)")
+    parser.add_argument("--workers", type=int, metavar="N", help="override the suite's worker process count")
+    parser.add_argument("--rounds", type=int, metavar="N", help="override the suite's rounds per worker")
+    parser.add_argument("--keep-artifacts", metavar="DIR", help="keep compiled artifacts and models in DIR")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+class RichProgress:
+    def __init__(self, quiet: bool) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = Console(stderr=True)
+        self.quiet = quiet or not self.console.is_terminal
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                            TimeElapsedColumn(), console=self.console, disable=self.quiet)
+        self.task: Any = None
+
+    def start(self, total: int) -> None:
+        self.bar.start()
+        self.task = self.bar.add_task("starting", total=total)
+
+    def advance(self, description: str) -> None:
+        if self.task is not None and self.bar.tasks[0].description != "starting":
+            self.bar.advance(self.task)
+        self.bar.update(self.task, description=description)
+        if self.quiet:
+            self.console.print(f"perfguard: {description}", highlight=False)
+
+    def log(self, message: str) -> None:
+        self.console.print(message, highlight=False)
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, completed=self.bar.tasks[0].total, description="done")
+        self.bar.stop()
+
+
+def _positive(value: int | None, flag: str) -> int | None:
+    from perfguard.errors import UserError
+
+    if value is not None and value < 1:
+        raise UserError(f"{flag} must be >= 1, found {value}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfguard.harness import run_suite
+    from perfguard.results import write_json_atomic
+    from perfguard.suite import builtin_suite_path, load_suite
+
+    suite = load_suite(args.suite or builtin_suite_path("smoke"))
+    cases = suite.select(args.case)
+    workers, rounds = _positive(args.workers, "--workers"), _positive(args.rounds, "--rounds")
+    if workers or rounds:
+        cases = [dataclasses.replace(c, measure=dataclasses.replace(
+            c.measure, workers=workers or c.measure.workers, rounds=rounds or c.measure.rounds)) for c in cases]
+    out = Path(args.out) if args.out else Path("perfguard-results") / (
+        f"{suite.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json")
+    progress = RichProgress(args.quiet)
+    workdir = Path(args.keep_artifacts).resolve() if args.keep_artifacts else None
+    if workdir:
+        workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        document = run_suite(suite, cases, workdir=workdir, progress=progress)
+    finally:
+        progress.stop()
+    write_json_atomic(out, document)
+    print_table(document)
+    failed = [c for c in document["cases"] if c["status"] != "ok"]
+    print(f"result written to {out} ({len(document['cases']) - len(failed)} ok, {len(failed)} failed)")
+    return 4 if failed else 0
+
+
+def print_table(document: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from perfguard.units import format_bytes, format_duration
+
+    table = Table(title=f"perfguard run: {document['suite']['name']}")
+    for column in ("case", "status", "median", "p90", "cv", "vs first", "nodes", "compile", "size"):
+        table.add_column(column, justify="left" if column in ("case", "status") else "right")
+    first_median: dict[str, float] = {}
+    for case in document["cases"]:
+        metrics = case["metrics"]
+        latency = metrics.get("latency_s")
+        if case["status"] != "ok" or not latency:
+            message = case["error"]["message"] if case.get("error") else ""
+            table.add_row(case["id"], f"[red]failed[/red] ({case['error']['stage']})" if case.get("error") else "failed",
+                          "", "", "", "", str(metrics.get("node_count", "")), "", "")
+            if message:
+                table.add_row("", f"[red]{message[:160]}[/red]", *[""] * 7)
+            continue
+        group = case["measurement"]["group"]
+        base = first_median.setdefault(group, latency["median"])
+        relative = f"{(latency['median'] / base - 1) * 100:+.1f}%" if base else ""
+        table.add_row(case["id"], "ok", format_duration(latency["median"]), format_duration(latency["p90"]),
+                      f"{latency['cv'] * 100:.1f}%", relative, str(metrics.get("node_count", "")),
+                      format_duration(metrics.get("compile_time_s", float("nan"))),
+                      format_bytes(metrics.get("artifact_size_bytes", 0)))
+    Console(file=sys.stdout, width=max(120, Console().width)).print(table)
+    print("'vs first' is the ratio of medians to the first pipeline of the same model and runner, measured "
+          "interleaved in the same workers; it is not a verdict (use perfguard check for that).")

@@ -1,0 +1,21 @@
+"""Check a suite without running it: TOML, keys, models, pipelines, passes, runners."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "check a suite file without running it"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("suite", help="suite file (TOML)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfguard.harness import check_suite
+    from perfguard.suite import load_suite
+
+    suite = load_suite(args.suite)
+    check_suite(suite, list(suite.cases))
+    print(f"{args.suite}: ok: {len(suite.models)} models, {len(suite.pipelines)} pipelines, {len(suite.cases)} cases")
+    return 0

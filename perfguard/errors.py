@@ -1,0 +1,75 @@
+"""The exceptions perfguard raises, as one small tree.
+
+``PerfguardError``
+    Base of everything perfguard raises on purpose.
+
+    ``UserError``
+        Bad usage or bad input: a malformed suite, an unknown pass, an unreadable model, a corrupt
+        baseline. The CLI prints its message on one line and exits with code 2. The message names
+        what to fix (the file, the key, what was found and what was expected).
+
+    ``BackendError``
+        A compiler adapter failed on one case: a pass raised, produced an invalid model, or the
+        compiler crashed or hung. It fails that case; other cases go on.
+
+    ``CorrectnessError``
+        A compiled artifact computes a different answer than the reference run of the unoptimized
+        model. It fails that case: a fast wrong answer is not a result.
+
+    ``MeasurementError``
+        Every worker process of a case crashed or timed out, so there is nothing to report.
+
+    ``StorageError``
+        A result or baseline file could not be read or written (corrupt JSON, a newer format
+        version, a full disk). Raised as a ``UserError`` subclass because the fix is the user's.
+
+    ``RunnerUnavailable``
+        A runner (``cuda``, ``npu:<provider>``) cannot serve on this machine; the message says why.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class PerfguardError(Exception):
+    """Base class for every error perfguard raises on purpose."""
+
+
+class UserError(PerfguardError):
+    """Bad usage or bad input; the CLI exits with code 2 and this one-line message."""
+
+
+class StorageError(UserError):
+    """A result or baseline document could not be read or written."""
+
+
+class RunnerUnavailable(UserError):
+    """A runner cannot serve on this machine (no driver, no provider, no device)."""
+
+
+class BackendError(PerfguardError):
+    """A compile failed for one case (a pass raised, an invalid model, a crash or a hang)."""
+
+
+class CorrectnessError(PerfguardError):
+    """A compiled artifact's outputs do not match the reference within tolerance."""
+
+
+class MeasurementError(PerfguardError):
+    """No usable measurement could be taken for a case."""
+
+
+def close_names(name: str, valid: Iterable[str], n: int = 3) -> list[str]:
+    """Return up to ``n`` valid names close to ``name`` (for "did you mean" hints)."""
+    return difflib.get_close_matches(name, list(valid), n=n, cutoff=0.6)
+
+
+def unknown_name_message(kind: str, name: str, valid: Iterable[str]) -> str:
+    """Format "unknown <kind> 'x' (did you mean 'y'?); valid: a, b, c"."""
+    valid = sorted(set(valid))
+    close = close_names(name, valid)
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    listing = ", ".join(valid) if len(valid) <= 60 else ", ".join(valid[:60]) + ", ..."
+    return f"unknown {kind} {name!r}{hint}; valid: {listing}"

@@ -1,0 +1,230 @@
+"""Worker processes: ``python -m perfguard.measure.worker REQUEST.json RESPONSE.json``.
+
+Compiling and timing happen in fresh child processes, so a compiler or runtime that crashes or
+hangs costs one case (or one worker), never the run, and process-level effects (allocation, layout,
+caches) become part of the measured spread instead of a hidden bias.
+
+``compile`` requests compile one case, run the reference (ORT, all optimizations off) and check the
+artifact's outputs against it. ``measure`` requests load every variant of a case group and time
+them interleaved: in each round every variant is timed once, in a fresh random order, so drift
+hits all variants alike. The worker reports progress on stderr (``perfguard-worker: loading ID``)
+so the parent can name the variant a crash happened in.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import random
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfguard.backends import get_backend
+from perfguard.backends.base import Artifact
+from perfguard.errors import BackendError, PerfguardError
+from perfguard.inputs import InputSpec, make_feeds
+from perfguard.runners import get_runner
+from perfguard.suite import PipelineSpec
+
+STATUS_PREFIX = "perfguard-worker: "
+MAX_LOOPS = 1_000_000
+
+
+def _status(message: str) -> None:
+    sys.stderr.write(f"{STATUS_PREFIX}{message}\n")
+    sys.stderr.flush()
+
+
+def _rss_bytes() -> int:
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except Exception:  # psutil missing or /proc unreadable
+        return 0
+
+
+def _reference_outputs(model_path: str, feeds: dict[str, np.ndarray], cache: str | None) -> list[np.ndarray]:
+    """Outputs of the unoptimized model under ONNX Runtime with every optimization off."""
+    if cache and os.path.exists(cache):
+        with np.load(cache) as data:
+            return [data[f"out{i}"] for i in range(len(data.files))]
+    from perfguard.backends.ort import create_session
+
+    settings = {"graph_optimization_level": "disabled", "disabled_optimizers": []}
+    try:
+        session = create_session(model_path, settings, 1, ["CPUExecutionProvider"])
+        outputs = session.run(None, feeds)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BackendError(f"the model itself does not run in ONNX Runtime: {first}") from None
+    if cache:
+        tmp = cache + ".tmp.npz"
+        np.savez(tmp, **{f"out{i}": np.asarray(o) for i, o in enumerate(outputs)})
+        os.replace(tmp, cache)
+    return [np.asarray(o) for o in outputs]
+
+
+def compare_outputs(reference: list[np.ndarray], got: list[np.ndarray], rtol: float, atol: float) -> dict[str, Any]:
+    """Elementwise |got - ref| <= atol + rtol*|ref|; NaN where the reference is finite fails."""
+    if len(reference) != len(got):
+        return {"passed": False, "reason": f"{len(got)} outputs, the reference has {len(reference)}",
+                "max_abs_error": None, "max_rel_error": None}
+    max_abs = max_rel = 0.0
+    for index, (ref, out) in enumerate(zip(reference, got)):
+        out = np.asarray(out)
+        if ref.shape != out.shape:
+            return {"passed": False, "reason": f"output {index} has shape {list(out.shape)}, the reference "
+                    f"{list(ref.shape)}", "max_abs_error": None, "max_rel_error": None}
+        if not np.issubdtype(ref.dtype, np.number) and ref.dtype != np.bool_:
+            continue
+        ref64, out64 = ref.astype(np.float64), out.astype(np.float64)
+        diff = np.abs(ref64 - out64)
+        diff = np.where(np.isnan(ref64) & np.isnan(out64), 0.0, diff)
+        if diff.size:
+            max_abs = max(max_abs, float(np.nanmax(np.where(np.isnan(diff), np.inf, diff))))
+            rel = diff / np.maximum(np.abs(ref64), 1e-12)
+            max_rel = max(max_rel, float(np.max(np.where(np.isnan(rel), np.inf, rel))))
+        if not np.all(diff <= atol + rtol * np.abs(ref64)):
+            return {"passed": False, "reason": f"output {index} differs from the reference beyond tolerance",
+                    "max_abs_error": max_abs, "max_rel_error": max_rel}
+    return {"passed": True, "reason": "", "max_abs_error": max_abs, "max_rel_error": max_rel}
+
+
+def do_compile(request: dict[str, Any]) -> dict[str, Any]:
+    if request.get("compiler_path"):
+        sys.path.insert(0, request["compiler_path"])
+    backend = get_backend(request["backend"])
+    runner = get_runner(request["runner"])
+    pipeline = PipelineSpec(name=request["pipeline"]["name"], backend=request["pipeline"]["backend"],
+                            passes=tuple(request["pipeline"]["passes"]),
+                            options=request["pipeline"]["options"])
+    specs = [InputSpec.from_json(s) for s in request["input_specs"]]
+    tolerance = request["correctness"]
+    feeds = make_feeds(specs, tolerance["seed"])
+    stage = "reference"
+    try:
+        _status("reference")
+        reference = _reference_outputs(request["model_path"], feeds, request.get("reference_cache"))
+        stage = "compile"
+        _status("compile")
+        start = time.perf_counter()
+        output = backend.compile(Path(request["model_path"]), pipeline, Path(request["out_dir"]))
+        compile_time = time.perf_counter() - start
+        stage = "correctness"
+        _status("correctness")
+        executable = backend.load(output.artifact, runner, request["threads"])
+        got = executable.run(feeds)
+        check = compare_outputs(reference, got, tolerance["rtol"], tolerance["atol"])
+        check.update(rtol=tolerance["rtol"], atol=tolerance["atol"], seed=tolerance["seed"])
+        result = {"artifact": output.artifact.to_json(), "trace": output.trace.to_json(),
+                  "compile_time_s": compile_time, "correctness": check}
+        if not check["passed"]:
+            detail = (f" (max abs error {check['max_abs_error']:.3g}, max rel error {check['max_rel_error']:.3g};"
+                      f" rtol={tolerance['rtol']}, atol={tolerance['atol']})"
+                      if check["max_abs_error"] is not None else "")
+            result["error"] = {"stage": "correctness",
+                               "message": f"wrong answer: {check['reason']}{detail}; a fast wrong answer is not a "
+                                          "result (loosen [correctness] rtol/atol only if the difference is expected)"}
+        return result
+    except PerfguardError as exc:
+        return {"error": {"stage": stage, "message": str(exc)}}
+
+
+def _calibrate(executable: Any, feeds: dict[str, np.ndarray], min_time: float) -> int:
+    """Loops per value so that one value lasts at least ``min_time`` (pyperf-style doubling)."""
+    loops = 1
+    while loops < MAX_LOOPS:
+        start = time.perf_counter()
+        for _ in range(loops):
+            executable.run(feeds)
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time:
+            return loops
+        if elapsed <= 0:
+            loops *= 10
+            continue
+        loops = min(MAX_LOOPS, max(loops * 2, math.ceil(loops * min_time / elapsed * 1.1)))
+    return MAX_LOOPS
+
+
+def do_measure(request: dict[str, Any]) -> dict[str, Any]:
+    runner = get_runner(request["runner"])
+    threads = int(request["threads"])
+    worker_index = int(request["worker_index"])
+    rng = random.Random(request["seed"] * 100_003 + worker_index)
+    specs = [InputSpec.from_json(s) for s in request["input_specs"]]
+    feeds = make_feeds(specs, request["seed"] + 1 + worker_index)
+    variants = list(request["variants"])
+    executables: dict[str, Any] = {}
+    rss_delta: dict[str, int] = {}
+    load_order = [v["id"] for v in variants]
+    rng.shuffle(load_order)  # creation order biases a session by 1-2 %; randomize it per worker
+    by_id = {v["id"]: v for v in variants}
+    for variant_id in load_order:
+        _status(f"loading {variant_id}")
+        before = _rss_bytes()
+        artifact = Artifact.from_json(by_id[variant_id]["artifact"])
+        executable = get_backend(artifact.backend).load(artifact, runner, threads)
+        for _ in range(max(1, int(request["warmup"]))):
+            executable.run(feeds)
+        rss_delta[variant_id] = max(0, _rss_bytes() - before)
+        executables[variant_id] = executable
+    loops = dict(request.get("loops") or {})
+    for variant_id, executable in executables.items():
+        if variant_id not in loops:
+            _status(f"calibrating {variant_id}")
+            loops[variant_id] = _calibrate(executable, feeds, float(request["min_time"]))
+    values: dict[str, list[float]] = {v: [] for v in executables}
+    ids = list(executables)
+    _status("measuring")
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(int(request["rounds"])):
+            rng.shuffle(ids)
+            for variant_id in ids:
+                _status(f"running {variant_id}")
+                run, count = executables[variant_id].run, loops[variant_id]
+                start = time.perf_counter_ns()
+                for _ in range(count):
+                    run(feeds)
+                values[variant_id].append((time.perf_counter_ns() - start) / count / 1e9)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"values": values, "loops": loops, "rss_delta_bytes": rss_delta, "peak_rss_bytes": peak,
+            "load_order": load_order, "pid": os.getpid()}
+
+
+def main(argv: list[str]) -> int:
+    request_path, response_path = argv
+    request = json.loads(Path(request_path).read_text())
+    try:
+        if request["mode"] == "compile":
+            response = do_compile(request)
+        else:
+            response = do_measure(request)
+    except PerfguardError as exc:
+        response = {"error": {"stage": request["mode"], "message": str(exc)}}
+    except Exception as exc:  # report the worker's own failure to the parent as one line
+        tail = traceback.format_exc().strip().splitlines()[-1]
+        response = {"error": {"stage": request["mode"], "message": f"{type(exc).__name__}: {exc}"[:500],
+                              "detail": tail}}
+    tmp = response_path + ".tmp"
+    Path(tmp).write_text(json.dumps(response))
+    os.replace(tmp, response_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,109 @@
+"""The result document: one versioned JSON file per run, validated by a shipped JSON Schema.
+
+Format history (``RESULT_VERSION``):
+
+1. First format: suite, environment per runner, and per case its full key (model hash, pipeline
+   name + ordered passes + hash, backend and settings, runner fingerprint hash), pass trace,
+   correctness check, raw latency values per worker process, and summary metrics.
+
+Readers refuse a newer version ("upgrade perfguard") and migrate older ones step by step
+(``_MIGRATIONS[n]`` turns version n into n + 1). Files are written with sorted keys, atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfguard.errors import StorageError
+
+RESULT_VERSION = 1
+_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def summarize(values: Sequence[float]) -> dict[str, float | int]:
+    """Median, mean, spread and percentiles of raw values (all values are kept elsewhere)."""
+    data = np.asarray(values, dtype=float)
+    if data.size == 0:
+        return {"n": 0}
+    p10, p25, median, p75, p90, p99 = np.percentile(data, [10, 25, 50, 75, 90, 99])
+    mean = float(data.mean())
+    stdev = float(data.std(ddof=1)) if data.size > 1 else 0.0
+    return {"n": int(data.size), "median": float(median), "mean": mean, "stdev": stdev,
+            "cv": stdev / mean if mean > 0 else 0.0, "min": float(data.min()), "max": float(data.max()),
+            "p10": float(p10), "p25": float(p25), "p75": float(p75), "p90": float(p90), "p99": float(p99)}
+
+
+def write_json_atomic(path: str | Path, document: Any) -> None:
+    """Write JSON with sorted keys to a temporary file beside ``path``, then rename it over."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot write: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(document, handle, sort_keys=True, indent=1, allow_nan=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise StorageError(f"{path}: cannot write: {exc.strerror}") from None
+        raise
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str = "result") -> dict[str, Any]:
+    text = resources.files("perfguard.schemas").joinpath(f"{name}-v{RESULT_VERSION}.schema.json").read_text()
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def schema_errors(document: Any, name: str = "result") -> list[str]:
+    """Every schema violation as 'path: message' (empty when valid)."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(load_schema(name))
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+    return [f"{'/'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message}" for e in errors]
+
+
+def load_result(path: str | Path) -> dict[str, Any]:
+    """Read a result file: refuse newer versions, migrate older ones, validate against the schema."""
+    path = Path(path)
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise StorageError(f"{path}: result file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(f"{path}: cannot read: {exc}") from None
+    except ValueError as exc:
+        raise StorageError(f"{path}: corrupt result file (not JSON: {exc}); re-run perfguard run") from None
+    if not isinstance(document, dict) or not isinstance(document.get("version"), int):
+        raise StorageError(f"{path}: not a perfguard result (no integer 'version')")
+    version = document["version"]
+    if version > RESULT_VERSION:
+        raise StorageError(f"{path}: result format version {version} is newer than this perfguard reads "
+                           f"({RESULT_VERSION}); upgrade perfguard")
+    while version < RESULT_VERSION:
+        document = _MIGRATIONS[version](document)
+        version = document["version"]
+    errors = schema_errors(document)
+    if errors:
+        raise StorageError(f"{path}: corrupt result file: {errors[0]}")
+    return document

@@ -1,0 +1,27 @@
+"""The ``cpu`` runner: ONNX Runtime's CPU execution provider, threads pinned by the suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perfguard.runners.base import Runner
+from perfguard.runners.fingerprint import host_fingerprint
+
+
+class CpuRunner(Runner):
+    name = "cpu"
+
+    def __init__(self, repo: Path | None = None) -> None:
+        self.repo = repo
+
+    def check_available(self) -> None:
+        return None
+
+    def fingerprint(self) -> dict[str, Any]:
+        data = host_fingerprint(self.repo)
+        data["runner"] = self.name
+        return data
+
+    def ort_providers(self) -> list[Any]:
+        return ["CPUExecutionProvider"]

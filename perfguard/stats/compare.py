@@ -1,0 +1,309 @@
+"""Compare a baseline (A) with a candidate (B) measured in worker processes.
+
+Input layout: one inner sequence of timings (seconds, or any positive quantity) per fresh worker
+process. :func:`compare_paired` is for the default same-job A/B protocol, where worker ``i`` of A
+and worker ``i`` of B ran in the *same* process, interleaved in random order; it cancels process
+and drift effects. :func:`compare_unpaired` is for a stored baseline from another run; it can
+only treat whole runs as samples of processes and is deliberately conservative.
+
+Both return a :class:`~perfguard.stats.verdict.Comparison` and apply the three-way rule
+documented in :mod:`perfguard.stats.verdict`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from perfguard.errors import UserError
+from perfguard.stats.bootstrap import percentile_interval, resample_units
+from perfguard.stats.estimators import FloatArray, apply_statistic, check_statistic, trimmed_mean
+from perfguard.stats.rank_tests import min_pairs_for, rank_sum_test, signed_rank_test
+from perfguard.stats.verdict import Comparison, decide, minimum_detectable_effect
+
+Groups = Sequence[Sequence[float]]
+
+#: Default practical floor of :func:`compare_unpaired`. Two runs from different times (or
+#: machines) differ by more than their own process-to-process spread: COMPILER_NOTES section 7
+#: measured +35 % between windows minutes apart and recommends >= 10 % across separate runs.
+UNPAIRED_REL_FLOOR = 0.10
+
+
+def compare_paired(
+    a_groups: Groups,
+    b_groups: Groups,
+    *,
+    rel_floor: float = 0.02,
+    abs_floor: float = 0.0,
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    higher_is_worse: bool = True,
+    statistic: str = "median",
+) -> Comparison:
+    """Paired comparison of candidate ``b_groups`` against baseline ``a_groups``, worker by worker.
+
+    Estimate: per worker ``i``, ``r_i = log(stat(b_i) / stat(a_i))`` with ``stat`` the median (or
+    ``statistic``); the ratio is ``exp(trimmed_mean_20%(r))``. Taking the ratio inside each process
+    cancels the process's own offset and the machine drift of its time window (A and B are
+    interleaved); the 20 % trimmed mean is robust to a worker whose ratio a drift burst bent, at
+    94 % of the mean's efficiency (see :mod:`perfguard.stats.estimators`).
+
+    Test: exact Wilcoxon signed-rank on the ``r_i`` (two-sided, Pratt zeros, mid-ranks). Workers,
+    not timings, are the unit, so process-level effects (an A/A difference of 1-2 % that depends
+    on which session was created first) are part of the noise instead of a false signal. Needs at
+    least 6 workers for ``alpha = 0.05`` (the smallest attainable p is ``2 / 2**n``).
+
+    Interval: bootstrap over workers (``n_boot`` resamples, ``seed``), expanded percentile
+    (:mod:`perfguard.stats.bootstrap`) at ``confidence``, exponentiated to a ratio.
+
+    Decision: :func:`perfguard.stats.verdict.decide` with ``floor = max(rel_floor, abs_floor /
+    stat(all baseline values))``; ``mde`` from :func:`perfguard.stats.verdict.minimum_detectable_effect`.
+
+    Assumptions: groups are paired by process (same index = same process) and A/B order inside a
+    process was randomized, so under "no change" each ``r_i`` is symmetric about 0; workers are
+    independent. Values must be positive and finite.
+
+    Degenerate inputs: one worker gives an unbounded interval and ``unknown``; identical values
+    give ratio 1, a zero-width interval and ``same``; empty or unequal groups, or non-positive
+    values, raise ``UserError``.
+    """
+    _check_options(rel_floor, abs_floor, alpha, confidence, n_boot, statistic)
+    a = _as_matrix(a_groups, "baseline")
+    b = _as_matrix(b_groups, "candidate")
+    if a.shape[0] != b.shape[0]:
+        raise UserError(
+            f"paired comparison needs one candidate group per baseline group (same worker process); "
+            f"got {a.shape[0]} baseline and {b.shape[0]} candidate groups"
+        )
+    n = a.shape[0]
+    log_ratios = np.log(apply_statistic(b, statistic, axis=1)) - np.log(apply_statistic(a, statistic, axis=1))
+    estimate = float(trimmed_mean(log_ratios))
+    p_value = signed_rank_test(log_ratios)
+    if n >= 2:
+        rng = np.random.default_rng(seed)
+        boot = trimmed_mean(log_ratios[resample_units(n, n_boot, rng)], axis=1)
+        low, high = percentile_interval(boot, n, confidence)
+    else:
+        low, high = -math.inf, math.inf
+    # The bootstrap cannot move a zero-spread sample; keep the estimate inside its interval anyway.
+    low, high = min(low, estimate), max(high, estimate)
+    detectable = n >= min_pairs_for(alpha)
+    return _finish(
+        a,
+        b,
+        ratio=math.exp(estimate),
+        ci=(math.exp(low), math.exp(high)),
+        p_value=p_value,
+        n=n,
+        detectable=detectable,
+        rel_floor=rel_floor,
+        abs_floor=abs_floor,
+        alpha=alpha,
+        confidence=confidence,
+        higher_is_worse=higher_is_worse,
+        statistic=statistic,
+        method="paired-wilcoxon",
+    )
+
+
+def compare_unpaired(
+    a_groups: Groups,
+    b_groups: Groups,
+    /,
+    *,
+    rel_floor: float = UNPAIRED_REL_FLOOR,
+    abs_floor: float = 0.0,
+    alpha: float = 0.05,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+    higher_is_worse: bool = True,
+    statistic: str = "median",
+) -> Comparison:
+    """Unpaired comparison of a candidate run with a stored baseline run (different processes).
+
+    Estimate: ratio of the medians (or ``statistic``) of all values of each side.
+
+    Test: exact Mann-Whitney U (Wilcoxon rank-sum) on the *per-worker* medians, two-sided. Timings
+    inside one process are correlated, so a test on pooled timings would count every value as
+    independent evidence and flag process-level noise; one value per process keeps the size of the
+    test at ``alpha`` within a run. With 3 + 3 workers p cannot go below 0.1; 4 + 4 reaches 0.029.
+
+    Interval: cluster bootstrap: resample whole workers with replacement on each side
+    independently, pool their values, take the ratio of the statistics; expanded percentile with
+    ``n = min(n_a, n_b)`` at ``confidence``.
+
+    Conservative by design: nothing inside one run can measure how far two runs drift apart (a
+    different hour, machine state, thermal or frequency regime), so the default floor is 10 %
+    (:data:`UNPAIRED_REL_FLOOR`) instead of the paired 2 %. Lower it only for baselines measured
+    on the same machine within minutes. Prefer :func:`compare_paired` whenever both sides can be
+    measured in the same job.
+
+    Assumptions: workers independent within each side; values positive and finite. A flat list
+    of timings can be passed as ``[[v] for v in values]`` only if each value came from its own
+    process.
+    """
+    _check_options(rel_floor, abs_floor, alpha, confidence, n_boot, statistic)
+    a = _as_matrix(a_groups, "baseline")
+    b = _as_matrix(b_groups, "candidate")
+    n_a, n_b = a.shape[0], b.shape[0]
+    p_value = rank_sum_test(apply_statistic(a, statistic, axis=1), apply_statistic(b, statistic, axis=1))
+    estimate = math.log(_pooled(b, statistic)) - math.log(_pooled(a, statistic))
+    n = min(n_a, n_b)
+    if n >= 2:
+        rng = np.random.default_rng(seed)
+        boot_a = _pooled_rows(a[resample_units(n_a, n_boot, rng)], statistic)
+        boot_b = _pooled_rows(b[resample_units(n_b, n_boot, rng)], statistic)
+        low, high = percentile_interval(np.log(boot_b) - np.log(boot_a), n, confidence)
+    else:
+        low, high = -math.inf, math.inf
+    low, high = min(low, estimate), max(high, estimate)
+    smallest_p = 2.0 / math.comb(n_a + n_b, n_a)
+    return _finish(
+        a,
+        b,
+        ratio=math.exp(estimate),
+        ci=(math.exp(low), math.exp(high)),
+        p_value=p_value,
+        n=n,
+        detectable=smallest_p <= alpha,
+        rel_floor=rel_floor,
+        abs_floor=abs_floor,
+        alpha=alpha,
+        confidence=confidence,
+        higher_is_worse=higher_is_worse,
+        statistic=statistic,
+        method="unpaired-mann-whitney",
+    )
+
+
+def _finish(
+    a: FloatArray,
+    b: FloatArray,
+    *,
+    ratio: float,
+    ci: tuple[float, float],
+    p_value: float,
+    n: int,
+    detectable: bool,
+    rel_floor: float,
+    abs_floor: float,
+    alpha: float,
+    confidence: float,
+    higher_is_worse: bool,
+    statistic: str,
+    method: str,
+) -> Comparison:
+    floor = max(rel_floor, abs_floor / _pooled(a, statistic))
+    decision, direction, reason = decide(
+        ratio=ratio,
+        ci_low=ci[0],
+        ci_high=ci[1],
+        p_value=p_value,
+        floor=floor,
+        alpha=alpha,
+        higher_is_worse=higher_is_worse,
+        detectable=detectable,
+        confidence=confidence,
+    )
+    if not detectable:
+        reason += f" ({n} worker{'s' if n != 1 else ''}; {_needed(method, alpha)})"
+    mde = minimum_detectable_effect(
+        ci_low=ci[0], ci_high=ci[1], n=n, floor=floor, alpha=alpha, confidence=confidence, detectable=detectable
+    )
+    return Comparison(
+        decision=decision,
+        direction=direction,
+        ratio=ratio,
+        ci_low=ci[0],
+        ci_high=ci[1],
+        p_value=p_value,
+        mde=mde,
+        n_pairs=n,
+        baseline_median=_pooled(a, "median"),
+        candidate_median=_pooled(b, "median"),
+        floor=floor,
+        reason=reason,
+        method=method,
+        statistic=statistic,
+        alpha=alpha,
+        confidence=confidence,
+    )
+
+
+def _needed(method: str, alpha: float) -> str:
+    if method == "paired-wilcoxon":
+        return f"p <= {alpha:g} needs >= {min_pairs_for(alpha)} paired workers"
+    return f"p <= {alpha:g} needs more workers on each side"
+
+
+def _pooled(matrix: FloatArray, statistic: str) -> float:
+    """Statistic of all (non-padding) values of one side."""
+    values = matrix[~np.isnan(matrix)]
+    return float(apply_statistic(values, statistic))
+
+
+def _pooled_rows(resampled: FloatArray, statistic: str) -> FloatArray:
+    """Statistic of the pooled values of each bootstrap resample, shape (n_boot, workers, m)."""
+    flat = resampled.reshape(resampled.shape[0], -1)
+    return apply_statistic(flat, statistic, axis=1)
+
+
+def _check_options(
+    rel_floor: float, abs_floor: float, alpha: float, confidence: float, n_boot: int, statistic: str
+) -> None:
+    check_statistic(statistic)
+    if not (math.isfinite(rel_floor) and rel_floor >= 0):
+        raise UserError(f"rel_floor must be a fraction >= 0 (0.02 for 2 %), got {rel_floor!r}")
+    if not (math.isfinite(abs_floor) and abs_floor >= 0):
+        raise UserError(f"abs_floor must be >= 0 in the metric's unit (seconds for times), got {abs_floor!r}")
+    if not 0.0 < alpha < 1.0:
+        raise UserError(f"alpha must be in (0, 1), got {alpha!r}")
+    if not 0.0 < confidence < 1.0:
+        raise UserError(f"confidence must be in (0, 1), got {confidence!r}")
+    if n_boot < 100:
+        raise UserError(f"n_boot must be >= 100 for a usable interval, got {n_boot!r}")
+
+
+def _as_matrix(groups: Groups, side: str) -> FloatArray:
+    """Validate worker groups and pack them into a (workers, max_len) array padded with NaN."""
+    if isinstance(groups, np.ndarray) and groups.ndim == 2 and groups.dtype.kind in "fiu":
+        rows: list[FloatArray] = list(groups.astype(np.float64))
+    else:
+        if isinstance(groups, (str, bytes)) or not isinstance(groups, Sequence | np.ndarray):
+            raise UserError(f"{side}: expected a list of worker groups (lists of numbers), got {groups!r:.80}")
+        rows = [_as_row(group, side, i) for i, group in enumerate(groups)]
+    if not rows:
+        raise UserError(f"{side}: no worker groups (need at least one group with at least one value)")
+    for i, row in enumerate(rows):
+        if row.size == 0:
+            raise UserError(f"{side}: worker group {i} is empty")
+        bad = ~np.isfinite(row) | (row <= 0)
+        if bad.any():
+            raise UserError(
+                f"{side}: worker group {i} has a non-positive or non-finite value {float(row[bad][0])!r}; "
+                "expected positive timings (seconds) or sizes"
+            )
+    width = max(row.size for row in rows)
+    if all(row.size == width for row in rows):
+        return np.stack(rows)
+    matrix = np.full((len(rows), width), np.nan)
+    for i, row in enumerate(rows):
+        matrix[i, : row.size] = row
+    return matrix
+
+
+def _as_row(group: object, side: str, index: int) -> FloatArray:
+    if isinstance(group, (str, bytes)) or not isinstance(group, Sequence | np.ndarray):
+        raise UserError(
+            f"{side}: worker group {index} must be a list of numbers, got {group!r:.80} "
+            "(pass one list per worker process, e.g. [[0.0051, 0.0050], [0.0052, 0.0049]])"
+        )
+    try:
+        return np.asarray(group, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"{side}: worker group {index} is not all numbers: {group!r:.80}") from exc

@@ -1,0 +1,90 @@
+"""Summary statistics by name, and the robust location estimator used across worker processes.
+
+Two levels of summary appear in every comparison:
+
+* **Within one worker process** a group of timings is reduced to one number by a *named*
+  statistic: ``median`` (the default), ``mean``, ``min``, ``max`` or a percentile ``pN``
+  (``p1`` .. ``p99``, linear interpolation between order statistics). The names are the ones a
+  threshold such as ``p90:0.5ms`` may carry (see :mod:`perfguard.stats.thresholds`).
+* **Across worker processes** the per-worker log ratios are combined by a 20 % trimmed mean
+  (:func:`trimmed_mean`). Why not the plain median: at normal noise the median of n values has
+  an efficiency of about 0.64, which costs a third of the workers; the 20 % trimmed mean keeps
+  about 0.94 of the mean's efficiency and still ignores the two most extreme workers out of ten
+  (a drift burst that starts in the middle of one process can bias that one worker's ratio by
+  10 % or more; see the simulations in ``tests/test_stats_sim.py``).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import numpy.typing as npt
+
+from perfguard.errors import UserError, unknown_name_message
+
+#: Fraction trimmed from *each* end by :func:`trimmed_mean` (Wilcox's recommended 20 %).
+TRIM = 0.2
+
+_NAMED = ("median", "mean", "min", "max")
+_PERCENTILE = re.compile(r"^p([1-9][0-9]?)$")
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def check_statistic(name: str) -> str:
+    """Return ``name`` if it names a statistic, else raise ``UserError`` listing the valid ones."""
+    if name in _NAMED or _PERCENTILE.match(name):
+        return name
+    raise UserError(
+        unknown_name_message("statistic", name, (*_NAMED, "p50", "p90", "p95", "p99"))
+        + " (any pN with N in 1..99)"
+    )
+
+
+def apply_statistic(values: FloatArray, name: str, axis: int = -1) -> FloatArray:
+    """Reduce ``values`` along ``axis`` by the statistic called ``name``.
+
+    ``pN`` is the N-th percentile with linear interpolation (numpy's default), so ``p50`` equals
+    ``median``. NaN entries are ignored (``nan``-variants of the reductions); this lets ragged
+    groups be padded with NaN and reduced in one vectorized call.
+    """
+    check_statistic(name)
+    if np.isnan(values).any():
+        if name == "median":
+            return np.asarray(np.nanmedian(values, axis=axis), dtype=np.float64)
+        if name == "mean":
+            return np.asarray(np.nanmean(values, axis=axis), dtype=np.float64)
+        if name == "min":
+            return np.asarray(np.nanmin(values, axis=axis), dtype=np.float64)
+        if name == "max":
+            return np.asarray(np.nanmax(values, axis=axis), dtype=np.float64)
+        return np.asarray(np.nanpercentile(values, float(name[1:]), axis=axis), dtype=np.float64)
+    if name == "median":
+        return np.asarray(np.median(values, axis=axis), dtype=np.float64)
+    if name == "mean":
+        return np.asarray(np.mean(values, axis=axis), dtype=np.float64)
+    if name == "min":
+        return np.asarray(np.min(values, axis=axis), dtype=np.float64)
+    if name == "max":
+        return np.asarray(np.max(values, axis=axis), dtype=np.float64)
+    return np.asarray(np.percentile(values, float(name[1:]), axis=axis), dtype=np.float64)
+
+
+def trimmed_count(n: int, trim: float = TRIM) -> int:
+    """How many values :func:`trimmed_mean` drops from each end of ``n`` values."""
+    return int(np.floor(trim * n))
+
+
+def trimmed_mean(x: FloatArray, axis: int = -1, trim: float = TRIM) -> FloatArray:
+    """Mean after dropping ``floor(trim * n)`` values from each end along ``axis``.
+
+    With the default 20 %: n <= 4 is the plain mean, n = 5..9 drops one value per end,
+    n = 10..14 drops two, n = 20 drops four. Vectorized over the other axes (used on a
+    bootstrap matrix of shape ``(n_boot, n)``).
+    """
+    data = np.sort(np.asarray(x, dtype=np.float64), axis=axis)
+    n = data.shape[axis]
+    g = trimmed_count(n, trim)
+    kept = np.take(data, np.arange(g, n - g), axis=axis)
+    return np.asarray(np.mean(kept, axis=axis), dtype=np.float64)

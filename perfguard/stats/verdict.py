@@ -1,0 +1,164 @@
+"""The result of a comparison and the three-way decision rule shared by every comparison.
+
+Decision rule (one place, used by :func:`~perfguard.stats.compare.compare_paired`,
+:func:`~perfguard.stats.compare.compare_unpaired` and, with a zero-width interval,
+:func:`~perfguard.stats.deterministic.compare_deterministic`):
+
+``different``
+    the test rejects (``p <= alpha``), the confidence interval of the ratio excludes 1, **and**
+    the point estimate lies beyond the practical floor (``|ratio - 1| > floor``). The direction is
+    the sign of the change, read through ``higher_is_worse``.
+``same``
+    the whole confidence interval lies inside ``[1 - floor, 1 + floor]``: any real change is
+    smaller than the floor (an equivalence test at the interval's confidence). A statistically
+    significant change inside the floor is ``same``: real, but too small to act on.
+``unknown``
+    anything else: too few workers, too much noise for this floor, or an effect near the floor.
+    The remedy is more workers (:func:`~perfguard.stats.adaptive.adaptive_compare`).
+
+Why the *point estimate* and not the whole interval beyond the floor: requiring the interval to
+clear the floor detects an effect of exactly twice the noise-free floor only half of the time and a
+2 % slowdown practically never; requiring the estimate to clear it keeps the A/A false-positive
+rate below ``alpha`` (the test must reject first) and, at the default 2 % floor and 10 workers,
+near zero (an A/A estimate beyond 2 % is a 4-sigma event), while detecting an effect of
+``floor + 0.9 SE`` with 80 % power. The simulated rates are in ``tests/test_stats_sim.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from scipy import stats as _sps
+
+Decision = Literal["same", "different", "unknown"]
+Direction = Literal["regression", "improvement", "none"]
+
+#: Power at which :attr:`Comparison.mde` is computed.
+MDE_POWER = 0.8
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A verdict for one metric of one case: estimate, interval, test and three-way decision.
+
+    ``ratio`` is candidate / baseline (``b / a``) as estimated by the comparison's method;
+    ``ci_low`` and ``ci_high`` bound it at ``confidence``. ``mde`` is the smallest relative change
+    (a fraction: 0.03 is 3 %) that this comparison would call ``different`` with 80 % power at the
+    noise it measured (``inf`` when no change could be detected, e.g. too few workers).
+    ``floor`` is the practical floor as a fraction, after converting an absolute floor with the
+    baseline. ``baseline_median`` and ``candidate_median`` are medians of all values of each side
+    (for display; the decision uses per-worker statistics). ``direction`` is ``"none"`` unless the
+    decision is ``different`` - except for deterministic metrics, where it reports the sign of any
+    change even when the change is within the gate.
+    """
+
+    decision: Decision
+    direction: Direction
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    mde: float
+    n_pairs: int
+    baseline_median: float
+    candidate_median: float
+    floor: float
+    reason: str
+    method: str = "paired-wilcoxon"
+    statistic: str = "median"
+    alpha: float = 0.05
+    confidence: float = 0.95
+
+    @property
+    def change(self) -> float:
+        """Relative change ``ratio - 1`` (0.05 means 5 % larger than the baseline)."""
+        return self.ratio - 1.0
+
+    @property
+    def is_regression(self) -> bool:
+        """True when the decision is ``different`` in the worse direction (the gate fails)."""
+        return self.decision == "different" and self.direction == "regression"
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain dict for JSON output; non-finite floats become ``None`` (JSON has no inf/NaN)."""
+        out: dict[str, Any] = {}
+        for key, value in dataclasses.asdict(self).items():
+            if isinstance(value, float) and not math.isfinite(value):
+                value = None
+            out[key] = value
+        return out
+
+
+def direction_of(change: float, higher_is_worse: bool) -> Direction:
+    """Name the direction of a relative change: larger is a regression when ``higher_is_worse``."""
+    if change == 0:
+        return "none"
+    worse = change > 0 if higher_is_worse else change < 0
+    return "regression" if worse else "improvement"
+
+
+def decide(
+    *,
+    ratio: float,
+    ci_low: float,
+    ci_high: float,
+    p_value: float,
+    floor: float,
+    alpha: float,
+    higher_is_worse: bool,
+    detectable: bool,
+    confidence: float,
+) -> tuple[Decision, Direction, str]:
+    """Apply the three-way rule in the module docstring; return (decision, direction, reason).
+
+    ``detectable`` is False when the test cannot reach ``alpha`` at this sample size at all (for
+    example fewer than 6 workers for the exact signed-rank test at 0.05); the reason says so.
+    """
+    change = ratio - 1.0
+    pct = f"{change:+.2%}"
+    ci = f"[{ci_low - 1.0:+.2%}, {ci_high - 1.0:+.2%}]"
+    floor_text = f"\u00b1{floor:.2%}"
+    significant = p_value <= alpha and (ci_low > 1.0 or ci_high < 1.0)
+    if significant and abs(change) > floor:
+        direction = direction_of(change, higher_is_worse)
+        return (
+            "different",
+            direction,
+            f"{direction} {pct} {ci}, p={p_value:.3g} <= {alpha:g}, beyond the {floor_text} floor",
+        )
+    if 1.0 - floor <= ci_low and ci_high <= 1.0 + floor:
+        return ("same", "none", f"{pct}, {confidence:.0%} CI {ci} inside the {floor_text} floor")
+    if not detectable:
+        why = f"too few workers to reach p <= {alpha:g}"
+    elif significant:
+        why = f"p={p_value:.3g} but the estimate is within the {floor_text} floor"
+    elif p_value <= alpha:
+        why = f"p={p_value:.3g} but the CI includes no change"
+    else:
+        why = f"p={p_value:.3g} > {alpha:g}"
+    return ("unknown", "none", f"{pct} {ci}: {why}, and the CI is not inside the {floor_text} floor")
+
+
+def minimum_detectable_effect(
+    *, ci_low: float, ci_high: float, n: int, floor: float, alpha: float, confidence: float, detectable: bool
+) -> float:
+    """Relative change detected with 80 % power at the noise implied by the interval.
+
+    Formula, on the log scale where the interval is ``est +- t_{n-1}((1+confidence)/2) * SE``::
+
+        SE  = (log ci_high - log ci_low) / (2 * t_{n-1}((1 + confidence) / 2))
+        mde = exp(max(log(1 + floor), t_{n-1}(1 - alpha/2) * SE) + t_{n-1}(0.8) * SE) - 1
+
+    The first term is the larger of the two hurdles the estimate must clear (the floor and the
+    significance threshold); the second adds the 80 % power margin. ``inf`` when the test cannot
+    reach ``alpha`` at this sample size or the interval is unbounded.
+    """
+    if not detectable or n < 2 or not (ci_low > 0 and math.isfinite(ci_high)):
+        return math.inf
+    df = n - 1
+    se = (math.log(ci_high) - math.log(ci_low)) / (2.0 * float(_sps.t.ppf(0.5 + confidence / 2.0, df)))
+    hurdle = max(math.log1p(floor), float(_sps.t.ppf(1.0 - alpha / 2.0, df)) * se)
+    return math.expm1(hurdle + float(_sps.t.ppf(MDE_POWER, df)) * se)

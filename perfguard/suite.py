@@ -1,0 +1,364 @@
+"""Suite files: TOML under ``suites/`` loaded into typed, validated objects.
+
+A suite names models, pipelines (ordered pass lists pinned per backend), cases (model x pipeline x
+runner), measurement settings and per-case overrides. Every error names the file, the key, what
+was found and what was expected, with close valid names for a typo. The format is documented in
+README.md ("Suite files").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import hashlib
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfguard.errors import UserError, close_names
+from perfguard.units import parse_duration
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How one case is measured (see README, "Measurement protocol")."""
+
+    workers: int = 5
+    rounds: int = 10
+    warmup: int = 3
+    min_time: float = 0.02
+    timeout: float = 300.0
+    compile_timeout: float = 600.0
+    threads: int = 1
+    seed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Correctness tolerance: |got - ref| <= atol + rtol * |ref| elementwise."""
+
+    rtol: float = 1e-3
+    atol: float = 1e-4
+    seed: int = 1234
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model: an architecture from the zoo with parameters, or a path to an ``.onnx`` file."""
+
+    name: str
+    arch: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    def source(self) -> dict[str, Any]:
+        if self.path is not None:
+            return {"path": str(self.path)}
+        return {"arch": self.arch, "params": dict(sorted(self.params.items()))}
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """An ordered list of pass names plus the backend's other pinned settings."""
+
+    name: str
+    backend: str
+    passes: tuple[str, ...]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def key(self) -> dict[str, Any]:
+        """The part of the pipeline that decides the artifact; hashed into every case key."""
+        return {"backend": self.backend, "passes": list(self.passes), "options": _canonical(self.options)}
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(json.dumps(self.key(), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CompilerSpec:
+    """The compiler under test: where its user passes live and how to build it."""
+
+    path: Path | None = None
+    repo: Path | None = None
+    build: str | None = None
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One model x pipeline x runner, with its effective settings."""
+
+    model: ModelSpec
+    pipeline: PipelineSpec
+    runner: str
+    measure: MeasureSettings
+    tolerance: Tolerance
+
+    @property
+    def id(self) -> str:
+        return f"{self.model.name}/{self.pipeline.name}/{self.runner}"
+
+
+@dataclass(frozen=True)
+class Suite:
+    path: Path
+    name: str
+    description: str
+    compiler: CompilerSpec
+    models: Mapping[str, ModelSpec]
+    pipelines: Mapping[str, PipelineSpec]
+    cases: tuple[CaseSpec, ...]
+    sha256: str
+
+    def select(self, pattern: str | None) -> list[CaseSpec]:
+        """Cases whose id matches a glob (``resnet*/*/cpu``) or contains ``pattern`` as text."""
+        if not pattern:
+            return list(self.cases)
+        chosen = [c for c in self.cases if fnmatch.fnmatchcase(c.id, pattern) or pattern in c.id]
+        if not chosen:
+            ids = ", ".join(c.id for c in self.cases)
+            raise UserError(f"--case {pattern!r} matches no case of {self.path}; cases: {ids}")
+        return chosen
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _canonical(value[k]) for k in sorted(value)}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+class _Reader:
+    """Reads typed values out of the parsed TOML, with errors that name file and key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, key: str, message: str) -> UserError:
+        return UserError(f"{self.path}: {key}: {message}")
+
+    def table(self, value: Any, key: str, allowed: tuple[str, ...] | None = None) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(key, f"expected a table, found {_describe(value)}")
+        if allowed is not None:
+            for name in value:
+                if name not in allowed:
+                    close = close_names(name, allowed)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    raise self.fail(
+                        f"{key}.{name}" if key else name,
+                        f"unknown key{hint}; expected one of: {', '.join(allowed)}",
+                    )
+        return value
+
+    def string(self, value: Any, key: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.fail(key, f"expected a non-empty string, found {_describe(value)}")
+        return value
+
+    def positive_int(self, value: Any, key: str, minimum: int = 1) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(key, f"expected an integer >= {minimum}, found {_describe(value)}")
+        return value
+
+    def non_negative_float(self, value: Any, key: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise self.fail(key, f"expected a number >= 0, found {_describe(value)}")
+        return float(value)
+
+    def string_list(self, value: Any, key: str) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(key, f"expected a list of strings, found {_describe(value)}")
+        return list(value)
+
+
+def _describe(value: Any) -> str:
+    kind = {dict: "a table", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number"}.get(type(value), type(value).__name__)
+    text = json.dumps(value, default=str)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{kind} {text}"
+
+
+_MEASURE_KEYS = ("workers", "rounds", "warmup", "min_time", "timeout", "compile_timeout", "threads", "seed")
+_CORRECTNESS_KEYS = ("rtol", "atol", "seed")
+
+
+def _measure(reader: _Reader, raw: Any, key: str, base: MeasureSettings) -> MeasureSettings:
+    table = reader.table(raw, key, _MEASURE_KEYS)
+    values: dict[str, Any] = {}
+    for name in ("workers", "rounds", "threads"):
+        if name in table:
+            values[name] = reader.positive_int(table[name], f"{key}.{name}")
+    for name in ("warmup", "seed"):
+        if name in table:
+            values[name] = reader.positive_int(table[name], f"{key}.{name}", minimum=0)
+    for name in ("min_time", "timeout", "compile_timeout"):
+        if name in table:
+            try:
+                values[name] = parse_duration(table[name], f"{reader.path}: {key}.{name}")
+            except UserError as exc:
+                raise UserError(str(exc)) from None
+    return dataclasses.replace(base, **values)
+
+
+def _tolerance(reader: _Reader, raw: Any, key: str, base: Tolerance) -> Tolerance:
+    table = reader.table(raw, key, _CORRECTNESS_KEYS)
+    values: dict[str, Any] = {}
+    for name in ("rtol", "atol"):
+        if name in table:
+            values[name] = reader.non_negative_float(table[name], f"{key}.{name}")
+    if "seed" in table:
+        values["seed"] = reader.positive_int(table["seed"], f"{key}.seed", minimum=0)
+    return dataclasses.replace(base, **values)
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and validate a suite file; raise ``UserError`` naming file and key on any problem."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"{path}: suite file not found") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read suite file: {exc.strerror}") from None
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a UTF-8 text file; a suite is TOML") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: malformed TOML: {exc}") from None
+    return parse_suite(raw, path, hashlib.sha256(data).hexdigest())
+
+
+def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
+    reader = _Reader(path)
+    reader.table(raw, "", ("suite", "compiler", "measure", "correctness", "models", "pipelines", "cases",
+                           "overrides"))
+    head = reader.table(raw.get("suite", {}), "[suite]", ("name", "description", "backend", "runners"))
+    name = reader.string(head.get("name", path.stem), "[suite] name")
+    description = str(head.get("description", ""))
+    default_backend = reader.string(head.get("backend", "ort"), "[suite] backend")
+    default_runners = reader.string_list(head.get("runners", ["cpu"]), "[suite] runners")
+
+    comp = reader.table(raw.get("compiler", {}), "[compiler]", ("path", "repo", "build"))
+    base_dir = path.parent
+    compiler = CompilerSpec(
+        path=(base_dir / reader.string(comp["path"], "[compiler] path")).resolve() if "path" in comp else None,
+        repo=(base_dir / reader.string(comp["repo"], "[compiler] repo")).resolve() if "repo" in comp else None,
+        build=reader.string(comp["build"], "[compiler] build") if "build" in comp else None,
+    )
+
+    measure = _measure(reader, raw.get("measure", {}), "[measure]", MeasureSettings())
+    tolerance = _tolerance(reader, raw.get("correctness", {}), "[correctness]", Tolerance())
+
+    models: dict[str, ModelSpec] = {}
+    for model_name, spec in reader.table(raw.get("models", {}), "[models]").items():
+        key = f"[models.{model_name}]"
+        spec = reader.table(spec, key, ("arch", "params", "path"))
+        if ("arch" in spec) == ("path" in spec):
+            raise reader.fail(key, "give exactly one of 'arch' (a zoo architecture) or 'path' (an .onnx file)")
+        if "path" in spec:
+            model_path = (base_dir / reader.string(spec["path"], f"{key} path")).resolve()
+            models[model_name] = ModelSpec(name=model_name, path=model_path)
+        else:
+            arch = reader.string(spec["arch"], f"{key} arch")
+            params = reader.table(spec.get("params", {}), f"{key} params")
+            models[model_name] = ModelSpec(name=model_name, arch=arch, params=dict(params))
+    if not models:
+        raise reader.fail("[models]", "the suite defines no model; add a [models.NAME] table")
+
+    pipelines: dict[str, PipelineSpec] = {}
+    for pipe_name, spec in reader.table(raw.get("pipelines", {}), "[pipelines]").items():
+        key = f"[pipelines.{pipe_name}]"
+        spec = reader.table(spec, key, ("passes", "backend", "options"))
+        if "passes" not in spec:
+            raise reader.fail(key, "missing 'passes' (an ordered list of pass names; [] for none)")
+        pipelines[pipe_name] = PipelineSpec(
+            name=pipe_name,
+            backend=reader.string(spec.get("backend", default_backend), f"{key} backend"),
+            passes=tuple(reader.string_list(spec["passes"], f"{key} passes")),
+            options=dict(reader.table(spec.get("options", {}), f"{key} options")),
+        )
+    if not pipelines:
+        raise reader.fail("[pipelines]", "the suite defines no pipeline; add a [pipelines.NAME] table")
+
+    overrides = []
+    raw_overrides = raw.get("overrides", [])
+    if not isinstance(raw_overrides, list):
+        raise reader.fail("[[overrides]]", f"expected an array of tables, found {_describe(raw_overrides)}")
+    for index, item in enumerate(raw_overrides):
+        key = f"[[overrides]] #{index + 1}"
+        item = reader.table(item, key, ("match", "measure", "correctness"))
+        overrides.append((reader.string(item.get("match"), f"{key} match"), item))
+
+    raw_cases = raw.get("cases")
+    if raw_cases is None:
+        raw_cases = [{"model": m} for m in models]
+    if not isinstance(raw_cases, list) or not raw_cases:
+        raise reader.fail("[[cases]]", "expected a non-empty array of tables [[cases]]")
+    cases: list[CaseSpec] = []
+    seen: set[str] = set()
+    for index, item in enumerate(raw_cases):
+        key = f"[[cases]] #{index + 1}"
+        item = reader.table(item, key, ("model", "pipelines", "runners", "measure", "correctness"))
+        model_name = reader.string(item.get("model"), f"{key} model")
+        if model_name not in models:
+            raise reader.fail(f"{key} model", _unknown("model", model_name, models))
+        pipe_names = reader.string_list(item.get("pipelines", list(pipelines)), f"{key} pipelines")
+        for pipe_name in pipe_names:
+            if pipe_name not in pipelines:
+                raise reader.fail(f"{key} pipelines", _unknown("pipeline", pipe_name, pipelines))
+        runner_names = reader.string_list(item.get("runners", default_runners), f"{key} runners")
+        case_measure = _measure(reader, item.get("measure", {}), f"{key} measure", measure)
+        case_tol = _tolerance(reader, item.get("correctness", {}), f"{key} correctness", tolerance)
+        for pipe_name in pipe_names:
+            for runner in runner_names:
+                case = CaseSpec(models[model_name], pipelines[pipe_name], runner, case_measure, case_tol)
+                for pattern, override in overrides:
+                    if fnmatch.fnmatchcase(case.id, pattern):
+                        where = f"[[overrides]] match={pattern!r}"
+                        case = dataclasses.replace(
+                            case,
+                            measure=_measure(reader, override.get("measure", {}), f"{where} measure", case.measure),
+                            tolerance=_tolerance(reader, override.get("correctness", {}),
+                                                 f"{where} correctness", case.tolerance),
+                        )
+                if case.id in seen:
+                    raise reader.fail(key, f"case {case.id} is listed twice")
+                seen.add(case.id)
+                cases.append(case)
+    return Suite(path=path, name=name, description=description, compiler=compiler, models=models,
+                 pipelines=pipelines, cases=tuple(cases), sha256=sha256)
+
+
+def _unknown(kind: str, name: str, valid: Mapping[str, Any]) -> str:
+    close = close_names(name, valid)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown {kind} {name!r}{hint}; defined: {', '.join(valid)}"
+
+
+def builtin_suite_path(name: str = "smoke") -> Path:
+    """Path of a suite shipped with perfguard (``suites/`` in a checkout, ``_suites`` when installed)."""
+    here = Path(__file__).resolve().parent
+    for folder in (here / "_suites", here.parent / "suites"):
+        candidate = folder / f"{name}.toml"
+        if candidate.is_file():
+            return candidate
+    raise UserError(f"built-in suite {name!r} not found in this installation")
