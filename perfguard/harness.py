@@ -12,7 +12,6 @@ import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -115,7 +114,7 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
     if outcome.failure:
         stage = outcome.last_status or "compile"
         detail = f": {outcome.stderr_tail.splitlines()[-1][:200]}" if outcome.stderr_tail else ""
-        message = outcome.failure.replace("worker", "compiler", 1) + f" during {stage}{detail}"
+        message = outcome.failure.replace("worker", "compile worker", 1) + f" during {stage}{detail}"
         return _fail(compiled, stage, message)
     response = outcome.response or {}
     entry["trace"] = response.get("trace")

@@ -8,6 +8,7 @@ shape nobody chose silently.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,14 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
     for node in graph.node:
         if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in initializers:
             gather_bounds[node.input[1]] = int(initializers[node.input[0]].dims[0])
+    # Zoo models record the valid range of integer inputs; trust it over the heuristics below.
+    ranges: dict[str, list[int]] = {}
+    for prop in model.metadata_props:
+        if prop.key == "perfguard.input_ranges":
+            try:
+                ranges = json.loads(prop.value)
+            except ValueError:
+                ranges = {}
     specs = []
     for value in graph.input:
         if value.name in initializers:
@@ -64,7 +73,11 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
         elif dtype == np.bool_:
             specs.append(InputSpec(value.name, dtype.name, shape, 0, 2, "integers"))
         elif np.issubdtype(dtype, np.integer):
-            if value.name in gather_bounds:
+            if value.name in ranges:
+                low, high = ranges[value.name]
+                kind = "mask" if "mask" in value.name.lower() and (low, high) == (0, 2) else "integers"
+                specs.append(InputSpec(value.name, dtype.name, shape, low, high, kind))
+            elif value.name in gather_bounds:
                 specs.append(InputSpec(value.name, dtype.name, shape, 0, gather_bounds[value.name], "integers"))
             elif "mask" in value.name.lower():
                 specs.append(InputSpec(value.name, dtype.name, shape, 0, 2, "mask"))

@@ -16,7 +16,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,7 @@ def write_json_atomic(path: str | Path, document: Any) -> None:
         raise
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(name: str = "result") -> dict[str, Any]:
     text = resources.files("perfguard.schemas").joinpath(f"{name}-v{RESULT_VERSION}.schema.json").read_text()
     return json.loads(text)  # type: ignore[no-any-return]

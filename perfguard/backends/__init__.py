@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from perfguard.backends.base import Artifact, Backend, CompileOutput, PassInfo, PassRecord, PassTrace
 from perfguard.errors import UserError, unknown_name_message
@@ -32,7 +32,7 @@ def available_backends() -> list[str]:
     return sorted(_registry())
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_backend(name: str) -> Backend:
     """Return the backend registered as ``name``; the error lists the valid names."""
     registry = _registry()

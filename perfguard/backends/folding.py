@@ -80,7 +80,7 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
         if outputs is None or len(outputs) != len([o for o in node.output if o]):
             kept.append(node)
             continue
-        for name, value in zip([o for o in node.output if o], outputs):
+        for name, value in zip([o for o in node.output if o], outputs, strict=False):
             values[name] = value
         folded.append(node)
     if not folded:

@@ -18,7 +18,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfguard.backends.base import Artifact, Backend, CompileOutput, PassInfo, PassRecord, PassTrace, file_sha256
+from perfguard.backends.base import (
+    Artifact,
+    Backend,
+    CompileOutput,
+    PassInfo,
+    PassRecord,
+    PassTrace,
+    file_sha256,
+)
 from perfguard.errors import BackendError, UserError, unknown_name_message
 from perfguard.units import parse_duration
 
@@ -33,18 +41,33 @@ FAULTS = ("fail", "crash_compile", "hang_compile", "crash_worker", "wrong_output
 
 
 class MockExecutable:
-    def __init__(self, latency: float, wrong: bool) -> None:
+    """Busy-waits the artifact's latency, then answers what the source model answers (computed by
+    ONNX Runtime once per distinct input), or a wrong answer when asked to."""
+
+    def __init__(self, latency: float, wrong: bool, model_path: str) -> None:
         self.latency = latency
         self.wrong = wrong
+        self.model_path = model_path
+        self._answers: dict[bytes, list[np.ndarray]] = {}
+
+    def _answer(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        key = b"".join(value.tobytes() for value in feeds.values())
+        if key not in self._answers:
+            if os.path.exists(self.model_path):
+                import onnxruntime as ort
+
+                session = ort.InferenceSession(self.model_path, providers=["CPUExecutionProvider"])
+                self._answers[key] = session.run(None, dict(feeds))
+            else:
+                self._answers[key] = [value.copy() for value in feeds.values()]
+        return self._answers[key]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         deadline = time.perf_counter() + self.latency
+        outputs = self._answer(feeds)
         while time.perf_counter() < deadline:
             pass
-        outputs = [value.copy() for value in feeds.values()]
-        if self.wrong:
-            outputs = [o + 1 for o in outputs]
-        return outputs
+        return [o + 1 for o in outputs] if self.wrong else outputs
 
 
 class MockBackend(Backend):
@@ -89,13 +112,14 @@ class MockBackend(Backend):
         trace.final_hash = previous
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / "mock.json"
-        path.write_text(json.dumps({"latency": latency, **flags}, sort_keys=True))
-        artifact = Artifact(self.name, str(path), {"latency": latency, **flags}, file_sha256(path),
+        settings = {"latency": latency, "model_path": str(model_path), **flags}
+        path.write_text(json.dumps(settings, sort_keys=True))
+        artifact = Artifact(self.name, str(path), settings, file_sha256(path),
                             path.stat().st_size, node_count=1)
         return CompileOutput(artifact, trace)
 
     def load(self, artifact: Artifact, runner: Runner, threads: int) -> MockExecutable:
         settings = json.loads(Path(artifact.path).read_text())
-        if settings["crash_worker"]:
+        if settings["crash_worker"] and os.environ.get("PERFGUARD_WORKER_MODE") == "measure":
             os.abort()
-        return MockExecutable(float(settings["latency"]), bool(settings["wrong_output"]))
+        return MockExecutable(float(settings["latency"]), bool(settings["wrong_output"]), settings["model_path"])

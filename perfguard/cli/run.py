@@ -33,9 +33,11 @@ class RichProgress:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.console = Console(stderr=True)
-        self.quiet = quiet or not self.console.is_terminal
+        self.quiet = quiet
+        # Without a terminal (CI logs) print one line per step instead of redrawing a bar.
+        self.lines = not quiet and not self.console.is_terminal
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                            TimeElapsedColumn(), console=self.console, disable=self.quiet)
+                            TimeElapsedColumn(), console=self.console, disable=quiet or self.lines)
         self.task: Any = None
 
     def start(self, total: int) -> None:
@@ -46,7 +48,7 @@ class RichProgress:
         if self.task is not None and self.bar.tasks[0].description != "starting":
             self.bar.advance(self.task)
         self.bar.update(self.task, description=description)
-        if self.quiet:
+        if self.lines:
             self.console.print(f"perfguard: {description}", highlight=False)
 
     def log(self, message: str) -> None:

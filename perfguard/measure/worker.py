@@ -79,7 +79,7 @@ def compare_outputs(reference: list[np.ndarray], got: list[np.ndarray], rtol: fl
         return {"passed": False, "reason": f"{len(got)} outputs, the reference has {len(reference)}",
                 "max_abs_error": None, "max_rel_error": None}
     max_abs = max_rel = 0.0
-    for index, (ref, out) in enumerate(zip(reference, got)):
+    for index, (ref, out) in enumerate(zip(reference, got, strict=False)):
         out = np.asarray(out)
         if ref.shape != out.shape:
             return {"passed": False, "reason": f"output {index} has shape {list(out.shape)}, the reference "
@@ -209,6 +209,7 @@ def do_measure(request: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     request_path, response_path = argv
     request = json.loads(Path(request_path).read_text())
+    os.environ["PERFGUARD_WORKER_MODE"] = request["mode"]
     try:
         if request["mode"] == "compile":
             response = do_compile(request)

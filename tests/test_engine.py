@@ -1,0 +1,138 @@
+"""The measurement engine and the harness in real worker processes, with the mock backend
+(known latencies, injected crashes and hangs) and small real ORT models."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from perfguard.backends import get_backend
+from perfguard.harness import run_suite
+from perfguard.measure.engine import measure_group
+from perfguard.results import schema_errors
+from perfguard.suite import PipelineSpec, load_suite
+
+from .conftest import FAST_MEASURE, TINY_MODELS
+
+
+def _mock_artifact(tmp_path: Path, name: str, passes: tuple[str, ...], latency: str = "1ms") -> dict:
+    pipeline = PipelineSpec(name, "mock", passes, {"latency": latency})
+    return get_backend("mock").compile(tmp_path / "unused.onnx", pipeline, tmp_path / name).artifact.to_json()
+
+
+def _measure(tmp_path, variants, **overrides):
+    settings = dict(runner="cpu", threads=1, warmup=1, rounds=5, min_time=0.004, timeout=60, workers=3, seed=0,
+                    input_specs=[{"name": "x", "dtype": "float32", "shape": [4], "low": -1, "high": 1,
+                                  "kind": "normal"}], workdir=tmp_path / "ipc")
+    settings.update(overrides)
+    return measure_group(variants, **settings)
+
+
+def test_interleaved_values_recover_known_latency_ratio(tmp_path):
+    variants = [{"id": "base", "artifact": _mock_artifact(tmp_path, "base", ("noop",))},
+                {"id": "slow", "artifact": _mock_artifact(tmp_path, "slow", ("slower_10pct",))}]
+    values = _measure(tmp_path, variants)
+    for entry in values.values():
+        assert len(entry.per_worker) == 3 and all(len(w) == 5 for w in entry.per_worker)
+        assert entry.worker_ids == [0, 1, 2] and entry.loops >= 4 and not entry.failures
+    base = statistics.median(v for w in values["base"].per_worker for v in w)
+    slow = statistics.median(v for w in values["slow"].per_worker for v in w)
+    assert base == pytest.approx(1e-3, rel=0.2)
+    assert slow / base == pytest.approx(1.10, abs=0.04)
+
+
+def test_a_variant_that_crashes_its_worker_is_dropped_and_the_rest_is_measured(tmp_path):
+    variants = [{"id": "good", "artifact": _mock_artifact(tmp_path, "good", ("noop",))},
+                {"id": "bad", "artifact": _mock_artifact(tmp_path, "bad", ("crash_worker",))}]
+    values = _measure(tmp_path, variants)
+    assert values["bad"].per_worker == []
+    assert "crashed (SIGABRT)" in values["bad"].failures[0] and values["bad"].dropped
+    assert len(values["good"].per_worker) >= 2  # the crash cost at most the first worker
+
+
+def test_a_worker_that_outlives_its_timeout_is_killed_and_reported(tmp_path):
+    variants = [{"id": "sluggish", "artifact": _mock_artifact(tmp_path, "slug", ("noop",), latency="400ms")}]
+    values = _measure(tmp_path, variants, timeout=3.0, workers=1, rounds=20, min_time=0.001)
+    assert values["sluggish"].per_worker == []
+    assert "timed out after 3 s" in values["sluggish"].failures[0]
+
+
+MOCK_SUITE = TINY_MODELS + FAST_MEASURE + """
+[suite]
+name = "faults"
+backend = "mock"
+
+[pipelines.fine]
+passes = ["noop"]
+[pipelines.slower]
+passes = ["slower_10pct"]
+[pipelines.raises]
+passes = ["noop", "fail"]
+[pipelines.aborts]
+passes = ["crash_compile"]
+[pipelines.wrong]
+passes = ["wrong_output"]
+[pipelines.crashes_workers]
+passes = ["crash_worker"]
+"""
+
+
+@pytest.mark.slow
+def test_per_case_faults_fail_their_case_and_the_run_goes_on(write_suite):
+    suite = load_suite(write_suite(MOCK_SUITE))
+    document = run_suite(suite, list(suite.cases))
+    assert not schema_errors(document)
+    cases = {c["pipeline"]: c for c in document["cases"]}
+    assert cases["fine"]["status"] == cases["slower"]["status"] == "ok"
+    assert cases["raises"]["error"] == {"stage": "compile",
+                                        "message": "pass #2 'fail' raised RuntimeError: injected failure"}
+    assert cases["aborts"]["error"]["stage"] == "compile"
+    assert "compile worker crashed (SIGABRT) during compile" in cases["aborts"]["error"]["message"]
+    assert cases["wrong"]["error"]["stage"] == "correctness"
+    assert cases["wrong"]["correctness"]["passed"] is False
+    assert cases["crashes_workers"]["error"]["stage"] == "measure"
+    assert "crashed" in cases["crashes_workers"]["error"]["message"]
+    ratio = cases["slower"]["metrics"]["latency_s"]["median"] / cases["fine"]["metrics"]["latency_s"]["median"]
+    assert ratio == pytest.approx(1.10, abs=0.05)
+
+
+def test_a_hanging_compiler_is_killed_at_the_compile_timeout(write_suite):
+    suite = load_suite(write_suite(TINY_MODELS + """
+[suite]
+backend = "mock"
+[measure]
+compile_timeout = "3s"
+[pipelines.hangs]
+passes = ["hang_compile"]
+"""))
+    document = run_suite(suite, list(suite.cases))
+    error = document["cases"][0]["error"]
+    assert error["stage"] == "compile" and "compile worker timed out after 3 s" in error["message"]
+
+
+@pytest.mark.slow
+def test_real_ort_run_records_trace_correctness_and_metrics(write_suite):
+    suite = load_suite(write_suite(TINY_MODELS + FAST_MEASURE + """
+[pipelines.none]
+passes = []
+[pipelines.folded]
+passes = ["fuse_bn_into_conv", "constant_folding"]
+"""))
+    document = run_suite(suite, list(suite.cases))
+    assert schema_errors(document) == []
+    json.dumps(document, allow_nan=False)
+    folded = next(c for c in document["cases"] if c["pipeline"] == "folded")
+    assert folded["status"] == "ok" and folded["correctness"]["passed"]
+    assert [p["name"] for p in folded["trace"]["passes"]] == ["fuse_bn_into_conv", "constant_folding"]
+    metrics = folded["metrics"]
+    assert metrics["node_count"] < document["models"]["resnet_t"]["nodes"]
+    assert metrics["latency_s"]["n"] == 2 * 3 and len(metrics["latency_s"]["per_worker"]) == 2
+    assert metrics["compile_time_s"] > 0 and metrics["artifact_size_bytes"] > 0
+    assert metrics["worker_peak_rss_bytes"] > 10_000_000
+    assert folded["key"]["pipeline"]["passes"] == ["fuse_bn_into_conv", "constant_folding"]
+    assert folded["key"]["runner"]["fingerprint_sha256"]
+    env = document["environment"]["cpu"]
+    assert env["libraries"]["onnxruntime"] and env["cpu_model"] and env["python"]

@@ -1,0 +1,71 @@
+"""The result document: schema, atomic writes, version handling, corrupt files."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from perfguard.errors import StorageError
+from perfguard.results import RESULT_VERSION, load_result, schema_errors, summarize, write_json_atomic
+
+
+def test_summarize_known_values():
+    stats = summarize([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert stats["median"] == 3.0 and stats["min"] == 1.0 and stats["max"] == 100.0 and stats["n"] == 5
+    assert stats["mean"] == pytest.approx(22.0)
+    assert stats["p90"] == pytest.approx(61.6)
+    assert summarize([]) == {"n": 0}
+    assert summarize([2.0])["stdev"] == 0.0
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
+    path = tmp_path / "r.json"
+    write_json_atomic(path, {"b": 1, "a": 2})
+    assert path.read_text().index('"a"') < path.read_text().index('"b"')  # sorted keys
+    with pytest.raises(ValueError):
+        write_json_atomic(path, {"value": math.nan})
+    assert json.loads(path.read_text()) == {"a": 2, "b": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left behind
+
+
+def test_load_refuses_newer_corrupt_and_foreign_files(tmp_path):
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({"version": RESULT_VERSION + 1}))
+    with pytest.raises(StorageError, match="newer than this perfguard reads .*upgrade perfguard"):
+        load_result(newer)
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"version": 1, "cases": [')
+    with pytest.raises(StorageError, match="corrupt result file \\(not JSON"):
+        load_result(corrupt)
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text("[1, 2]")
+    with pytest.raises(StorageError, match="not a perfguard result"):
+        load_result(foreign)
+    incomplete = tmp_path / "incomplete.json"
+    incomplete.write_text(json.dumps({"version": 1, "cases": []}))
+    with pytest.raises(StorageError, match="corrupt result file: .*required property"):
+        load_result(incomplete)
+    with pytest.raises(StorageError, match="not found"):
+        load_result(tmp_path / "missing.json")
+
+
+def test_schema_rejects_a_case_without_trace_or_with_bad_values():
+    case = {"id": "m/p/cpu", "model": "m", "pipeline": "p", "runner": "cpu", "status": "ok", "error": None,
+            "key": {"model": {"name": "m", "sha256": "x", "source": {}},
+                    "pipeline": {"name": "p", "passes": [], "options": {}, "sha256": "y"},
+                    "backend": {"name": "ort", "versions": {}}, "runner": {"name": "cpu", "fingerprint_sha256": "z"},
+                    "measure": {}},
+            "key_hash": "k", "trace": None, "correctness": None, "metrics": {}, "measurement": None,
+            "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:01Z"}
+    document = {"version": 1, "tool": {"name": "perfguard", "version": "0"},
+                "suite": {"name": "s", "path": "s.toml", "sha256": ""}, "started_at": "2026-01-01T00:00:00Z",
+                "finished_at": "2026-01-01T00:00:01Z", "environment": {}, "models": {}, "cases": [case]}
+    errors = schema_errors(document)
+    assert any("trace" in e for e in errors)
+    case["status"] = "failed"
+    case["error"] = {"stage": "compile", "message": "boom"}
+    assert schema_errors(document) == []
+    case["started_at"] = "yesterday"
+    assert schema_errors(document)
