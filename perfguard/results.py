@@ -70,7 +70,8 @@ def write_json_atomic(path: str | Path, document: Any) -> None:
 
 @cache
 def load_schema(name: str = "result") -> dict[str, Any]:
-    text = resources.files("perfguard.schemas").joinpath(f"{name}-v{RESULT_VERSION}.schema.json").read_text()
+    """The shipped JSON Schema ``result`` or ``verdicts`` (version 1 of each)."""
+    text = resources.files("perfguard.schemas").joinpath(f"{name}-v1.schema.json").read_text()
     return json.loads(text)  # type: ignore[no-any-return]
 
 

@@ -1,0 +1,40 @@
+"""Statistics for perfguard: pure functions that turn samples into verdicts.
+
+* :mod:`~perfguard.stats.thresholds` - typed thresholds parsed from ``median:3%``, ``p90:0.5ms``.
+* :mod:`~perfguard.stats.compare` - paired (same-job A/B) and unpaired (stored baseline)
+  comparisons returning a :class:`Comparison` with a three-way decision.
+* :mod:`~perfguard.stats.verdict` - the :class:`Comparison` result and the decision rule.
+* :mod:`~perfguard.stats.adaptive` - add workers while UNKNOWN, Bonferroni over looks.
+* :mod:`~perfguard.stats.multiple` - Benjamini-Hochberg across a whole check.
+* :mod:`~perfguard.stats.deterministic` - exact metrics (node count, artifact size).
+
+No I/O and no global state; every function names its test, thresholds and assumptions in its
+docstring. The A/A false-positive and power simulations that justify the defaults are in
+``tests/test_stats_sim.py`` (run it as a script for the full tables).
+"""
+
+from __future__ import annotations
+
+from perfguard.stats.adaptive import AdaptiveResult, adaptive_compare, planned_looks
+from perfguard.stats.compare import UNPAIRED_REL_FLOOR, compare_paired, compare_unpaired
+from perfguard.stats.deterministic import compare_deterministic
+from perfguard.stats.multiple import benjamini_hochberg, bh_adjust
+from perfguard.stats.thresholds import Threshold, parse_threshold
+from perfguard.stats.verdict import Comparison, Decision, Direction
+
+__all__ = [
+    "UNPAIRED_REL_FLOOR",
+    "AdaptiveResult",
+    "Comparison",
+    "Decision",
+    "Direction",
+    "Threshold",
+    "adaptive_compare",
+    "benjamini_hochberg",
+    "bh_adjust",
+    "compare_deterministic",
+    "compare_paired",
+    "compare_unpaired",
+    "parse_threshold",
+    "planned_looks",
+]

@@ -5,16 +5,28 @@ caches and warm-up, so they are not independent, while different processes are. 
 therefore a bootstrap over workers (resample whole workers with replacement).
 
 A plain percentile bootstrap is too narrow for the 5-20 workers perfguard uses: it estimates the
-spread with divisor n instead of n - 1 and uses normal instead of t tails, so a nominal 95 %
-interval covers about 88 % of the time at n = 6 and about 92 % at n = 10 (simulated in
-``tests/test_stats_sim.py``). We use Hesterberg's *expanded percentile* interval
-(Hesterberg 2015, "What teachers should know about the bootstrap", section 5.6): take the
-percentiles at ``Phi(-sqrt(n / (n - 1)) * t[n-1, 1 - a/2])`` and one minus it instead of ``a/2``
-and ``1 - a/2``. That restores nominal coverage at small n and changes nothing at large n.
+spread with divisor n instead of n - 1 and uses normal instead of t tails. We use Hesterberg's
+*expanded percentile* interval (Hesterberg 2015, "What teachers should know about the
+bootstrap", section 5.6): take the percentiles at ``Phi(-sqrt(n / (n - 1)) * t[n-1, 1 - a/2])``
+and one minus it instead of ``a/2`` and ``1 - a/2``. That restores nominal coverage at small n
+and changes nothing at large n.
 
 The alternative, a hierarchical bootstrap that also resamples the values inside each worker,
 counts the within-worker noise twice (it is already part of the spread between workers) and
-over-covers (about 99 % for a nominal 95 %), which costs power and delays SAME verdicts.
+over-covers, which costs power and delays SAME verdicts.
+
+Simulated coverage of a nominal 95 % interval for the ratio (trimmed mean of per-worker log
+ratios, 10 values per worker, lognormal noise, drift with +35 % bursts, creation-order bias;
+1000 experiments each, ``python tests/test_stats_sim.py``):
+
+=========  ==========  ========  ============
+ workers   percentile  expanded  hierarchical
+=========  ==========  ========  ============
+ 5         0.88-0.89   0.93-0.94
+ 6         0.91        0.95-0.96  0.97-1.00
+ 10        0.92-0.94   0.97       0.99-1.00
+ 20        0.93-0.95   0.96
+=========  ==========  ========  ============
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def compare_paired(
         low, high = percentile_interval(boot, n, confidence)
     else:
         low, high = -math.inf, math.inf
-    # The bootstrap cannot move a zero-spread sample; keep the estimate inside its interval anyway.
+    # Quantiles of a discrete bootstrap distribution can round past the estimate; keep it inside.
     low, high = min(low, estimate), max(high, estimate)
     detectable = n >= min_pairs_for(alpha)
     return _finish(
@@ -213,7 +213,13 @@ def _finish(
     if not detectable:
         reason += f" ({n} worker{'s' if n != 1 else ''}; {_needed(method, alpha)})"
     mde = minimum_detectable_effect(
-        ci_low=ci[0], ci_high=ci[1], n=n, floor=floor, alpha=alpha, confidence=confidence, detectable=detectable
+        ci_low=ci[0],
+        ci_high=ci[1],
+        n=n,
+        floor=floor,
+        alpha=alpha,
+        confidence=confidence,
+        detectable=detectable,
     )
     return Comparison(
         decision=decision,
@@ -275,7 +281,9 @@ def _as_matrix(groups: Groups, side: str) -> FloatArray:
         rows: list[FloatArray] = list(groups.astype(np.float64))
     else:
         if isinstance(groups, (str, bytes)) or not isinstance(groups, Sequence | np.ndarray):
-            raise UserError(f"{side}: expected a list of worker groups (lists of numbers), got {groups!r:.80}")
+            raise UserError(
+                f"{side}: expected a list of worker groups (lists of numbers), got {groups!r:.80}"
+            )
         rows = [_as_row(group, side, i) for i, group in enumerate(groups)]
     if not rows:
         raise UserError(f"{side}: no worker groups (need at least one group with at least one value)")

@@ -2,7 +2,7 @@
 
 Both compute the *exact conditional* null distribution given the observed ranks, by dynamic
 programming over (doubled) mid-ranks, so ties and zero differences are handled exactly instead
-of falling back to a normal approximation. Above a few hundred observations the normal
+of falling back to a normal approximation. Above 100 pairs (60 values for the rank-sum test) the normal
 approximation with tie correction is used; there it is accurate.
 
 Why our own implementation: ``scipy.stats.wilcoxon(method="exact")`` does not handle ties or
@@ -19,8 +19,8 @@ from scipy import stats as _sps
 
 from perfguard.stats.estimators import FloatArray
 
-_EXACT_MAX_PAIRS = 300
-_EXACT_MAX_TOTAL = 200
+_EXACT_MAX_PAIRS = 100
+_EXACT_MAX_TOTAL = 60
 _REL_EPS = 1e-9
 
 
@@ -40,7 +40,7 @@ def signed_rank_test(differences: FloatArray) -> float:
 
     Test: Wilcoxon signed-rank, Pratt's treatment of zeros (zeros take part in the ranking of
     |d| but carry no sign), mid-ranks for ties; the p-value is exact for the conditional
-    distribution given those ranks (enumerated by dynamic programming) up to 300 pairs, normal
+    distribution given those ranks (enumerated by dynamic programming) up to 100 pairs, normal
     approximation with tie correction above.
 
     Assumption: under the null hypothesis each difference is symmetric about 0 and the pairs are
@@ -82,7 +82,7 @@ def rank_sum_test(x: FloatArray, y: FloatArray) -> float:
 
     Test: rank-sum of ``x`` in the pooled sample with mid-ranks for ties; exact conditional null
     distribution (all ``C(n, n_x)`` splits of the observed ranks, by dynamic programming) up to
-    200 values in total, normal approximation with tie correction above.
+    60 values in total, normal approximation with tie correction above.
 
     Assumption: the values are independent and, under the null hypothesis, exchangeable between
     the two samples. perfguard passes one value per *worker process* (the worker's median), never

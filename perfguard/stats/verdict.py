@@ -16,12 +16,15 @@ Decision rule (one place, used by :func:`~perfguard.stats.compare.compare_paired
     anything else: too few workers, too much noise for this floor, or an effect near the floor.
     The remedy is more workers (:func:`~perfguard.stats.adaptive.adaptive_compare`).
 
-Why the *point estimate* and not the whole interval beyond the floor: requiring the interval to
-clear the floor detects an effect of exactly twice the noise-free floor only half of the time and a
-2 % slowdown practically never; requiring the estimate to clear it keeps the A/A false-positive
-rate below ``alpha`` (the test must reject first) and, at the default 2 % floor and 10 workers,
-near zero (an A/A estimate beyond 2 % is a 4-sigma event), while detecting an effect of
-``floor + 0.9 SE`` with 80 % power. The simulated rates are in ``tests/test_stats_sim.py``.
+Why the *point estimate* and not the whole interval beyond the floor: the interval rule needs
+the effect to exceed the floor by a full interval half-width, which wastes most of the samples.
+Simulated with realistic noise (within-process CV 3 %, process CV 1.5 %), a +2 % slowdown at a
+1 % floor is caught 98.9 % of the time by this rule with 10 workers x 20 values, but 56.5 % by
+the interval rule (20 x 20: 100 % vs 91 %). The false-alarm rate stays below ``alpha`` because
+the test must reject first, and the floor pushes it towards zero: over nine A/A noise designs
+(heavy tails, bimodal, drift and +35 % bursts, creation-order bias) at 10 x 10 values it is
+0.3-3.4 % at floor 0, 0.2-2.6 % at floor 1 % and 0-0.4 % at the default 2 %. Numbers from
+``python tests/test_stats_sim.py``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,228 @@
+"""Compare and gate: verdicts per case and metric, adaptive sampling, false-discovery control.
+
+A comparison pairs a *baseline* case entry with a *candidate* entry (result-document entries, so
+stored baselines and same-job measurements go through the same code):
+
+* **paired** (same job: another git ref of the compiler, or another pipeline): latency and memory
+  are compared worker by worker (``stats.compare_paired``), because both sides ran interleaved in
+  the same worker processes;
+* **unpaired** (a stored baseline, ``perfguard compare``): ``stats.compare_unpaired``, conservative;
+* compile time is always unpaired (each compile is its own sample);
+* artifact size and node count are deterministic (``stats.compare_deterministic``).
+
+Adaptive sampling (same job only): after the first look, every undecided noisy comparison gets
+``step_workers`` more worker processes, up to ``max_workers``; the number of looks K is planned in
+advance and every look tests at ``alpha / K`` (Bonferroni over looks). After the last look,
+Benjamini-Hochberg over all noisy p-values of the check keeps the false-discovery rate at ``alpha``:
+a DIFFERENT whose adjusted p-value misses becomes UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from perfguard import __version__
+from perfguard.gates import METRICS, CheckSettings, ThresholdSet
+from perfguard.stats import bh_adjust, compare_deterministic, compare_paired, compare_unpaired, planned_looks
+from perfguard.stats.verdict import Comparison
+
+VERDICTS_VERSION = 1
+# Format history (VERDICTS_VERSION):
+# 1. First format: mode, settings, summary, verdicts[] (case, metric, comparison, gate), results.
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Which entry is the baseline and which the candidate, and how to compare them."""
+
+    case: str
+    baseline: dict[str, Any]
+    candidate: dict[str, Any]
+    paired: bool
+    baseline_label: str
+    candidate_label: str
+
+
+def _latency_groups(entry: dict[str, Any]) -> dict[int, list[float]]:
+    latency = entry.get("metrics", {}).get("latency_s") or {}
+    ids = (entry.get("measurement") or {}).get("worker_ids") or list(range(len(latency.get("per_worker", []))))
+    return dict(zip(ids, latency.get("per_worker", []), strict=False))
+
+
+def _unknown(reason: str, baseline: float = math.nan, candidate: float = math.nan) -> Comparison:
+    return Comparison(decision="unknown", direction="none", ratio=math.nan, ci_low=math.nan, ci_high=math.nan,
+                      p_value=math.nan, mde=math.inf, n_pairs=0, baseline_median=baseline,
+                      candidate_median=candidate, floor=math.nan, reason=reason, method="none")
+
+
+def _noisy(groups_a: dict[int, list[float]], groups_b: dict[int, list[float]], pair: Pair, metric: str,
+           kwargs: dict[str, Any]) -> Comparison:
+    if not groups_a or not groups_b:
+        return _unknown(f"no {metric} values on one side")
+    if any(v <= 0 for g in (*groups_a.values(), *groups_b.values()) for v in g):
+        return _unknown(f"{metric} was not measurable (a zero value)")
+    if pair.paired:
+        common = sorted(set(groups_a) & set(groups_b))
+        if not common:
+            return _unknown("no worker measured both sides")
+        return compare_paired([groups_a[i] for i in common], [groups_b[i] for i in common], **kwargs)
+    return compare_unpaired(list(groups_a.values()), list(groups_b.values()), **kwargs)
+
+
+def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confidence: float,
+                 seed: int = 0) -> list[dict[str, Any]]:
+    """Every metric's verdict for one pair (rows for the verdict document)."""
+    rows = []
+    for metric, spec in METRICS.items():
+        gate = thresholds.gate(pair.case, metric)
+        base_m, cand_m = pair.baseline.get("metrics", {}), pair.candidate.get("metrics", {})
+        kwargs = {"statistic": gate.statistic, "rel_floor": gate.relative, "abs_floor": gate.absolute,
+                  "alpha": alpha, "confidence": confidence, "seed": seed}
+        if metric == "latency":
+            comparison = _noisy(_latency_groups(pair.baseline), _latency_groups(pair.candidate), pair, metric, kwargs)
+        elif metric == "compile_time":
+            a = {i: [t] for i, t in enumerate(base_m.get("compile_times_s") or [])}
+            b = {i: [t] for i, t in enumerate(cand_m.get("compile_times_s") or [])}
+            comparison = _noisy(a, b, Pair(pair.case, {}, {}, False, "", ""), metric, kwargs)
+        else:
+            key = {"artifact_size": "artifact_size_bytes", "node_count": "node_count", "memory": "peak_rss_bytes"}[metric]
+            if base_m.get(key) is None or cand_m.get(key) is None:
+                comparison = _unknown(f"no {metric} on one side")
+            else:
+                comparison = compare_deterministic(float(base_m[key]), float(cand_m[key]), gate.threshold())
+        rows.append({"case": pair.case, "metric": metric, "unit": spec.unit, "noisy": spec.noisy,
+                     "gate": gate.text, "baseline": pair.baseline_label, "candidate": pair.candidate_label,
+                     "paired": pair.paired and metric == "latency",
+                     "comparison": comparison.to_json(), "decision": comparison.decision,
+                     "direction": comparison.direction, "bh_adjusted_p": None})
+    return rows
+
+
+def failed_rows(pair: Pair) -> list[dict[str, Any]]:
+    """Rows for a pair where one side failed to compile, check or measure."""
+    side, entry = ("candidate", pair.candidate) if pair.candidate.get("status") != "ok" else ("baseline", pair.baseline)
+    error = entry.get("error") or {"stage": "?", "message": "failed"}
+    decision = "failed" if side == "candidate" else "unknown"
+    reason = f"{side} {error['stage']} failed: {error['message']}"
+    return [{"case": pair.case, "metric": "status", "unit": "", "noisy": False, "gate": "", "paired": False,
+             "baseline": pair.baseline_label, "candidate": pair.candidate_label,
+             "comparison": _unknown(reason).to_json(), "decision": decision, "direction": "none",
+             "bh_adjusted_p": None}]
+
+
+def evaluate(pairs: Sequence[Pair], thresholds: ThresholdSet, *, alpha: float, confidence: float) -> list[dict]:
+    rows: list[dict[str, Any]] = []
+    for index, pair in enumerate(pairs):
+        if pair.baseline.get("status") != "ok" or pair.candidate.get("status") != "ok":
+            rows += failed_rows(pair)
+        else:
+            rows += compare_pair(pair, thresholds, alpha=alpha, confidence=confidence, seed=index)
+    return rows
+
+
+def control_false_discoveries(rows: list[dict[str, Any]], level: float) -> None:
+    """Benjamini-Hochberg over the noisy p-values of the whole check; demote what misses."""
+    noisy = [r for r in rows if r["noisy"] and r["comparison"].get("p_value") is not None]
+    if not noisy:
+        return
+    adjusted = bh_adjust([r["comparison"]["p_value"] for r in noisy])
+    for row, p_adj in zip(noisy, adjusted, strict=True):
+        row["bh_adjusted_p"] = p_adj
+        if row["decision"] == "different" and p_adj > level:
+            row["decision"] = "unknown"
+            row["direction"] = "none"
+            row["comparison"]["reason"] += (f"; not significant after false-discovery control "
+                                            f"(BH-adjusted p={p_adj:.3g} > {level:g})")
+
+
+def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[str], int], None],
+                   thresholds: ThresholdSet, settings: CheckSettings,
+                   variant_ids: Callable[[Pair], set[str]] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Looks at the data, adds workers to undecided paired comparisons, decides.
+
+    ``pairs_of`` rebuilds the pairs from the current entries; ``remeasure(ids, n)`` measures ``n``
+    more workers for the variants ``ids``; ``variant_ids`` maps a pair to its variants (None: no
+    adaptive sampling, e.g. a stored baseline)."""
+    looks = planned_looks(settings.workers, settings.step_workers, settings.max_workers) if variant_ids else 1
+    alpha_look = settings.alpha / looks
+    confidence_look = 1.0 - 0.05 / looks
+    workers = settings.workers
+    history = []
+    for look in range(1, looks + 1):
+        pairs = pairs_of()
+        rows = evaluate(pairs, thresholds, alpha=alpha_look, confidence=confidence_look)
+        # A DIFFERENT that false-discovery control would demote is undecided: sample it further.
+        control_false_discoveries(rows, alpha_look)
+        undecided = {r["case"] for r in rows if r["noisy"] and r["paired"] and r["decision"] == "unknown"}
+        history.append({"look": look, "workers": workers, "undecided": len(undecided)})
+        if not undecided or variant_ids is None or look == looks or workers >= settings.max_workers:
+            break
+        step = min(settings.step_workers, settings.max_workers - workers)
+        ids: set[str] = set()
+        for pair in pairs:
+            if pair.case in undecided:
+                ids |= variant_ids(pair)
+        remeasure(ids, step)
+        workers += step
+    info = {"alpha": settings.alpha, "looks_planned": looks, "alpha_per_look": alpha_look,
+            "confidence_per_look": confidence_look, "initial_workers": settings.workers,
+            "step_workers": settings.step_workers, "max_workers": settings.max_workers, "history": history}
+    return rows, info
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts, and the suite-wide geometric-mean latency change with an interval."""
+    counts = {"regressions": 0, "improvements": 0, "same": 0, "unknown": 0, "unknown_latency": 0, "failed": 0}
+    for row in rows:
+        if row["decision"] == "unknown" and row["metric"] == "latency":
+            counts["unknown_latency"] += 1
+        if row["decision"] == "failed":
+            counts["failed"] += 1
+        elif row["decision"] == "different":
+            counts["regressions" if row["direction"] == "regression" else "improvements"] += 1
+        elif row["decision"] == "same":
+            counts["same"] += 1
+        else:
+            counts["unknown"] += 1
+    logs, lows, highs = [], [], []
+    for row in rows:
+        c = row["comparison"]
+        if row["metric"] == "latency" and c.get("ratio") and c.get("ci_low") and c.get("ci_high"):
+            logs.append(math.log(c["ratio"]))
+            # Half-widths combine as independent errors of a mean of logs.
+            lows.append(math.log(c["ratio"]) - math.log(c["ci_low"]))
+            highs.append(math.log(c["ci_high"]) - math.log(c["ratio"]))
+    geomean = None
+    if logs:
+        mean = sum(logs) / len(logs)
+        low = math.sqrt(sum(x * x for x in lows)) / len(logs)
+        high = math.sqrt(sum(x * x for x in highs)) / len(logs)
+        geomean = {"ratio": math.exp(mean), "ci_low": math.exp(mean - low), "ci_high": math.exp(mean + high),
+                   "cases": len(logs)}
+    return {**counts, "latency_geomean": geomean}
+
+
+def verdict_document(mode: dict[str, Any], rows: list[dict[str, Any]], settings: dict[str, Any],
+                     results: dict[str, dict[str, Any]], warnings: list[str]) -> dict[str, Any]:
+    return {
+        "version": VERDICTS_VERSION,
+        "tool": {"name": "perfguard", "version": __version__},
+        "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "mode": mode, "settings": settings, "summary": summarize(rows), "warnings": warnings,
+        "verdicts": rows, "results": results,
+    }
+
+
+def exit_code(document: dict[str, Any], fail_on_unknown: bool) -> int:
+    """0 no regression; 1 a regression (or a failed candidate); 3 an undecided latency verdict with
+    --fail-on-unknown (compile time is gated loosely and often stays undecided; it never sets 3)."""
+    summary = document["summary"]
+    if summary["regressions"] or summary["failed"]:
+        return 1
+    if fail_on_unknown and summary["unknown_latency"]:
+        return 3
+    return 0

@@ -1,0 +1,79 @@
+"""Shared by the deciding commands: the terminal table of verdicts, JSON output, env checks."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from perfguard.errors import UserError
+from perfguard.runners.fingerprint import fingerprint_differences
+
+BADGES = {"regression": "[bold red]REGRESSION[/]", "improvement": "[green]improvement[/]",
+          "same": "same", "unknown": "[yellow]unknown[/]", "failed": "[bold red]FAILED[/]"}
+
+
+def badge(row: dict[str, Any]) -> str:
+    if row["decision"] == "different":
+        return BADGES[row["direction"]]
+    return BADGES.get(row["decision"], row["decision"])
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{(value - 1) * 100:+.1f}%"
+
+
+def print_verdicts(document: dict[str, Any], verbose: bool = False) -> None:
+    """Latency rows of every case, plus every other row that is not 'same'."""
+    from rich.console import Console
+    from rich.table import Table
+
+    mode = document["mode"]
+    table = Table(title=f"perfguard check: {mode['candidate']} vs {mode['baseline']} ({mode['kind']})")
+    for column in ("case", "metric", "change", "interval", "p", "mde", "verdict"):
+        table.add_column(column, justify="left" if column in ("case", "metric", "verdict") else "right")
+    for row in document["verdicts"]:
+        if not verbose and row["metric"] != "latency" and row["decision"] == "same":
+            continue
+        c = row["comparison"]
+        interval = (f"[{_pct(c['ci_low'])}, {_pct(c['ci_high'])}]" if c.get("ci_low") is not None
+                    and row["noisy"] else "")
+        p_value = f"{c['p_value']:.2g}" if c.get("p_value") is not None and row["noisy"] else ""
+        mde = f"{c['mde'] * 100:.1f}%" if c.get("mde") is not None and row["noisy"] else ""
+        table.add_row(row["case"], row["metric"], _pct(c.get("ratio")), interval, p_value, mde, badge(row))
+        if row["decision"] in ("failed", "unknown") or (row["decision"] == "different" and verbose):
+            table.add_row("", "", "", "", "", "", f"[dim]{c['reason'][:150]}[/]")
+    console = Console(file=sys.stdout, width=max(130, Console().width))
+    console.print(table)
+    s = document["summary"]
+    geo = s.get("latency_geomean")
+    geo_text = (f"; latency geometric mean {_pct(geo['ratio'])} [{_pct(geo['ci_low'])}, {_pct(geo['ci_high'])}] "
+                f"over {geo['cases']} cases") if geo else ""
+    console.print(f"{s['regressions']} regressions, {s['improvements']} improvements, {s['same']} same, "
+                  f"{s['unknown']} undecided, {s['failed']} failed{geo_text}", highlight=False)
+    for warning in document.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+
+
+def environment_warnings(baseline: dict[str, Any], candidate: dict[str, Any], strict: bool) -> list[str]:
+    """Warn (or refuse with --strict-env) when two results come from different environments."""
+    warnings = []
+    for runner, fingerprint in candidate.get("environment", {}).items():
+        other = baseline.get("environment", {}).get(runner)
+        if other is None:
+            continue
+        diff = fingerprint_differences(other, fingerprint)
+        if diff:
+            text = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items()))
+            message = f"runner {runner}: baseline and candidate environments differ ({text})"
+            if strict:
+                raise UserError(message + "; refusing to compare with --strict-env")
+            warnings.append(message)
+    return warnings
+
+
+def write_verdicts(path: str | None, document: dict[str, Any]) -> None:
+    if path:
+        from perfguard.results import write_json_atomic
+
+        write_json_atomic(path, document)
+        print(f"verdicts written to {path}")

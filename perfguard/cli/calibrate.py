@@ -1,0 +1,70 @@
+"""A/A calibration: every case against itself (two sessions of the same artifact in the same
+workers). Reports per case the noise, the A/A verdict (a DIFFERENT is a false positive), the
+minimum detectable effect at the check budget, and a recommended latency floor; --write FILE
+stores the floors as threshold overrides that a suite includes with [thresholds] include = FILE."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+HELP = "A/A runs: noise, false positives, detectable effect, recommended floors"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("suite", help="suite file (TOML)")
+    parser.add_argument("--case", metavar="PATTERN", help="only cases whose id matches")
+    parser.add_argument("--workers", type=int, metavar="N", help="workers (default: the suite's [check] workers)")
+    parser.add_argument("--write", metavar="FILE", help="write recommended floors (TOML) for [thresholds] include")
+    parser.add_argument("--json", metavar="PATH", help="write the calibration as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from perfguard.cli.run import RichProgress
+    from perfguard.comparisons import calibrate, floors_toml
+    from perfguard.errors import UserError
+    from perfguard.results import write_json_atomic
+    from perfguard.suite import load_suite
+
+    suite = load_suite(args.suite)
+    settings = suite.check
+    if args.workers is not None:
+        if args.workers < 2:
+            raise UserError(f"--workers must be >= 2, found {args.workers}")
+        settings = dataclasses.replace(settings, workers=args.workers)
+    progress = RichProgress(args.quiet)
+    try:
+        result = calibrate(suite, suite.select(args.case), settings, progress)
+    finally:
+        progress.stop()
+    table = Table(title=f"perfguard calibrate: {suite.name} (A/A, {settings.workers} workers)")
+    for column in ("case", "noise sd", "within cv", "A/A change", "interval", "verdict", "mde", "floor"):
+        table.add_column(column, justify="left" if column in ("case", "verdict") else "right")
+    for row in result["cases"]:
+        if row["status"] != "ok":
+            table.add_row(row["case"], "", "", "", "", "[red]failed[/]", "", "")
+            continue
+        mde = f"{row['mde'] * 100:.1f}%" if row["mde"] is not None else "n/a"
+        verdict = "[bold red]FALSE POSITIVE[/]" if row["false_positive"] else row["decision"]
+        table.add_row(row["case"], f"{row['noise_sd'] * 100:.2f}%", f"{row['within_cv'] * 100:.1f}%",
+                      f"{(row['aa_ratio'] - 1) * 100:+.2f}%",
+                      f"[{(row['ci_low'] - 1) * 100:+.1f}%, {(row['ci_high'] - 1) * 100:+.1f}%]", verdict, mde,
+                      f"{row['recommended_floor'] * 100:g}%")
+    Console(file=sys.stdout, width=130).print(table)
+    print(f"{result['false_positives']} false positive(s) in {len(result['cases'])} A/A comparisons")
+    if args.write:
+        path = Path(args.write)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(floors_toml(result))
+        tmp.replace(path)
+        print(f"floors written to {path}; include them with [thresholds] include = \"{path.name}\"")
+    if args.json:
+        write_json_atomic(args.json, json.loads(json.dumps(result, default=str)))
+    return 0

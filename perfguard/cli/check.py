@@ -1,0 +1,74 @@
+"""Did this change make anything slower (or bigger, or slower to compile)? A verdict per case and
+metric with an effect, its confidence interval and the minimum detectable effect, and an exit code
+to gate on: 0 no regression, 1 regression (or a failed candidate), 2 bad input, 3 undecided with
+--fail-on-unknown.
+
+Baselines: --base-ref REF (the compiler under test at REF, measured interleaved in the same job:
+the default for pull requests), --against-pipeline NAME (another pipeline of the same compiler),
+--baseline PATH (a stored baseline from `perfguard baseline update`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+HELP = "compare against a git ref, a pipeline or a stored baseline; gate on regressions"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("suite", help="suite file (TOML)")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--base-ref", metavar="REF", help="compiler under test at this git ref (e.g. the merge-base)")
+    group.add_argument("--against-pipeline", metavar="NAME", help="compare every pipeline with pipeline NAME")
+    group.add_argument("--baseline", metavar="PATH", help="stored baseline file (perfguard baseline update)")
+    parser.add_argument("--case", metavar="PATTERN", help="only cases whose id matches (glob or text)")
+    parser.add_argument("--json", metavar="PATH", help="write the verdicts as JSON")
+    parser.add_argument("--fail-on-unknown", action="store_true", help="exit 3 when a case stays undecided")
+    parser.add_argument("--strict-env", action="store_true", help="refuse a baseline from another environment")
+    parser.add_argument("--workers", type=int, metavar="N", help="first-look workers (suite [check] workers)")
+    parser.add_argument("--max-workers", type=int, metavar="N", help="worker budget per case ([check] max_workers)")
+    parser.add_argument("--verbose", action="store_true", help="show every metric row")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _settings(suite: Any, args: argparse.Namespace) -> Any:
+    from perfguard.errors import UserError
+
+    settings = suite.check
+    if args.workers is not None:
+        if args.workers < 1:
+            raise UserError(f"--workers must be >= 1, found {args.workers}")
+        settings = dataclasses.replace(settings, workers=args.workers,
+                                       max_workers=max(settings.max_workers, args.workers))
+    if args.max_workers is not None:
+        if args.max_workers < settings.workers:
+            raise UserError(f"--max-workers ({args.max_workers}) must be >= the first-look workers ({settings.workers})")
+        settings = dataclasses.replace(settings, max_workers=args.max_workers)
+    return settings
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfguard.check import exit_code
+    from perfguard.cli._verdicts import print_verdicts, write_verdicts
+    from perfguard.cli.run import RichProgress
+    from perfguard.comparisons import check_against_baseline, check_against_pipeline, check_against_ref
+    from perfguard.suite import load_suite
+
+    suite = load_suite(args.suite)
+    cases = suite.select(args.case)
+    settings = _settings(suite, args)
+    progress = RichProgress(args.quiet)
+    try:
+        if args.base_ref:
+            document = check_against_ref(suite, cases, args.base_ref, settings, progress)
+        elif args.against_pipeline:
+            document = check_against_pipeline(suite, cases, args.against_pipeline, settings, progress)
+        else:
+            document = check_against_baseline(suite, cases, args.baseline, settings, progress, args.strict_env)
+    finally:
+        progress.stop()
+    print_verdicts(document, args.verbose)
+    write_verdicts(args.json, document)
+    return exit_code(document, args.fail_on_unknown)

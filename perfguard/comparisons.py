@@ -1,0 +1,231 @@
+"""The three baselines of ``perfguard check`` (and ``compare``, ``calibrate``) built on one Job.
+
+* ``check_against_ref``: the compiler under test at a git ref vs the working tree, both compiled
+  and measured interleaved in the same worker processes (paired).
+* ``check_against_pipeline``: every pipeline vs a reference pipeline of the same model (paired:
+  pipelines of a model are always measured together).
+* ``check_against_baseline``: the working tree vs a stored baseline file (unpaired, conservative).
+* ``compare_documents``: two result files (unpaired).
+* ``calibrate``: A/A, the same compiler twice in the same workers (paired), to measure noise.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from perfguard.check import Pair, adaptive_check, evaluate, verdict_document
+from perfguard.compiler import checkout_at, run_build, working_tree
+from perfguard.errors import UserError
+from perfguard.gates import CheckSettings
+from perfguard.harness import Job, Progress, Side
+from perfguard.results import load_result
+from perfguard.suite import CaseSpec, Suite
+
+
+def _settings_json(settings: CheckSettings, info: dict[str, Any]) -> dict[str, Any]:
+    return {**info, "alpha": settings.alpha}
+
+
+def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: CheckSettings,
+                  make_pairs: Any, mode: dict[str, Any]) -> dict[str, Any]:
+    try:
+        job.compile()
+        job.measure(workers=settings.workers)
+        by_variant = {c.variant_id: c for c in job.compiled}
+
+        def variant_ids(pair: Pair) -> set[str]:
+            return {pair.baseline["_variant"], pair.candidate["_variant"]}
+
+        rows, info = adaptive_check(lambda: make_pairs(by_variant), lambda ids, n: job.measure(only=ids, workers=n),
+                                    suite.thresholds, settings, variant_ids)
+        documents = job.documents()
+    finally:
+        job.close()
+    for document in documents.values():
+        for entry in document["cases"]:
+            entry.pop("_variant", None)
+    return verdict_document(mode, rows, _settings_json(settings, info), documents, [])
+
+
+def _tag(compiled: Any) -> dict[str, Any]:
+    compiled.entry["_variant"] = compiled.variant_id
+    return compiled.entry  # type: ignore[no-any-return]
+
+
+def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: CheckSettings,
+                      progress: Progress) -> dict[str, Any]:
+    head = working_tree(suite)
+    with checkout_at(suite, ref, "base") as base:
+        progress.log(f"base: {ref} = {base.commit[:10] if base.commit else '?'} {base.subject}")
+        run_build(base, suite.compiler.build)
+        run_build(head, suite.compiler.build)
+        sides = [Side("base", base.pass_path, base.commit, base.subject),
+                 Side("head", suite.compiler.path, head.commit, "working tree")]
+        job = Job(suite, cases, sides=sides, progress=progress)
+
+        def make_pairs(by_variant: dict[str, Any]) -> list[Pair]:
+            return [Pair(c.id, _tag(by_variant[f"base:{c.id}"]), _tag(by_variant[f"head:{c.id}"]), True,
+                         f"base {ref}", "head") for c in cases]
+
+        mode = {"kind": "base-ref", "ref": ref, "base_commit": base.commit, "base_subject": base.subject,
+                "head_commit": head.commit, "baseline": f"{ref} ({(base.commit or '')[:10]})", "candidate": "head"}
+        return _paired_check(suite, cases, job, settings, make_pairs, mode)
+
+
+def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, settings: CheckSettings,
+                           progress: Progress) -> dict[str, Any]:
+    if reference not in suite.pipelines:
+        raise UserError(f"--against-pipeline: unknown pipeline {reference!r}; defined: {', '.join(suite.pipelines)}")
+    by_id = {c.id: c for c in suite.cases}
+    needed: dict[str, CaseSpec] = {}
+    targets = [c for c in cases if c.pipeline.name != reference]
+    if not targets:
+        raise UserError(f"--against-pipeline {reference}: no selected case uses another pipeline")
+    for case in targets:
+        ref_id = f"{case.model.name}/{reference}/{case.runner}"
+        if ref_id not in by_id:
+            raise UserError(f"--against-pipeline {reference}: the suite has no case {ref_id} to compare {case.id} with")
+        needed[ref_id] = by_id[ref_id]
+        needed[case.id] = case
+    job = Job(suite, list(needed.values()), progress=progress)
+
+    def make_pairs(by_variant: dict[str, Any]) -> list[Pair]:
+        return [Pair(c.id, _tag(by_variant[f"head:{c.model.name}/{reference}/{c.runner}"]),
+                     _tag(by_variant[f"head:{c.id}"]), True, reference, c.pipeline.name) for c in targets]
+
+    mode = {"kind": "pipeline", "baseline": f"pipeline {reference}", "candidate": "other pipelines"}
+    return _paired_check(suite, list(needed.values()), job, settings, make_pairs, mode)
+
+
+def _unpaired_pairs(baseline: dict[str, Any], candidate: dict[str, Any], base_label: str,
+                    cand_label: str) -> tuple[list[Pair], list[str]]:
+    base_cases = {c["id"]: c for c in baseline["cases"]}
+    pairs, warnings = [], []
+    for entry in candidate["cases"]:
+        other = base_cases.get(entry["id"])
+        if other is None:
+            warnings.append(f"{entry['id']}: not in the baseline; no comparison")
+            continue
+        mismatch = [part for part in ("model", "pipeline") if other["key"][part]["sha256"] != entry["key"][part]["sha256"]]
+        if mismatch:
+            warnings.append(f"{entry['id']}: the baseline was measured with a different {' and '.join(mismatch)}; "
+                            "update the baseline (perfguard baseline update)")
+            continue
+        pairs.append(Pair(entry["id"], other, entry, False, base_label, cand_label))
+    return pairs, warnings
+
+
+def compare_documents(baseline: dict[str, Any], candidate: dict[str, Any], settings: CheckSettings,
+                      labels: tuple[str, str], strict_env: bool, kind: str = "compare") -> dict[str, Any]:
+    from perfguard.check import control_false_discoveries
+    from perfguard.cli._verdicts import environment_warnings
+
+    warnings = environment_warnings(baseline, candidate, strict_env)
+    pairs, more = _unpaired_pairs(baseline, candidate, *labels)
+    if not pairs:
+        raise UserError("no case of the candidate has a matching case in the baseline" +
+                        (f" ({more[0]})" if more else ""))
+    rows = evaluate(pairs, _thresholds_for(candidate, baseline), alpha=settings.alpha, confidence=0.95)
+    control_false_discoveries(rows, settings.alpha)
+    mode = {"kind": kind, "baseline": labels[0], "candidate": labels[1]}
+    return verdict_document(mode, rows, {"alpha": settings.alpha, "looks_planned": 1},
+                            {"baseline": baseline, "candidate": candidate}, warnings + more)
+
+
+def _thresholds_for(*documents: dict[str, Any]) -> Any:
+    """The thresholds of the suite that produced the candidate, if it can still be read."""
+    from perfguard.gates import ThresholdSet
+    from perfguard.suite import load_suite
+
+    for document in documents:
+        path = document.get("suite", {}).get("path")
+        if path:
+            try:
+                return load_suite(path).thresholds
+            except UserError:
+                continue
+    return ThresholdSet()
+
+
+def check_against_baseline(suite: Suite, cases: list[CaseSpec], path: str, settings: CheckSettings,
+                           progress: Progress, strict_env: bool) -> dict[str, Any]:
+    baseline = load_result(path)
+    job = Job(suite, cases, progress=progress)
+    try:
+        job.compile()
+        job.measure(workers=settings.workers)
+        candidate = job.documents()["head"]
+    finally:
+        job.close()
+    from perfguard.check import control_false_discoveries
+    from perfguard.cli._verdicts import environment_warnings
+
+    warnings = environment_warnings(baseline, candidate, strict_env)
+    pairs, more = _unpaired_pairs(baseline, candidate, f"baseline {path}", "head")
+    rows = evaluate(pairs, suite.thresholds, alpha=settings.alpha, confidence=0.95)
+    control_false_discoveries(rows, settings.alpha)
+    mode = {"kind": "baseline", "baseline": f"stored baseline {path}", "candidate": "head",
+            "baseline_created": baseline.get("finished_at")}
+    return verdict_document(mode, rows, {"alpha": settings.alpha, "looks_planned": 1},
+                            {"baseline": baseline, "candidate": candidate}, warnings + more)
+
+
+def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, progress: Progress) -> dict[str, Any]:
+    """A/A: every case compiled twice by the same compiler and measured in the same workers.
+
+    Per case: the noise (standard deviation of per-worker log ratios), the A/A verdict (any
+    DIFFERENT is a false positive), the minimum detectable effect at this budget, and a
+    recommended latency floor: the A/A estimate's distance from 1 plus two standard errors, at
+    least 1 %, rounded up to 0.5 %. The floor protects against steady biases the test cannot
+    see as noise (a session created first can be 1-2 % faster)."""
+    sides = [Side("a", suite.compiler.path), Side("b", suite.compiler.path)]
+    job = Job(suite, cases, sides=sides, progress=progress)
+    try:
+        job.compile()
+        job.measure(workers=settings.workers)
+        by_variant = {c.variant_id: c for c in job.compiled}
+        pairs = [Pair(c.id, by_variant[f"a:{c.id}"].entry, by_variant[f"b:{c.id}"].entry, True, "A", "A'")
+                 for c in cases]
+        rows = [r for r in evaluate(pairs, suite.thresholds, alpha=settings.alpha, confidence=0.95)
+                if r["metric"] in ("latency", "status")]
+    finally:
+        job.close()
+    report = []
+    for pair, row in zip(pairs, rows, strict=True):
+        entry_a, entry_b = pair.baseline, pair.candidate
+        if row["metric"] != "latency":
+            report.append({"case": pair.case, "status": "failed", "reason": row["comparison"]["reason"]})
+            continue
+        a = entry_a["metrics"]["latency_s"]["per_worker"]
+        b = entry_b["metrics"]["latency_s"]["per_worker"]
+        logs = np.log([np.median(y) / np.median(x) for x, y in zip(a, b, strict=True)])
+        sd = float(np.std(logs, ddof=1)) if len(logs) > 1 else math.inf
+        se = sd / math.sqrt(len(logs)) if len(logs) > 1 else math.inf
+        c = row["comparison"]
+        floor = max(0.01, abs(float(np.mean(logs))) + 2 * se)
+        floor = math.ceil(floor * 200) / 200
+        report.append({"case": pair.case, "status": "ok", "workers": len(logs), "noise_sd": sd,
+                       "within_cv": entry_a["metrics"]["latency_s"]["cv"], "aa_ratio": c["ratio"],
+                       "ci_low": c["ci_low"], "ci_high": c["ci_high"], "p_value": c["p_value"],
+                       "decision": row["decision"], "false_positive": row["decision"] == "different",
+                       "mde": c["mde"], "recommended_floor": floor})
+    return {"suite": suite.name, "workers": settings.workers, "alpha": settings.alpha, "cases": report,
+            "false_positives": sum(1 for r in report if r.get("false_positive"))}
+
+
+def floors_toml(calibration: dict[str, Any]) -> str:
+    lines = [f"# Written by perfguard calibrate for suite {calibration['suite']!r} "
+             f"({calibration['workers']} workers per A/A comparison).",
+             "# Include it from the suite:  [thresholds] include = \"<this file>\"", ""]
+    for row in calibration["cases"]:
+        if row["status"] != "ok":
+            continue
+        lines += ["[[thresholds.overrides]]", f"pattern = \"^{re.escape(row['case'])}$\"".replace("\\", "\\\\"),
+                  f"latency = \"median:{row['recommended_floor'] * 100:g}%\"",
+                  f"# noise sd {row['noise_sd'] * 100:.2f}%, A/A {(row['aa_ratio'] - 1) * 100:+.2f}%, "
+                  f"MDE {row['mde'] * 100 if row['mde'] is not None else float('inf'):.1f}%", ""]
+    return "\n".join(lines)

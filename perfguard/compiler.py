@@ -1,0 +1,127 @@
+"""The compiler under test at a git ref: worktrees (GitPython), build commands, pass paths.
+
+``perfguard check --base-ref REF`` and ``perfguard bisect`` measure the compiler at another commit
+in the same job as the working tree. The suite's ``[compiler]`` table says where the compiler's
+repository is (``repo``), which folder inside it goes on ``sys.path`` for user passes (``path``)
+and how to build it (``build``, a shell command run in the checkout's root). A checkout at a ref is
+a detached git worktree in a temporary folder, removed afterwards.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfguard.errors import UserError
+from perfguard.suite import Suite
+
+BUILD_TIMEOUT = 1800.0
+
+
+class BuildError(UserError):
+    """The compiler's build command failed at some ref."""
+
+
+@dataclass(frozen=True)
+class CompilerCheckout:
+    """One version of the compiler: its root, the sys.path folder for passes, the commit."""
+
+    label: str
+    root: Path
+    pass_path: Path | None
+    commit: str | None
+    subject: str = ""
+
+
+def _repo(path: Path):  # type: ignore[no-untyped-def]
+    import git
+
+    try:
+        return git.Repo(path, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise UserError(f"{path} is not inside a git repository; set [compiler] repo in the suite") from None
+
+
+def compiler_repo_root(suite: Suite) -> Path:
+    """The root of the compiler's git repository (``[compiler] repo``, else the suite's own repo)."""
+    start = suite.compiler.repo or suite.compiler.path or suite.path.resolve().parent
+    return Path(_repo(start).working_tree_dir or start).resolve()
+
+
+def resolve_commit(root: Path, ref: str) -> tuple[str, str]:
+    """Full sha and subject of ``ref`` in the repository at ``root``; UserError if unknown."""
+    import git
+
+    repo = _repo(root)
+    try:
+        commit = repo.commit(ref)
+    except (git.BadName, ValueError, git.GitCommandError):
+        raise UserError(f"unknown git ref {ref!r} in {root}") from None
+    return commit.hexsha, str(commit.summary)
+
+
+def working_tree(suite: Suite) -> CompilerCheckout:
+    """The compiler as it is in the working tree (uncommitted changes included)."""
+    root = compiler_repo_root(suite) if (suite.compiler.repo or suite.compiler.build) else None
+    commit = None
+    if root is not None:
+        try:
+            commit = _repo(root).head.commit.hexsha
+        except ValueError:
+            commit = None
+    return CompilerCheckout("head", root or suite.path.resolve().parent, suite.compiler.path, commit)
+
+
+def run_build(checkout: CompilerCheckout, command: str | None, timeout: float = BUILD_TIMEOUT) -> None:
+    """Run the suite's build command in ``checkout.root``; ``BuildError`` with its last output line."""
+    if not command:
+        return
+    try:
+        proc = subprocess.run(command, shell=True, cwd=checkout.root, capture_output=True, text=True,
+                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"build of {checkout.label} timed out after {timeout:g} s: {command}") from None
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        last = lines[-1][:200] if lines else "(no output)"
+        raise BuildError(f"build of {checkout.label} failed (exit {proc.returncode}): {command}: {last}")
+
+
+@contextmanager
+def checkout_at(suite: Suite, ref: str, label: str | None = None) -> Iterator[CompilerCheckout]:
+    """A detached worktree of the compiler's repository at ``ref``, removed on exit."""
+    root = compiler_repo_root(suite)
+    sha, subject = resolve_commit(root, ref)
+    repo = _repo(root)
+    folder = Path(tempfile.mkdtemp(prefix=f"perfguard-{sha[:8]}-"))
+    target = folder / "tree"
+    try:
+        repo.git.worktree("add", "--detach", str(target), sha)
+    except Exception as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise UserError(f"cannot check out {ref} ({sha[:10]}) as a worktree: {str(exc).splitlines()[-1]}") from None
+    pass_path = None
+    if suite.compiler.path is not None:
+        try:
+            relative = suite.compiler.path.resolve().relative_to(root)
+        except ValueError:
+            raise UserError(f"[compiler] path {suite.compiler.path} is not inside the compiler repository {root}; "
+                            "a base ref cannot be checked out for it") from None
+        pass_path = target / relative
+    try:
+        yield CompilerCheckout(label or ref, target, pass_path, sha, subject)
+    finally:
+        try:
+            repo.git.worktree("remove", "--force", str(target))
+        except Exception:  # already gone; prune below cleans the record
+            pass
+        shutil.rmtree(folder, ignore_errors=True)
+        try:
+            repo.git.worktree("prune")
+        except Exception:
+            pass

@@ -1,0 +1,116 @@
+"""Fixture factories: real temporary git repositories of a small "compiler" package.
+
+The compiler is a package ``mycc`` with user passes (ModelProto -> ModelProto). ``add_work(n)``
+writes a pass that inserts ``n`` exact no-op Mul(1.0)/Add(0.0) pairs after the graph input: real
+extra work that leaves the answer unchanged, so a commit can make the compiled model slower by a
+chosen amount.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+PASS_TEMPLATE = '''
+"""Passes of the toy compiler under test (version: {label})."""
+import onnx
+from onnx import helper, numpy_helper
+import numpy as np
+
+WORK = {work}
+
+
+def extra_work(model):
+    """Insert WORK no-op Mul(1)/Add(0) pairs between the first input and its consumers."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    if WORK == 0:
+        return out
+    graph = out.graph
+    source = graph.input[0].name
+    one = numpy_helper.from_array(np.array(1.0, dtype=np.float32), "mycc_one")
+    zero = numpy_helper.from_array(np.array(0.0, dtype=np.float32), "mycc_zero")
+    graph.initializer.extend([one, zero])
+    nodes, current = [], source
+    for i in range(WORK):
+        nodes.append(helper.make_node("Mul", [current, "mycc_one"], [f"mycc_m{{i}}"]))
+        nodes.append(helper.make_node("Add", [f"mycc_m{{i}}", "mycc_zero"], [f"mycc_a{{i}}"]))
+        current = f"mycc_a{{i}}"
+    for node in graph.node:
+        for k, name in enumerate(node.input):
+            if name == source:
+                node.input[k] = current
+    old = list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes + old)
+    return out
+
+
+def identity(model):
+    return model
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.com",
+           "GIT_COMMITTER_NAME": "Test Author", "GIT_COMMITTER_EMAIL": "author@example.com",
+           "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+           "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo)}
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
+                          env=env).stdout.strip()
+
+
+def pass_source(work: int, label: str = "") -> str:
+    return PASS_TEMPLATE.format(work=work, label=label or f"work={work}")
+
+
+def make_compiler_repo(root: Path, versions: list[tuple[str, dict[str, str]]]) -> tuple[Path, list[str]]:
+    """Create a git repo at ``root`` with one commit per ``(subject, {relative path: text})``.
+
+    Returns the repo path and the commit shas in order (oldest first)."""
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    shas = []
+    for subject, files in versions:
+        for relative, text in files.items():
+            path = root / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text))
+            git(root, "add", relative)
+        git(root, "commit", "-q", "--allow-empty", "-m", subject)
+        shas.append(git(root, "rev-parse", "HEAD"))
+    return root, shas
+
+
+def compiler_suite(repo: Path, *, workers: int = 6, max_workers: int = 14, extra: str = "") -> str:
+    """A suite whose pipeline runs the compiler's ``extra_work`` pass on a small ResNet."""
+    return textwrap.dedent(f"""
+        [suite]
+        name = "toy"
+
+        [compiler]
+        repo = "{repo}"
+        path = "{repo}"
+
+        [measure]
+        rounds = 6
+        warmup = 2
+        min_time = "3ms"
+        compile_repeats = 3
+        memory_probes = 1
+        timeout = "120s"
+
+        [check]
+        workers = {workers}
+        step_workers = 4
+        max_workers = {max_workers}
+
+        [models.r]
+        arch = "resnet"
+        params = {{ depth = 2, width = 8, image_size = 32, num_classes = 10 }}
+
+        [pipelines.mycc]
+        passes = ["mycc.passes:extra_work"]
+        {extra}
+    """)

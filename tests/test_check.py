@@ -1,0 +1,174 @@
+"""`perfguard check`, `compare`, `baseline update`, `calibrate` with real compiles and measurements.
+
+Noise-sensitive assertions are one-sided on purpose: an A/A check must never say DIFFERENT, and a
+large real regression (tens of percent) must be called a regression in the right direction.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perfguard.results import load_schema, schema_errors
+
+from .conftest import run_cli
+from .factories import compiler_suite, git, make_compiler_repo, pass_source
+
+pytestmark = pytest.mark.slow
+
+PIPELINE_SUITE = """
+[suite]
+name = "pipes"
+
+[measure]
+rounds = 6
+warmup = 2
+min_time = "3ms"
+compile_repeats = 3
+memory_probes = 1
+
+[check]
+workers = 6
+step_workers = 4
+max_workers = 14
+
+[models.r]
+arch = "resnet"
+params = { depth = 4, width = 16, image_size = 64, num_classes = 10 }
+
+[pipelines.none]
+passes = []
+[pipelines.none_again]
+passes = []
+[pipelines.bn_unfolded]
+passes = ["fuse_bn_into_conv"]
+"""
+
+
+def _rows(document, metric="latency"):
+    return {r["case"]: r for r in document["verdicts"] if r["metric"] == metric}
+
+
+def test_against_pipeline_aa_is_never_different_and_unfolded_bn_is_a_regression(write_suite, tmp_path):
+    suite = write_suite(PIPELINE_SUITE)
+    out = tmp_path / "v.json"
+    proc = run_cli("check", str(suite), "--against-pipeline", "none", "--json", str(out), "--quiet")
+    document = json.loads(out.read_text())
+    assert schema_errors(document, "verdicts") == []
+    latency = _rows(document)
+    assert latency["r/none_again/cpu"]["decision"] != "different"  # A/A: never cry wolf
+    regression = latency["r/bn_unfolded/cpu"]
+    assert regression["decision"] == "different" and regression["direction"] == "regression", regression
+    assert regression["comparison"]["ratio"] > 1.1 and regression["comparison"]["ci_low"] > 1.0
+    nodes = _rows(document, "node_count")["r/bn_unfolded/cpu"]
+    assert nodes["decision"] == "different" and nodes["direction"] == "regression"
+    assert proc.returncode == 1, proc.stderr
+    assert "REGRESSION" in proc.stdout
+    assert document["summary"]["regressions"] >= 1 and document["mode"]["kind"] == "pipeline"
+
+
+def test_base_ref_check_finds_the_commit_that_slows_a_user_pass(tmp_path):
+    repo, shas = make_compiler_repo(tmp_path / "cc", [
+        ("fast pass", {"mycc/__init__.py": "", "mycc/passes.py": pass_source(0)}),
+        ("docs only", {"README": "toy compiler\n"}),
+        ("slow pass", {"mycc/passes.py": pass_source(24)}),
+    ])
+    suite = tmp_path / "suite.toml"
+    suite.write_text(compiler_suite(repo))
+    out = tmp_path / "v.json"
+    proc = run_cli("check", str(suite), "--base-ref", shas[1], "--json", str(out), "--quiet")
+    document = json.loads(out.read_text())
+    row = _rows(document)["r/mycc/cpu"]
+    assert row["decision"] == "different" and row["direction"] == "regression", row["comparison"]["reason"]
+    assert proc.returncode == 1
+    assert document["mode"]["base_commit"] == shas[1]
+    assert set(document["results"]) == {"base", "head"}
+    assert document["results"]["base"]["compiler"]["commit"] == shas[1]
+    # No change between two commits: never DIFFERENT; the worktree is gone afterwards.
+    out2 = tmp_path / "same.json"
+    run_cli("check", str(suite), "--base-ref", "HEAD", "--json", str(out2), "--quiet")
+    assert _rows(json.loads(out2.read_text()))["r/mycc/cpu"]["decision"] != "different"
+    assert git(repo, "worktree", "list").count("\n") == 0
+
+
+def test_stored_baseline_update_check_and_compare(tmp_path):
+    repo, _ = make_compiler_repo(tmp_path / "cc", [("v1", {"mycc/__init__.py": "", "mycc/passes.py": pass_source(0)})])
+    suite = tmp_path / "suite.toml"
+    suite.write_text(compiler_suite(repo))
+    baseline = tmp_path / "baselines" / "toy.json"
+    proc = run_cli("baseline", "update", str(suite), "--out", str(baseline), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "v.json"
+    proc = run_cli("check", str(suite), "--baseline", str(baseline), "--json", str(out), "--quiet")
+    document = json.loads(out.read_text())
+    assert document["mode"]["kind"] == "baseline"
+    assert _rows(document)["r/mycc/cpu"]["decision"] != "different"
+    assert proc.returncode in (0, 3) and proc.returncode == (0 if document["summary"]["regressions"] == 0 else 1)
+    # Make the compiler slower in the working tree: the stored baseline catches a large regression.
+    (repo / "mycc" / "passes.py").write_text(pass_source(40))
+    result = tmp_path / "slow.json"
+    run_cli("run", str(suite), "--out", str(result), "--quiet", "--workers", "6")
+    proc = run_cli("compare", str(baseline), str(result), "--json", str(tmp_path / "c.json"))
+    compared = json.loads((tmp_path / "c.json").read_text())
+    row = _rows(compared)["r/mycc/cpu"]
+    assert row["direction"] in ("regression", "none")
+    assert row["comparison"]["ratio"] > 1.2
+    # The extra nodes are a deterministic node-count regression, so the gate fails either way.
+    assert _rows(compared, "node_count")["r/mycc/cpu"]["direction"] == "regression"
+    assert proc.returncode == 1
+    # A corrupt baseline is a one-line exit 2.
+    baseline.write_text("{not json")
+    proc = run_cli("check", str(suite), "--baseline", str(baseline))
+    assert proc.returncode == 2 and "corrupt result file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_strict_env_refuses_a_baseline_from_another_machine(tmp_path):
+    repo, _ = make_compiler_repo(tmp_path / "cc", [("v1", {"mycc/__init__.py": "", "mycc/passes.py": pass_source(0)})])
+    suite = tmp_path / "suite.toml"
+    suite.write_text(compiler_suite(repo))
+    result = tmp_path / "r.json"
+    assert run_cli("run", str(suite), "--out", str(result), "--quiet", "--workers", "4").returncode == 0
+    document = json.loads(result.read_text())
+    document["environment"]["cpu"]["cpu_model"] = "Some Other CPU 9000"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(document))
+    proc = run_cli("compare", str(other), str(result))
+    assert "environments differ" in proc.stdout and "cpu_model" in proc.stdout
+    proc = run_cli("compare", str(other), str(result), "--strict-env")
+    assert proc.returncode == 2 and "--strict-env" in proc.stderr
+
+
+def test_calibrate_reports_noise_and_writes_floors_the_suite_can_include(write_suite, tmp_path):
+    suite = write_suite(PIPELINE_SUITE.replace("[pipelines.none_again]\npasses = []\n", ""))
+    floors = tmp_path / "pipes.floors.toml"
+    proc = run_cli("calibrate", str(suite), "--case", "*/none/*", "--write", str(floors), "--json",
+                   str(tmp_path / "cal.json"))
+    assert proc.returncode == 0, proc.stderr
+    calibration = json.loads((tmp_path / "cal.json").read_text())
+    row = calibration["cases"][0]
+    assert row["case"] == "r/none/cpu" and row["false_positive"] is False
+    assert row["recommended_floor"] >= 0.01 and row["noise_sd"] >= 0
+    assert "latency = \"median:" in floors.read_text()
+    included = write_suite(PIPELINE_SUITE.replace('[check]', f'[thresholds]\ninclude = "{floors.name}"\n\n[check]'),
+                           name="with_floors.toml")
+    from perfguard.suite import load_suite
+
+    loaded = load_suite(included)
+    gate = loaded.thresholds.gate("r/none/cpu", "latency")
+    assert gate.relative == pytest.approx(row["recommended_floor"])
+    assert loaded.thresholds.gate("r/bn_unfolded/cpu", "latency").relative == pytest.approx(0.02)
+
+
+def test_check_usage_errors_are_exit_2(write_suite):
+    suite = write_suite(PIPELINE_SUITE)
+    proc = run_cli("check", str(suite))
+    assert proc.returncode == 2 and "one of the arguments" in proc.stderr
+    proc = run_cli("check", str(suite), "--against-pipeline", "nope")
+    assert proc.returncode == 2 and "unknown pipeline 'nope'" in proc.stderr
+    proc = run_cli("check", str(suite), "--base-ref", "no-such-ref")
+    assert proc.returncode == 2 and "is not inside a git repository" in proc.stderr or "unknown git ref" in proc.stderr
+
+
+def test_verdicts_schema_ships():
+    assert load_schema("verdicts")["title"].startswith("perfguard verdicts")
