@@ -38,7 +38,7 @@ class CompilerCheckout:
     subject: str = ""
 
 
-def _repo(path: Path):  # type: ignore[no-untyped-def]
+def _repo(path: Path):
     import git
 
     try:

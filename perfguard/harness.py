@@ -25,6 +25,7 @@ from perfguard.models.loader import LoadedModel, materialize
 from perfguard.results import RESULT_VERSION, summarize
 from perfguard.runners import get_runner
 from perfguard.runners.fingerprint import fingerprint_hash
+from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
 from perfguard.suite import CaseSpec, Suite
 
 
@@ -48,6 +49,30 @@ class CompiledCase:
     model: LoadedModel
     entry: dict[str, Any]
     artifact: dict[str, Any] | None = None
+    side: str = "head"
+
+    @property
+    def variant_id(self) -> str:
+        """Unique across sides: ``side:model/pipeline/runner``."""
+        return f"{self.side}:{self.case.id}"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One version of the compiler under test measured in this job (``head``, ``base``, ``a``...)."""
+
+    label: str
+    compiler_path: Path | None
+    commit: str | None = None
+    subject: str = ""
+    # Hybrid compiles (pass bisection): the first ``prefix_len`` passes come from the compiler at
+    # ``prefix_path``, the rest from ``compiler_path``.
+    prefix_path: Path | None = None
+    prefix_len: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "commit": self.commit, "subject": self.subject,
+                "pass_path": str(self.compiler_path) if self.compiler_path else None}
 
 
 @dataclass
@@ -57,6 +82,7 @@ class RunContext:
     workdir: Path
     progress: Progress = field(default_factory=Progress)
     environment: dict[str, Any] = field(default_factory=dict)
+    sides: list[Side] = field(default_factory=list)
 
 
 def check_suite(suite: Suite, cases: list[CaseSpec]) -> None:
@@ -64,7 +90,7 @@ def check_suite(suite: Suite, cases: list[CaseSpec]) -> None:
     for case in cases:
         backend = get_backend(case.pipeline.backend)
         backend.check_pipeline(case.pipeline)
-        get_runner(case.runner).check_available()
+        get_runner(case.runner, options=suite.runner_options(case.runner)).check_available()
     for model in {c.model.name: c.model for c in cases}.values():
         if model.path is not None and not model.path.is_file():
             raise UserError(f"{suite.path}: [models.{model.name}] path: file not found: {model.path}")
@@ -89,7 +115,9 @@ def key_hash(key: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int) -> CompiledCase:
+def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int,
+                 side: Side | None = None) -> CompiledCase:
+    side = side or Side("head", ctx.suite.compiler.path)
     runner_fp = ctx.environment[case.runner]
     versions = get_backend(case.pipeline.backend).versions()
     key = case_key(case, model, versions, fingerprint_hash(runner_fp))
@@ -102,15 +130,21 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
         "mode": "compile", "backend": case.pipeline.backend, "model_path": str(model.path),
         "pipeline": {"name": case.pipeline.name, "backend": case.pipeline.backend,
                      "passes": list(case.pipeline.passes), "options": dict(case.pipeline.options)},
-        "out_dir": str(ctx.workdir / "artifacts" / f"{index:03d}"),
-        "compiler_path": str(ctx.suite.compiler.path) if ctx.suite.compiler.path else None,
-        "runner": case.runner, "threads": case.measure.threads,
+        "out_dir": str(ctx.workdir / "artifacts" / side.label / f"{index:03d}"),
+        "compiler_path": str(side.compiler_path) if side.compiler_path else None,
+        "runner": case.runner, "threads": case.measure.threads, "compile_repeats": case.measure.compile_repeats,
+        "runner_options": ctx.suite.runner_options(case.runner).to_json(),
         "correctness": case.tolerance.to_json(), "input_specs": [s.to_json() for s in model.inputs],
         "reference_cache": str(ctx.workdir / "refs" / f"{model.sha256[:16]}-{case.tolerance.seed}.npz"),
     }
     (ctx.workdir / "refs").mkdir(parents=True, exist_ok=True)
+    compiled = CompiledCase(case, model, entry, side=side.label)
+    prefix_trace = None
+    if side.prefix_len > 0:
+        prefix_trace, failure = _compile_prefix(ctx, request, side)
+        if failure:
+            return _fail(compiled, "compile", failure)
     outcome = run_worker(request, case.measure.compile_timeout, ctx.workdir / "ipc")
-    compiled = CompiledCase(case, model, entry)
     if outcome.failure:
         stage = outcome.last_status or "compile"
         detail = f": {outcome.stderr_tail.splitlines()[-1][:200]}" if outcome.stderr_tail else ""
@@ -118,16 +152,63 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
         return _fail(compiled, stage, message)
     response = outcome.response or {}
     entry["trace"] = response.get("trace")
+    if prefix_trace is not None and entry["trace"] is not None:
+        for record in entry["trace"]["passes"]:
+            record["index"] += side.prefix_len
+        entry["trace"]["passes"] = prefix_trace["passes"] + entry["trace"]["passes"]
+        entry["trace"]["input_hash"] = prefix_trace["input_hash"]
+        entry["trace"]["total_time_s"] += prefix_trace["total_time_s"]
     entry["correctness"] = response.get("correctness")
     if "artifact" in response:
         artifact = response["artifact"]
-        entry["metrics"].update(compile_time_s=response["compile_time_s"], artifact_size_bytes=artifact["size_bytes"],
+        cached = bool((response.get("trace") or {}).get("cache_hit"))
+        # A compile served from a backend's artifact cache timed a file copy: keep it out of the gate.
+        entry["metrics"].update(compile_time_s=response["compile_time_s"],
+                                compile_times_s=[] if cached else response.get("compile_times_s",
+                                                                               [response["compile_time_s"]]),
+                                artifact_size_bytes=artifact["size_bytes"],
                                 node_count=artifact["node_count"])
         entry["artifact"] = {k: artifact[k] for k in ("sha256", "size_bytes", "node_count", "settings")}
     if response.get("error"):
         return _fail(compiled, response["error"]["stage"], response["error"]["message"])
     compiled.artifact = response["artifact"]
+    probe_memory(ctx, compiled)
     return compiled
+
+
+def probe_memory(ctx: RunContext, compiled: CompiledCase) -> None:
+    """Peak RSS of fresh processes that load only this artifact (``memory_probes`` of them)."""
+    measure = compiled.case.measure
+    peaks: list[int] = []
+    for probe in range(measure.memory_probes):
+        request = {"mode": "memory", "artifact": compiled.artifact, "runner": compiled.case.runner,
+                   "threads": measure.threads, "warmup": measure.warmup, "seed": measure.seed + probe,
+                   "input_specs": [s.to_json() for s in compiled.model.inputs]}
+        outcome = run_worker(request, measure.timeout, ctx.workdir / "ipc")
+        if outcome.response and "peak_rss_bytes" in outcome.response:
+            peaks.append(int(outcome.response["peak_rss_bytes"]))
+    if peaks:
+        compiled.entry["metrics"]["peak_rss_bytes_probes"] = peaks
+        compiled.entry["metrics"]["peak_rss_bytes"] = int(sorted(peaks)[len(peaks) // 2])
+
+
+def _compile_prefix(ctx: RunContext, request: dict[str, Any], side: Side) -> tuple[dict[str, Any] | None, str]:
+    """Stage 1 of a hybrid compile: the first passes with the prefix compiler, no ORT options.
+    Rewrites ``request`` so stage 2 starts from the stage-1 model with the remaining passes."""
+    if request["backend"] != "ort":
+        raise UserError(f"hybrid (pass-bisection) compiles need an ONNX-level backend, not {request['backend']!r}")
+    passes = request["pipeline"]["passes"]
+    stage = dict(request, pipeline=dict(request["pipeline"], passes=passes[:side.prefix_len], options={}),
+                 compiler_path=str(side.prefix_path) if side.prefix_path else None,
+                 out_dir=request["out_dir"] + "-prefix", compile_repeats=1)
+    outcome = run_worker(stage, float(request.get("compile_timeout", 600.0)), ctx.workdir / "ipc")
+    response = outcome.response or {}
+    if outcome.failure or response.get("error") or "artifact" not in response:
+        reason = outcome.failure or (response.get("error") or {}).get("message", "no artifact")
+        return None, f"hybrid prefix ({side.prefix_len} passes from {side.prefix_path}) failed: {reason}"
+    request["model_path"] = response["artifact"]["path"]
+    request["pipeline"] = dict(request["pipeline"], passes=passes[side.prefix_len:])
+    return response["trace"], ""
 
 
 def _fail(compiled: CompiledCase, stage: str, message: str) -> CompiledCase:
@@ -150,6 +231,10 @@ def fill_measurement(compiled: CompiledCase, values: VariantValues, group_id: st
         "worker_ids": values.worker_ids, "loops": values.loops, "warmup": measure.warmup, "rounds": measure.rounds,
         "min_time_s": measure.min_time, "threads": measure.threads, "failures": values.failures,
     }
+    # Device state during the timed rounds (GPU clocks, throttling): see perfguard.runners.telemetry.
+    telemetry = summarize_telemetry(values.telemetry)
+    entry["measurement"]["telemetry"] = {"summary": telemetry, "per_worker": values.telemetry} if telemetry else None
+    entry["measurement"]["device_state"] = judge_device_state(telemetry).to_json()
     if not flat:
         reason = values.failures[-1] if values.failures else "no values were taken"
         _fail(compiled, "measure", f"no worker finished: {reason}")
@@ -159,68 +244,135 @@ def fill_measurement(compiled: CompiledCase, values: VariantValues, group_id: st
     entry["metrics"]["latency_s"] = latency
     entry["metrics"]["throughput_per_s"] = 1.0 / float(latency["median"])
     entry["metrics"]["session_rss_bytes"] = int(sorted(values.rss_delta_bytes)[len(values.rss_delta_bytes) // 2])
+    entry["metrics"]["session_rss_bytes_per_worker"] = list(values.rss_delta_bytes)
     entry["metrics"]["worker_peak_rss_bytes"] = int(max(values.peak_rss_bytes))
 
 
 def run_suite(suite: Suite, cases: list[CaseSpec], *, workdir: Path | None = None,
               progress: Progress | None = None, repo: Path | None = None) -> dict[str, Any]:
     """Run ``cases`` of ``suite`` and return the result document (not yet written)."""
-    check_suite(suite, cases)
-    owned = workdir is None
-    folder = Path(tempfile.mkdtemp(prefix="perfguard-")) if workdir is None else workdir
-    ctx = RunContext(suite, cases, folder, progress or Progress())
+    job = Job(suite, cases, workdir=workdir, progress=progress, repo=repo)
     try:
-        return _run(ctx, repo)
+        job.compile()
+        job.measure()
+        return job.documents()["head"]
     finally:
-        if owned:
-            shutil.rmtree(folder, ignore_errors=True)
+        job.close()
 
 
-def _run(ctx: RunContext, repo: Path | None) -> dict[str, Any]:
-    started = utc_now()
-    runners = sorted({c.runner for c in ctx.cases})
-    ctx.environment = {name: get_runner(name, repo or ctx.suite.compiler.repo or ctx.suite.path).fingerprint()
-                       for name in runners}
-    groups: dict[tuple[str, str, str], list[CompiledCase]] = {}
-    model_specs = {c.model.name: c.model for c in ctx.cases}
-    group_count = len({(c.model.name, c.runner, json.dumps(c.measure.to_json(), sort_keys=True)) for c in ctx.cases})
-    ctx.progress.start(len(model_specs) + len(ctx.cases) + group_count)
-    models: dict[str, LoadedModel] = {}
-    for name, spec in model_specs.items():
-        ctx.progress.advance(f"model {name}")
-        models[name] = materialize(spec, ctx.workdir / "models")
-    compiled_cases = []
-    for index, case in enumerate(ctx.cases):
-        ctx.progress.advance(f"compile {case.id}")
-        compiled = compile_case(ctx, case, models[case.model.name], index)
-        compiled_cases.append(compiled)
-        if compiled.entry["status"] == "failed":
-            ctx.progress.log(f"[red]FAILED[/red] {case.id}: {compiled.entry['error']['message']}")
-        else:
-            groups.setdefault(_group_key(compiled), []).append(compiled)
-    for (model_name, runner, _), members in groups.items():
-        group_id = f"{model_name}/{runner}"
-        measure = members[0].case.measure
-        ctx.progress.advance(f"measure {group_id} ({len(members)} variants x {measure.workers} workers)")
-        variants = [{"id": m.case.id, "artifact": m.artifact} for m in members]
-        values = measure_group(variants, runner=runner, threads=measure.threads, warmup=measure.warmup,
-                               rounds=measure.rounds, min_time=measure.min_time, timeout=measure.timeout,
-                               workers=measure.workers, seed=measure.seed,
-                               input_specs=[s.to_json() for s in members[0].model.inputs],
-                               workdir=ctx.workdir / "ipc")
-        for member in members:
-            fill_measurement(member, values[member.case.id], group_id, measure.workers)
-            if member.entry["status"] == "failed":
-                ctx.progress.log(f"[red]FAILED[/red] {member.case.id}: {member.entry['error']['message']}")
-    for compiled in compiled_cases:
-        compiled.entry["finished_at"] = utc_now()
-    return {
-        "version": RESULT_VERSION,
-        "tool": {"name": "perfguard", "version": __version__},
-        "suite": {"name": ctx.suite.name, "path": str(ctx.suite.path), "sha256": ctx.suite.sha256},
-        "started_at": started, "finished_at": utc_now(),
-        "environment": ctx.environment,
-        "models": {name: {"sha256": m.sha256, "nodes": m.node_count, "opset": m.opset, "source": m.spec.source(),
-                          "inputs": [s.to_json() for s in m.inputs]} for name, m in models.items()},
-        "cases": [c.entry for c in compiled_cases],
-    }
+class Job:
+    """One measurement job: compile every case for every side, measure them interleaved.
+
+    ``sides`` are versions of the compiler under test measured in the same worker processes (the
+    default is one side, ``head``, the suite's own compiler path). ``measure`` can be called again
+    for some variants with more workers (adaptive sampling); values accumulate per variant.
+    """
+
+    def __init__(self, suite: Suite, cases: list[CaseSpec], *, sides: list[Side] | None = None,
+                 workdir: Path | None = None, progress: Progress | None = None, repo: Path | None = None) -> None:
+        check_suite(suite, cases)
+        self.owned = workdir is None
+        folder = Path(tempfile.mkdtemp(prefix="perfguard-")) if workdir is None else workdir
+        self.ctx = RunContext(suite, cases, folder, progress or Progress(),
+                              sides=sides or [Side("head", suite.compiler.path)])
+        self.repo = repo
+        self.started = utc_now()
+        self.models: dict[str, LoadedModel] = {}
+        self.compiled: list[CompiledCase] = []
+        self.values: dict[str, VariantValues] = {}
+        self.workers_used: dict[tuple[str, str, str], int] = {}
+
+    def close(self) -> None:
+        if self.owned:
+            shutil.rmtree(self.ctx.workdir, ignore_errors=True)
+
+    def compile(self) -> None:
+        ctx = self.ctx
+        runners = sorted({c.runner for c in ctx.cases})
+        where = self.repo or ctx.suite.compiler.repo or ctx.suite.path
+        ctx.environment = {name: get_runner(name, where, ctx.suite.runner_options(name)).fingerprint()
+                           for name in runners}
+        model_specs = {c.model.name: c.model for c in ctx.cases}
+        group_count = len({(c.model.name, c.runner, json.dumps(c.measure.to_json(), sort_keys=True))
+                           for c in ctx.cases})
+        ctx.progress.start(len(model_specs) + len(ctx.cases) * len(ctx.sides) + group_count)
+        for name, spec in model_specs.items():
+            ctx.progress.advance(f"model {name}")
+            self.models[name] = materialize(spec, ctx.workdir / "models")
+        for side in ctx.sides:
+            for index, case in enumerate(ctx.cases):
+                label = f" [{side.label}]" if len(ctx.sides) > 1 else ""
+                ctx.progress.advance(f"compile {case.id}{label}")
+                compiled = compile_case(ctx, case, self.models[case.model.name], index, side)
+                self.compiled.append(compiled)
+                if compiled.entry["status"] == "failed":
+                    ctx.progress.log(f"[red]FAILED[/red] {case.id}{label}: {compiled.entry['error']['message']}")
+
+    def groups(self) -> dict[tuple[str, str, str], list[CompiledCase]]:
+        """Variants measured together: every side and pipeline of one model on one runner."""
+        groups: dict[tuple[str, str, str], list[CompiledCase]] = {}
+        for compiled in self.compiled:
+            if compiled.artifact is not None:
+                groups.setdefault(_group_key(compiled), []).append(compiled)
+        return groups
+
+    def measure(self, only: set[str] | None = None, workers: int | None = None) -> None:
+        """Measure every group (or the groups holding a variant id in ``only``) with ``workers``
+        more worker processes (default: the suite's ``workers``); values accumulate."""
+        ctx = self.ctx
+        for key, members in self.groups().items():
+            if only is not None:
+                members = [m for m in members if m.variant_id in only]
+                if not members:
+                    continue
+            model_name, runner, _ = key
+            group_id = f"{model_name}/{runner}"
+            measure = members[0].case.measure
+            count = workers or measure.workers
+            offset = self.workers_used.get(key, 0)
+            ctx.progress.advance(f"measure {group_id} ({len(members)} variants x {count} workers)")
+            variants = [{"id": m.variant_id, "artifact": m.artifact} for m in members]
+            values = measure_group(variants, runner=runner, threads=measure.threads, warmup=measure.warmup,
+                                   rounds=measure.rounds, min_time=measure.min_time, timeout=measure.timeout,
+                                   workers=count, seed=measure.seed,
+                                   input_specs=[s.to_json() for s in members[0].model.inputs],
+                                   workdir=ctx.workdir / "ipc", worker_offset=offset,
+                                   runner_options=ctx.suite.runner_options(runner).to_json())
+            self.workers_used[key] = offset + count
+            for member in members:
+                merged = self.values.setdefault(member.variant_id, VariantValues())
+                new = values[member.variant_id]
+                merged.per_worker.extend(new.per_worker)
+                merged.worker_ids.extend(new.worker_ids)
+                merged.loops = new.loops or merged.loops
+                merged.rss_delta_bytes.extend(new.rss_delta_bytes)
+                merged.peak_rss_bytes.extend(new.peak_rss_bytes)
+                merged.failures.extend(new.failures)
+                merged.dropped = new.dropped or merged.dropped
+                merged.telemetry.extend(new.telemetry)
+                fill_measurement(member, merged, group_id, self.workers_used[key])
+                if member.entry["status"] == "failed" and member.entry["error"]["stage"] == "measure":
+                    ctx.progress.log(f"[red]FAILED[/red] {member.variant_id}: {member.entry['error']['message']}")
+
+    def documents(self) -> dict[str, dict[str, Any]]:
+        """One result document per side."""
+        finished = utc_now()
+        documents = {}
+        for side in self.ctx.sides:
+            entries = [c.entry for c in self.compiled if c.side == side.label]
+            for entry in entries:
+                entry.setdefault("finished_at", finished)
+            documents[side.label] = {
+                "version": RESULT_VERSION,
+                "tool": {"name": "perfguard", "version": __version__},
+                "suite": {"name": self.ctx.suite.name, "path": str(self.ctx.suite.path),
+                          "sha256": self.ctx.suite.sha256},
+                "compiler": side.to_json(),
+                "started_at": self.started, "finished_at": finished,
+                "environment": self.ctx.environment,
+                "models": {name: {"sha256": m.sha256, "nodes": m.node_count, "opset": m.opset,
+                                  "source": m.spec.source(), "inputs": [s.to_json() for s in m.inputs]}
+                           for name, m in self.models.items()},
+                "cases": entries,
+            }
+        return documents

@@ -72,7 +72,7 @@ def write_json_atomic(path: str | Path, document: Any) -> None:
 def load_schema(name: str = "result") -> dict[str, Any]:
     """The shipped JSON Schema ``result`` or ``verdicts`` (version 1 of each)."""
     text = resources.files("perfguard.schemas").joinpath(f"{name}-v1.schema.json").read_text()
-    return json.loads(text)  # type: ignore[no-any-return]
+    return json.loads(text)
 
 
 def schema_errors(document: Any, name: str = "result") -> list[str]:

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.errors import UserError, close_names
+from perfguard.gates import CheckSettings, ThresholdSet, parse_check, parse_thresholds
+from perfguard.runners.base import RunnerOptions
 from perfguard.units import parse_duration
 
 if sys.version_info >= (3, 11):
@@ -37,6 +39,8 @@ class MeasureSettings:
     min_time: float = 0.02
     timeout: float = 300.0
     compile_timeout: float = 600.0
+    compile_repeats: int = 5
+    memory_probes: int = 3
     threads: int = 1
     seed: int = 0
 
@@ -123,6 +127,13 @@ class Suite:
     pipelines: Mapping[str, PipelineSpec]
     cases: tuple[CaseSpec, ...]
     sha256: str
+    runners: Mapping[str, RunnerOptions] = field(default_factory=dict)
+    check: CheckSettings = field(default_factory=CheckSettings)
+    thresholds: ThresholdSet = field(default_factory=ThresholdSet)
+
+    def runner_options(self, name: str) -> RunnerOptions:
+        """Settings of runner ``name`` from its ``[runners.NAME]`` table (defaults without one)."""
+        return self.runners.get(name, RunnerOptions())
 
     def select(self, pattern: str | None) -> list[CaseSpec]:
         """Cases whose id matches a glob (``resnet*/*/cpu``) or contains ``pattern`` as text."""
@@ -181,6 +192,17 @@ class _Reader:
             raise self.fail(key, f"expected a number >= 0, found {_describe(value)}")
         return float(value)
 
+    def percent(self, value: Any, key: str) -> float:
+        """A percentage written with its sign (``"2%"``), returned as a fraction (0.02)."""
+        text = value.strip() if isinstance(value, str) else ""
+        try:
+            number = float(text[:-1]) if text.endswith("%") else -1.0
+        except ValueError:
+            number = -1.0
+        if not 0 <= number < 100:
+            raise self.fail(key, f"expected a percentage such as \"2%\", found {_describe(value)}")
+        return number / 100
+
     def string_list(self, value: Any, key: str) -> list[str]:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise self.fail(key, f"expected a list of strings, found {_describe(value)}")
@@ -196,17 +218,39 @@ def _describe(value: Any) -> str:
     return f"{kind} {text}"
 
 
-_MEASURE_KEYS = ("workers", "rounds", "warmup", "min_time", "timeout", "compile_timeout", "threads", "seed")
+_MEASURE_KEYS = ("workers", "rounds", "warmup", "min_time", "timeout", "compile_timeout", "compile_repeats",
+                 "memory_probes", "threads", "seed")
 _CORRECTNESS_KEYS = ("rtol", "atol", "seed")
+_RUNNER_KEYS = ("options", "device_id", "clock_tolerance", "telemetry_interval")
+
+
+def _runner_options(reader: _Reader, raw: Any, key: str) -> RunnerOptions:
+    """A ``[runners.NAME]`` table: provider options (strings or numbers, passed verbatim), device, limits."""
+    table = reader.table(raw, key, _RUNNER_KEYS)
+    values: dict[str, Any] = {}
+    if "options" in table:
+        options = reader.table(table["options"], f"{key} options")
+        for name, value in options.items():
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                raise reader.fail(f"{key} options.{name}", "expected a string or a number as the provider documents "
+                                  f"it (write booleans as the provider does, e.g. \"1\"), found {_describe(value)}")
+        values["provider_options"] = dict(options)
+    if "device_id" in table:
+        values["device_id"] = reader.positive_int(table["device_id"], f"{key} device_id", minimum=0)
+    if "clock_tolerance" in table:
+        values["clock_tolerance"] = reader.percent(table["clock_tolerance"], f"{key} clock_tolerance")
+    if "telemetry_interval" in table:
+        values["telemetry_interval"] = parse_duration(table["telemetry_interval"], f"{reader.path}: {key} telemetry_interval")
+    return RunnerOptions(**values)
 
 
 def _measure(reader: _Reader, raw: Any, key: str, base: MeasureSettings) -> MeasureSettings:
     table = reader.table(raw, key, _MEASURE_KEYS)
     values: dict[str, Any] = {}
-    for name in ("workers", "rounds", "threads"):
+    for name in ("workers", "rounds", "threads", "compile_repeats"):
         if name in table:
             values[name] = reader.positive_int(table[name], f"{key}.{name}")
-    for name in ("warmup", "seed"):
+    for name in ("warmup", "seed", "memory_probes"):
         if name in table:
             values[name] = reader.positive_int(table[name], f"{key}.{name}", minimum=0)
     for name in ("min_time", "timeout", "compile_timeout"):
@@ -250,7 +294,9 @@ def load_suite(path: str | Path) -> Suite:
 def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
     reader = _Reader(path)
     reader.table(raw, "", ("suite", "compiler", "measure", "correctness", "models", "pipelines", "cases",
-                           "overrides"))
+                           "overrides", "runners", "check", "thresholds"))
+    check = parse_check(raw.get("check", {}), f"{path}: [check]")
+    thresholds = parse_thresholds(raw.get("thresholds", {}), f"{path}: [thresholds]", path.parent)
     head = reader.table(raw.get("suite", {}), "[suite]", ("name", "description", "backend", "runners"))
     name = reader.string(head.get("name", path.stem), "[suite] name")
     description = str(head.get("description", ""))
@@ -344,8 +390,16 @@ def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
                     raise reader.fail(key, f"case {case.id} is listed twice")
                 seen.add(case.id)
                 cases.append(case)
+    runners: dict[str, RunnerOptions] = {}
+    used = sorted({c.runner for c in cases})
+    for runner_name, spec in reader.table(raw.get("runners", {}), "[runners]").items():
+        key = f'[runners."{runner_name}"]' if ":" in runner_name else f"[runners.{runner_name}]"
+        if runner_name not in used:
+            raise reader.fail(key, f"no case runs on runner {runner_name!r}; cases use: {', '.join(used)}")
+        runners[runner_name] = _runner_options(reader, spec, key)
     return Suite(path=path, name=name, description=description, compiler=compiler, models=models,
-                 pipelines=pipelines, cases=tuple(cases), sha256=sha256)
+                 pipelines=pipelines, cases=tuple(cases), sha256=sha256, runners=runners, check=check,
+                 thresholds=thresholds)
 
 
 def _unknown(kind: str, name: str, valid: Mapping[str, Any]) -> str:

@@ -15,6 +15,7 @@ __all__ = ["Artifact", "Backend", "CompileOutput", "PassInfo", "PassRecord", "Pa
 _BUILTIN = {
     "ort": "perfguard.backends.ort:OrtBackend",
     "mock": "perfguard.backends.mock:MockBackend",
+    "iree": "perfguard.backends.iree:IreeBackend",
 }
 
 

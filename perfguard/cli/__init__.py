@@ -17,6 +17,13 @@ COMMANDS = {
     "run": "perfguard.cli.run",
     "validate": "perfguard.cli.validate",
     "passes": "perfguard.cli.passes",
+    "runners": "perfguard.cli.runners",
+    "check": "perfguard.cli.check",
+    "compare": "perfguard.cli.compare",
+    "baseline": "perfguard.cli.baseline",
+    "calibrate": "perfguard.cli.calibrate",
+    "bisect": "perfguard.cli.bisect",
+    "report": "perfguard.cli.report",
 }
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_UNKNOWN, EXIT_CASE_FAILED = 0, 1, 2, 3, 4

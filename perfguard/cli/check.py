@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--baseline", metavar="PATH", help="stored baseline file (perfguard baseline update)")
     parser.add_argument("--case", metavar="PATTERN", help="only cases whose id matches (glob or text)")
     parser.add_argument("--json", metavar="PATH", help="write the verdicts as JSON")
+    parser.add_argument("--report", metavar="DIR", help="write the HTML report, summary.md and comment.md into DIR")
+    parser.add_argument("--annotations", action="store_true",
+                        help="print ::error / ::warning GitHub workflow commands for regressions and undecided cases")
     parser.add_argument("--fail-on-unknown", action="store_true", help="exit 3 when a case stays undecided")
     parser.add_argument("--strict-env", action="store_true", help="refuse a baseline from another environment")
     parser.add_argument("--workers", type=int, metavar="N", help="first-look workers (suite [check] workers)")
@@ -71,4 +74,13 @@ def run(args: argparse.Namespace) -> int:
         progress.stop()
     print_verdicts(document, args.verbose)
     write_verdicts(args.json, document)
+    if args.report:
+        from perfguard.cli.report import write_report
+
+        written = write_report([document], args.report)
+        print(f"report written to {written['html']}")
+    if args.annotations:
+        from perfguard.cli.report import print_annotations
+
+        print_annotations([document])
     return exit_code(document, args.fail_on_unknown)

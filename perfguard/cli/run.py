@@ -13,6 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from perfguard.harness import Progress
+
 HELP = "compile, check and measure a suite; write a JSON result"
 
 
@@ -27,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-class RichProgress:
+class RichProgress(Progress):
     def __init__(self, quiet: bool) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

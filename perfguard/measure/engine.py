@@ -93,15 +93,19 @@ class VariantValues:
     peak_rss_bytes: list[int] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     dropped: str | None = None
+    # Device telemetry record of each worker in ``worker_ids`` (None: the runner has none); the
+    # variants of one worker share it, since they ran interleaved on the same device.
+    telemetry: list[dict[str, Any] | None] = field(default_factory=list)
 
 
 def measure_group(variants: list[dict[str, Any]], *, runner: str, threads: int, warmup: int, rounds: int,
                   min_time: float, timeout: float, workers: int, seed: int, input_specs: list[dict[str, Any]],
                   workdir: Path, on_worker: Callable[[int, int], None] | None = None,
-                  worker_offset: int = 0) -> dict[str, VariantValues]:
+                  worker_offset: int = 0, runner_options: dict[str, Any] | None = None) -> dict[str, VariantValues]:
     """Measure ``variants`` (``{"id", "artifact"}`` dicts) interleaved across fresh workers.
 
-    ``worker_offset`` numbers workers on from an earlier call (adaptive sampling adds workers)."""
+    ``worker_offset`` numbers workers on from an earlier call (adaptive sampling adds workers);
+    ``runner_options`` are the suite's ``[runners.NAME]`` settings (``RunnerOptions.to_json()``)."""
     results = {v["id"]: VariantValues() for v in variants}
     live = list(variants)
     loops: dict[str, int] = {}
@@ -111,7 +115,8 @@ def measure_group(variants: list[dict[str, Any]], *, runner: str, threads: int, 
         worker_index = worker_offset + index
         request = {"mode": "measure", "variants": live, "runner": runner, "threads": threads, "warmup": warmup,
                    "rounds": rounds, "min_time": min_time, "seed": seed, "worker_index": worker_index,
-                   "input_specs": input_specs, "loops": {k: v for k, v in loops.items()} or None}
+                   "input_specs": input_specs, "loops": {k: v for k, v in loops.items()} or None,
+                   "runner_options": runner_options}
         if loops and any(v["id"] not in loops for v in live):
             request["loops"] = None
         outcome = run_worker(request, timeout, workdir)
@@ -139,6 +144,7 @@ def measure_group(variants: list[dict[str, Any]], *, runner: str, threads: int, 
             entry.loops = response["loops"][variant_id]
             entry.rss_delta_bytes.append(response["rss_delta_bytes"][variant_id])
             entry.peak_rss_bytes.append(response["peak_rss_bytes"])
+            entry.telemetry.append(response.get("telemetry"))
             loops.setdefault(variant_id, response["loops"][variant_id])
     return results
 

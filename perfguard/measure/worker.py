@@ -22,6 +22,7 @@ import resource
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,8 @@ def _reference_outputs(model_path: str, feeds: dict[str, np.ndarray], cache: str
         raise BackendError(f"the model itself does not run in ONNX Runtime: {first}") from None
     if cache:
         tmp = cache + ".tmp.npz"
-        np.savez(tmp, **{f"out{i}": np.asarray(o) for i, o in enumerate(outputs)})
+        arrays: dict[str, Any] = {f"out{i}": np.asarray(o) for i, o in enumerate(outputs)}
+        np.savez(tmp, **arrays)
         os.replace(tmp, cache)
     return [np.asarray(o) for o in outputs]
 
@@ -103,7 +105,7 @@ def do_compile(request: dict[str, Any]) -> dict[str, Any]:
     if request.get("compiler_path"):
         sys.path.insert(0, request["compiler_path"])
     backend = get_backend(request["backend"])
-    runner = get_runner(request["runner"])
+    runner = get_runner(request["runner"], options=request.get("runner_options"))
     pipeline = PipelineSpec(name=request["pipeline"]["name"], backend=request["pipeline"]["backend"],
                             passes=tuple(request["pipeline"]["passes"]),
                             options=request["pipeline"]["options"])
@@ -116,9 +118,13 @@ def do_compile(request: dict[str, Any]) -> dict[str, Any]:
         reference = _reference_outputs(request["model_path"], feeds, request.get("reference_cache"))
         stage = "compile"
         _status("compile")
-        start = time.perf_counter()
-        output = backend.compile(Path(request["model_path"]), pipeline, Path(request["out_dir"]))
-        compile_time = time.perf_counter() - start
+        # Compile time is a noisy metric too: compile ``compile_repeats`` times, keep every time.
+        compile_times = []
+        for _ in range(max(1, int(request.get("compile_repeats", 1)))):
+            start = time.perf_counter()
+            output = backend.compile(Path(request["model_path"]), pipeline, Path(request["out_dir"]))
+            compile_times.append(time.perf_counter() - start)
+        compile_time = float(np.median(compile_times))
         stage = "correctness"
         _status("correctness")
         executable = backend.load(output.artifact, runner, request["threads"])
@@ -126,7 +132,7 @@ def do_compile(request: dict[str, Any]) -> dict[str, Any]:
         check = compare_outputs(reference, got, tolerance["rtol"], tolerance["atol"])
         check.update(rtol=tolerance["rtol"], atol=tolerance["atol"], seed=tolerance["seed"])
         result = {"artifact": output.artifact.to_json(), "trace": output.trace.to_json(),
-                  "compile_time_s": compile_time, "correctness": check}
+                  "compile_time_s": compile_time, "compile_times_s": compile_times, "correctness": check}
         if not check["passed"]:
             detail = (f" (max abs error {check['max_abs_error']:.3g}, max rel error {check['max_rel_error']:.3g};"
                       f" rtol={tolerance['rtol']}, atol={tolerance['atol']})"
@@ -139,13 +145,16 @@ def do_compile(request: dict[str, Any]) -> dict[str, Any]:
         return {"error": {"stage": stage, "message": str(exc)}}
 
 
-def _calibrate(executable: Any, feeds: dict[str, np.ndarray], min_time: float) -> int:
+def _calibrate(executable: Any, feeds: dict[str, np.ndarray], min_time: float,
+               synchronize: Callable[[], None] | None = None) -> int:
     """Loops per value so that one value lasts at least ``min_time`` (pyperf-style doubling)."""
     loops = 1
     while loops < MAX_LOOPS:
         start = time.perf_counter()
         for _ in range(loops):
             executable.run(feeds)
+        if synchronize is not None:
+            synchronize()
         elapsed = time.perf_counter() - start
         if elapsed >= min_time:
             return loops
@@ -157,7 +166,7 @@ def _calibrate(executable: Any, feeds: dict[str, np.ndarray], min_time: float) -
 
 
 def do_measure(request: dict[str, Any]) -> dict[str, Any]:
-    runner = get_runner(request["runner"])
+    runner = get_runner(request["runner"], options=request.get("runner_options"))
     threads = int(request["threads"])
     worker_index = int(request["worker_index"])
     rng = random.Random(request["seed"] * 100_003 + worker_index)
@@ -166,28 +175,37 @@ def do_measure(request: dict[str, Any]) -> dict[str, Any]:
     variants = list(request["variants"])
     executables: dict[str, Any] = {}
     rss_delta: dict[str, int] = {}
-    load_order = [v["id"] for v in variants]
-    rng.shuffle(load_order)  # creation order biases a session by 1-2 %; randomize it per worker
+    # Creation order biases a session by 1-2 %: rotate it by worker index so every variant is
+    # created first equally often (exact balance; a coin flip per worker leaves 2-3 % A/A alarms).
+    load_order = sorted(v["id"] for v in variants)
+    shift = worker_index % len(load_order) if load_order else 0
+    load_order = load_order[shift:] + load_order[:shift]
     by_id = {v["id"]: v for v in variants}
     for variant_id in load_order:
         _status(f"loading {variant_id}")
         before = _rss_bytes()
         artifact = Artifact.from_json(by_id[variant_id]["artifact"])
         executable = get_backend(artifact.backend).load(artifact, runner, threads)
-        for _ in range(max(1, int(request["warmup"]))):
+        for _ in range(max(runner.min_warmup, int(request["warmup"]))):
             executable.run(feeds)
+        runner.synchronize()
         rss_delta[variant_id] = max(0, _rss_bytes() - before)
         executables[variant_id] = executable
     loops = dict(request.get("loops") or {})
     for variant_id, executable in executables.items():
         if variant_id not in loops:
             _status(f"calibrating {variant_id}")
-            loops[variant_id] = _calibrate(executable, feeds, float(request["min_time"]))
+            loops[variant_id] = _calibrate(executable, feeds, float(request["min_time"]), runner.synchronize)
     values: dict[str, list[float]] = {v: [] for v in executables}
     ids = list(executables)
     _status("measuring")
+    sync = runner.synchronize  # device runners wait for queued work before the clock is read
+    sampler = runner.telemetry()  # device state sampled in a thread while the timed rounds run
+    telemetry = None
     gc_was_enabled = gc.isenabled()
     gc.disable()
+    if sampler is not None:
+        sampler.start()
     try:
         for _ in range(int(request["rounds"])):
             rng.shuffle(ids)
@@ -197,13 +215,33 @@ def do_measure(request: dict[str, Any]) -> dict[str, Any]:
                 start = time.perf_counter_ns()
                 for _ in range(count):
                     run(feeds)
+                sync()
                 values[variant_id].append((time.perf_counter_ns() - start) / count / 1e9)
     finally:
+        if sampler is not None:
+            telemetry = sampler.stop()
         if gc_was_enabled:
             gc.enable()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"values": values, "loops": loops, "rss_delta_bytes": rss_delta, "peak_rss_bytes": peak,
-            "load_order": load_order, "pid": os.getpid()}
+            "load_order": load_order, "pid": os.getpid(), "telemetry": telemetry}
+
+
+def do_memory(request: dict[str, Any]) -> dict[str, Any]:
+    """Peak memory of a fresh process that loads one artifact and runs it: the memory metric.
+
+    A fresh process per probe makes the number reproducible (a session's share of a shared worker
+    depends on what was loaded before it and on allocator reuse)."""
+    runner = get_runner(request["runner"], options=request.get("runner_options"))
+    specs = [InputSpec.from_json(s) for s in request["input_specs"]]
+    feeds = make_feeds(specs, request["seed"])
+    before = _rss_bytes()
+    artifact = Artifact.from_json(request["artifact"])
+    executable = get_backend(artifact.backend).load(artifact, runner, int(request["threads"]))
+    for _ in range(max(3, int(request.get("warmup", 3)))):
+        executable.run(feeds)
+    return {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "session_rss_bytes": max(0, _rss_bytes() - before)}
 
 
 def main(argv: list[str]) -> int:
@@ -213,6 +251,8 @@ def main(argv: list[str]) -> int:
     try:
         if request["mode"] == "compile":
             response = do_compile(request)
+        elif request["mode"] == "memory":
+            response = do_memory(request)
         else:
             response = do_measure(request)
     except PerfguardError as exc:

@@ -1,24 +1,98 @@
-"""Runners by name: ``cpu`` (built in); device runners plug in here with the same interface."""
+"""Runners by name: ``cpu``, ``cuda`` and ``npu:<provider>``.
+
+Exact names resolve through ``_RUNNERS``; names with a registered prefix (``npu:``) pass the rest
+of the name to the runner class. An unknown name raises ``UserError`` listing the valid ones.
+``runner_status`` says which runners this machine can serve and why the others cannot (what
+``perfguard runners`` prints).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from perfguard.errors import UserError, unknown_name_message
-from perfguard.runners.base import Runner
+from perfguard.errors import PerfguardError, UserError, unknown_name_message
+from perfguard.runners.base import Runner, RunnerOptions
 from perfguard.runners.cpu import CpuRunner
+from perfguard.runners.cuda import CudaRunner
+from perfguard.runners.npu import NPU_PROVIDERS, NpuRunner
 
-__all__ = ["Runner", "get_runner", "runner_names"]
+__all__ = ["Runner", "RunnerOptions", "RunnerStatus", "get_runner", "runner_names", "runner_status"]
 
-_RUNNERS: dict[str, type[Runner]] = {"cpu": CpuRunner}
+_RUNNERS: dict[str, Callable[[Path | None], Runner]] = {
+    "cpu": CpuRunner,
+    "cuda": lambda repo: CudaRunner(repo),
+}
+_PREFIXES: dict[str, Callable[[str, Path | None], Runner]] = {
+    "npu:": lambda provider, repo: NpuRunner(provider, repo),
+}
 
 
 def runner_names() -> list[str]:
-    return sorted(_RUNNERS)
+    """Every runner name a suite may use (prefix runners shown as ``npu:<provider>``)."""
+    return sorted(_RUNNERS) + [f"{prefix}<provider>" for prefix in sorted(_PREFIXES)]
 
 
-def get_runner(name: str, repo: Path | None = None) -> Runner:
-    """Return the runner called ``name``; the error lists the runners this perfguard knows."""
-    if name not in _RUNNERS:
-        raise UserError(unknown_name_message("runner", name, _RUNNERS))
-    return _RUNNERS[name](repo) if name == "cpu" else _RUNNERS[name]()
+def get_runner(name: str, repo: Path | None = None, options: RunnerOptions | dict[str, Any] | None = None) -> Runner:
+    """Return the runner called ``name`` configured with ``options`` (a ``RunnerOptions`` or its JSON).
+
+    The error for an unknown name lists the runners this perfguard knows; for an ``npu:`` name
+    with an unknown provider, the providers.
+    """
+    if name in _RUNNERS:
+        runner = _RUNNERS[name](repo)
+    else:
+        for prefix, factory in _PREFIXES.items():
+            if name.startswith(prefix) and len(name) > len(prefix):
+                runner = factory(name[len(prefix):], repo)
+                break
+        else:
+            valid = [*_RUNNERS, *(f"{p}{short}" for p in _PREFIXES for short in NPU_PROVIDERS)]
+            raise UserError(unknown_name_message("runner", name, valid) + ", or npu:<Name>ExecutionProvider")
+    if options is not None:
+        runner.configure(options if isinstance(options, RunnerOptions) else RunnerOptions.from_json(options))
+    return runner
+
+
+@dataclass(frozen=True)
+class RunnerStatus:
+    """Whether this machine can serve a runner; ``detail`` is the device (available) or why not."""
+
+    name: str
+    available: bool
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "available": self.available, "detail": self.detail}
+
+
+def _describe(runner: Runner) -> str:
+    describe = getattr(runner, "describe", None)
+    if callable(describe):
+        try:
+            return str(describe())
+        except PerfguardError as exc:
+            return f"available, but cannot describe the device: {exc}"
+    if isinstance(runner, NpuRunner):
+        return f"{runner.spec.provider} with options {runner.provider_options or '{}'}"
+    from perfguard.runners.fingerprint import cpu_model
+
+    return f"{cpu_model()} via CPUExecutionProvider"
+
+
+def runner_status(names: list[str] | None = None) -> list[RunnerStatus]:
+    """Check each runner (default: ``cpu``, ``cuda`` and every known ``npu:`` provider)."""
+    if names is None:
+        names = [*_RUNNERS, *(f"npu:{short}" for short in NPU_PROVIDERS)]
+    statuses = []
+    for name in names:
+        runner = get_runner(name)
+        try:
+            runner.check_available()
+        except UserError as exc:
+            statuses.append(RunnerStatus(name, False, str(exc)))
+            continue
+        statuses.append(RunnerStatus(name, True, _describe(runner)))
+    return statuses

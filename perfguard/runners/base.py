@@ -1,21 +1,87 @@
 """The runner contract: the device a compiled artifact is measured on.
 
 A runner knows which ONNX Runtime execution providers serve it, how to check that a session really
-uses them (ORT falls back to the CPU silently), and how to fingerprint its environment so that
-every number carries the machine it came from. ``cpu`` is built in; ``cuda`` and ``npu:<provider>``
-plug in behind the same interface without changing callers.
+uses them (ORT falls back to the CPU silently), what telemetry to sample while the timed rounds run,
+and how to fingerprint its environment so that every number carries the machine it came from.
+``cpu`` is built in; ``cuda`` and ``npu:<provider>`` plug in behind the same interface without
+changing callers.
+
+Per-runner settings come from the suite's ``[runners.NAME]`` table as ``RunnerOptions`` and travel
+to the worker processes as JSON (``runner_options`` in a request).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from perfguard.errors import BackendError, UserError
+
+if TYPE_CHECKING:
+    from perfguard.runners.telemetry import TelemetrySampler, TelemetrySource
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    """Settings of one runner, from the suite's ``[runners.NAME]`` table.
+
+    ``provider_options``
+        Passed verbatim to the ONNX Runtime execution provider (``cuda``, ``npu:*``).
+    ``device_id``
+        Which device of its kind (``cuda``: the CUDA device index; default 0).
+    ``clock_tolerance``
+        Fraction (0.02 = 2 %) by which clocks may move during a run, or differ from the
+        baseline's, before the result is flagged.
+    ``telemetry_interval``
+        Seconds between telemetry samples.
+    """
+
+    provider_options: Mapping[str, Any] = field(default_factory=dict)
+    device_id: int | None = None
+    clock_tolerance: float = 0.02
+    telemetry_interval: float = 0.1
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["provider_options"] = dict(self.provider_options)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> RunnerOptions:
+        if not data:
+            return cls()
+        return cls(**{k: v for k, v in data.items() if k in {f.name for f in dataclasses.fields(cls)}})
+
+    def set_fields(self) -> list[str]:
+        """Names of the settings that differ from the defaults (what the suite chose)."""
+        default = RunnerOptions()
+        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != getattr(default, f.name)]
+
+
+def provider_name(provider: Any) -> str:
+    """The execution provider's name in an ORT ``providers`` entry (a name or a (name, options) pair)."""
+    return str(provider[0] if isinstance(provider, tuple) else provider)
+
+
+def ort_available_providers() -> list[str]:
+    """Execution providers this onnxruntime build has (imported lazily)."""
+    import onnxruntime
+
+    return list(onnxruntime.get_available_providers())
 
 
 class Runner(ABC):
     """One device kind on this machine."""
 
     name: str
+    options: RunnerOptions = RunnerOptions()
+    # Which RunnerOptions fields this runner understands; others in the suite are an error.
+    accepted_options: ClassVar[tuple[str, ...]] = ("clock_tolerance", "telemetry_interval")
+    # Untimed runs after loading, at least: device runners need more (module load, JIT, autotuning).
+    min_warmup: ClassVar[int] = 1
 
     @abstractmethod
     def check_available(self) -> None:
@@ -29,5 +95,49 @@ class Runner(ABC):
     def ort_providers(self) -> list[Any]:
         """ONNX Runtime providers for sessions on this runner, in preference order."""
 
+    def configure(self, options: RunnerOptions) -> None:
+        """Take the suite's settings; raise ``UserError`` for a setting this runner does not use."""
+        for name in options.set_fields():
+            if name not in self.accepted_options:
+                raise UserError(f"runner {self.name!r} does not take {name!r} (it takes: "
+                                f"{', '.join(self.accepted_options)})")
+        self.options = options
+
     def check_ort_session(self, session: Any) -> None:
-        """Raise ``BackendError`` when a session silently fell back to another provider."""
+        """Raise ``BackendError`` when a session silently fell back to another provider.
+
+        ONNX Runtime creates the session on the CPU when a requested provider cannot load (missing
+        CUDA or vendor libraries) and only logs it. The first provider the session really uses must
+        be the one this runner asked for. ORT's *run-time* fallback (an EP failure in ``run``
+        retried on the CPU) is switched off here too, so it fails the case instead.
+        """
+        requested = provider_name(self.ort_providers()[0])
+        actual = [str(p) for p in session.get_providers()]
+        if not actual or actual[0] != requested:
+            raise BackendError(
+                f"runner {self.name!r} requested {requested} but the session runs on {', '.join(actual) or 'nothing'}; "
+                f"ONNX Runtime fell back silently because the provider could not load (its libraries or "
+                f"device are missing; set ORT log severity 0 to see why). perfguard does not time "
+                f"{', '.join(actual) or 'it'} under the {self.name!r} label")
+        disable = getattr(session, "disable_fallback", None)
+        if callable(disable):
+            disable()
+
+    def synchronize(self) -> None:
+        """Wait for queued device work; the worker calls it before reading the clock. CPU: nothing."""
+
+    def telemetry_sources(self) -> list[TelemetrySource]:
+        """Sources to sample during measurement: registered plug-ins that apply to this runner."""
+        from perfguard.runners.telemetry import plugin_sources
+
+        return plugin_sources(self)
+
+    def telemetry(self) -> TelemetrySampler | None:
+        """A sampler over this runner's telemetry sources, or None when it has none."""
+        from perfguard.runners.telemetry import TelemetrySampler
+
+        sources = self.telemetry_sources()
+        if not sources:
+            return None
+        return TelemetrySampler(sources, interval_s=self.options.telemetry_interval,
+                                clock_tolerance=self.options.clock_tolerance)

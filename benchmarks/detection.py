@@ -1,0 +1,184 @@
+"""Does `perfguard check` cry wolf, and does it catch small real slowdowns? Measured, not assumed.
+
+Each trial is one real `check --against-pipeline base` on a ~45 ms CNN (ResNet-style, 1 thread):
+pipelines ``base`` and ``aa1``..``aaK`` run the same user pass with no extra work (A/A), and
+``slow2``, ``slow5``, ``slow10`` run a user pass that inserts real extra work (exact no-op Mul/Add
+pairs on the input tensor) calibrated to cost about 2 %, 5 % and 10 % of the model's latency. The
+product's own path does the rest (interleaved workers, adaptive sampling, Benjamini-Hochberg).
+
+    python benchmarks/detection.py [--trials 17] [--aa 3] [--floor 1.5%]
+
+Prints the A/A false-positive count, the detection rate per effect, the effect actually measured,
+and the wall time per trial and per comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from perfguard.comparisons import check_against_pipeline
+from perfguard.harness import Progress
+from perfguard.models.zoo import build_model
+from perfguard.suite import load_suite
+
+MODEL = {"depth": 8, "width": 48, "image_size": 224, "num_classes": 1000}
+
+PASSES = '''
+import onnx
+from onnx import helper, numpy_helper
+import numpy as np
+
+
+def _work(model, pairs):
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    if pairs == 0:
+        return out
+    graph = out.graph
+    source = graph.input[0].name
+    graph.initializer.extend([numpy_helper.from_array(np.array(1.0, np.float32), "bench_one"),
+                              numpy_helper.from_array(np.array(0.0, np.float32), "bench_zero")])
+    nodes, current = [], source
+    for i in range(pairs):
+        nodes += [helper.make_node("Mul", [current, "bench_one"], [f"bench_m{{i}}"]),
+                  helper.make_node("Add", [f"bench_m{{i}}", "bench_zero"], [f"bench_a{{i}}"])]
+        current = f"bench_a{{i}}"
+    for node in graph.node:
+        for k, name in enumerate(node.input):
+            if name == source:
+                node.input[k] = current
+    old = list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes + old)
+    return out
+
+
+def none(model):
+    return _work(model, 0)
+{extra}
+'''
+
+
+def _session(model) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def calibrate_pairs(folder: Path) -> tuple[float, float]:
+    """Latency of the model and the cost of one Mul/Add pair on its input, in-process."""
+    sys.path.insert(0, str(folder))
+    import bench_passes  # type: ignore[import-not-found]
+
+    model = build_model("resnet", MODEL)
+    feeds = {"input": np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    plain, heavy = _session(model), _session(bench_passes._work(model, 50))
+
+    def median_time(session: ort.InferenceSession, runs: int = 15) -> float:
+        session.run(None, feeds)
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            session.run(None, feeds)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    base_times, heavy_times = [], []
+    for _ in range(3):
+        base_times.append(median_time(plain))
+        heavy_times.append(median_time(heavy))
+    base = statistics.median(base_times)
+    return base, max(1e-7, (statistics.median(heavy_times) - base) / 50)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=17)
+    parser.add_argument("--aa", type=int, default=3, help="A/A pipelines per trial")
+    parser.add_argument("--floor", default="1.5%", help="latency floor (threshold) of the check")
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--max-workers", type=int, default=20)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "bench_passes.py").write_text(PASSES.format(extra=""))
+        latency, pair_cost = calibrate_pairs(folder)
+        effects = {2: 0.02, 5: 0.05, 10: 0.10}
+        pairs = {pct: max(1, round(share * latency / pair_cost)) for pct, share in effects.items()}
+        extra = "".join(f"\n\ndef slow{pct}(model):\n    return _work(model, {n})\n" for pct, n in pairs.items())
+        (folder / "bench_passes.py").write_text(PASSES.format(extra=extra))
+        pipelines = "".join(f'[pipelines.aa{i}]\npasses = ["bench_passes:none"]\n' for i in range(1, args.aa + 1))
+        pipelines += "".join(f'[pipelines.slow{pct}]\npasses = ["bench_passes:slow{pct}"]\n' for pct in effects)
+        suite_path = folder / "detection.toml"
+        suite_path.write_text(textwrap.dedent(f"""
+            [suite]
+            name = "detection"
+            [compiler]
+            path = "."
+            [measure]
+            rounds = 6
+            warmup = 2
+            min_time = "90ms"
+            compile_repeats = 1
+            memory_probes = 0
+            timeout = "600s"
+            [check]
+            workers = {args.workers}
+            step_workers = 4
+            max_workers = {args.max_workers}
+            [thresholds]
+            latency = "median:{args.floor.rstrip('%')}%"
+            [models.cnn]
+            arch = "resnet"
+            params = {{ depth = {MODEL['depth']}, width = {MODEL['width']}, image_size = {MODEL['image_size']} }}
+            [pipelines.base]
+            passes = ["bench_passes:none"]
+        """) + pipelines)
+        suite = load_suite(suite_path)
+        print(f"model: resnet {MODEL}: {latency * 1e3:.1f} ms in-process; one Mul/Add pair: {pair_cost * 1e6:.1f} us; "
+              f"pairs for 2/5/10 %: {pairs}; floor {args.floor}; workers {args.workers}..{args.max_workers}")
+        false_positives, aa_total = 0, 0
+        caught = {pct: 0 for pct in effects}
+        measured: dict[int, list[float]] = {pct: [] for pct in effects}
+        walls, comparisons_per_trial = [], args.aa + len(effects)
+        for trial in range(args.trials):
+            start = time.perf_counter()
+            document = check_against_pipeline(suite, list(suite.cases), "base", suite.check, Progress())
+            walls.append(time.perf_counter() - start)
+            rows = {r["case"].split("/")[1]: r for r in document["verdicts"] if r["metric"] == "latency"}
+            for name, row in rows.items():
+                if name.startswith("aa"):
+                    aa_total += 1
+                    false_positives += row["decision"] == "different"
+                else:
+                    pct = int(name[4:])
+                    caught[pct] += row["decision"] == "different" and row["direction"] == "regression"
+                    measured[pct].append((row["comparison"]["ratio"] or 1.0) - 1.0)
+            workers = document["settings"]["history"][-1]["workers"]
+            print(f"trial {trial + 1}: {walls[-1]:.1f} s, {workers} workers at the last look; " + ", ".join(
+                f"{n}: {r['decision'][:4]} {((r['comparison']['ratio'] or 1) - 1) * 100:+.1f}%" for n, r in rows.items()),
+                flush=True)
+        print(f"\nA/A false positives: {false_positives} of {aa_total} comparisons")
+        for pct in effects:
+            print(f"injected ~{pct}%: caught {caught[pct]}/{args.trials} ({caught[pct] / args.trials:.0%}); "
+                  f"measured effect median {statistics.median(measured[pct]) * 100:+.2f}%")
+        print(f"wall time per trial: median {statistics.median(walls):.1f} s (max {max(walls):.1f} s) for "
+              f"{comparisons_per_trial} comparisons = {statistics.median(walls) / comparisons_per_trial:.1f} s "
+              "per comparison")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""One bisection probe: measure a few variants of one case in the same job, with the same
+three-way, adaptive comparison that ``perfguard check`` uses, and keep the evidence.
+
+A variant is a version of the compiler (a checkout at a commit, or a hybrid of two) or another
+pipeline of the case. Everything a probe measured is returned as plain JSON so that bisection state
+can be saved after every probe and a killed run resumes without measuring again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from perfguard.check import Pair, adaptive_check
+from perfguard.compiler import BuildError, CompilerCheckout, checkout_at, run_build
+from perfguard.errors import UserError
+from perfguard.gates import CheckSettings
+from perfguard.harness import Job, Progress, Side
+from perfguard.suite import CaseSpec, PipelineSpec, Suite
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What to compile: a compiler side and the pipeline's passes (None: the case's own)."""
+
+    label: str
+    side: Side
+    passes: tuple[str, ...] | None = None
+
+
+def _summary(row: dict[str, Any]) -> dict[str, Any]:
+    c = row["comparison"]
+    return {"baseline": row["baseline"], "candidate": row["candidate"], "decision": row["decision"],
+            "direction": row["direction"], "ratio": c.get("ratio"), "ci_low": c.get("ci_low"),
+            "ci_high": c.get("ci_high"), "p_value": c.get("p_value"), "mde": c.get("mde"),
+            "workers": c.get("n_pairs"), "reason": c.get("reason")}
+
+
+def run_probe(suite: Suite, case: CaseSpec, variants: Sequence[Variant], comparisons: Sequence[tuple[str, str]],
+              settings: CheckSettings, progress: Progress) -> dict[str, Any]:
+    """Compile and measure ``variants`` interleaved; compare each (baseline, candidate) label pair.
+
+    Returns ``{"status": "ok", "verdicts": {"A->B": summary}, "entries": {label: case entry}}`` or
+    ``{"status": "skip", "reason": ...}`` when a variant does not compile (never guessed)."""
+    job_cases, sides = [], []
+    for variant in variants:
+        pipeline = case.pipeline
+        if variant.passes is not None:
+            pipeline = PipelineSpec(name=variant.label, backend=pipeline.backend, passes=tuple(variant.passes),
+                                    options=pipeline.options)
+        job_cases.append((variant, dataclasses.replace(case, pipeline=pipeline)))
+        sides.append(variant.side)
+    # One Job per distinct (side, pipeline): variants differ either in side or in pipeline.
+    unique_cases = {c.id: c for _, c in job_cases}
+    unique_sides = {s.label: s for s in sides}
+    job = Job(suite, list(unique_cases.values()), sides=list(unique_sides.values()), progress=progress)
+    try:
+        job.compile()
+        entries: dict[str, dict[str, Any]] = {}
+        by_variant = {c.variant_id: c for c in job.compiled}
+        for variant, vcase in job_cases:
+            compiled = by_variant[f"{variant.side.label}:{vcase.id}"]
+            if compiled.entry["status"] != "ok":
+                error = compiled.entry["error"]
+                return {"status": "skip", "reason": f"{variant.label}: {error['stage']} failed: {error['message']}"}
+            entries[variant.label] = compiled.entry
+        ids = {label: f"{v.side.label}:{c.id}" for (v, c), label in zip(job_cases, [v.label for v in variants],
+                                                                          strict=True)}
+        job.measure(only=set(ids.values()), workers=settings.workers)
+
+        def pairs() -> list[Pair]:
+            return [Pair(f"{a}->{b}", entries[a], entries[b], True, a, b) for a, b in comparisons]
+
+        def variant_ids(pair: Pair) -> set[str]:
+            return {ids[pair.baseline_label], ids[pair.candidate_label]}
+
+        rows, info = adaptive_check(pairs, lambda only, n: job.measure(only=only, workers=n), suite.thresholds,
+                                    settings, variant_ids)
+    finally:
+        job.close()
+    verdicts = {r["case"]: _summary(r) for r in rows if r["metric"] == "latency"}
+    for name, summary in verdicts.items():
+        summary["workers"] = summary["workers"] or info["history"][-1]["workers"]
+        _ = name
+    slim = {label: {"trace": e.get("trace"), "median_s": (e["metrics"].get("latency_s") or {}).get("median"),
+                    "node_count": e["metrics"].get("node_count")} for label, e in entries.items()}
+    return {"status": "ok", "verdicts": verdicts, "entries": slim, "looks": info["history"]}
+
+
+@contextmanager
+def checkouts(suite: Suite, refs: Sequence[str]) -> Iterator[dict[str, CompilerCheckout | BaseException]]:
+    """Worktrees of the compiler at ``refs`` (built); a ref that fails to build maps to its error."""
+    with ExitStack() as stack:
+        out: dict[str, CompilerCheckout | BaseException] = {}
+        for ref in refs:
+            if ref in out:
+                continue
+            checkout = stack.enter_context(checkout_at(suite, ref, ref[:10]))
+            try:
+                run_build(checkout, suite.compiler.build)
+            except BuildError as exc:
+                out[ref] = exc
+                continue
+            out[ref] = checkout
+        yield out
+
+
+def side_of(checkout: CompilerCheckout, label: str) -> Side:
+    return Side(label, checkout.pass_path, checkout.commit, checkout.subject)
+
+
+def require_case(suite: Suite, pattern: str) -> CaseSpec:
+    cases = suite.select(pattern)
+    if len(cases) != 1:
+        raise UserError(f"--case {pattern!r} must select exactly one case; it selects {len(cases)}: "
+                        f"{', '.join(c.id for c in cases[:6])}")
+    return cases[0]

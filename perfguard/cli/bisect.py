@@ -1,0 +1,246 @@
+"""Attribute a regression to a commit and a compiler pass.
+
+  perfguard bisect commits --suite S --case C --good REV --bad REV
+  perfguard bisect passes  --suite S --case C --good REV --bad REV
+  perfguard bisect passes  --suite S --case C --good-pipeline P1 --bad-pipeline P2
+  git bisect run perfguard bisect step --suite S --case C --good REV
+
+Every probe uses the same interleaved, adaptive three-way comparison as `perfguard check`, state is
+saved after every probe (the same command resumes a killed run), and a culprit is confirmed
+against its predecessor. Exit codes: 0 culprit found and confirmed; 2 bad input; 3 inconclusive (a
+range bordered by versions that do not build, or a culprit timing did not confirm); 5 no
+reproducible regression between good and bad. `step`: 0 good, 1 bad, 125 skip (git bisect run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+from perfguard.harness import Progress
+
+HELP = "find the commit and the pass behind a regression"
+
+EXIT_FOUND, EXIT_INCONCLUSIVE, EXIT_NO_REGRESSION = 0, 3, 5
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--suite", required=True, help="suite file (TOML)")
+    parser.add_argument("--case", required=True, metavar="PATTERN", help="exactly one case (model/pipeline/runner)")
+    parser.add_argument("--json", metavar="PATH", help="write the bisection as JSON")
+    parser.add_argument("--state", metavar="FILE", help="state file (default: .perfguard/bisect-KEY.json)")
+    parser.add_argument("--workers", type=int, metavar="N", help="first-look workers per probe")
+    parser.add_argument("--max-workers", type=int, metavar="N", help="worker budget per probe")
+    parser.add_argument("--alpha", type=float, default=0.01, help="error level of each probe (default 0.01)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (the narrative still prints)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="mode", metavar="MODE", required=True, parser_class=type(parser))
+    commits = sub.add_parser("commits", help="which commit between --good and --bad made the case slower")
+    _common(commits)
+    commits.add_argument("--good", required=True, metavar="REV")
+    commits.add_argument("--bad", required=True, metavar="REV")
+    commits.add_argument("--no-passes", action="store_true", help="do not search the culprit commit's passes")
+    passes = sub.add_parser("passes", help="which pass: between two commits, or between two pipelines")
+    _common(passes)
+    passes.add_argument("--good", metavar="REV")
+    passes.add_argument("--bad", metavar="REV")
+    passes.add_argument("--good-pipeline", metavar="NAME")
+    passes.add_argument("--bad-pipeline", metavar="NAME")
+    step = sub.add_parser("step", help="one git-bisect-run step: the working tree against --good")
+    step.add_argument("--suite", required=True)
+    step.add_argument("--case", required=True, metavar="PATTERN")
+    step.add_argument("--good", required=True, metavar="REV")
+    step.add_argument("--quiet", action="store_true")
+
+
+def _settings(suite: Any, args: argparse.Namespace) -> Any:
+    from perfguard.errors import UserError
+
+    settings = dataclasses.replace(suite.check, alpha=args.alpha)
+    if not 0 < args.alpha < 0.5:
+        raise UserError(f"--alpha must be between 0 and 0.5, found {args.alpha}")
+    if args.workers is not None:
+        if args.workers < 1:
+            raise UserError(f"--workers must be >= 1, found {args.workers}")
+        settings = dataclasses.replace(settings, workers=args.workers,
+                                       max_workers=max(settings.max_workers, args.workers))
+    if args.max_workers is not None:
+        if args.max_workers < settings.workers:
+            raise UserError(f"--max-workers ({args.max_workers}) must be >= the first-look workers")
+        settings = dataclasses.replace(settings, max_workers=args.max_workers)
+    return settings
+
+
+class Narrator(Progress):
+    """Prints the narrative on stdout as it happens (progress bars go to stderr)."""
+
+    def __init__(self, quiet: bool) -> None:
+        from perfguard.cli.run import RichProgress
+
+        self.bar = RichProgress(True)
+        self.quiet = quiet
+
+    def start(self, total: int) -> None: ...
+
+    def advance(self, description: str) -> None:
+        if not self.quiet:
+            sys.stderr.write(f"  ... {description}\n")
+
+    def log(self, message: str) -> None:
+        print(message, flush=True)
+
+    def stop(self) -> None: ...
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfguard.bisect.probe import require_case
+    from perfguard.errors import UserError
+    from perfguard.results import write_json_atomic
+    from perfguard.suite import load_suite
+
+    suite = load_suite(args.suite)
+    if args.mode == "step":
+        return _step(suite, args)
+    case = require_case(suite, args.case)
+    settings = _settings(suite, args)
+    narrator = Narrator(args.quiet)
+    state_path = Path(args.state) if args.state else None
+    if args.mode == "commits":
+        from perfguard.bisect.commits import bisect_commits
+
+        report = bisect_commits(suite, case, args.good, args.bad, settings, narrator, state_path,
+                                with_passes=not args.no_passes)
+    elif args.good_pipeline or args.bad_pipeline:
+        if not (args.good_pipeline and args.bad_pipeline) or args.good or args.bad:
+            raise UserError("bisect passes: give --good-pipeline and --bad-pipeline, or --good and --bad")
+        report = _pipelines(suite, case, args, settings, narrator, state_path)
+    else:
+        if not (args.good and args.bad):
+            raise UserError("bisect passes: give --good and --bad (commits), or --good-pipeline and --bad-pipeline")
+        report = _versions(suite, case, args, settings, narrator, state_path)
+    _print_summary(report)
+    if args.json:
+        write_json_atomic(args.json, report)
+        print(f"bisection written to {args.json}")
+    return {"found": EXIT_FOUND, "no-regression": EXIT_NO_REGRESSION}.get(report["status"], EXIT_INCONCLUSIVE)
+
+
+def _state(path: Path | None, *parts: str) -> Any:
+    from perfguard.bisect.state import BisectState, state_key
+
+    key = state_key(*parts)
+    return BisectState(path or Path(".perfguard") / f"bisect-{key}.json", key, {"parts": list(parts)})
+
+
+def _pipelines(suite: Any, case: Any, args: argparse.Namespace, settings: Any, narrator: Any,
+               state_path: Path | None) -> dict[str, Any]:
+    from perfguard.bisect.passes import bisect_pipelines
+    from perfguard.errors import UserError
+
+    for name in (args.good_pipeline, args.bad_pipeline):
+        if name not in suite.pipelines:
+            raise UserError(f"unknown pipeline {name!r}; defined: {', '.join(suite.pipelines)}")
+    case = dataclasses.replace(case, pipeline=suite.pipelines[args.good_pipeline])
+    state = _state(state_path, "pipelines", suite.sha256, case.id, args.good_pipeline, args.bad_pipeline,
+                   str(settings))
+    return bisect_pipelines(suite, case, args.good_pipeline, args.bad_pipeline, settings, narrator, state)
+
+
+def _versions(suite: Any, case: Any, args: argparse.Namespace, settings: Any, narrator: Any,
+              state_path: Path | None) -> dict[str, Any]:
+    import time
+
+    from perfguard.bisect.passes import bisect_passes_between
+    from perfguard.bisect.probe import Variant, checkouts, run_probe, side_of
+    from perfguard.compiler import CompilerCheckout, compiler_repo_root, resolve_commit
+
+    started = time.perf_counter()
+    root = compiler_repo_root(suite)
+    good, bad = resolve_commit(root, args.good)[0], resolve_commit(root, args.bad)[0]
+    state = _state(state_path, "passes", suite.sha256, case.id, good, bad, str(settings))
+    labels = (good[:10], bad[:10])
+    result = state.get(f"pair:{good}:{bad}")
+    if result is None:
+        with checkouts(suite, [good, bad]) as trees:
+            if not all(isinstance(trees[s], CompilerCheckout) for s in (good, bad)):
+                result = {"status": "skip", "reason": "a version does not build"}
+            else:
+                variants = [Variant(labels[0], side_of(trees[good], labels[0])),  # type: ignore[arg-type]
+                            Variant(labels[1], side_of(trees[bad], labels[1]))]  # type: ignore[arg-type]
+                result = run_probe(suite, case, variants, [labels], settings, narrator)
+        state.record(f"pair:{good}:{bad}", result)
+    verdict = (result.get("verdicts") or {}).get(f"{labels[0]}->{labels[1]}")
+    report: dict[str, Any] = {"version": 1, "kind": "bisect", "mode": "passes", "suite": suite.name, "case": case.id,
+                              "good": {"sha": good}, "bad": {"sha": bad}, "endpoints": verdict}
+    from perfguard.bisect.search import is_regression
+
+    if result["status"] != "ok" or not is_regression(verdict):
+        report.update(status="no-regression", culprits=[], wall_time_s=time.perf_counter() - started)
+        return report
+    search = bisect_passes_between(suite, case, good, bad, settings, narrator, state, result["entries"], labels)
+    report.update(status=search["status"], pass_search=search,
+                  culprits=[{"commit": {"sha": bad}, "pass": search.get("culprit"), "effect": verdict,
+                             "confirmed": search["status"] == "found"}],
+                  wall_time_s=time.perf_counter() - started)
+    return report
+
+
+def _step(suite: Any, args: argparse.Namespace) -> int:
+    """git bisect run: 0 good, 1 bad, 125 skip (cannot build or compile, or undecided)."""
+    from perfguard.bisect.probe import require_case
+    from perfguard.comparisons import check_against_ref
+    from perfguard.compiler import BuildError
+    from perfguard.errors import UserError
+
+    case = require_case(suite, args.case)
+    try:
+        document = check_against_ref(suite, [case], args.good, suite.check, Narrator(args.quiet))
+    except BuildError as exc:
+        print(f"skip: {exc}")
+        return 125
+    except UserError:
+        raise
+    rows = [r for r in document["verdicts"] if r["metric"] in ("latency", "status")]
+    row = rows[0]
+    if row["decision"] == "failed":
+        print(f"skip: {row['comparison']['reason']}")
+        return 125
+    if row["decision"] == "different" and row["direction"] == "regression":
+        print(f"bad: {row['comparison']['reason']}")
+        return 1
+    if row["decision"] == "unknown":
+        print(f"skip (undecided): {row['comparison']['reason']}")
+        return 125
+    print(f"good: {row['comparison']['reason']}")
+    return 0
+
+
+def _print_summary(report: dict[str, Any]) -> None:
+    def pct(value: float | None) -> str:
+        return "n/a" if value is None else f"{(value - 1) * 100:+.1f}%"
+
+    print()
+    if report["status"] == "no-regression":
+        print("no reproducible regression between good and bad: nothing to bisect")
+    for culprit in report.get("culprits", []):
+        commit = culprit.get("commit") or {}
+        effect = culprit.get("effect") or {}
+        where = (f"range {', '.join(c['sha'][:10] for c in culprit['range'])}" if culprit.get("range")
+                 else f"commit {commit.get('sha', '')[:10]} {commit.get('subject', '')!r}")
+        print(f"culprit: {where} by {commit.get('author', '?')}: {pct(effect.get('ratio'))} "
+              f"[{pct(effect.get('ci_low'))}, {pct(effect.get('ci_high'))}]"
+              + ("" if culprit.get("confirmed") else " (not confirmed)"))
+        if culprit.get("pass"):
+            p = culprit["pass"]
+            print(f"  pass #{p['position']} {p['name']!r}" + ("" if p.get("confirmed") else " (not confirmed)"))
+    for edit in report.get("minimal", []):
+        print(f"edit: {edit['describe']}")
+    if report.get("effect"):
+        e = report["effect"]
+        print(f"effect: {pct(e.get('ratio'))} [{pct(e.get('ci_low'))}, {pct(e.get('ci_high'))}]")
+    print(f"probes: {report.get('total_probes', '?')}, wall time {report.get('wall_time_s', 0):.1f} s")

@@ -1,0 +1,87 @@
+"""Number formatting shared by the HTML and Markdown reports (plain text, no markup).
+
+Changes are ``ratio - 1`` in percent with a sign; intervals are the change at both ends of the
+ratio's confidence interval; a missing number (JSON ``null``, NaN) prints as an empty string or
+``n/a`` so a table never shows ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from perfguard.units import format_bytes, format_duration
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def change(ratio: Any, digits: int = 1) -> str:
+    """``1.123`` -> ``+12.3%``."""
+    value = finite(ratio)
+    return "n/a" if value is None else f"{(value - 1) * 100:+.{digits}f}%"
+
+
+def interval(low: Any, high: Any) -> str:
+    """``[+1.2%, +3.4%]``, or empty when either end is missing."""
+    if finite(low) is None or finite(high) is None:
+        return ""
+    return f"[{change(low)}, {change(high)}]"
+
+
+def p_value(value: Any) -> str:
+    number = finite(value)
+    if number is None:
+        return ""
+    return f"{number:.2g}" if number >= 0.001 else "<0.001"
+
+
+def mde(value: Any) -> str:
+    """Minimum detectable effect, a fraction, as ``±4.2%`` (``∞`` when nothing was detectable)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isinf(value):
+        return "∞"
+    number = finite(value)
+    return "" if number is None else f"±{number * 100:.1f}%"
+
+
+def quantity(value: Any, unit: str) -> str:
+    """A metric value in its unit: seconds as a duration, bytes in binary units, plain counts."""
+    number = finite(value)
+    if number is None:
+        return ""
+    if unit == "s":
+        return format_duration(number)
+    if unit == "B":
+        return format_bytes(number)
+    if unit == "nodes" or float(number).is_integer():
+        return f"{number:,.0f}"
+    return f"{number:.3g}"
+
+
+def percent(value: Any, digits: int = 1) -> str:
+    """A fraction as a percentage: ``0.031`` -> ``3.1%``."""
+    number = finite(value)
+    return "" if number is None else f"{number * 100:.{digits}f}%"
+
+
+def seconds(value: Any) -> str:
+    number = finite(value)
+    return "" if number is None else format_duration(number)
+
+
+def duration_long(value: Any) -> str:
+    """Wall time of a job: ``42 s``, ``12 min 5 s``, ``2 h 3 min``."""
+    number = finite(value)
+    if number is None:
+        return ""
+    if number < 60:
+        return f"{number:.0f} s"
+    minutes, secs = divmod(int(round(number)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"

@@ -1,0 +1,263 @@
+"""Markdown for GitHub: the job summary, the pull-request comment, and workflow annotations.
+
+* :func:`job_summary` - for ``$GITHUB_STEP_SUMMARY``: headline, every latency row and every row
+  that is not "same" (capped), bisection narratives, warnings, a link to the HTML report.
+* :func:`pr_comment` - short on purpose: the headline, the worst few rows and a link. Starts with
+  :data:`COMMENT_MARKER` so a workflow can find and update its own comment instead of adding one
+  per push.
+* :func:`annotations` - ``::error`` lines for regressions and failed cases, ``::warning`` for
+  undecided ones (GitHub shows at most 10 of each per step; the rest are counted in a notice).
+
+Text from documents (case names, pipeline labels, commit subjects, reasons) goes through
+:func:`md_text`, which neutralises Markdown and HTML (``|``, backticks, ``*``, ``_``, brackets,
+``<``, ``>``, ``&``) and breaks ``@mentions``; code spans are used only for strings that cannot
+contain any of those. Annotation text is escaped as GitHub's workflow-command parser expects, so
+a newline in a case name cannot start a new command.
+"""
+
+from __future__ import annotations
+
+import re
+
+from perfguard.report import format as fmt
+from perfguard.report.bisect import BisectView
+from perfguard.report.model import SEVERITY, Report, VerdictRow
+
+COMMENT_MARKER = "<!-- perfguard-report -->"
+ICONS = {"regression": "🔴", "failed": "❌", "unknown": "🟡", "improvement": "🟢", "same": "⚪"}
+WORDS = {"regression": "regression", "failed": "failed", "unknown": "undecided", "improvement": "improvement",
+         "same": "same"}
+_BACKSLASHED = set("\\`*_[]|~")
+_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+_SAFE_CODE = re.compile(r"^[A-Za-z0-9 ._:/+=-]*$")
+
+
+def md_text(value: object) -> str:
+    """Plain text for a Markdown paragraph or table cell: no formatting, HTML, links or mentions."""
+    out = []
+    for char in " ".join(str(value).split()):  # newlines and tabs become single spaces
+        if char in _BACKSLASHED:
+            out.append("\\" + char)
+        elif char in _ENTITIES:
+            out.append(_ENTITIES[char])
+        elif char == "@":
+            out.append("@\u200b")  # a zero-width space: no @mention, no notification
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def md_code(value: object) -> str:
+    """A code span when the text is plainly safe in one (hashes, numbers, simple names)."""
+    text = str(value)
+    return f"`{text}`" if text and _SAFE_CODE.match(text) else md_text(text)
+
+
+def _counts(report: Report) -> str:
+    h = report.headline
+    if not h.comparisons:
+        return f"{h.cases_ok} cases ok, {h.cases_failed} failed"
+    parts = [f"**{h.regressions} regression{'s' if h.regressions != 1 else ''}**" if h.regressions
+             else "0 regressions", f"{h.improvements} improvements", f"{h.same} unchanged", f"{h.unknown} undecided"]
+    if h.failed:
+        parts.append(f"**{h.failed} failed**")
+    text = " · ".join(parts)
+    if h.geomean:
+        g = h.geomean
+        text += (f" — latency geometric mean **{fmt.change(g.get('ratio'))}** "
+                 f"{fmt.interval(g.get('ci_low'), g.get('ci_high'))} over {g.get('cases')} cases")
+    return text
+
+
+def headline_text(report: Report) -> str:
+    h = report.headline
+    state = h.state
+    if state == "failed":
+        count = h.failed or h.cases_failed
+        return f"❌ {count} failed"
+    if state == "regression":
+        return f"🔴 {h.regressions} regression{'s' if h.regressions != 1 else ''}"
+    if state == "unknown":
+        return f"🟡 no regression found, {h.unknown} undecided"
+    if state == "pass":
+        return "✅ no regression"
+    return f"{h.cases_ok} cases measured"
+
+
+def _title(report: Report) -> str:
+    suite = f" · {md_text(report.suite)}" if report.suite else ""
+    return f"perfguard{suite}: {headline_text(report)}"
+
+
+def _verdict_table(rows: list[VerdictRow], full: bool) -> list[str]:
+    if full:
+        lines = ["| verdict | case | runner | metric | baseline | candidate | change | interval (95%) | p | MDE |",
+                 "| --- | --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |"]
+    else:
+        lines = ["| verdict | case | metric | change | interval (95%) |", "| --- | --- | --- | ---: | --- |"]
+    for row in rows:
+        verdict = f"{ICONS[row.state]} {WORDS[row.state]}"
+        change = fmt.change(row.ratio) if row.ratio is not None else ""
+        interval = fmt.interval(row.ci_low, row.ci_high)
+        if full:
+            lines.append(f"| {verdict} | {md_text(row.case_label)} | {md_text(row.runner)} | {row.metric} | "
+                         f"{fmt.quantity(row.baseline_value, row.unit)} | {fmt.quantity(row.candidate_value, row.unit)} | "
+                         f"{change} | {interval} | {fmt.p_value(row.p_value)} | {fmt.mde(row.mde)} |")
+        else:
+            lines.append(f"| {verdict} | {md_text(row.case)} | {row.metric} | {change} | {interval} |")
+    return lines
+
+
+def _link(report_url: str | None, text: str = "Full report") -> str:
+    if not report_url:
+        return f"{text}: `index.html` in the perfguard report folder (the run's `perfguard-report` artifact in CI)."
+    # A URL is ours (the workflow's artifact or run page); still refuse anything that would end the link.
+    if any(c in report_url for c in " <>()[]\"'`\n"):
+        return f"{text}: {md_text(report_url)}"
+    return f"[{text}]({report_url}) (HTML, self-contained: download and open)."
+
+
+def _bisect_lines(view: BisectView) -> list[str]:
+    case = f" of {md_text(view.case)}" if view.case else ""
+    if view.mode == "pipelines":
+        head = (f"**Bisection{case}** between pipelines {md_text(view.good_pipeline)} and "
+                f"{md_text(view.bad_pipeline)}: ")
+        if view.found and view.minimal:
+            effect = f" ({view.effect.change} {view.effect.interval})" if view.effect else ""
+            return [head + "the regression comes from " + "; ".join(md_text(m) for m in view.minimal) + effect + "."]
+        return [head + ("no regression." if view.status == "no-regression" else f"{md_text(view.status)}.")]
+    probes = f" in {view.total_probes} probes" if view.total_probes is not None else ""
+    wall = f", {view.wall_time}" if view.wall_time else ""
+    span = ""
+    if view.good and view.bad:
+        span = f" between {md_code(view.good.short)} and {md_code(view.bad.short)}"
+    lines = [f"**Bisection{case}**{span}{probes}{wall}: "
+             + ("no regression between these commits." if view.status == "no-regression"
+                else "" if view.culprits else f"no culprit isolated ({md_text(view.status)}).")]
+    for culprit in view.culprits:
+        parts = []
+        if culprit.commit:
+            subject = f" “{md_text(culprit.commit.subject)}”" if culprit.commit.subject else ""
+            author = f" by {md_text(culprit.commit.author)}" if culprit.commit.author else ""
+            parts.append(f"commit {md_code(culprit.commit.short)}{subject}{author}")
+        if culprit.effect:
+            parts.append(f"costs **{culprit.effect.change}** {culprit.effect.interval}")
+        if culprit.pass_name:
+            position = f" #{culprit.pass_position}" if culprit.pass_position is not None else ""
+            parts.append(f"pass{position} {md_text(culprit.pass_name)}")
+        confirmed = "" if culprit.confirmed else " (not confirmed)"
+        lines.append("- " + "; ".join(parts) + confirmed)
+    return lines
+
+
+def _interesting(report: Report) -> list[VerdictRow]:
+    """Latency rows of every case and every other row that is not 'same', worst first."""
+    return [r for r in report.verdict_rows if r.metric == "latency" or r.state != "same"]
+
+
+def job_summary(report: Report, report_url: str | None = None, max_rows: int = 40) -> str:
+    """Markdown for ``$GITHUB_STEP_SUMMARY``."""
+    lines = [f"## {_title(report)}", "", _counts(report), ""]
+    for comparison in report.comparisons:
+        rows = [r for r in comparison.rows if r.metric == "latency" or r.state != "same"]
+        lines += [f"**{md_text(comparison.title)}** ({md_text(comparison.kind)})", ""]
+        lines += _verdict_table(rows[:max_rows], full=True)
+        hidden = len(comparison.rows) - len(rows[:max_rows])
+        if hidden:
+            lines += ["", f"{hidden} more rows (unchanged, or past the first {max_rows}) are in the full report."]
+        lines.append("")
+    if report.run:
+        lines += _run_lines(report, max_rows)
+    for view in report.bisections:
+        lines += _bisect_lines(view) + [""]
+    for warning in report.warnings:
+        lines.append(f"> ⚠️ {md_text(warning)}")
+    if report.warnings:
+        lines.append("")
+    lines.append(_link(report_url))
+    return "\n".join(lines) + "\n"
+
+
+def _run_lines(report: Report, max_rows: int) -> list[str]:
+    run = report.run
+    assert run is not None
+    label = run.labels[0]
+    lines = [f"**Run** ({md_text(label)})" + (f", vs {', '.join(md_text(x) for x in run.labels[1:])}"
+                                               if len(run.labels) > 1 else ""), "",
+             "| case | status | median | p90 | cv | vs first | nodes | compile |" +
+             "".join(f" {md_text(x)} vs {md_text(label)} |" for x in run.labels[1:]),
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |" + " ---: |" * (len(run.labels) - 1)]
+    for row in run.rows[:max_rows]:
+        cell = row.cells[0]
+        status = "✅ ok" if cell["status"] == "ok" else ("—" if cell["status"] == "absent" else "❌ failed")
+        extra = "".join(f" {v} |" for v in row.vs_first_file)
+        if cell["status"] == "ok":
+            lines.append(f"| {md_text(row.case)} | {status} | {cell['median']} | {cell['p90']} | {cell['cv']} | "
+                         f"{cell['vs_first']} | {cell['nodes']} | {cell['compile']} |{extra}")
+        else:
+            lines.append(f"| {md_text(row.case)} | {status} | {md_text(cell.get('error', ''))[:200]} | | | | | |{extra}")
+    if len(run.rows) > max_rows:
+        lines += ["", f"{len(run.rows) - max_rows} more cases are in the full report."]
+    return lines + [""]
+
+
+def pr_comment(report: Report, report_url: str | None = None, worst: int = 5) -> str:
+    """A short pull-request comment: headline, the worst few rows, a link to the full report."""
+    lines = [COMMENT_MARKER, f"### {_title(report)}", "", _counts(report), ""]
+    attention = [r for r in _interesting(report) if r.state in ("failed", "regression")
+                 or (r.state == "unknown" and r.metric == "latency")]
+    attention.sort(key=lambda r: (SEVERITY[r.state], r.sort_key[1:]))
+    if attention:
+        lines += _verdict_table(attention[:worst], full=False)
+        if len(attention) > worst:
+            lines += ["", f"…and {len(attention) - worst} more that need attention."]
+        lines.append("")
+    elif report.run and report.headline.cases_failed:
+        failed = [r.case for r in report.run.rows if r.cells[0]["status"] not in ("ok", "absent")]
+        lines += [f"Failed: {', '.join(md_text(c) for c in failed[:worst])}"
+                  + (f" and {len(failed) - worst} more" if len(failed) > worst else ""), ""]
+    for view in report.bisections:
+        lines += _bisect_lines(view)[:2] + [""]
+    lines.append(_link(report_url))
+    return "\n".join(lines) + "\n"
+
+
+def _command_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _command_property(text: str) -> str:
+    return _command_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(level: str, title: str, message: str) -> str:
+    """One workflow command (``::error title=...::message``), escaped."""
+    return f"::{level} title={_command_property(title)}::{_command_data(message)}"
+
+
+def annotations(report: Report, limit: int = 10) -> list[str]:
+    """``::error`` for regressions and failures, ``::warning`` for undecided rows, worst first."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    for row in sorted(report.verdict_rows, key=lambda r: r.sort_key):
+        if row.state not in ("regression", "failed", "unknown"):
+            continue
+        detail = (f"{row.metric} {fmt.change(row.ratio)} {fmt.interval(row.ci_low, row.ci_high)}".rstrip()
+                  if row.ratio is not None else row.metric)
+        message = f"{row.case}: {detail} vs {row.baseline_label}. {row.reason}".strip()
+        if row.state == "unknown":
+            warnings.append(annotation("warning", f"perfguard: undecided {row.metric}", message))
+        else:
+            word = "regression" if row.state == "regression" else "failed"
+            errors.append(annotation("error", f"perfguard: {row.metric} {word}", message))
+    if report.run:
+        for run_row in report.run.rows:
+            for label, cell in zip(report.run.labels, run_row.cells, strict=True):
+                if cell["status"] not in ("ok", "absent"):
+                    errors.append(annotation("error", "perfguard: case failed",
+                                             f"{run_row.case} ({label}): {cell.get('error', 'failed')}"))
+    lines = errors[:limit] + warnings[:limit]
+    hidden = max(len(errors) - limit, 0) + max(len(warnings) - limit, 0)
+    if hidden:
+        lines.append(f"::notice title=perfguard::{hidden} more annotations; see the job summary and the report")
+    return lines

@@ -1,0 +1,625 @@
+"""What a report shows, as plain data: built from documents, read by the HTML and Markdown writers.
+
+The report reads documents only (results, verdicts, bisections), never backend internals. Any mix
+is accepted, in order:
+
+* a **verdict document** (``check``, ``compare``) becomes a comparison: every verdict row, and per
+  case the two sides' entries, found in the embedded ``results`` (``base``/``head``,
+  ``baseline``/``candidate``, or one ``head`` document whose reference pipeline is the baseline);
+* **result documents** (``run``, ``baseline update``) become the run table, side by side when
+  there are several, with no verdicts;
+* **bisect documents** become narratives (:mod:`perfguard.report.bisect`).
+
+Nothing here escapes text: the HTML writer autoescapes, the Markdown writer escapes its own way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from markupsafe import Markup
+
+from perfguard.report import format as fmt
+from perfguard.report import svg
+from perfguard.report.bisect import BisectView, bisect_view
+
+#: Display order of verdict states: what needs attention first.
+SEVERITY = {"failed": 0, "regression": 1, "unknown": 2, "improvement": 3, "same": 4}
+STATE_LABELS = {"failed": "failed", "regression": "regression", "unknown": "undecided",
+                "improvement": "improvement", "same": "same"}
+METRIC_ORDER = {"status": 0, "latency": 1, "memory": 2, "compile_time": 3, "node_count": 4, "artifact_size": 5}
+
+
+def document_kind(document: Any) -> str | None:
+    """``verdicts``, ``result`` or ``bisect`` for a perfguard document, else None."""
+    if not isinstance(document, dict) or not isinstance(document.get("version"), int):
+        return None
+    if document.get("kind") == "bisect":
+        return "bisect"
+    if "verdicts" in document and "results" in document:
+        return "verdicts"
+    if "cases" in document and "suite" in document:
+        return "result"
+    return None
+
+
+def state_of(row: dict[str, Any]) -> str:
+    """One word per verdict row: failed, regression, improvement, same or unknown."""
+    if row.get("decision") == "failed":
+        return "failed"
+    if row.get("decision") == "different":
+        return row["direction"] if row.get("direction") in ("regression", "improvement") else "unknown"
+    return "same" if row.get("decision") == "same" else "unknown"
+
+
+def _tone(state: str) -> str:
+    return state if state in ("regression", "improvement") else "neutral"
+
+
+@dataclass
+class VerdictRow:
+    """One verdict (case x metric) as the report shows it."""
+
+    case: str
+    case_label: str
+    runner: str
+    metric: str
+    unit: str
+    noisy: bool
+    state: str
+    baseline_label: str
+    candidate_label: str
+    baseline_value: float | None
+    candidate_value: float | None
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    mde: float | None
+    floor: float | None
+    gate: str
+    reason: str
+    anchor: str = ""
+
+    @property
+    def sort_key(self) -> tuple[float, ...]:
+        magnitude = abs(math.log(self.ratio)) if self.ratio and self.ratio > 0 else 0.0
+        return (SEVERITY[self.state], METRIC_ORDER.get(self.metric, 9), -magnitude)
+
+
+@dataclass
+class SideView:
+    """One side of a case: a label, its result entry and the document's environment."""
+
+    label: str
+    entry: dict[str, Any]
+    environment: dict[str, Any]
+    document_index: int
+    tone: str = "base"
+
+
+@dataclass
+class TraceCell:
+    name: str
+    source: str
+    time_s: float | None
+    nodes_before: int | None
+    nodes_after: int | None
+    changed: bool
+    ir_hash: str
+    bar: Markup
+
+
+@dataclass
+class TraceRow:
+    index: int
+    cells: list[TraceCell | None]
+    diverges: bool  # same pass at this position on every side, different IR afterwards
+    differs: bool  # different passes at this position
+
+
+@dataclass
+class TraceView:
+    labels: list[str]
+    rows: list[TraceRow]
+    totals: list[dict[str, Any]]
+    first_divergence: int | None
+    same_final: bool
+
+
+@dataclass
+class EnvRow:
+    key: str
+    values: list[str]
+    comparable: bool
+
+
+@dataclass
+class CaseDetail:
+    """Everything the report says about one case."""
+
+    anchor: str
+    case: str
+    runner: str
+    state: str
+    rows: list[VerdictRow]
+    sides: list[SideView]
+    distribution: Markup | None
+    stats: list[dict[str, str]]
+    trace: TraceView | None
+    env_labels: list[str]
+    env_rows: list[EnvRow]
+    same_environment: bool
+    errors: list[dict[str, str]]
+
+    @property
+    def open(self) -> bool:
+        return self.state in ("regression", "failed")
+
+
+@dataclass
+class ForestRow:
+    row: VerdictRow
+    chart: Markup
+
+
+@dataclass
+class ComparisonView:
+    """One verdict document."""
+
+    title: str
+    kind: str
+    facts: list[tuple[str, str]]
+    summary: dict[str, Any]
+    rows: list[VerdictRow]
+    forest: list[ForestRow]
+    forest_axis: Markup | None
+    geomean_chart: Markup | None
+    warnings: list[str]
+    suite: str
+
+
+@dataclass
+class RunRow:
+    case: str
+    anchor: str
+    cells: list[dict[str, str]]  # one per result document
+    vs_first_file: list[str]
+
+
+@dataclass
+class RunView:
+    """The run table of plain result documents (side by side when several)."""
+
+    labels: list[str]
+    rows: list[RunRow]
+    facts: list[list[tuple[str, str]]]
+
+
+@dataclass
+class Headline:
+    regressions: int = 0
+    improvements: int = 0
+    same: int = 0
+    unknown: int = 0
+    failed: int = 0
+    geomean: dict[str, Any] | None = None
+    comparisons: int = 0
+    cases_ok: int = 0
+    cases_failed: int = 0
+
+    @property
+    def state(self) -> str:
+        """The report's overall state: failed, regression, unknown, pass or run (no verdicts)."""
+        if self.failed or self.cases_failed:
+            return "failed"
+        if self.regressions:
+            return "regression"
+        if not self.comparisons:
+            return "run"
+        return "unknown" if self.unknown else "pass"
+
+
+@dataclass
+class Report:
+    title: str
+    suite: str
+    created_at: str
+    tool_version: str
+    headline: Headline
+    comparisons: list[ComparisonView] = field(default_factory=list)
+    run: RunView | None = None
+    bisections: list[BisectView] = field(default_factory=list)
+    cases: list[CaseDetail] = field(default_factory=list)
+    environments: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def verdict_rows(self) -> list[VerdictRow]:
+        return [row for comparison in self.comparisons for row in comparison.rows]
+
+
+# --- helpers over result documents -------------------------------------------------------------
+
+def _entries(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {entry.get("id", ""): entry for entry in document.get("cases", [])}
+
+
+def _case_parts(entry: dict[str, Any] | None, case_id: str) -> tuple[str, str]:
+    """(model/pipeline, runner) from the entry's own fields; the whole id when they are missing."""
+    if entry and entry.get("model") and entry.get("pipeline") and entry.get("runner"):
+        return f"{entry['model']}/{entry['pipeline']}", str(entry["runner"])
+    return case_id, ""
+
+
+def _side_documents(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    results = document.get("results") or {}
+    for base, cand in (("base", "head"), ("baseline", "candidate")):
+        if base in results and cand in results:
+            return [(base, results[base]), (cand, results[cand])]
+    return sorted(results.items())
+
+
+def _pair_entries(document: dict[str, Any], row: dict[str, Any]) -> tuple[dict | None, dict | None, int, int]:
+    """The baseline and candidate entries of a verdict row and the indices of their documents."""
+    sides = _side_documents(document)
+    case = row["case"]
+    if len(sides) >= 2:
+        return _entries(sides[0][1]).get(case), _entries(sides[1][1]).get(case), 0, 1
+    if not sides:
+        return None, None, 0, 0
+    entries = _entries(sides[0][1])
+    candidate = entries.get(case)
+    baseline = None
+    if candidate is not None:
+        for entry in entries.values():
+            if (entry.get("model"), entry.get("runner"), entry.get("pipeline")) == (
+                    candidate.get("model"), candidate.get("runner"), row.get("baseline")):
+                baseline = entry
+                break
+    return baseline, candidate, 0, 0
+
+
+def _per_worker(entry: dict[str, Any] | None) -> list[list[float]]:
+    latency = ((entry or {}).get("metrics") or {}).get("latency_s") or {}
+    return [list(worker) for worker in latency.get("per_worker") or []]
+
+
+def _stats(side: SideView) -> dict[str, str]:
+    latency = (side.entry.get("metrics") or {}).get("latency_s") or {}
+    workers = _per_worker(side.entry)
+    return {"label": side.label, "n": str(latency.get("n", "")), "workers": str(len(workers)),
+            "median": fmt.seconds(latency.get("median")), "p10": fmt.seconds(latency.get("p10")),
+            "p90": fmt.seconds(latency.get("p90")), "cv": fmt.percent(latency.get("cv")),
+            "status": str(side.entry.get("status", ""))}
+
+
+def _distribution(sides: list[SideView]) -> Markup | None:
+    samples = [svg.Samples(_per_worker(side.entry), side.tone) for side in sides]
+    if not any(any(worker for worker in s.per_worker) for s in samples):
+        return None
+    return svg.distribution(samples, fmt.seconds)
+
+
+def trace_view(sides: list[SideView]) -> TraceView | None:
+    """The pass traces of every side, aligned by position."""
+    traces = [side.entry.get("trace") for side in sides]
+    if not any(traces):
+        return None
+    passes = [list((trace or {}).get("passes") or []) for trace in traces]
+    slowest = max((p.get("time_s") or 0.0 for ps in passes for p in ps), default=0.0) or 1.0
+    rows, first_divergence = [], None
+    for index in range(max((len(p) for p in passes), default=0)):
+        cells: list[TraceCell | None] = []
+        for ps in passes:
+            if index >= len(ps):
+                cells.append(None)
+                continue
+            p = ps[index]
+            time_s = fmt.finite(p.get("time_s"))
+            cells.append(TraceCell(str(p.get("name", "")), str(p.get("source", "")), time_s,
+                                   p.get("nodes_before"), p.get("nodes_after"), bool(p.get("changed")),
+                                   str(p.get("ir_hash", "")), svg.bar((time_s or 0.0) / slowest)))
+        present = [c for c in cells if c is not None]
+        names = {c.name for c in present}
+        differs = len(present) != len(cells) or len(names) > 1
+        diverges = len(cells) > 1 and not differs and len({c.ir_hash for c in present}) > 1
+        if diverges and first_divergence is None:
+            first_divergence = index
+        rows.append(TraceRow(index, cells, diverges, differs and len(cells) > 1))
+    totals = [{"total": fmt.seconds((t or {}).get("total_time_s")), "input": str((t or {}).get("input_hash", "")),
+               "final": str((t or {}).get("final_hash", "")), "exact": (t or {}).get("exact", True),
+               "note": str((t or {}).get("note") or "")} for t in traces]
+    finals = {t["final"] for t in totals}
+    return TraceView([s.label for s in sides], rows, totals, first_divergence, len(finals) == 1 and len(totals) > 1)
+
+
+def _flatten(fingerprint: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in fingerprint.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _env_text(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, list):
+        return ", ".join(_env_text(v) for v in value)
+    return str(value)
+
+
+def environment_diff(sides: list[SideView], runner: str) -> tuple[list[EnvRow], bool]:
+    """Fingerprint fields that differ between the sides' documents for this runner.
+
+    Returns the rows and whether all sides come from one document (one job, one environment)."""
+    from perfguard.runners.fingerprint import comparable_keys
+
+    if len({s.document_index for s in sides}) <= 1:
+        return [], True
+    flat = [_flatten(s.environment.get(runner) or {}) for s in sides]
+    keys = sorted(set().union(*flat))
+    rows = []
+    for key in keys:
+        values = [f.get(key) for f in flat]
+        if any(v != values[0] for v in values[1:]):
+            rows.append(EnvRow(key, [_env_text(v) for v in values], key.split(".")[0] in comparable_keys))
+    rows.sort(key=lambda r: (not r.comparable, r.key))
+    return rows, False
+
+
+def _errors(sides: list[SideView]) -> list[dict[str, str]]:
+    errors = []
+    for side in sides:
+        error = side.entry.get("error")
+        if error:
+            errors.append({"label": side.label, "stage": str(error.get("stage", "?")),
+                           "message": str(error.get("message", ""))})
+        correctness = side.entry.get("correctness") or {}
+        if correctness.get("passed") is False and not error:
+            errors.append({"label": side.label, "stage": "correctness", "message": str(correctness.get("reason", ""))})
+    return errors
+
+
+def case_detail(anchor: str, case: str, runner: str, rows: list[VerdictRow], sides: list[SideView]) -> CaseDetail:
+    state = min((r.state for r in rows), key=lambda s: SEVERITY[s], default="same")
+    if not rows and any(s.entry.get("status") != "ok" for s in sides):
+        state = "failed"
+    env_rows, same_env = environment_diff(sides, runner)
+    return CaseDetail(anchor, case, runner, state, rows, sides, _distribution(sides),
+                      [_stats(s) for s in sides], trace_view(sides), [s.label for s in sides], env_rows,
+                      same_env, _errors(sides))
+
+
+# --- verdict documents ----------------------------------------------------------------------------
+
+def _verdict_row(row: dict[str, Any], candidate: dict[str, Any] | None) -> VerdictRow:
+    c = row.get("comparison") or {}
+    case_label, runner = _case_parts(candidate, row["case"])
+    noisy = bool(row.get("noisy"))
+    return VerdictRow(
+        case=row["case"], case_label=case_label, runner=runner, metric=row["metric"], unit=row.get("unit", ""),
+        noisy=noisy, state=state_of(row), baseline_label=str(row.get("baseline", "")),
+        candidate_label=str(row.get("candidate", "")), baseline_value=fmt.finite(c.get("baseline_median")),
+        candidate_value=fmt.finite(c.get("candidate_median")), ratio=fmt.finite(c.get("ratio")),
+        ci_low=fmt.finite(c.get("ci_low")) if noisy else None, ci_high=fmt.finite(c.get("ci_high")) if noisy else None,
+        p_value=fmt.finite(c.get("p_value")) if noisy else None,
+        mde=(c.get("mde") if c.get("mde") is not None else math.inf) if noisy else None,
+        floor=fmt.finite(c.get("floor")), gate=str(row.get("gate", "")), reason=str(c.get("reason", "")))
+
+
+def _comparison_title(document: dict[str, Any]) -> str:
+    mode = document.get("mode") or {}
+    return f"{mode.get('candidate', 'candidate')} vs {mode.get('baseline', 'baseline')}"
+
+
+def _mode_facts(document: dict[str, Any]) -> list[tuple[str, str]]:
+    mode, settings = document.get("mode") or {}, document.get("settings") or {}
+    facts = [("baseline", str(mode.get("baseline", ""))), ("candidate", str(mode.get("candidate", "")))]
+    if mode.get("base_commit"):
+        facts.append(("base commit", f"{mode['base_commit'][:10]} {mode.get('base_subject', '')}".strip()))
+    if mode.get("head_commit"):
+        facts.append(("head commit", str(mode["head_commit"])[:10]))
+    if mode.get("baseline_created"):
+        facts.append(("baseline measured", str(mode["baseline_created"])))
+    history = settings.get("history") or []
+    if history:
+        facts.append(("workers", " → ".join(str(h.get("workers")) for h in history) +
+                      f" (looks planned: {settings.get('looks_planned')})"))
+    if settings.get("alpha") is not None:
+        facts.append(("false-discovery level", f"{settings['alpha']:g}"))
+    facts.append(("created", str(document.get("created_at", ""))))
+    return facts
+
+
+def _suite_name(documents: list[dict[str, Any]]) -> str:
+    for document in documents:
+        name = (document.get("suite") or {}).get("name") if isinstance(document.get("suite"), dict) else None
+        if name:
+            return str(name)
+    return ""
+
+
+def comparison_view(document: dict[str, Any], details: list[CaseDetail]) -> ComparisonView:
+    """The comparison of one verdict document; appends its case details to ``details``."""
+    sides_docs = _side_documents(document)
+    suite = _suite_name([d for _, d in sides_docs])
+    by_case: dict[str, list[VerdictRow]] = {}
+    pairs: dict[str, tuple[dict | None, dict | None, int, int, str, str]] = {}
+    rows = []
+    for raw in document.get("verdicts", []):
+        base, cand, base_doc, cand_doc = _pair_entries(document, raw)
+        row = _verdict_row(raw, cand)
+        rows.append(row)
+        by_case.setdefault(row.case, []).append(row)
+        pairs.setdefault(row.case, (base, cand, base_doc, cand_doc, row.baseline_label, row.candidate_label))
+    for case, case_rows in by_case.items():
+        anchor = f"case-{len(details) + 1}"
+        for row in case_rows:
+            row.anchor = anchor
+        base, cand, base_doc, cand_doc, base_label, cand_label = pairs[case]
+        latency = next((r for r in case_rows if r.metric == "latency"), None)
+        sides = []
+        if base is not None:
+            sides.append(SideView(base_label, base, sides_docs[base_doc][1].get("environment") or {}, base_doc))
+        if cand is not None:
+            sides.append(SideView(cand_label, cand, sides_docs[cand_doc][1].get("environment") or {}, cand_doc,
+                                  _tone(latency.state) if latency else "neutral"))
+        details.append(case_detail(anchor, case, rows_runner(case_rows), case_rows, sides))
+    rows.sort(key=lambda r: r.sort_key)
+    latency_rows = [r for r in rows if r.metric == "latency"]
+    latency_rows.sort(key=lambda r: (SEVERITY[r.state], -(r.ratio or 1.0)))
+    summary = dict(document.get("summary") or {})
+    geomean = summary.get("latency_geomean")
+    forest: list[ForestRow] = []
+    axis = geo_chart = None
+    if latency_rows:
+        values = [v for r in latency_rows for v in (r.ratio, r.ci_low, r.ci_high) if v]
+        if geomean:
+            values += [geomean.get("ci_low"), geomean.get("ci_high")]
+        domain = svg.RatioDomain.covering([v for v in values if v], [r.floor or 0 for r in latency_rows])
+        forest = [ForestRow(r, svg.interval(domain, r.ratio, r.ci_low, r.ci_high, r.floor, _tone(r.state)))
+                  for r in latency_rows]
+        axis = svg.interval_axis(domain)
+        if geomean:
+            geo_chart = svg.interval(domain, geomean.get("ratio"), geomean.get("ci_low"), geomean.get("ci_high"),
+                                     None, "neutral")
+    return ComparisonView(_comparison_title(document), str((document.get("mode") or {}).get("kind", "")),
+                          _mode_facts(document), summary, rows, forest, axis, geo_chart,
+                          [str(w) for w in document.get("warnings", [])], suite)
+
+
+def rows_runner(rows: list[VerdictRow]) -> str:
+    return next((r.runner for r in rows if r.runner), "")
+
+
+# --- result documents -----------------------------------------------------------------------------
+
+def _run_cell(entry: dict[str, Any] | None, first_median: float | None) -> dict[str, str]:
+    if entry is None:
+        return {"status": "absent"}
+    metrics = entry.get("metrics") or {}
+    latency = metrics.get("latency_s") or {}
+    cell = {"status": str(entry.get("status", "")), "median": fmt.seconds(latency.get("median")),
+            "p90": fmt.seconds(latency.get("p90")), "cv": fmt.percent(latency.get("cv")),
+            "nodes": fmt.quantity(metrics.get("node_count"), "nodes"),
+            "compile": fmt.seconds(metrics.get("compile_time_s")),
+            "size": fmt.quantity(metrics.get("artifact_size_bytes"), "B"), "vs_first": ""}
+    median = fmt.finite(latency.get("median"))
+    if median and first_median:
+        cell["vs_first"] = fmt.change(median / first_median)
+    error = entry.get("error")
+    if error:
+        cell["error"] = f"{error.get('stage', '?')}: {error.get('message', '')}"
+    return cell
+
+
+def _first_medians(document: dict[str, Any]) -> dict[str, float]:
+    """The median of the first case of each measurement group (the table's 'vs first' reference)."""
+    firsts: dict[str, float] = {}
+    for entry in document.get("cases", []):
+        group = (entry.get("measurement") or {}).get("group")
+        median = fmt.finite(((entry.get("metrics") or {}).get("latency_s") or {}).get("median"))
+        if group and median and entry.get("status") == "ok":
+            firsts.setdefault(group, median)
+    return firsts
+
+
+def run_view(documents: list[tuple[str, dict[str, Any]]], details: list[CaseDetail]) -> RunView:
+    """The run table of result documents, one column group per document."""
+    order: list[str] = []
+    for _, document in documents:
+        for entry in document.get("cases", []):
+            if entry.get("id") not in order:
+                order.append(entry.get("id", ""))
+    entries = [_entries(d) for _, d in documents]
+    firsts = [_first_medians(d) for _, d in documents]
+    rows = []
+    for case in order:
+        anchor = f"case-{len(details) + 1}"
+        cells, sides = [], []
+        for index, ((label, document), by_id) in enumerate(zip(documents, entries, strict=True)):
+            entry = by_id.get(case)
+            group = ((entry or {}).get("measurement") or {}).get("group")
+            cells.append(_run_cell(entry, firsts[index].get(group) if group else None))
+            if entry is not None:
+                sides.append(SideView(label, entry, document.get("environment") or {}, index,
+                                      "base" if not sides else "neutral"))
+        medians = [fmt.finite(((by_id.get(case) or {}).get("metrics") or {}).get("latency_s", {}).get("median"))
+                   for by_id in entries]
+        vs_first = [fmt.change(m / medians[0]) if m and medians[0] else "" for m in medians[1:]]
+        entry = next((by_id[case] for by_id in entries if case in by_id), None)
+        case_label, runner = _case_parts(entry, case)
+        details.append(case_detail(anchor, case, runner, [], sides))
+        rows.append(RunRow(case, anchor, cells, vs_first))
+    facts = [[("suite", str((d.get("suite") or {}).get("name", ""))), ("started", str(d.get("started_at", ""))),
+              ("finished", str(d.get("finished_at", ""))),
+              ("compiler", " ".join(x for x in (str((d.get("compiler") or {}).get("commit") or "")[:10],
+                                                str((d.get("compiler") or {}).get("subject") or "")) if x))]
+             for _, d in documents]
+    return RunView([label for label, _ in documents], rows, facts)
+
+
+# --- the whole report -----------------------------------------------------------------------------
+
+def build_report(documents: list[dict[str, Any]], labels: list[str] | None = None) -> Report:
+    """The report of ``documents`` (verdicts, results and bisections in any mix).
+
+    ``labels`` name the documents (e.g. their file names) where the report needs a name for a
+    result document; by default ``result 1``, ``result 2``, ..."""
+    from perfguard import __version__
+    from perfguard.check import summarize
+
+    labels = labels or [f"result {i + 1}" for i in range(len(documents))]
+    details: list[CaseDetail] = []
+    comparisons, bisections, results = [], [], []
+    for document, label in zip(documents, labels, strict=True):
+        kind = document_kind(document)
+        if kind == "verdicts":
+            comparisons.append(comparison_view(document, details))
+        elif kind == "bisect":
+            bisections.append(bisect_view(document))
+        elif kind == "result":
+            results.append((label, document))
+    run = run_view(results, details) if results else None
+    headline = Headline(comparisons=len(comparisons))
+    verdict_documents = [d for d in documents if document_kind(d) == "verdicts"]
+    if verdict_documents:
+        rows = [r for d in verdict_documents for r in d.get("verdicts", [])]
+        summary = verdict_documents[0]["summary"] if len(verdict_documents) == 1 else summarize(rows)
+        for key in ("regressions", "improvements", "same", "unknown", "failed"):
+            setattr(headline, key, int(summary.get(key, 0)))
+        headline.geomean = summary.get("latency_geomean")
+    for _, document in results:
+        for entry in document.get("cases", []):
+            if entry.get("status") == "ok":
+                headline.cases_ok += 1
+            else:
+                headline.cases_failed += 1
+    environments = []
+    for document, label in zip(documents, labels, strict=True):
+        kind = document_kind(document)
+        sources = _side_documents(document) if kind == "verdicts" else [(label, document)] if kind == "result" else []
+        for side_label, source in sources:
+            for runner, fingerprint in (source.get("environment") or {}).items():
+                environments.append((side_label, str(runner), _flatten(fingerprint)))
+    suite = next((c.suite for c in comparisons if c.suite), "") or _suite_name([d for _, d in results]) or next(
+        (b.suite for b in bisections if b.suite), "")
+    if comparisons:
+        title = comparisons[0].title if len(comparisons) == 1 else f"{len(comparisons)} comparisons"
+    elif results:
+        title = "run" if len(results) == 1 else f"{len(results)} runs side by side"
+    else:
+        title = "bisection"
+    created = max((str(d.get("created_at") or d.get("finished_at") or "") for d in documents), default="")
+    warnings = [w for c in comparisons for w in c.warnings]
+    return Report(title=title, suite=suite, created_at=created, tool_version=__version__, headline=headline,
+                  comparisons=comparisons, run=run, bisections=bisections, cases=details,
+                  environments=environments, warnings=warnings)

@@ -1,0 +1,236 @@
+"""`perfguard bisect` on real temporary git repositories of a toy compiler: real compiles, real
+measurements. Effects are large (tens of percent) so the assertions hold on a noisy machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from perfguard.bisect.passes import apply_edits, ddmin, edit_script
+
+from .conftest import REPO, run_cli
+from .factories import compiler_suite, git, make_compiler_repo, pass_source
+
+pytestmark = pytest.mark.slow
+
+MULTI = '[pipelines.multi]\npasses = ["mycc.passes:identity", "mycc.passes:extra_work", "constant_folding"]\n'
+FAST = ("--workers", "10", "--max-workers", "14")
+
+
+def _history(tmp_path, n, changes, build_breaks=()):
+    """n commits after an initial one; ``changes`` maps commit index -> WORK of the pass."""
+    versions = [("initial", {"mycc/__init__.py": "", "mycc/passes.py": pass_source(0)})]
+    for i in range(1, n + 1):
+        files = {f"docs/n{i}.txt": f"note {i}\n"}
+        if i in changes:
+            files["mycc/passes.py"] = pass_source(changes[i], f"c{i}")
+        if i in build_breaks:
+            files["BROKEN"] = "the build fails while this file exists\n"
+        if i - 1 in build_breaks:
+            files = {**files, "BROKEN": None}
+        versions.append((f"commit {i}", {k: v for k, v in files.items() if v is not None}))
+    repo, shas = make_compiler_repo(tmp_path / "cc", versions)
+    return repo, shas
+
+
+def _suite(tmp_path, repo, build=None):
+    extra = MULTI
+    text = compiler_suite(repo, extra=extra)
+    if build:
+        text = text.replace('[compiler]\n', f'[compiler]\nbuild = "{build}"\n')
+    path = tmp_path / "suite.toml"
+    path.write_text(text)
+    return path
+
+
+def _bisect(tmp_path, suite, good, bad, *extra):
+    out = tmp_path / "bisect.json"
+    proc = run_cli("bisect", "commits", "--suite", str(suite), "--case", "r/multi/cpu", "--good", good,
+                   "--bad", bad, "--json", str(out), "--state", str(tmp_path / "state.json"), "--quiet", *FAST,
+                   *extra, cwd=tmp_path, timeout=1500)
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_one_culprit_among_16_commits_and_its_pass(tmp_path):
+    repo, shas = _history(tmp_path, 16, {11: 24})
+    proc, report = _bisect(tmp_path, _suite(tmp_path, repo), shas[0], shas[-1])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    culprit = report["culprits"][0]
+    assert [c["commit"]["sha"] for c in report["culprits"]] == [shas[11]]
+    assert culprit["commit"]["subject"] == "commit 11" and culprit["confirmed"]
+    assert culprit["effect"]["ratio"] > 1.15
+    assert culprit["pass"]["name"] == "mycc.passes:extra_work" and culprit["pass"]["position"] == 2
+    assert report["total_probes"] <= 8  # endpoints + ceil(log2 16) + pass search, no confirmation re-run
+    assert "culprit: commit" in proc.stdout and "pass #2 'mycc.passes:extra_work'" in proc.stdout
+    # The same command again resumes from the state file: no new measurement, same answer.
+    again, report2 = _bisect(tmp_path, _suite(tmp_path, repo), shas[0], shas[-1])
+    assert report2["culprits"][0]["commit"]["sha"] == shas[11] and report2["measured_probes"] == 0
+
+
+def test_killed_bisection_resumes_with_the_same_answer(tmp_path):
+    repo, shas = _history(tmp_path, 8, {3: 24})
+    suite = _suite(tmp_path, repo)
+    state = tmp_path / "state.json"
+    cmd = [sys.executable, "-m", "perfguard", "bisect", "commits", "--suite", str(suite), "--case", "r/multi/cpu",
+           "--good", shas[0], "--bad", shas[-1], "--state", str(state), "--quiet", "--no-passes", *FAST]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        if state.exists() and len(json.loads(state.read_text())["probes"]) >= 2:
+            break
+        time.sleep(0.5)
+    proc.kill()
+    proc.wait()
+    recorded = len(json.loads(state.read_text())["probes"])
+    assert recorded >= 2
+    finished, report = _bisect(tmp_path, suite, shas[0], shas[-1], "--no-passes")
+    assert finished.returncode == 0, finished.stdout
+    assert report["culprits"][0]["commit"]["sha"] == shas[3]
+    assert report["measured_probes"] <= report["total_probes"] - recorded
+
+
+def test_culprit_next_to_a_commit_that_does_not_build(tmp_path):
+    repo, shas = _history(tmp_path, 8, {5: 24}, build_breaks=(4,))
+    proc, report = _bisect(tmp_path, _suite(tmp_path, repo, build="test ! -f BROKEN"), shas[0], shas[-1],
+                           "--no-passes")
+    culprit = report["culprits"][0]
+    if culprit["range"]:  # the unbuildable commit borders the culprit: the answer is a range
+        assert {c["sha"] for c in culprit["range"]} == {shas[4], shas[5]}
+        assert proc.returncode == 3
+    else:
+        assert culprit["commit"]["sha"] == shas[5] and proc.returncode == 0
+    assert shas[4] in {c["sha"] for c in report["skipped"]}
+
+
+def test_two_culprits_are_both_found(tmp_path):
+    repo, shas = _history(tmp_path, 10, {3: 20, 8: 60})
+    proc, report = _bisect(tmp_path, _suite(tmp_path, repo), shas[0], shas[-1], "--no-passes")
+    assert sorted(c["commit"]["sha"] for c in report["culprits"]) == sorted([shas[3], shas[8]])
+
+
+def test_no_measurable_change_is_not_bisected(tmp_path):
+    repo, shas = _history(tmp_path, 4, {})
+    proc, report = _bisect(tmp_path, _suite(tmp_path, repo), shas[0], shas[-1])
+    assert proc.returncode == 5 and report["status"] == "no-regression"
+    assert "no reproducible regression" in proc.stdout
+
+
+def test_git_bisect_run_step_mode(tmp_path):
+    repo, shas = _history(tmp_path, 6, {4: 24})
+    suite = _suite(tmp_path, repo)
+    git(repo, "bisect", "start", shas[-1], shas[0])
+    proc = subprocess.run(["git", "-C", str(repo), "bisect", "run", sys.executable, "-m", "perfguard", "bisect",
+                           "step", "--suite", str(suite), "--case", "r/multi/cpu", "--good", shas[0], "--quiet"],
+                          capture_output=True, text=True, timeout=1500, cwd=REPO,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO)})
+    assert f"{shas[4]} is the first bad commit" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+PIPELINE_SUITE = """
+[suite]
+name = "pipes"
+[compiler]
+path = "compiler"
+[measure]
+rounds = 6
+warmup = 2
+min_time = "3ms"
+compile_repeats = 1
+memory_probes = 0
+[check]
+workers = 10
+step_workers = 4
+max_workers = 14
+[models.r]
+arch = "resnet"
+params = { depth = 4, width = 16, image_size = 64, num_classes = 10 }
+[pipelines.good]
+passes = ["fuse_bn_into_conv", "constant_folding", "eliminate_identity"]
+[pipelines.moved]
+passes = ["eliminate_nop_dropout", "constant_folding", "fuse_bn_into_conv", "eliminate_identity"]
+[pipelines.base]
+passes = ["eliminate_identity"]
+[pipelines.together]
+passes = ["flagpasses:set_flag", "eliminate_identity", "eliminate_nop_dropout", "flagpasses:work_if_flag"]
+"""
+
+FLAG_PASSES = '''
+import onnx
+from onnx import helper, numpy_helper
+import numpy as np
+
+
+def set_flag(model):
+    out = onnx.ModelProto(); out.CopyFrom(model)
+    helper.set_model_props(out, {**{p.key: p.value for p in out.metadata_props}, "flag": "1"})
+    return out
+
+
+def work_if_flag(model):
+    out = onnx.ModelProto(); out.CopyFrom(model)
+    if not any(p.key == "flag" for p in out.metadata_props):
+        return out
+    graph = out.graph
+    source = graph.input[0].name
+    graph.initializer.extend([numpy_helper.from_array(np.array(1.0, np.float32), "f_one")])
+    nodes, current = [], source
+    for i in range(30):
+        nodes.append(helper.make_node("Mul", [current, "f_one"], [f"f_m{i}"]))
+        current = f"f_m{i}"
+    for node in graph.node:
+        for k, name in enumerate(node.input):
+            if name == source:
+                node.input[k] = current
+    old = list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes + old)
+    return out
+'''
+
+
+def _pipelines(tmp_path, good, bad):
+    (tmp_path / "compiler").mkdir(exist_ok=True)
+    (tmp_path / "compiler" / "flagpasses.py").write_text(FLAG_PASSES)
+    suite = tmp_path / "pipes.toml"
+    suite.write_text(PIPELINE_SUITE)
+    out = tmp_path / "p.json"
+    proc = run_cli("bisect", "passes", "--suite", str(suite), "--case", f"r/{good}/cpu", "--good-pipeline", good,
+                   "--bad-pipeline", bad, "--json", str(out), "--state", str(tmp_path / "pstate.json"), "--quiet",
+                   cwd=tmp_path, timeout=1500)
+    return proc, json.loads(out.read_text())
+
+
+def test_moved_pass_is_the_smallest_reproducing_edit(tmp_path):
+    proc, report = _pipelines(tmp_path, "good", "moved")
+    assert proc.returncode == 0, proc.stdout
+    # Moving either pass past the other is the same reordering: BN fusion after the folding.
+    assert [e["kind"] for e in report["minimal"]] == ["move"]
+    assert report["minimal"][0]["describe"] in ("move constant_folding (position 2) before fuse_bn_into_conv",
+                                                "move fuse_bn_into_conv (position 1) before eliminate_identity")
+
+
+def test_pass_that_regresses_only_together_with_another(tmp_path):
+    proc, report = _pipelines(tmp_path, "base", "together")
+    assert proc.returncode == 0, proc.stdout
+    kinds = sorted(e["describe"] for e in report["minimal"])
+    assert len(kinds) == 2 and any("flagpasses:set_flag" in k for k in kinds)
+    assert any("flagpasses:work_if_flag" in k for k in kinds)
+
+
+def test_edit_script_and_ddmin_on_known_answers():
+    good, bad = ["a", "b", "c", "d"], ["a", "c", "d", "b", "x"]
+    edits = edit_script(good, bad)
+    assert [e.kind for e in edits] == ["move", "insert"]
+    assert apply_edits(good, bad, edits, frozenset(e.index for e in edits)) == bad
+    assert apply_edits(good, bad, edits, frozenset()) == good
+    calls = []
+
+    def test(chosen):
+        calls.append(chosen)
+        return "fail" if {2, 5} <= chosen else ("unresolved" if 3 in chosen and 4 in chosen else "pass")
+
+    assert sorted(ddmin(list(range(8)), test)) == [2, 5]
