@@ -65,8 +65,9 @@ def pass_source(work: int, label: str = "") -> str:
     return PASS_TEMPLATE.format(work=work, label=label or f"work={work}")
 
 
-def make_compiler_repo(root: Path, versions: list[tuple[str, dict[str, str]]]) -> tuple[Path, list[str]]:
-    """Create a git repo at ``root`` with one commit per ``(subject, {relative path: text})``.
+def make_compiler_repo(root: Path, versions: list[tuple[str, dict[str, str | None]]]) -> tuple[Path, list[str]]:
+    """Create a git repo at ``root`` with one commit per ``(subject, {relative path: text or None})``
+    (None deletes the file).
 
     Returns the repo path and the commit shas in order (oldest first)."""
     root.mkdir(parents=True, exist_ok=True)
@@ -75,6 +76,9 @@ def make_compiler_repo(root: Path, versions: list[tuple[str, dict[str, str]]]) -
     for subject, files in versions:
         for relative, text in files.items():
             path = root / relative
+            if text is None:  # delete the file in this commit
+                git(root, "rm", "-q", relative)
+                continue
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(textwrap.dedent(text))
             git(root, "add", relative)

@@ -32,7 +32,7 @@ def _history(tmp_path, n, changes, build_breaks=()):
             files["BROKEN"] = "the build fails while this file exists\n"
         if i - 1 in build_breaks:
             files = {**files, "BROKEN": None}
-        versions.append((f"commit {i}", {k: v for k, v in files.items() if v is not None}))
+        versions.append((f"commit {i}", files))
     repo, shas = make_compiler_repo(tmp_path / "cc", versions)
     return repo, shas
 
@@ -124,7 +124,7 @@ def test_git_bisect_run_step_mode(tmp_path):
     suite = _suite(tmp_path, repo)
     git(repo, "bisect", "start", shas[-1], shas[0])
     proc = subprocess.run(["git", "-C", str(repo), "bisect", "run", sys.executable, "-m", "perfguard", "bisect",
-                           "step", "--suite", str(suite), "--case", "r/multi/cpu", "--good", shas[0], "--quiet"],
+                           "step", "--suite", str(suite), "--case", "r/multi/cpu", "--good", shas[0], "--quiet", *FAST],
                           capture_output=True, text=True, timeout=1500, cwd=REPO,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO)})
     assert f"{shas[4]} is the first bad commit" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]

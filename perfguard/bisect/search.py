@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfguard.errors import UserError
+
 ProbeFn = Callable[[list[int], list[tuple[int, int]]], dict[str, Any]]
 
 
@@ -66,6 +68,8 @@ class SequenceBisector:
     def confirm_endpoints(self) -> dict[str, Any] | None:
         """good -> bad must be a regression, else there is nothing to bisect."""
         outcome = self._pair(0, self.n)
+        if outcome["status"] != "ok":
+            raise UserError(f"cannot bisect: {outcome.get('reason', 'an endpoint failed')}")
         verdict = (outcome.get("verdicts") or {}).get(f"{self.name(0)}->{self.name(self.n)}")
         self.narrate(f"endpoints {self.name(0)} -> {self.name(self.n)}: {_text(verdict)}")
         return verdict if outcome["status"] == "ok" and is_regression(verdict) else None

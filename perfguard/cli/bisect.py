@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     step.add_argument("--suite", required=True)
     step.add_argument("--case", required=True, metavar="PATTERN")
     step.add_argument("--good", required=True, metavar="REV")
+    step.add_argument("--workers", type=int, metavar="N", help="first-look workers")
+    step.add_argument("--max-workers", type=int, metavar="N", help="worker budget")
+    step.add_argument("--alpha", type=float, default=0.05, help="error level (default 0.05)")
     step.add_argument("--quiet", action="store_true")
 
 
@@ -199,7 +202,7 @@ def _step(suite: Any, args: argparse.Namespace) -> int:
 
     case = require_case(suite, args.case)
     try:
-        document = check_against_ref(suite, [case], args.good, suite.check, Narrator(args.quiet))
+        document = check_against_ref(suite, [case], args.good, _settings(suite, args), Narrator(args.quiet))
     except BuildError as exc:
         print(f"skip: {exc}")
         return 125
