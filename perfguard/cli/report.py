@@ -47,9 +47,9 @@ def write_report(documents: list[dict[str, Any]], out_dir: str, *, labels: list[
 
 def print_annotations(documents: list[dict[str, Any]], labels: list[str] | None = None) -> None:
     from perfguard.report import build_report
-    from perfguard.report.markdown import annotations
+    from perfguard.report.markdown import workflow_annotations
 
-    for line in annotations(build_report(documents, labels)):
+    for line in workflow_annotations(build_report(documents, labels)):
         print(line)
 
 

@@ -58,7 +58,7 @@ def load_document(path: str | Path) -> dict[str, Any]:
             errors = schema_errors(result)
             if errors:
                 raise StorageError(f"{path}: corrupt result {label!r} inside the verdicts: {errors[0]}")
-    return document  # type: ignore[no-any-return]
+    return document
 
 
 def write_report(documents: list[dict[str, Any]], out_dir: str | Path, *, labels: list[str] | None = None,

@@ -136,10 +136,10 @@ def _probes(document: dict[str, Any]) -> list[ProbeView]:
             views.append(ProbeView(", ".join(str(c) for c in probe.get("commits") or []), "unknown", None, "",
                                    str(probe.get("reason") or probe.get("status"))))
         elif "passes" in probe:  # pipelines mode: one edit set per probe
-            verdict = probe.get("verdict") if isinstance(probe.get("verdict"), dict) else {}
+            summary: dict[str, Any] = probe["verdict"] if isinstance(probe.get("verdict"), dict) else {}
             views.append(ProbeView(" → ".join(str(p) for p in probe["passes"]) or "(no passes)",
-                                   _state(probe.get("outcome")), _effect(verdict),
-                                   _workers(verdict.get("workers")), str(probe.get("reason") or "")))
+                                   _state(probe.get("outcome")), _effect(summary),
+                                   _workers(summary.get("workers")), str(probe.get("reason") or "")))
         else:
             commit = _commit(probe.get("commit"))
             label = str(probe.get("label") or (commit.short if commit else ""))

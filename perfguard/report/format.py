@@ -85,3 +85,11 @@ def duration_long(value: Any) -> str:
         return f"{minutes} min {secs} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min"
+
+
+def timestamp(value: Any) -> str:
+    """``2026-11-30T07:44:10.284410Z`` -> ``2026-11-30 07:44:10 UTC``; anything else unchanged."""
+    text = str(value or "")
+    if len(text) >= 19 and text[10] == "T" and text.endswith("Z"):
+        return f"{text[:10]} {text[11:19]} UTC"
+    return text

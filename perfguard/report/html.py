@@ -18,7 +18,8 @@ from typing import Any
 from markupsafe import Markup
 
 from perfguard.report import format as fmt
-from perfguard.report.model import SEVERITY, STATE_LABELS, Report, _env_text
+from perfguard.report.cases import SEVERITY, env_text
+from perfguard.report.model import STATE_LABELS, Report
 
 
 def _csp_hash(text: str) -> str:
@@ -36,7 +37,8 @@ def _environment() -> Any:
     env.filters.update({
         "change": fmt.change, "interval": fmt.interval, "pvalue": fmt.p_value, "mde": fmt.mde,
         "quantity": fmt.quantity, "seconds": fmt.seconds, "percent": fmt.percent,
-        "state_label": lambda state: STATE_LABELS.get(state, state), "env_text": _env_text,
+        "state_label": lambda state: STATE_LABELS.get(state, state), "env_text": env_text,
+        "env_value": lambda values, key: env_text(values.get(key)), "timestamp": fmt.timestamp,
     })
     env.globals.update({"severity": SEVERITY, "inf": math.inf})
     return env

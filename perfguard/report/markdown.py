@@ -5,7 +5,7 @@
 * :func:`pr_comment` - short on purpose: the headline, the worst few rows and a link. Starts with
   :data:`COMMENT_MARKER` so a workflow can find and update its own comment instead of adding one
   per push.
-* :func:`annotations` - ``::error`` lines for regressions and failed cases, ``::warning`` for
+* :func:`workflow_annotations` - ``::error`` lines for regressions and failed cases, ``::warning`` for
   undecided ones (GitHub shows at most 10 of each per step; the rest are counted in a notice).
 
 Text from documents (case names, pipeline labels, commit subjects, reasons) goes through
@@ -53,30 +53,35 @@ def md_code(value: object) -> str:
     return f"`{text}`" if text and _SAFE_CODE.match(text) else md_text(text)
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def _counts(report: Report) -> str:
     h = report.headline
     if not h.comparisons:
-        return f"{h.cases_ok} cases ok, {h.cases_failed} failed"
-    parts = [f"**{h.regressions} regression{'s' if h.regressions != 1 else ''}**" if h.regressions
-             else "0 regressions", f"{h.improvements} improvements", f"{h.same} unchanged", f"{h.unknown} undecided"]
+        return f"{_plural(h.cases_ok, 'case')} ok, {h.cases_failed} failed"
+    parts = [f"**{_plural(h.regressions, 'regression')}**" if h.regressions else "0 regressions",
+             _plural(h.improvements, "improvement"), f"{h.same} unchanged", f"{h.unknown} undecided"]
     if h.failed:
         parts.append(f"**{h.failed} failed**")
     text = " · ".join(parts)
     if h.geomean:
         g = h.geomean
         text += (f" — latency geometric mean **{fmt.change(g.get('ratio'))}** "
-                 f"{fmt.interval(g.get('ci_low'), g.get('ci_high'))} over {g.get('cases')} cases")
+                 f"{fmt.interval(g.get('ci_low'), g.get('ci_high'))} over {_plural(int(g.get('cases') or 0), 'case')}")
     return text
 
 
 def headline_text(report: Report) -> str:
     h = report.headline
     state = h.state
+    regressions = f"🔴 {_plural(h.regressions, 'regression')}"
     if state == "failed":
-        count = h.failed or h.cases_failed
-        return f"❌ {count} failed"
+        failed = f"❌ {h.failed or h.cases_failed} failed"
+        return f"{regressions} · {failed}" if h.regressions else failed
     if state == "regression":
-        return f"🔴 {h.regressions} regression{'s' if h.regressions != 1 else ''}"
+        return regressions
     if state == "unknown":
         return f"🟡 no regression found, {h.unknown} undecided"
     if state == "pass":
@@ -131,9 +136,9 @@ def _bisect_lines(view: BisectView) -> list[str]:
     span = ""
     if view.good and view.bad:
         span = f" between {md_code(view.good.short)} and {md_code(view.bad.short)}"
-    lines = [f"**Bisection{case}**{span}{probes}{wall}: "
-             + ("no regression between these commits." if view.status == "no-regression"
-                else "" if view.culprits else f"no culprit isolated ({md_text(view.status)}).")]
+    lines = [f"**Bisection{case}**{span}{probes}{wall}:"
+             + (" no regression between these commits." if view.status == "no-regression"
+                else "" if view.culprits else f" no culprit isolated ({md_text(view.status)}).")]
     for culprit in view.culprits:
         parts = []
         if culprit.commit:
@@ -164,7 +169,7 @@ def job_summary(report: Report, report_url: str | None = None, max_rows: int = 4
         lines += _verdict_table(rows[:max_rows], full=True)
         hidden = len(comparison.rows) - len(rows[:max_rows])
         if hidden:
-            lines += ["", f"{hidden} more rows (unchanged, or past the first {max_rows}) are in the full report."]
+            lines += ["", f"{_plural(hidden, 'more row')} (unchanged, or past the first {max_rows}) in the full report."]
         lines.append("")
     if report.run:
         lines += _run_lines(report, max_rows)
@@ -189,7 +194,10 @@ def _run_lines(report: Report, max_rows: int) -> list[str]:
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |" + " ---: |" * (len(run.labels) - 1)]
     for row in run.rows[:max_rows]:
         cell = row.cells[0]
+        failed = [label for label, c in zip(run.labels, row.cells, strict=True) if c["status"] not in ("ok", "absent")]
         status = "✅ ok" if cell["status"] == "ok" else ("—" if cell["status"] == "absent" else "❌ failed")
+        if failed and (len(run.labels) > 1 or cell["status"] == "ok"):
+            status = f"❌ failed in {', '.join(md_text(x) for x in failed)}"
         extra = "".join(f" {v} |" for v in row.vs_first_file)
         if cell["status"] == "ok":
             lines.append(f"| {md_text(row.case)} | {status} | {cell['median']} | {cell['p90']} | {cell['cv']} | "
@@ -212,6 +220,11 @@ def pr_comment(report: Report, report_url: str | None = None, worst: int = 5) ->
         if len(attention) > worst:
             lines += ["", f"…and {len(attention) - worst} more that need attention."]
         lines.append("")
+        for row in attention[:worst]:
+            if row.state == "failed":
+                lines.append(f"- {md_text(row.case)}: {md_text(row.reason[:300])}")
+        if any(row.state == "failed" for row in attention[:worst]):
+            lines.append("")
     elif report.run and report.headline.cases_failed:
         failed = [r.case for r in report.run.rows if r.cells[0]["status"] not in ("ok", "absent")]
         lines += [f"Failed: {', '.join(md_text(c) for c in failed[:worst])}"
@@ -235,16 +248,18 @@ def annotation(level: str, title: str, message: str) -> str:
     return f"::{level} title={_command_property(title)}::{_command_data(message)}"
 
 
-def annotations(report: Report, limit: int = 10) -> list[str]:
+def workflow_annotations(report: Report, limit: int = 10) -> list[str]:
     """``::error`` for regressions and failures, ``::warning`` for undecided rows, worst first."""
     errors: list[str] = []
     warnings: list[str] = []
     for row in sorted(report.verdict_rows, key=lambda r: r.sort_key):
         if row.state not in ("regression", "failed", "unknown"):
             continue
-        detail = (f"{row.metric} {fmt.change(row.ratio)} {fmt.interval(row.ci_low, row.ci_high)}".rstrip()
-                  if row.ratio is not None else row.metric)
-        message = f"{row.case}: {detail} vs {row.baseline_label}. {row.reason}".strip()
+        if row.ratio is None:
+            message = f"{row.case}: {row.reason}"
+        else:
+            detail = f"{row.metric} {fmt.change(row.ratio)} {fmt.interval(row.ci_low, row.ci_high)}".rstrip()
+            message = f"{row.case}: {detail} vs {row.baseline_label}. {row.reason}".strip()
         if row.state == "unknown":
             warnings.append(annotation("warning", f"perfguard: undecided {row.metric}", message))
         else:

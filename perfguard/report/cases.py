@@ -1,0 +1,213 @@
+"""Per-case detail of a report: the sides' distributions, pass traces and environment diff.
+
+A case has one or more *sides* (baseline and candidate of a verdict, or the same case in several
+result documents); everything here compares them: latency values as a distribution chart, pass
+traces aligned by position (where the IR first diverges), and the environment fingerprints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from markupsafe import Markup
+
+from perfguard.report import format as fmt
+from perfguard.report import svg
+
+if TYPE_CHECKING:
+    from perfguard.report.model import VerdictRow
+
+#: Display order of verdict states: what needs attention first.
+SEVERITY = {"failed": 0, "regression": 1, "unknown": 2, "improvement": 3, "same": 4}
+
+
+@dataclass
+class SideView:
+    """One side of a case: a label, its result entry and the document's environment."""
+
+    label: str
+    entry: dict[str, Any]
+    environment: dict[str, Any]
+    document_index: int
+    tone: str = "base"
+
+
+@dataclass
+class TraceCell:
+    name: str
+    source: str
+    time_s: float | None
+    nodes_before: int | None
+    nodes_after: int | None
+    changed: bool
+    ir_hash: str
+    bar: Markup
+
+
+@dataclass
+class TraceRow:
+    index: int
+    cells: list[TraceCell | None]
+    diverges: bool  # same pass at this position on every side, different IR afterwards
+    differs: bool  # different passes at this position
+
+
+@dataclass
+class TraceView:
+    labels: list[str]
+    rows: list[TraceRow]
+    totals: list[dict[str, Any]]
+    first_divergence: int | None
+    same_final: bool
+
+
+@dataclass
+class EnvRow:
+    key: str
+    values: list[str]
+    comparable: bool
+
+
+@dataclass
+class CaseDetail:
+    """Everything the report says about one case."""
+
+    anchor: str
+    case: str
+    runner: str
+    state: str
+    rows: list[VerdictRow]
+    sides: list[SideView]
+    distribution: Markup | None
+    stats: list[dict[str, str]]
+    trace: TraceView | None
+    env_labels: list[str]
+    env_rows: list[EnvRow]
+    same_environment: bool
+    errors: list[dict[str, str]]
+    note: str = ""
+
+    @property
+    def open(self) -> bool:
+        return self.state in ("regression", "failed")
+
+
+def _per_worker(entry: dict[str, Any] | None) -> list[list[float]]:
+    latency = ((entry or {}).get("metrics") or {}).get("latency_s") or {}
+    return [list(worker) for worker in latency.get("per_worker") or []]
+
+
+def _stats(side: SideView) -> dict[str, str]:
+    latency = (side.entry.get("metrics") or {}).get("latency_s") or {}
+    workers = _per_worker(side.entry)
+    return {"label": side.label, "n": str(latency.get("n", "")), "workers": str(len(workers)),
+            "median": fmt.seconds(latency.get("median")), "p10": fmt.seconds(latency.get("p10")),
+            "p90": fmt.seconds(latency.get("p90")), "cv": fmt.percent(latency.get("cv")),
+            "status": str(side.entry.get("status", ""))}
+
+
+def _distribution(sides: list[SideView]) -> Markup | None:
+    samples = [svg.Samples(_per_worker(side.entry), side.tone) for side in sides]
+    if not any(any(worker for worker in s.per_worker) for s in samples):
+        return None
+    return svg.distribution(samples, fmt.seconds)
+
+
+def trace_view(sides: list[SideView]) -> TraceView | None:
+    """The pass traces of every side, aligned by position."""
+    traces = [side.entry.get("trace") for side in sides]
+    if not any(traces):
+        return None
+    passes = [list((trace or {}).get("passes") or []) for trace in traces]
+    slowest = max((p.get("time_s") or 0.0 for ps in passes for p in ps), default=0.0) or 1.0
+    rows, first_divergence = [], None
+    for index in range(max((len(p) for p in passes), default=0)):
+        cells: list[TraceCell | None] = []
+        for ps in passes:
+            if index >= len(ps):
+                cells.append(None)
+                continue
+            p = ps[index]
+            time_s = fmt.finite(p.get("time_s"))
+            cells.append(TraceCell(str(p.get("name", "")), str(p.get("source", "")), time_s,
+                                   p.get("nodes_before"), p.get("nodes_after"), bool(p.get("changed")),
+                                   str(p.get("ir_hash", "")), svg.bar((time_s or 0.0) / slowest)))
+        present = [c for c in cells if c is not None]
+        names = {c.name for c in present}
+        differs = len(present) != len(cells) or len(names) > 1
+        diverges = len(cells) > 1 and not differs and len({c.ir_hash for c in present}) > 1
+        if diverges and first_divergence is None:
+            first_divergence = index
+        rows.append(TraceRow(index, cells, diverges, differs and len(cells) > 1))
+    totals = [{"total": fmt.seconds((t or {}).get("total_time_s")), "input": str((t or {}).get("input_hash", "")),
+               "final": str((t or {}).get("final_hash", "")), "exact": (t or {}).get("exact", True),
+               "note": str((t or {}).get("note") or "")} for t in traces]
+    finals = {t["final"] for t in totals}
+    return TraceView([s.label for s in sides], rows, totals, first_divergence, len(finals) == 1 and len(totals) > 1)
+
+
+def flatten_fingerprint(fingerprint: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in fingerprint.items():
+        if isinstance(value, dict):
+            out.update(flatten_fingerprint(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def env_text(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, list):
+        return ", ".join(env_text(v) for v in value)
+    return str(value)
+
+
+def environment_diff(sides: list[SideView], runner: str) -> tuple[list[EnvRow], bool]:
+    """Fingerprint fields that differ between the sides' documents for this runner.
+
+    Returns the rows and whether all sides come from one document (one job, one environment)."""
+    from perfguard.runners.fingerprint import comparable_keys
+
+    if len({s.document_index for s in sides}) <= 1:
+        return [], True
+    flat = [flatten_fingerprint(s.environment.get(runner) or {}) for s in sides]
+    keys = sorted(set().union(*flat))
+    rows = []
+    for key in keys:
+        values = [f.get(key) for f in flat]
+        if any(v != values[0] for v in values[1:]):
+            rows.append(EnvRow(key, [env_text(v) for v in values], key.split(".")[0] in comparable_keys))
+    rows.sort(key=lambda r: (not r.comparable, r.key))
+    return rows, False
+
+
+def _errors(sides: list[SideView]) -> list[dict[str, str]]:
+    errors = []
+    for side in sides:
+        error = side.entry.get("error")
+        if error:
+            errors.append({"label": side.label, "stage": str(error.get("stage", "?")),
+                           "message": str(error.get("message", ""))})
+        correctness = side.entry.get("correctness") or {}
+        if correctness.get("passed") is False and not error:
+            errors.append({"label": side.label, "stage": "correctness", "message": str(correctness.get("reason", ""))})
+    return errors
+
+
+def case_detail(anchor: str, case: str, runner: str, rows: list[VerdictRow], sides: list[SideView]) -> CaseDetail:
+    """The detail of one case: verdict ``rows`` (none for plain results) and its ``sides``."""
+    if rows:
+        state, note = min((r.state for r in rows), key=lambda s: SEVERITY[s]), ""
+    else:  # plain results: no verdict, only whether every side was measured
+        state = "failed" if any(s.entry.get("status") != "ok" for s in sides) else "ok"
+        medians = [fmt.seconds(((s.entry.get("metrics") or {}).get("latency_s") or {}).get("median")) for s in sides]
+        note = "median " + " → ".join(m or "—" for m in medians) if any(medians) else ""
+    env_rows, same_env = environment_diff(sides, runner)
+    return CaseDetail(anchor, case, runner, state, rows, sides, _distribution(sides),
+                      [_stats(s) for s in sides], trace_view(sides), [s.label for s in sides], env_rows,
+                      same_env, _errors(sides), note)
