@@ -182,6 +182,7 @@ def probe_memory(ctx: RunContext, compiled: CompiledCase) -> None:
     peaks: list[int] = []
     for probe in range(measure.memory_probes):
         request = {"mode": "memory", "artifact": compiled.artifact, "runner": compiled.case.runner,
+                   "runner_options": ctx.suite.runner_options(compiled.case.runner).to_json(),
                    "threads": measure.threads, "warmup": measure.warmup, "seed": measure.seed + probe,
                    "input_specs": [s.to_json() for s in compiled.model.inputs]}
         outcome = run_worker(request, measure.timeout, ctx.workdir / "ipc")

@@ -20,6 +20,7 @@ from typing import Any
 
 from perfguard.errors import UserError, close_names
 from perfguard.gates import CheckSettings, ThresholdSet, parse_check, parse_thresholds
+from perfguard.runners import get_runner
 from perfguard.runners.base import RunnerOptions
 from perfguard.units import parse_duration
 
@@ -397,6 +398,10 @@ def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
         if runner_name not in used:
             raise reader.fail(key, f"no case runs on runner {runner_name!r}; cases use: {', '.join(used)}")
         runners[runner_name] = _runner_options(reader, spec, key)
+        try:  # the runner refuses settings it does not use (device_id on cpu, say), named here with the key
+            get_runner(runner_name, options=runners[runner_name])
+        except UserError as exc:
+            raise reader.fail(key, str(exc)) from None
     return Suite(path=path, name=name, description=description, compiler=compiler, models=models,
                  pipelines=pipelines, cases=tuple(cases), sha256=sha256, runners=runners, check=check,
                  thresholds=thresholds)

@@ -22,7 +22,13 @@ from perfguard.errors import BackendError, RunnerUnavailable, UserError
 from perfguard.runners import RunnerOptions, get_runner, runner_names, runner_status
 from perfguard.runners import telemetry as tm
 from perfguard.runners.cpu import CpuRunner
-from perfguard.runners.cuda import CudaRunner, _loaded_cudart, gpu_fingerprint, nvml_device_for_cuda
+from perfguard.runners.cuda import (
+    CudaRunner,
+    NvmlSource,
+    _loaded_cudart,
+    gpu_fingerprint,
+    nvml_device_for_cuda,
+)
 from perfguard.runners.npu import NpuRunner
 from perfguard.suite import parse_suite
 
@@ -477,7 +483,7 @@ def test_a_source_failing_mid_run_is_dropped_with_its_error_and_others_go_on():
 def test_nvml_source_reads_every_field_in_canonical_units():
     """Fakes NVML with one board that does not report power."""
     nvml = FakeNvml(sm_clocks=(1980, 1755), reasons=(0, 0x4), unsupported=("power",))
-    source = tm.NvmlSource(0, loader=lambda: nvml)
+    source = NvmlSource(0, loader=lambda: nvml)
     assert source.open() == {"index": 0, "name": "NVIDIA Fake H200"}
     first, second = source.read(), source.read()
     assert first == {"sm_clock_mhz": 1980, "mem_clock_mhz": 2619, "temperature_c": 45, "power_w": None,
@@ -491,7 +497,7 @@ def test_nvml_source_reads_every_field_in_canonical_units():
 def test_nvml_failing_mid_run_flags_the_result():
     """Fakes NVML losing the GPU after three samples."""
     nvml = FakeNvml(lost_after=3)
-    sampler = tm.TelemetrySampler([tm.NvmlSource(0, loader=lambda: nvml)], interval_s=1.0)
+    sampler = tm.TelemetrySampler([NvmlSource(0, loader=lambda: nvml)], interval_s=1.0)
     sampler.start()
     for _ in range(5):
         sampler.sample()
@@ -504,7 +510,7 @@ def test_nvml_failing_mid_run_flags_the_result():
 
 def test_nvml_absent_leaves_the_result_unmonitored():
     """Fakes NVML whose library is missing when the worker starts sampling."""
-    sampler = tm.TelemetrySampler([tm.NvmlSource(0, loader=lambda: FakeNvml(init_error=12))])
+    sampler = tm.TelemetrySampler([NvmlSource(0, loader=lambda: FakeNvml(init_error=12))])
     sampler.start()
     result = sampler.stop()
     assert result["columns"] == {} and "could not start: no NVIDIA driver" in result["errors"][0]
@@ -719,7 +725,7 @@ def _real_gpu_or_skip() -> None:
 @pytest.mark.gpu
 def test_real_nvml_sampling_and_fingerprint():
     _real_gpu_or_skip()
-    sampler = tm.TelemetrySampler([tm.NvmlSource(0)], interval_s=0.02)
+    sampler = tm.TelemetrySampler([NvmlSource(0)], interval_s=0.02)
     sampler.start()
     time.sleep(0.2)
     result = sampler.stop()
@@ -756,3 +762,10 @@ def test_real_cuda_session_runs_on_the_gpu(tmp_path):
     out = session.run(None, {"x": -np.ones((4, 4), np.float32)})[0]
     runner.synchronize()
     assert float(out.sum()) == 0.0
+
+
+def test_suite_runner_table_for_a_runner_that_refuses_the_setting_names_the_key():
+    with pytest.raises(UserError, match=r"s.toml: \[runners.cpu\]: runner 'cpu' does not take 'device_id'"):
+        _suite(["cpu"], {"cpu": {"device_id": 0}})
+    with pytest.raises(UserError, match=r"s.toml: \[runners.\"npu:qnnn\"\]: unknown npu provider 'qnnn'"):
+        _suite(["npu:qnnn"], {"npu:qnnn": {}})

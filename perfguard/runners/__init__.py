@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfguard.errors import PerfguardError, UserError, unknown_name_message
+from perfguard.errors import UserError, unknown_name_message
 from perfguard.runners.base import Runner, RunnerOptions
 from perfguard.runners.cpu import CpuRunner
 from perfguard.runners.cuda import CudaRunner
@@ -69,17 +69,10 @@ class RunnerStatus:
 
 
 def _describe(runner: Runner) -> str:
-    describe = getattr(runner, "describe", None)
-    if callable(describe):
-        try:
-            return str(describe())
-        except PerfguardError as exc:
-            return f"available, but cannot describe the device: {exc}"
-    if isinstance(runner, NpuRunner):
-        return f"{runner.spec.provider} with options {runner.provider_options or '{}'}"
-    from perfguard.runners.fingerprint import cpu_model
-
-    return f"{cpu_model()} via CPUExecutionProvider"
+    try:
+        return runner.describe()
+    except Exception as exc:  # a driver query failing here must not hide the other runners
+        return f"available, but cannot describe the device: {exc}"
 
 
 def runner_status(names: list[str] | None = None) -> list[RunnerStatus]:

@@ -95,6 +95,12 @@ class Runner(ABC):
     def ort_providers(self) -> list[Any]:
         """ONNX Runtime providers for sessions on this runner, in preference order."""
 
+    def describe(self) -> str:
+        """One line for ``perfguard runners``: the device this runner would use."""
+        from perfguard.runners.fingerprint import cpu_model
+
+        return f"{cpu_model()} via {provider_name(self.ort_providers()[0])}"
+
     def configure(self, options: RunnerOptions) -> None:
         """Take the suite's settings; raise ``UserError`` for a setting this runner does not use."""
         for name in options.set_fields():

@@ -18,29 +18,146 @@ from __future__ import annotations
 
 import ctypes
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError
-from perfguard.runners.base import Runner, ort_available_providers
+from perfguard.runners.base import Runner, RunnerOptions, ort_available_providers
 from perfguard.runners.fingerprint import host_fingerprint
-from perfguard.runners.telemetry import (
-    NvmlSource,
-    TelemetrySource,
-    clock_event_reasons_function,
-    decode_reasons,
-    import_nvml,
-    load_nvml,
-    nvml_handle,
-    nvml_is_unsupported,
-)
+from perfguard.runners.telemetry import TelemetrySource, decode_reasons, one_line
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
 GPU_EXTRA_HINT = ("on a GPU machine install the gpu extra in place of the CPU wheel: pip install 'perfguard[gpu]' "
                   "&& pip uninstall -y onnxruntime && pip install --force-reinstall --no-deps onnxruntime-gpu")
 # CUDA runtime sonames ONNX Runtime GPU builds link against, newest first.
 CUDART_SONAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so")
+
+
+# NVML: the GPU's driver interface, read for availability, fingerprint and telemetry.
+
+
+def import_nvml() -> Any:
+    """Import the NVML bindings (``pynvml``), without their deprecation notice.
+
+    The ``pynvml`` distribution now only redirects to ``nvidia-ml-py`` and warns on import; the
+    module is the same, and a warning there must not fail a run that treats warnings as errors.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        import pynvml
+    return pynvml
+
+
+def load_nvml(loader: Callable[[], Any] = import_nvml) -> Any:
+    """Import and initialize NVML; raise ``RunnerUnavailable`` saying why it cannot start.
+
+    The caller owns one ``nvmlShutdown()`` (NVML counts initializations).
+    """
+    try:
+        nvml = loader()
+    except ImportError as exc:
+        raise RunnerUnavailable(f"NVML bindings not importable ({exc}); install pynvml") from None
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:
+        raise RunnerUnavailable(nvml_error_reason(nvml, exc)) from None
+    return nvml
+
+
+def nvml_error_reason(nvml: Any, exc: BaseException) -> str:
+    """Turn an NVML start-up error into what the user should know."""
+    code = getattr(exc, "value", None)
+    if code == getattr(nvml, "NVML_ERROR_LIBRARY_NOT_FOUND", 12):
+        return "no NVIDIA driver: the NVML library (libnvidia-ml.so.1) was not found"
+    if code == getattr(nvml, "NVML_ERROR_DRIVER_NOT_LOADED", 9):
+        return "NVIDIA driver not loaded (NVML: Driver Not Loaded)"
+    if code == getattr(nvml, "NVML_ERROR_NO_PERMISSION", 4):
+        return "NVML not loadable: no permission to open the NVIDIA device files"
+    return f"NVML not loadable: {one_line(exc)}"
+
+
+def nvml_is_unsupported(nvml: Any, exc: BaseException) -> bool:
+    return getattr(exc, "value", None) == getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", 3)
+
+
+class NvmlSource(TelemetrySource):
+    """Clocks, temperature, power, utilization, memory and clock-event reasons of one GPU via NVML.
+
+    ``index`` is the NVML index or UUID (see ``nvml_device_for_cuda``).
+    ``loader`` returns the NVML module: the real ``pynvml`` by default, a fake in tests. A field
+    the board does not support (NVML_ERROR_NOT_SUPPORTED) reads None and is not asked again; any
+    other NVML error (GPU lost, driver reset) propagates and stops sampling, which the verdict
+    reports as a flag.
+    """
+
+    name = "nvml"
+
+    def __init__(self, index: int | str = 0, loader: Callable[[], Any] = import_nvml) -> None:
+        self.index = index
+        self._loader = loader
+        self._nvml: Any = None
+        self._handle: Any = None
+        self._unsupported: set[str] = set()
+
+    def open(self) -> dict[str, Any]:
+        self._nvml = load_nvml(self._loader)
+        try:
+            self._handle = nvml_handle(self._nvml, self.index)
+            name = self._nvml.nvmlDeviceGetName(self._handle)
+        except Exception:
+            self.close()
+            raise
+        return {"index": self.index, "name": name.decode() if isinstance(name, bytes) else str(name)}
+
+    def _get(self, field_name: str, call: Callable[[], Any]) -> Any:
+        if field_name in self._unsupported:
+            return None
+        try:
+            return call()
+        except Exception as exc:
+            if nvml_is_unsupported(self._nvml, exc):
+                self._unsupported.add(field_name)
+                return None
+            raise
+
+    def read(self) -> dict[str, float | int | None]:
+        nvml, handle = self._nvml, self._handle
+        reasons_fn = clock_event_reasons_function(nvml)
+        power_mw = self._get("power_w", lambda: nvml.nvmlDeviceGetPowerUsage(handle))
+        util = self._get("utilization", lambda: nvml.nvmlDeviceGetUtilizationRates(handle))
+        memory = self._get("memory", lambda: nvml.nvmlDeviceGetMemoryInfo(handle))
+        return {
+            "sm_clock_mhz": self._get("sm_clock_mhz", lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+            "mem_clock_mhz": self._get("mem_clock_mhz",
+                                       lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+            "temperature_c": self._get("temperature_c",
+                                       lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+            "power_w": None if power_mw is None else power_mw / 1000.0,
+            "gpu_util_pct": None if util is None else util.gpu,
+            "mem_util_pct": None if util is None else util.memory,
+            "memory_used_bytes": None if memory is None else memory.used,
+            "throttle_reasons": self._get("throttle_reasons", lambda: reasons_fn(handle)),
+        }
+
+    def close(self) -> None:
+        if self._nvml is not None:
+            self._nvml.nvmlShutdown()
+            self._nvml = None
+
+
+def clock_event_reasons_function(nvml: Any) -> Callable[[Any], int]:
+    """NVML's current clock-event reasons query (renamed from "throttle reasons" in NVML 12)."""
+    function = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    return function or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+
+
+def nvml_handle(nvml: Any, index: int | str) -> Any:
+    """NVML handle for an index or a ``GPU-...`` UUID."""
+    if isinstance(index, str):
+        return nvml.nvmlDeviceGetHandleByUUID(index)
+    return nvml.nvmlDeviceGetHandleByIndex(index)
 
 
 def nvml_device_for_cuda(device_id: int, environ: Mapping[str, str] | None = None) -> int | str:
@@ -126,7 +243,7 @@ class CudaRunner(Runner):
     def device_id(self) -> int:
         return 0 if self.options.device_id is None else self.options.device_id
 
-    def configure(self, options: Any) -> None:
+    def configure(self, options: RunnerOptions) -> None:
         super().configure(options)
         if "device_id" in options.provider_options:
             raise UserError("[runners.cuda]: give the device as device_id, not inside options")

@@ -21,7 +21,7 @@ from importlib import metadata
 from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, unknown_name_message
-from perfguard.runners.base import Runner, ort_available_providers
+from perfguard.runners.base import Runner, RunnerOptions, ort_available_providers
 from perfguard.runners.fingerprint import host_fingerprint
 
 
@@ -85,7 +85,7 @@ class NpuRunner(Runner):
         options.update({str(k): v for k, v in self.options.provider_options.items()})
         return options
 
-    def configure(self, options: Any) -> None:
+    def configure(self, options: RunnerOptions) -> None:
         if options.device_id is not None:
             raise UserError(f"runner {self.name!r} does not take 'device_id'; give the provider's own device "
                             "option inside options (e.g. device_type or device_id)")
@@ -116,6 +116,9 @@ class NpuRunner(Runner):
         if devices and not any(d.startswith(wanted.split(".")[0]) for d in devices):
             raise RunnerUnavailable(f"OpenVINO sees no {wanted} device (it has {', '.join(devices)}); "
                                     "install the NPU driver")
+
+    def describe(self) -> str:
+        return f"{self.spec.provider} with options {self.provider_options or '{}'}"
 
     def fingerprint(self) -> dict[str, Any]:
         data = host_fingerprint(self.repo)

@@ -18,10 +18,11 @@ worker while the timed rounds run, stores the samples with the result, and judge
 perfguard never changes clocks or power limits; it reports whether clocks look locked and says
 how to lock them (``nvidia-smi --lock-gpu-clocks``).
 
-Pieces: ``TelemetrySource`` (one thing that can be read: NVML for one GPU, or a vendor plug-in);
-``TelemetrySampler`` (the thread); ``summarize_telemetry`` and ``judge_device_state`` (pure
-functions over the stored records); ``register_telemetry`` (the plug-in point, also reachable
-through the entry-point group ``perfguard.telemetry``).
+Pieces: ``TelemetrySource`` (one thing that can be read: NVML for one GPU in
+``perfguard.runners.cuda.NvmlSource``, or a vendor plug-in); ``TelemetrySampler`` (the thread);
+``summarize_telemetry`` and ``judge_device_state`` (pure functions over the stored records);
+``register_telemetry`` (the plug-in point, also reachable through the entry-point group
+``perfguard.telemetry``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
-
-from perfguard.errors import RunnerUnavailable
 
 if TYPE_CHECKING:
     from perfguard.runners.base import Runner
@@ -121,6 +120,7 @@ class TelemetrySource(ABC):
 class _SourceState:
     source: TelemetrySource
     active: bool = True
+    opened: bool = False
     samples: int = 0
 
 
@@ -130,9 +130,9 @@ class TelemetrySampler:
     One sample is taken at ``start`` and one at ``stop``, so even a short run has two. A source that
     fails to open or raises while reading is dropped and its error recorded; the others go on. Past
     ``max_samples`` rows every other row is dropped and the interval doubled, so coverage stays even
-    and a long run stays small. The thread holds the GIL only while it formats a row (NVML calls go
-    through ctypes, which releases it), so at the default 100 ms its cost to the timed loop is well
-    under 1 % and falls on all interleaved variants alike.
+    and a long run stays small. The thread holds the GIL only while it builds a row (NVML calls go
+    through ctypes, which releases it), a small cost every ``interval_s`` that falls on all
+    interleaved variants alike.
     """
 
     def __init__(self, sources: Sequence[TelemetrySource], *, interval_s: float = DEFAULT_INTERVAL_S,
@@ -157,8 +157,9 @@ class TelemetrySampler:
                 facts = state.source.open()
             except Exception as exc:
                 state.active = False
-                self._errors.append(f"{state.source.name}: could not start: {_one_line(exc)}")
+                self._errors.append(f"{state.source.name}: could not start: {one_line(exc)}")
                 continue
+            state.opened = True
             if facts:
                 self._device[state.source.name] = facts
         self.sample()
@@ -182,7 +183,7 @@ class TelemetrySampler:
             except Exception as exc:
                 state.active = False
                 self._errors.append(f"{state.source.name}: failed after {state.samples} samples "
-                                    f"({row['t']:.2f} s into the run): {_one_line(exc)}")
+                                    f"({row['t']:.2f} s into the run): {one_line(exc)}")
                 continue
             state.samples += 1
             for key, value in values.items():
@@ -200,6 +201,8 @@ class TelemetrySampler:
             self._thread.join(timeout=max(5.0, self.interval_s * 2))
         self.sample()
         for state in self._states:
+            if not state.opened:
+                continue
             try:
                 state.source.close()
             except Exception:  # closing is best effort; the samples are what matter
@@ -221,132 +224,10 @@ def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return {name: [row.get(name) for row in rows] for name in names}
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when it has none)."""
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
-
-
-# --------------------------------------------------------------------------------------------
-# NVML
-# --------------------------------------------------------------------------------------------
-
-
-def import_nvml() -> Any:
-    """Import the NVML bindings (``pynvml``), without their deprecation notice.
-
-    The ``pynvml`` distribution now only redirects to ``nvidia-ml-py`` and warns on import; the
-    module is the same, and a warning there must not fail a run that treats warnings as errors.
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        import pynvml
-    return pynvml
-
-
-def load_nvml(loader: Callable[[], Any] = import_nvml) -> Any:
-    """Import and initialize NVML; raise ``RunnerUnavailable`` saying why it cannot start.
-
-    The caller owns one ``nvmlShutdown()`` (NVML counts initializations).
-    """
-    try:
-        nvml = loader()
-    except ImportError as exc:
-        raise RunnerUnavailable(f"NVML bindings not importable ({exc}); install pynvml") from None
-    try:
-        nvml.nvmlInit()
-    except Exception as exc:
-        raise RunnerUnavailable(nvml_error_reason(nvml, exc)) from None
-    return nvml
-
-
-def nvml_error_reason(nvml: Any, exc: BaseException) -> str:
-    """Turn an NVML start-up error into what the user should know."""
-    code = getattr(exc, "value", None)
-    if code == getattr(nvml, "NVML_ERROR_LIBRARY_NOT_FOUND", 12):
-        return "no NVIDIA driver: the NVML library (libnvidia-ml.so.1) was not found"
-    if code == getattr(nvml, "NVML_ERROR_DRIVER_NOT_LOADED", 9):
-        return "NVIDIA driver not loaded (NVML: Driver Not Loaded)"
-    if code == getattr(nvml, "NVML_ERROR_NO_PERMISSION", 4):
-        return "NVML not loadable: no permission to open the NVIDIA device files"
-    return f"NVML not loadable: {_one_line(exc)}"
-
-
-def nvml_is_unsupported(nvml: Any, exc: BaseException) -> bool:
-    return getattr(exc, "value", None) == getattr(nvml, "NVML_ERROR_NOT_SUPPORTED", 3)
-
-
-class NvmlSource(TelemetrySource):
-    """Clocks, temperature, power, utilization, memory and clock-event reasons of one GPU via NVML.
-
-    ``index`` is the NVML index or UUID (see ``perfguard.runners.cuda.nvml_device_for_cuda``).
-    ``loader`` returns the NVML module: the real ``pynvml`` by default, a fake in tests. A field
-    the board does not support (NVML_ERROR_NOT_SUPPORTED) reads None and is not asked again; any
-    other NVML error (GPU lost, driver reset) propagates and stops sampling, which the verdict
-    reports as a flag.
-    """
-
-    name = "nvml"
-
-    def __init__(self, index: int | str = 0, loader: Callable[[], Any] = import_nvml) -> None:
-        self.index = index
-        self._loader = loader
-        self._nvml: Any = None
-        self._handle: Any = None
-        self._unsupported: set[str] = set()
-
-    def open(self) -> dict[str, Any]:
-        self._nvml = load_nvml(self._loader)
-        self._handle = nvml_handle(self._nvml, self.index)
-        name = self._nvml.nvmlDeviceGetName(self._handle)
-        return {"index": self.index, "name": name.decode() if isinstance(name, bytes) else str(name)}
-
-    def _get(self, field_name: str, call: Callable[[], Any]) -> Any:
-        if field_name in self._unsupported:
-            return None
-        try:
-            return call()
-        except Exception as exc:
-            if nvml_is_unsupported(self._nvml, exc):
-                self._unsupported.add(field_name)
-                return None
-            raise
-
-    def read(self) -> dict[str, float | int | None]:
-        nvml, handle = self._nvml, self._handle
-        reasons_fn = clock_event_reasons_function(nvml)
-        power_mw = self._get("power_w", lambda: nvml.nvmlDeviceGetPowerUsage(handle))
-        util = self._get("utilization", lambda: nvml.nvmlDeviceGetUtilizationRates(handle))
-        memory = self._get("memory", lambda: nvml.nvmlDeviceGetMemoryInfo(handle))
-        return {
-            "sm_clock_mhz": self._get("sm_clock_mhz", lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
-            "mem_clock_mhz": self._get("mem_clock_mhz",
-                                       lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
-            "temperature_c": self._get("temperature_c",
-                                       lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
-            "power_w": None if power_mw is None else power_mw / 1000.0,
-            "gpu_util_pct": None if util is None else util.gpu,
-            "mem_util_pct": None if util is None else util.memory,
-            "memory_used_bytes": None if memory is None else memory.used,
-            "throttle_reasons": self._get("throttle_reasons", lambda: reasons_fn(handle)),
-        }
-
-    def close(self) -> None:
-        if self._nvml is not None:
-            self._nvml.nvmlShutdown()
-            self._nvml = None
-
-
-def clock_event_reasons_function(nvml: Any) -> Callable[[Any], int]:
-    """NVML's current clock-event reasons query (renamed from "throttle reasons" in NVML 12)."""
-    function = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-    return function or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-
-
-def nvml_handle(nvml: Any, index: int | str) -> Any:
-    """NVML handle for an index or a ``GPU-...`` UUID."""
-    if isinstance(index, str):
-        return nvml.nvmlDeviceGetHandleByUUID(index)
-    return nvml.nvmlDeviceGetHandleByIndex(index)
 
 
 # --------------------------------------------------------------------------------------------
