@@ -30,7 +30,7 @@ from perfguard.harness import Progress
 from perfguard.models.zoo import build_model
 from perfguard.suite import load_suite
 
-MODEL = {"depth": 8, "width": 48, "image_size": 224, "num_classes": 1000}
+MODEL = {"depth": 8, "width": 64, "image_size": 224, "num_classes": 1000}
 
 PASSES = '''
 import onnx

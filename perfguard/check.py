@@ -19,6 +19,7 @@ a DIFFERENT whose adjusted p-value misses becomes UNKNOWN.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,29 @@ def _noisy(groups_a: dict[int, list[float]], groups_b: dict[int, list[float]], p
     return compare_unpaired(list(groups_a.values()), list(groups_b.values()), **kwargs)
 
 
+def _device_gate(comparison: Comparison, pair: Pair) -> Comparison:
+    """A latency verdict measured on a throttling GPU, or on clocks that differ from the
+    baseline's, is never trusted: it becomes UNKNOWN with the device's reasons."""
+    from perfguard.runners.telemetry import judge_device_state
+
+    def summary(entry: dict[str, Any]) -> dict[str, Any] | None:
+        telemetry = (entry.get("measurement") or {}).get("telemetry") or {}
+        return telemetry.get("summary")
+
+    base, cand = summary(pair.baseline), summary(pair.candidate)
+    if base is None and cand is None:
+        return comparison
+    reasons = []
+    for side, own, other in (("baseline", base, None), ("candidate", cand, base)):
+        state = judge_device_state(own, baseline=other)
+        if state.flagged:
+            reasons += [f"{side}: {r}" for r in state.reasons]
+    if not reasons:
+        return comparison
+    return dataclasses.replace(comparison, decision="unknown", direction="none",
+                               reason=f"device state flagged ({'; '.join(reasons)}); {comparison.reason}")
+
+
 def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confidence: float,
                  seed: int = 0) -> list[dict[str, Any]]:
     """Every metric's verdict for one pair (rows for the verdict document)."""
@@ -84,6 +108,7 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
                   "alpha": alpha, "confidence": confidence, "seed": seed}
         if metric == "latency":
             comparison = _noisy(_latency_groups(pair.baseline), _latency_groups(pair.candidate), pair, metric, kwargs)
+            comparison = _device_gate(comparison, pair)
         elif metric == "compile_time":
             a = {i: [t] for i, t in enumerate(base_m.get("compile_times_s") or [])}
             b = {i: [t] for i, t in enumerate(cand_m.get("compile_times_s") or [])}

@@ -98,13 +98,14 @@ def check_suite(suite: Suite, cases: list[CaseSpec]) -> None:
         raise UserError(f"{suite.path}: [compiler] path: folder not found: {suite.compiler.path}")
 
 
-def case_key(case: CaseSpec, model: LoadedModel, versions: dict[str, str], runner_hash: str) -> dict[str, Any]:
+def case_key(case: CaseSpec, model: LoadedModel, versions: dict[str, str], runner_hash: str,
+             runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "model": {"name": model.spec.name, "sha256": model.sha256, "source": model.spec.source()},
         "pipeline": {"name": case.pipeline.name, "passes": list(case.pipeline.passes),
                      "options": dict(case.pipeline.options), "sha256": case.pipeline.sha256},
         "backend": {"name": case.pipeline.backend, "versions": versions},
-        "runner": {"name": case.runner, "fingerprint_sha256": runner_hash},
+        "runner": {"name": case.runner, "fingerprint_sha256": runner_hash, "options": runner_options},
         "measure": case.measure.to_json(),
     }
 
@@ -120,7 +121,8 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
     side = side or Side("head", ctx.suite.compiler.path)
     runner_fp = ctx.environment[case.runner]
     versions = get_backend(case.pipeline.backend).versions()
-    key = case_key(case, model, versions, fingerprint_hash(runner_fp))
+    key = case_key(case, model, versions, fingerprint_hash(runner_fp),
+                   ctx.suite.runner_options(case.runner).to_json())
     entry: dict[str, Any] = {
         "id": case.id, "model": model.spec.name, "pipeline": case.pipeline.name, "runner": case.runner,
         "status": "ok", "error": None, "key": key, "key_hash": key_hash(key), "trace": None, "correctness": None,

@@ -19,7 +19,16 @@ from typing import Any
 LIBRARIES = ("perfguard", "onnx", "onnxruntime", "onnxoptimizer", "numpy")
 
 # Fields that must match for two measurements to be compared without a warning.
-comparable_keys = ("cpu_model", "logical_cores", "os", "python", "libraries", "governor")
+comparable_keys = ("cpu_model", "logical_cores", "os", "python", "libraries", "governor", "gpu")
+# Of a GPU, what decides its numbers (not its serial number or UUID).
+GPU_COMPARABLE = ("name", "driver", "cuda_driver_version", "ecc", "persistence_mode")
+
+
+def _comparable(fingerprint: dict[str, Any], key: str) -> Any:
+    value = fingerprint.get(key)
+    if key == "gpu" and isinstance(value, dict):
+        return {k: value.get(k) for k in GPU_COMPARABLE}
+    return value
 
 
 def _read(path: str) -> str | None:
@@ -86,10 +95,11 @@ def host_fingerprint(repo: Path | None = None) -> dict[str, Any]:
 
 def fingerprint_hash(fingerprint: dict[str, Any]) -> str:
     """Hash of the comparable part of a fingerprint (load and host name left out)."""
-    part = {k: fingerprint.get(k) for k in comparable_keys}
+    part = {k: _comparable(fingerprint, k) for k in comparable_keys}
     return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def fingerprint_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The comparable fields where two fingerprints disagree."""
-    return {k: (a.get(k), b.get(k)) for k in comparable_keys if a.get(k) != b.get(k)}
+    return {k: (_comparable(a, k), _comparable(b, k)) for k in comparable_keys
+            if _comparable(a, k) != _comparable(b, k)}
