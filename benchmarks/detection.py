@@ -30,6 +30,7 @@ from perfguard.harness import Progress
 from perfguard.models.zoo import build_model
 from perfguard.suite import load_suite
 
+PROBE_PAIRS = 150
 MODEL = {"depth": 8, "width": 64, "image_size": 224, "num_classes": 1000}
 
 PASSES = '''
@@ -83,7 +84,7 @@ def calibrate_pairs(folder: Path) -> tuple[float, float]:
 
     model = build_model("resnet", MODEL)
     feeds = {"input": np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)}
-    plain, heavy = _session(model), _session(bench_passes._work(model, 50))
+    plain, heavy = _session(model), _session(bench_passes._work(model, PROBE_PAIRS))
 
     def median_time(session: ort.InferenceSession, runs: int = 15) -> float:
         session.run(None, feeds)
@@ -95,17 +96,17 @@ def calibrate_pairs(folder: Path) -> tuple[float, float]:
         return statistics.median(times)
 
     base_times, heavy_times = [], []
-    for _ in range(3):
+    for _ in range(7):
         base_times.append(median_time(plain))
         heavy_times.append(median_time(heavy))
     base = statistics.median(base_times)
-    return base, max(1e-7, (statistics.median(heavy_times) - base) / 50)
+    return base, max(1e-7, (statistics.median(heavy_times) - base) / PROBE_PAIRS)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trials", type=int, default=17)
-    parser.add_argument("--aa", type=int, default=3, help="A/A pipelines per trial")
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--aa", type=int, default=5, help="A/A pipelines per trial")
     parser.add_argument("--floor", default="1.5%", help="latency floor (threshold) of the check")
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--max-workers", type=int, default=20)

@@ -272,8 +272,10 @@ class Job:
     """
 
     def __init__(self, suite: Suite, cases: list[CaseSpec], *, sides: list[Side] | None = None,
-                 workdir: Path | None = None, progress: Progress | None = None, repo: Path | None = None) -> None:
-        check_suite(suite, cases)
+                 workdir: Path | None = None, progress: Progress | None = None, repo: Path | None = None,
+                 check: bool = True) -> None:
+        if check:  # ``check=False``: measuring artifacts compiled elsewhere (no model files here)
+            check_suite(suite, cases)
         self.owned = workdir is None
         folder = Path(tempfile.mkdtemp(prefix="perfguard-")) if workdir is None else workdir
         self.ctx = RunContext(suite, cases, folder, progress or Progress(),

@@ -23,6 +23,7 @@ COMMANDS = {
     "baseline": "perfguard.cli.baseline",
     "calibrate": "perfguard.cli.calibrate",
     "bisect": "perfguard.cli.bisect",
+    "compile": "perfguard.cli.compile",
     "report": "perfguard.cli.report",
 }
 

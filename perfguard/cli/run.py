@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, metavar="N", help="override the suite's worker process count")
     parser.add_argument("--rounds", type=int, metavar="N", help="override the suite's rounds per worker")
     parser.add_argument("--keep-artifacts", metavar="DIR", help="keep compiled artifacts and models in DIR")
+    parser.add_argument("--artifacts", metavar="DIR", help="measure artifacts compiled elsewhere by perfguard "
+                        "compile (verifies them on this runner first); takes no SUITE")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -75,9 +77,11 @@ def run(args: argparse.Namespace) -> int:
     from perfguard.results import write_json_atomic
     from perfguard.suite import builtin_suite_path, load_suite
 
+    workers, rounds = _positive(args.workers, "--workers"), _positive(args.rounds, "--rounds")
+    if args.artifacts:
+        return _run_artifacts(args, workers, rounds)
     suite = load_suite(args.suite or builtin_suite_path("smoke"))
     cases = suite.select(args.case)
-    workers, rounds = _positive(args.workers, "--workers"), _positive(args.rounds, "--rounds")
     if workers or rounds:
         cases = [dataclasses.replace(c, measure=dataclasses.replace(
             c.measure, workers=workers or c.measure.workers, rounds=rounds or c.measure.rounds)) for c in cases]
@@ -91,6 +95,28 @@ def run(args: argparse.Namespace) -> int:
         document = run_suite(suite, cases, workdir=workdir, progress=progress)
     finally:
         progress.stop()
+    write_json_atomic(out, document)
+    print_table(document)
+    failed = [c for c in document["cases"] if c["status"] != "ok"]
+    print(f"result written to {out} ({len(document['cases']) - len(failed)} ok, {len(failed)} failed)")
+    return 4 if failed else 0
+
+
+def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | None) -> int:
+    from perfguard.artifacts import run_from_dir
+    from perfguard.errors import UserError
+    from perfguard.results import write_json_atomic
+
+    if args.suite or args.case or args.keep_artifacts:
+        raise UserError("--artifacts DIR takes no SUITE, --case or --keep-artifacts: the folder holds them")
+    folder = Path(args.artifacts)
+    progress = RichProgress(args.quiet)
+    try:
+        document = run_from_dir(folder, progress, workers=workers, rounds=rounds)
+    finally:
+        progress.stop()
+    out = Path(args.out) if args.out else Path("perfguard-results") / (
+        f"{document['suite']['name']}-artifacts-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json")
     write_json_atomic(out, document)
     print_table(document)
     failed = [c for c in document["cases"] if c["status"] != "ok"]

@@ -244,6 +244,24 @@ def do_memory(request: dict[str, Any]) -> dict[str, Any]:
             "session_rss_bytes": max(0, _rss_bytes() - before)}
 
 
+def do_verify(request: dict[str, Any]) -> dict[str, Any]:
+    """Run an artifact compiled elsewhere once on this runner; compare with the shipped reference."""
+    runner = get_runner(request["runner"], options=request.get("runner_options"))
+    tolerance = request["correctness"]
+    specs = [InputSpec.from_json(s) for s in request["input_specs"]]
+    feeds = make_feeds(specs, tolerance["seed"])
+    try:
+        with np.load(request["reference"]) as data:
+            reference = [data[f"out{i}"] for i in range(len(data.files))]
+    except OSError as exc:
+        return {"error": {"stage": "correctness", "message": f"reference outputs missing: {exc}"}}
+    artifact = Artifact.from_json(request["artifact"])
+    executable = get_backend(artifact.backend).load(artifact, runner, int(request["threads"]))
+    check = compare_outputs(reference, executable.run(feeds), tolerance["rtol"], tolerance["atol"])
+    check.update(rtol=tolerance["rtol"], atol=tolerance["atol"], seed=tolerance["seed"])
+    return {"correctness": check}
+
+
 def main(argv: list[str]) -> int:
     request_path, response_path = argv
     request = json.loads(Path(request_path).read_text())
@@ -253,6 +271,8 @@ def main(argv: list[str]) -> int:
             response = do_compile(request)
         elif request["mode"] == "memory":
             response = do_memory(request)
+        elif request["mode"] == "verify":
+            response = do_verify(request)
         else:
             response = do_measure(request)
     except PerfguardError as exc:
