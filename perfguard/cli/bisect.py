@@ -62,21 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(suite: Any, args: argparse.Namespace) -> Any:
+    from perfguard.cli.check import check_settings
     from perfguard.errors import UserError
 
-    settings = dataclasses.replace(suite.check, alpha=args.alpha)
     if not 0 < args.alpha < 0.5:
         raise UserError(f"--alpha must be between 0 and 0.5, found {args.alpha}")
-    if args.workers is not None:
-        if args.workers < 1:
-            raise UserError(f"--workers must be >= 1, found {args.workers}")
-        settings = dataclasses.replace(settings, workers=args.workers,
-                                       max_workers=max(settings.max_workers, args.workers))
-    if args.max_workers is not None:
-        if args.max_workers < settings.workers:
-            raise UserError(f"--max-workers ({args.max_workers}) must be >= the first-look workers")
-        settings = dataclasses.replace(settings, max_workers=args.max_workers)
-    return settings
+    return dataclasses.replace(check_settings(suite, args), alpha=args.alpha)
 
 
 class Narrator(Progress):

@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-def _settings(suite: Any, args: argparse.Namespace) -> Any:
+def check_settings(suite: Any, args: argparse.Namespace) -> Any:
+    """The suite's [check] settings with --workers / --max-workers applied."""
     from perfguard.errors import UserError
 
     settings = suite.check
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     suite = load_suite(args.suite)
     cases = suite.select(args.case)
-    settings = _settings(suite, args)
+    settings = check_settings(suite, args)
     progress = RichProgress(args.quiet)
     try:
         if args.base_ref:
