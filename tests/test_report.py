@@ -655,3 +655,19 @@ def test_workflows_are_least_privilege_and_keep_forks_off_self_hosted_runners():
     for step in action["runs"]["steps"]:
         run = step.get("run", "")
         assert "${{" not in run, step.get("name")
+
+
+def test_case_detail_shows_the_device_state_of_a_gpu_measurement(verdicts):
+    from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
+
+    records = [{"columns": {"t": [0.0, 0.1, 0.2], "sm_clock_mhz": [1980, 1980, 1755], "mem_clock_mhz": [2619] * 3,
+                            "temperature_c": [61, 63, 66], "throttle_reasons": [0, 0, 0x20]},
+                "sources": ["nvml"], "errors": [], "clock_tolerance": 0.02}]
+    summary = summarize_telemetry(records)
+    for entry in verdicts["results"]["head"]["cases"]:
+        entry["measurement"]["telemetry"] = {"summary": summary, "per_worker": records}
+        entry["measurement"]["device_state"] = judge_device_state(summary).to_json()
+    html = _render([verdicts])
+    assert "Device state" in html and "flagged" in html
+    assert "throttled in 1 of 3 samples (sw_thermal_slowdown)" in html
+    assert "SM clock 1755 / 1980 / 1980 MHz" in html

@@ -7,7 +7,7 @@ traces aligned by position (where the IR first diverges), and the environment fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
@@ -87,6 +87,7 @@ class CaseDetail:
     same_environment: bool
     errors: list[dict[str, str]]
     note: str = ""
+    devices: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def open(self) -> bool:
@@ -199,6 +200,33 @@ def _errors(sides: list[SideView]) -> list[dict[str, str]]:
     return errors
 
 
+def device_states(sides: list[SideView]) -> list[dict[str, Any]]:
+    """Per side, the device state recorded with the measurement (GPU/NPU runners): clean, flagged
+    (with the reasons) or unmonitored, and the telemetry ranges worth reading (clocks, temperature,
+    power, throttling). Empty when no side carries telemetry (CPU runners)."""
+    out = []
+    for side in sides:
+        measurement = side.entry.get("measurement") or {}
+        state = measurement.get("device_state") or {}
+        summary = (measurement.get("telemetry") or {}).get("summary") or {}
+        if not summary and state.get("state") in (None, "unmonitored"):
+            continue
+        ranges = []
+        for key, label, unit in (("sm_clock_mhz", "SM clock", "MHz"), ("mem_clock_mhz", "memory clock", "MHz"),
+                                 ("temperature_c", "temperature", "°C"), ("power_w", "power", "W"),
+                                 ("gpu_util_pct", "utilization", "%")):
+            value = summary.get(key)
+            if isinstance(value, dict) and value.get("median") is not None:
+                ranges.append({"label": label, "text": f"{value.get('min'):g} / {value.get('median'):g} / "
+                                                       f"{value.get('max'):g} {unit}"})
+        throttle = summary.get("throttle") or {}
+        out.append({"label": side.label, "state": state.get("state", "unmonitored"),
+                    "reasons": list(state.get("reasons", [])), "notes": list(state.get("notes", [])),
+                    "ranges": ranges, "samples": summary.get("samples"), "clock_lock": summary.get("clock_lock"),
+                    "throttled": throttle.get("throttled_samples")})
+    return out
+
+
 def case_detail(anchor: str, case: str, runner: str, rows: list[VerdictRow], sides: list[SideView]) -> CaseDetail:
     """The detail of one case: verdict ``rows`` (none for plain results) and its ``sides``."""
     if rows:
@@ -210,4 +238,4 @@ def case_detail(anchor: str, case: str, runner: str, rows: list[VerdictRow], sid
     env_rows, same_env = environment_diff(sides, runner)
     return CaseDetail(anchor, case, runner, state, rows, sides, _distribution(sides),
                       [_stats(s) for s in sides], trace_view(sides), [s.label for s in sides], env_rows,
-                      same_env, _errors(sides), note)
+                      same_env, _errors(sides), note, device_states(sides))
