@@ -9,7 +9,9 @@ Every probe uses the same interleaved, adaptive three-way comparison as `perfgua
 saved after every probe (the same command resumes a killed run), and a culprit is confirmed
 against its predecessor. Exit codes: 0 culprit found and confirmed; 2 bad input; 3 inconclusive (a
 range bordered by versions that do not build, or a culprit timing did not confirm); 5 no
-reproducible regression between good and bad. `step`: 0 good, 1 bad, 125 skip (git bisect run).
+reproducible regression between good and bad. `step`: 0 good (no regression; an undecided change
+that is not a slowdown beyond the floor counts as good), 1 bad, 125 skip (does not build or
+compile, or an undecided slowdown beyond the floor).
 """
 
 from __future__ import annotations
@@ -208,6 +210,13 @@ def _step(suite: Any, args: argparse.Namespace) -> int:
         print(f"bad: {row['comparison']['reason']}")
         return 1
     if row["decision"] == "unknown":
+        # Undecided, but the estimate is not a slowdown beyond the floor: this commit does not carry
+        # a regression worth bisecting, so it is good for git bisect. Only an undecided slowdown
+        # beyond the floor is skipped.
+        ratio, floor = row["comparison"].get("ratio"), row["comparison"].get("floor")
+        if ratio is not None and floor is not None and ratio - 1.0 <= floor:
+            print(f"good (no slowdown beyond the floor): {row['comparison']['reason']}")
+            return 0
         print(f"skip (undecided): {row['comparison']['reason']}")
         return 125
     print(f"good: {row['comparison']['reason']}")
