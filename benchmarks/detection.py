@@ -25,48 +25,27 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from perfguard.comparisons import check_against_pipeline
-from perfguard.harness import Progress
-from perfguard.models.zoo import build_model
-from perfguard.suite import load_suite
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from perfguard.comparisons import check_against_pipeline  # noqa: E402
+from perfguard.harness import Progress  # noqa: E402
+from perfguard.models.zoo import build_model  # noqa: E402
+from perfguard.suite import load_suite  # noqa: E402
+from tests.factories import WORK_FUNCTION  # noqa: E402
 
 PROBE_PAIRS = 150
 MODEL = {"depth": 8, "width": 64, "image_size": 224, "num_classes": 1000}
 
-PASSES = '''
-import onnx
-from onnx import helper, numpy_helper
-import numpy as np
-
+PASSES = WORK_FUNCTION + """
 
 def _work(model, pairs):
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    if pairs == 0:
-        return out
-    graph = out.graph
-    source = graph.input[0].name
-    graph.initializer.extend([numpy_helper.from_array(np.array(1.0, np.float32), "bench_one"),
-                              numpy_helper.from_array(np.array(0.0, np.float32), "bench_zero")])
-    nodes, current = [], source
-    for i in range(pairs):
-        nodes += [helper.make_node("Mul", [current, "bench_one"], [f"bench_m{{i}}"]),
-                  helper.make_node("Add", [f"bench_m{{i}}", "bench_zero"], [f"bench_a{{i}}"])]
-        current = f"bench_a{{i}}"
-    for node in graph.node:
-        for k, name in enumerate(node.input):
-            if name == source:
-                node.input[k] = current
-    old = list(graph.node)
-    del graph.node[:]
-    graph.node.extend(nodes + old)
-    return out
+    return add_work(model, pairs)
 
 
 def none(model):
-    return _work(model, 0)
+    return add_work(model, 0)
 {extra}
-'''
+"""
 
 
 def _session(model) -> ort.InferenceSession:
@@ -114,12 +93,12 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        (folder / "bench_passes.py").write_text(PASSES.format(extra=""))
+        (folder / "bench_passes.py").write_text(PASSES.replace("{extra}", ""))
         latency, pair_cost = calibrate_pairs(folder)
         effects = {2: 0.02, 5: 0.05, 10: 0.10}
         pairs = {pct: max(1, round(share * latency / pair_cost)) for pct, share in effects.items()}
         extra = "".join(f"\n\ndef slow{pct}(model):\n    return _work(model, {n})\n" for pct, n in pairs.items())
-        (folder / "bench_passes.py").write_text(PASSES.format(extra=extra))
+        (folder / "bench_passes.py").write_text(PASSES.replace("{extra}", extra))
         pipelines = "".join(f'[pipelines.aa{i}]\npasses = ["bench_passes:none"]\n' for i in range(1, args.aa + 1))
         pipelines += "".join(f'[pipelines.slow{pct}]\npasses = ["bench_passes:slow{pct}"]\n' for pct in effects)
         suite_path = folder / "detection.toml"

@@ -12,31 +12,29 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-PASS_TEMPLATE = '''
-"""Passes of the toy compiler under test (version: {label})."""
+# Source of ``add_work(model, pairs)``: inserts ``pairs`` exact no-op Mul(1)/Add(0) pairs between the
+# first graph input and its consumers. Shared by the toy compiler, the flag passes of the bisect
+# tests and benchmarks/detection.py, which write it into modules of their own.
+WORK_FUNCTION = """
 import onnx
 from onnx import helper, numpy_helper
 import numpy as np
 
-WORK = {work}
 
-
-def extra_work(model):
-    """Insert WORK no-op Mul(1)/Add(0) pairs between the first input and its consumers."""
+def add_work(model, pairs):
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    if WORK == 0:
+    if pairs == 0:
         return out
     graph = out.graph
     source = graph.input[0].name
-    one = numpy_helper.from_array(np.array(1.0, dtype=np.float32), "mycc_one")
-    zero = numpy_helper.from_array(np.array(0.0, dtype=np.float32), "mycc_zero")
-    graph.initializer.extend([one, zero])
+    graph.initializer.extend([numpy_helper.from_array(np.array(1.0, np.float32), "work_one"),
+                              numpy_helper.from_array(np.array(0.0, np.float32), "work_zero")])
     nodes, current = [], source
-    for i in range(WORK):
-        nodes.append(helper.make_node("Mul", [current, "mycc_one"], [f"mycc_m{{i}}"]))
-        nodes.append(helper.make_node("Add", [f"mycc_m{{i}}", "mycc_zero"], [f"mycc_a{{i}}"]))
-        current = f"mycc_a{{i}}"
+    for i in range(pairs):
+        nodes.append(helper.make_node("Mul", [current, "work_one"], [f"work_m{i}"]))
+        nodes.append(helper.make_node("Add", [f"work_m{i}", "work_zero"], [f"work_a{i}"]))
+        current = f"work_a{i}"
     for node in graph.node:
         for k, name in enumerate(node.input):
             if name == source:
@@ -45,6 +43,17 @@ def extra_work(model):
     del graph.node[:]
     graph.node.extend(nodes + old)
     return out
+"""
+
+PASS_TEMPLATE = '''"""Passes of the toy compiler under test (version: {label})."""
+{work_function}
+
+WORK = {work}
+
+
+def extra_work(model):
+    """Insert WORK no-op Mul(1)/Add(0) pairs between the first input and its consumers."""
+    return add_work(model, WORK)
 
 
 def identity(model):
@@ -62,7 +71,7 @@ def git(repo: Path, *args: str) -> str:
 
 
 def pass_source(work: int, label: str = "") -> str:
-    return PASS_TEMPLATE.format(work=work, label=label or f"work={work}")
+    return PASS_TEMPLATE.format(work=work, label=label or f"work={work}", work_function=WORK_FUNCTION)
 
 
 def make_compiler_repo(root: Path, versions: list[tuple[str, dict[str, str | None]]]) -> tuple[Path, list[str]]:

@@ -13,7 +13,7 @@ import pytest
 from perfguard.bisect.passes import apply_edits, ddmin, edit_script
 
 from .conftest import REPO, run_cli
-from .factories import compiler_suite, git, make_compiler_repo, pass_source
+from .factories import WORK_FUNCTION, compiler_suite, git, make_compiler_repo, pass_source
 
 pytestmark = pytest.mark.slow
 
@@ -158,11 +158,7 @@ passes = ["eliminate_identity"]
 passes = ["flagpasses:set_flag", "eliminate_identity", "eliminate_nop_dropout", "flagpasses:work_if_flag"]
 """
 
-FLAG_PASSES = '''
-import onnx
-from onnx import helper, numpy_helper
-import numpy as np
-
+FLAG_PASSES = WORK_FUNCTION + '''
 
 def set_flag(model):
     out = onnx.ModelProto(); out.CopyFrom(model)
@@ -171,24 +167,9 @@ def set_flag(model):
 
 
 def work_if_flag(model):
-    out = onnx.ModelProto(); out.CopyFrom(model)
-    if not any(p.key == "flag" for p in out.metadata_props):
-        return out
-    graph = out.graph
-    source = graph.input[0].name
-    graph.initializer.extend([numpy_helper.from_array(np.array(1.0, np.float32), "f_one")])
-    nodes, current = [], source
-    for i in range(30):
-        nodes.append(helper.make_node("Mul", [current, "f_one"], [f"f_m{i}"]))
-        current = f"f_m{i}"
-    for node in graph.node:
-        for k, name in enumerate(node.input):
-            if name == source:
-                node.input[k] = current
-    old = list(graph.node)
-    del graph.node[:]
-    graph.node.extend(nodes + old)
-    return out
+    if not any(p.key == "flag" for p in model.metadata_props):
+        return model
+    return add_work(model, 30)
 '''
 
 
