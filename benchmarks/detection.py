@@ -27,6 +27,7 @@ import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from perfguard.backends.ort import session_options  # noqa: E402
 from perfguard.comparisons import check_against_pipeline  # noqa: E402
 from perfguard.harness import Progress  # noqa: E402
 from perfguard.models.zoo import build_model  # noqa: E402
@@ -49,10 +50,8 @@ def none(model):
 
 
 def _session(model) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
+    """The same pinned settings the ort backend uses (all optimizations off, one thread)."""
+    options = session_options({"graph_optimization_level": "disabled", "disabled_optimizers": []}, 1)
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
