@@ -10,7 +10,7 @@
 # Needs onnxruntime-gpu (`perfguard[gpu]`, installed in place of onnxruntime) and an NVIDIA driver.
 # This script only reads the GPU's state: it never changes clocks, power limits or any other
 # setting (no nvidia-smi -lgc/-pl/-pm). To benchmark with locked clocks, lock them yourself first
-# (see docs/runners.md) and the table will say "locked".
+# (README, "Locking clocks") and the table will say "locked".
 set -euo pipefail
 
 cd "$(dirname "$0")/.."

@@ -95,6 +95,9 @@ def test_per_case_faults_fail_their_case_and_the_run_goes_on(write_suite):
     assert cases["wrong"]["correctness"]["passed"] is False
     assert cases["crashes_workers"]["error"]["stage"] == "measure"
     assert "crashed" in cases["crashes_workers"]["error"]["message"]
+    # Why the variant stopped being measured reaches the result, not only the engine's return value.
+    assert cases["crashes_workers"]["measurement"]["dropped"].startswith("dropped after worker 0: ")
+    assert cases["fine"]["measurement"]["dropped"] is None
     ratio = cases["slower"]["metrics"]["latency_s"]["median"] / cases["fine"]["metrics"]["latency_s"]["median"]
     assert ratio == pytest.approx(1.10, abs=0.05)
 

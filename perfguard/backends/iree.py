@@ -1,5 +1,5 @@
 """The ``iree`` backend: ONNX -> ``iree-import-onnx`` -> ``iree-compile`` -> a ``.vmfb`` run by
-``iree.runtime``. Install with ``pip install 'perfguard[iree]'``; see docs/iree.md.
+``iree.runtime``. Install with ``pip install 'perfguard[iree]'``; see the README, "The `iree` backend".
 
 A pipeline pins what IREE lets a compiler engineer pin (all hashed into the case key):
 

@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,8 +99,7 @@ class VariantValues:
 
 def measure_group(variants: list[dict[str, Any]], *, runner: str, threads: int, warmup: int, rounds: int,
                   min_time: float, timeout: float, workers: int, seed: int, input_specs: list[dict[str, Any]],
-                  workdir: Path, on_worker: Callable[[int, int], None] | None = None,
-                  worker_offset: int = 0, runner_options: dict[str, Any] | None = None) -> dict[str, VariantValues]:
+                  workdir: Path, worker_offset: int = 0, runner_options: dict[str, Any] | None = None) -> dict[str, VariantValues]:
     """Measure ``variants`` (``{"id", "artifact"}`` dicts) interleaved across fresh workers.
 
     ``worker_offset`` numbers workers on from an earlier call (adaptive sampling adds workers);
@@ -120,8 +118,6 @@ def measure_group(variants: list[dict[str, Any]], *, runner: str, threads: int, 
         if loops and any(v["id"] not in loops for v in live):
             request["loops"] = None
         outcome = run_worker(request, timeout, workdir)
-        if on_worker:
-            on_worker(index + 1, workers)
         error = outcome.response.get("error") if outcome.response else None
         if outcome.failure or error:
             reason = outcome.failure or error["message"]  # type: ignore[index]
