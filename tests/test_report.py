@@ -527,6 +527,8 @@ def _chromium() -> str:
         path = shutil.which(name)
         if path:
             return path
+    if os.environ.get("CI"):
+        pytest.fail("CI=true but chromium is missing: .ci/run must install it (apt-get install chromium)")
     pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
 
 
