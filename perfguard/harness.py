@@ -20,13 +20,15 @@ from typing import Any
 from perfguard import __version__
 from perfguard.backends import get_backend
 from perfguard.errors import UserError
+from perfguard.inputs import input_specs
 from perfguard.measure.engine import VariantValues, measure_group, run_worker
 from perfguard.models.loader import LoadedModel, materialize
 from perfguard.results import RESULT_VERSION, summarize
 from perfguard.runners import get_runner
 from perfguard.runners.fingerprint import fingerprint_hash
 from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
-from perfguard.suite import CaseSpec, Suite
+from perfguard.suite import CaseSpec, ModelSpec, Suite
+from perfguard.user_passes import check_user_passes
 
 
 def utc_now() -> str:
@@ -86,7 +88,8 @@ class RunContext:
 
 
 def check_suite(suite: Suite, cases: list[CaseSpec]) -> None:
-    """Everything that can be checked before work: backends, passes, options, runners, files."""
+    """Everything that can be checked before work: backends, passes, options, runners, files,
+    the inputs of model files (every dynamic dimension given), and that user passes import."""
     for case in cases:
         backend = get_backend(case.pipeline.backend)
         backend.check_pipeline(case.pipeline)
@@ -94,8 +97,32 @@ def check_suite(suite: Suite, cases: list[CaseSpec]) -> None:
     for model in {c.model.name: c.model for c in cases}.values():
         if model.path is not None and not model.path.is_file():
             raise UserError(f"{suite.path}: [models.{model.name}] path: file not found: {model.path}")
+        if model.path is not None:
+            _check_model_inputs(model)
     if suite.compiler.path is not None and not suite.compiler.path.is_dir():
         raise UserError(f"{suite.path}: [compiler] path: folder not found: {suite.compiler.path}")
+    # User passes resolve from the working tree's [compiler] path, imported in a child process so
+    # this process's sys.modules stays clean for compiles from other checkouts (check --base-ref).
+    user: dict[str, list[str]] = {}
+    for pipeline in {c.pipeline.name: c.pipeline for c in cases}.values():
+        if pipeline.backend == "ort":  # the backend whose pipelines run user passes (onnx_passes)
+            names = [name for name in pipeline.passes if ":" in name]
+            if names:
+                user[f"{suite.path}: [pipelines.{pipeline.name}] passes"] = names
+    if user:
+        check_user_passes(user, suite.compiler.path)
+
+
+def _check_model_inputs(model: ModelSpec) -> None:
+    """Resolve a model file's input shapes with the suite's settings (``UserError`` for a dynamic
+    dimension left open); a file that does not load is left to the model stage's own error."""
+    import onnx
+
+    try:
+        proto = onnx.load(str(model.path), load_external_data=False)
+    except Exception:
+        return
+    input_specs(proto, model.input_settings)
 
 
 def case_key(case: CaseSpec, model: LoadedModel, versions: dict[str, str], runner_hash: str,
@@ -143,7 +170,7 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
     compiled = CompiledCase(case, model, entry, side=side.label)
     prefix_trace = None
     if side.prefix_len > 0:
-        prefix_trace, failure = _compile_prefix(ctx, request, side)
+        prefix_trace, failure = _compile_prefix(ctx, request, side, case.measure.compile_timeout)
         if failure:
             return _fail(compiled, "compile", failure)
     outcome = run_worker(request, case.measure.compile_timeout, ctx.workdir / "ipc")
@@ -195,16 +222,18 @@ def probe_memory(ctx: RunContext, compiled: CompiledCase) -> None:
         compiled.entry["metrics"]["peak_rss_bytes"] = int(sorted(peaks)[len(peaks) // 2])
 
 
-def _compile_prefix(ctx: RunContext, request: dict[str, Any], side: Side) -> tuple[dict[str, Any] | None, str]:
-    """Stage 1 of a hybrid compile: the first passes with the prefix compiler, no ORT options.
-    Rewrites ``request`` so stage 2 starts from the stage-1 model with the remaining passes."""
+def _compile_prefix(ctx: RunContext, request: dict[str, Any], side: Side,
+                    timeout: float) -> tuple[dict[str, Any] | None, str]:
+    """Stage 1 of a hybrid compile: the first passes with the prefix compiler, no ORT options,
+    under the case's ``compile_timeout``. Rewrites ``request`` so stage 2 starts from the stage-1
+    model with the remaining passes."""
     if request["backend"] != "ort":
         raise UserError(f"hybrid (pass-bisection) compiles need an ONNX-level backend, not {request['backend']!r}")
     passes = request["pipeline"]["passes"]
     stage = dict(request, pipeline=dict(request["pipeline"], passes=passes[:side.prefix_len], options={}),
                  compiler_path=str(side.prefix_path) if side.prefix_path else None,
                  out_dir=request["out_dir"] + "-prefix", compile_repeats=1)
-    outcome = run_worker(stage, float(request.get("compile_timeout", 600.0)), ctx.workdir / "ipc")
+    outcome = run_worker(stage, timeout, ctx.workdir / "ipc")
     response = outcome.response or {}
     if outcome.failure or response.get("error") or "artifact" not in response:
         reason = outcome.failure or (response.get("error") or {}).get("message", "no artifact")
@@ -233,6 +262,8 @@ def fill_measurement(compiled: CompiledCase, values: VariantValues, group_id: st
         "group": group_id, "workers_requested": requested, "workers_ok": len(values.per_worker),
         "worker_ids": values.worker_ids, "loops": values.loops, "warmup": measure.warmup, "rounds": measure.rounds,
         "min_time_s": measure.min_time, "threads": measure.threads, "failures": values.failures,
+        # Why this variant stopped being measured (it crashed or hung its worker), or None.
+        "dropped": values.dropped,
     }
     # Device state during the timed rounds (GPU clocks, throttling): see perfguard.runners.telemetry.
     telemetry = summarize_telemetry(values.telemetry)

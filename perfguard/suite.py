@@ -62,6 +62,43 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class InputSetting:
+    """Suite settings of one model input: its full ``shape`` and/or the ``[low, high)`` range of
+    an integer input (``None``: taken from the model)."""
+
+    shape: tuple[int, ...] | None = None
+    low: int | None = None
+    high: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.shape is not None:
+            data["shape"] = list(self.shape)
+        if self.low is not None:
+            data["low"] = self.low
+        if self.high is not None:
+            data["high"] = self.high
+        return data
+
+
+@dataclass(frozen=True)
+class InputSettings:
+    """Input settings of a model file: values of named symbolic dimensions (``dims``) and
+    per-input settings (``inputs``). ``where`` prefixes errors (``FILE: [models.NAME]``)."""
+
+    dims: Mapping[str, int] = field(default_factory=dict)
+    inputs: Mapping[str, InputSetting] = field(default_factory=dict)
+    where: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.dims or self.inputs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dims": dict(sorted(self.dims.items())),
+                "inputs": {name: self.inputs[name].to_json() for name in sorted(self.inputs)}}
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A model: an architecture from the zoo with parameters, or a path to an ``.onnx`` file."""
 
@@ -69,9 +106,14 @@ class ModelSpec:
     arch: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    input_settings: InputSettings = field(default_factory=InputSettings)
 
     def source(self) -> dict[str, Any]:
         if self.path is not None:
+            # Input settings decide what is measured: part of the model's identity (and case key)
+            # when given; absent otherwise, so keys of suites without settings stay as they were.
+            if self.input_settings:
+                return {"path": str(self.path), "input_settings": self.input_settings.to_json()}
             return {"path": str(self.path)}
         return {"arch": self.arch, "params": dict(sorted(self.params.items()))}
 
@@ -274,6 +316,48 @@ def _tolerance(reader: _Reader, raw: Any, key: str, base: Tolerance) -> Toleranc
     return dataclasses.replace(base, **values)
 
 
+_INPUT_KEYS = ("shape", "low", "high")
+
+
+def _input_settings(reader: _Reader, spec: dict[str, Any], key: str) -> InputSettings:
+    """``dims = { seq = 128 }`` and ``inputs.NAME = { shape = [8, 128], low = 0, high = 30522 }``.
+
+    Checked here for form; against the model's declared inputs when the model is read."""
+    dims: dict[str, int] = {}
+    for name, value in reader.table(spec.get("dims", {}), f"{key} dims").items():
+        dims[name] = reader.positive_int(value, f"{key} dims.{name}")
+    inputs: dict[str, InputSetting] = {}
+    for name, raw in reader.table(spec.get("inputs", {}), f"{key} inputs").items():
+        where = f"{key} inputs.{name}"
+        table = reader.table(raw, where, _INPUT_KEYS)
+        if not table:
+            raise reader.fail(where, f"expected at least one of: {', '.join(_INPUT_KEYS)}, found an empty table")
+        shape = None
+        if "shape" in table:
+            value = table["shape"]
+            if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                                                      for v in value):
+                raise reader.fail(f"{where}.shape", f"expected a list of integers >= 1 (one per axis, e.g. "
+                                  f"[8, 128]), found {_describe(value)}")
+            shape = tuple(value)
+        bounds: dict[str, int] = {}
+        for bound in ("low", "high"):
+            if bound in table:
+                value = table[bound]
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise reader.fail(f"{where}.{bound}", f"expected an integer, found {_describe(value)}")
+                bounds[bound] = value
+        if len(bounds) == 1:
+            missing = "high" if "low" in bounds else "low"
+            raise reader.fail(where, f"give both 'low' and 'high' (values are drawn from [low, high)), "
+                              f"found only {next(iter(bounds))!r}; add {missing!r}")
+        if bounds and bounds["low"] >= bounds["high"]:
+            raise reader.fail(f"{where}.high", f"expected an integer > low ({bounds['low']}); values are drawn "
+                              f"from [low, high), found {bounds['high']}")
+        inputs[name] = InputSetting(shape, bounds.get("low"), bounds.get("high"))
+    return InputSettings(dims, inputs, f"{reader.path}: {key}")
+
+
 def load_suite(path: str | Path) -> Suite:
     """Read and validate a suite file; raise ``UserError`` naming file and key on any problem."""
     path = Path(path)
@@ -318,13 +402,19 @@ def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
     models: dict[str, ModelSpec] = {}
     for model_name, spec in reader.table(raw.get("models", {}), "[models]").items():
         key = f"[models.{model_name}]"
-        spec = reader.table(spec, key, ("arch", "params", "path"))
+        spec = reader.table(spec, key, ("arch", "params", "path", "dims", "inputs"))
         if ("arch" in spec) == ("path" in spec):
             raise reader.fail(key, "give exactly one of 'arch' (a zoo architecture) or 'path' (an .onnx file)")
         if "path" in spec:
             model_path = (base_dir / reader.string(spec["path"], f"{key} path")).resolve()
-            models[model_name] = ModelSpec(name=model_name, path=model_path)
+            settings = _input_settings(reader, spec, key)
+            models[model_name] = ModelSpec(name=model_name, path=model_path, input_settings=settings)
         else:
+            for setting in ("dims", "inputs"):
+                if setting in spec:
+                    raise reader.fail(f"{key} {setting}", "zoo models have fixed input shapes; set them with the "
+                                      "architecture's params (e.g. batch, seq_len, image_size); "
+                                      "'dims' and 'inputs' apply to model files ('path')")
             arch = reader.string(spec["arch"], f"{key} arch")
             params = reader.table(spec.get("params", {}), f"{key} params")
             models[model_name] = ModelSpec(name=model_name, arch=arch, params=dict(params))

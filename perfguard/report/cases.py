@@ -88,6 +88,8 @@ class CaseDetail:
     errors: list[dict[str, str]]
     note: str = ""
     devices: list[dict[str, Any]] = field(default_factory=list)
+    # Sides whose correctness check was blind (the reference does not depend on the inputs).
+    blind: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def open(self) -> bool:
@@ -200,6 +202,17 @@ def _errors(sides: list[SideView]) -> list[dict[str, str]]:
     return errors
 
 
+def blind_checks(sides: list[SideView]) -> list[dict[str, str]]:
+    """Per side whose correctness check was blind: its label and the reason. Such a case matched
+    the reference, but the reference cannot tell a wrong pass apart: never shown as verified."""
+    out = []
+    for side in sides:
+        correctness = side.entry.get("correctness") or {}
+        if correctness.get("status") == "blind":
+            out.append({"label": side.label, "reason": str(correctness.get("reason") or "")})
+    return out
+
+
 def device_states(sides: list[SideView]) -> list[dict[str, Any]]:
     """Per side, the device state recorded with the measurement (GPU/NPU runners): clean, flagged
     (with the reasons) or unmonitored, and the telemetry ranges worth reading (clocks, temperature,
@@ -238,4 +251,4 @@ def case_detail(anchor: str, case: str, runner: str, rows: list[VerdictRow], sid
     env_rows, same_env = environment_diff(sides, runner)
     return CaseDetail(anchor, case, runner, state, rows, sides, _distribution(sides),
                       [_stats(s) for s in sides], trace_view(sides), [s.label for s in sides], env_rows,
-                      same_env, _errors(sides), note, device_states(sides))
+                      same_env, _errors(sides), note, device_states(sides), blind_checks(sides))

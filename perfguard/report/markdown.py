@@ -196,6 +196,8 @@ def _run_lines(report: Report, max_rows: int) -> list[str]:
         cell = row.cells[0]
         failed = [label for label, c in zip(run.labels, row.cells, strict=True) if c["status"] not in ("ok", "absent")]
         status = "✅ ok" if cell["status"] == "ok" else ("—" if cell["status"] == "absent" else "❌ failed")
+        if cell["status"] == "ok" and cell.get("correctness") == "blind":
+            status = "⚠️ ok, correctness blind"
         if failed and (len(run.labels) > 1 or cell["status"] == "ok"):
             status = f"❌ failed in {', '.join(md_text(x) for x in failed)}"
         extra = "".join(f" {v} |" for v in row.vs_first_file)

@@ -337,6 +337,7 @@ def _run_cell(entry: dict[str, Any] | None, first_median: float | None) -> dict[
     error = entry.get("error")
     if error:
         cell["error"] = f"{error.get('stage', '?')}: {error.get('message', '')}"
+    cell["correctness"] = str((entry.get("correctness") or {}).get("status") or "")
     return cell
 
 
@@ -440,6 +441,13 @@ def build_report(documents: list[dict[str, Any]], labels: list[str] | None = Non
         title = "bisection"
     created = max((str(d.get("created_at") or d.get("finished_at") or "") for d in documents), default="")
     warnings = [w for c in comparisons for w in c.warnings]
+    blind = [f"{d.case} ({', '.join(b['label'] for b in d.blind)})" if len(d.sides) > 1 else d.case
+             for d in details if d.blind]
+    if blind:
+        shown = ", ".join(blind[:10]) + (f" and {len(blind) - 10} more" if len(blind) > 10 else "")
+        warnings.append(f"correctness not verified for {len(blind)} case{'' if len(blind) == 1 else 's'} (blind: "
+                        f"the reference outputs are the same on two different inputs, so a wrong pass would pass "
+                        f"the check): {shown}")
     return Report(title=title, suite=suite, created_at=created, tool_version=__version__, headline=headline,
                   comparisons=comparisons, run=run, bisections=bisections, cases=details,
                   environments=environments, warnings=warnings)

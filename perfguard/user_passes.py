@@ -1,0 +1,133 @@
+"""Check, before any work, that every user pass of a suite imports and names a function.
+
+A user pass is ``package.module:function`` from the compiler under test (``[compiler] path``). The
+compile workers import it; a typo there would only surface as a failed compile per case, after the
+models were built. ``check_user_passes`` imports them up front, in a child process, so
+
+* the check sees the working tree's ``[compiler] path`` exactly as a compile worker does, and
+* nothing lands in this process's ``sys.modules`` (``check --base-ref`` and bisection later compile
+  the same module names from other checkouts; a cached import would shadow them).
+
+A missing module or function is refused with close names ("did you mean").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from perfguard.errors import UserError, unknown_name_message
+
+#: Seconds the child may take to import the compiler's modules (a compiler may import a framework).
+IMPORT_TIMEOUT_S = 300.0
+
+# Runs in the child: ``python -c _PROBE REQUEST.json RESPONSE.json``. Keep it self-contained.
+_PROBE = r'''
+import importlib, json, pkgutil, sys
+request = json.load(open(sys.argv[1]))
+if request["path"]:
+    sys.path.insert(0, request["path"])
+out = {}
+for name in request["names"]:
+    module_name, _, func_name = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module_name
+        if missing == module_name or module_name.startswith(missing + "."):
+            parent = missing.rpartition(".")[0]
+            search = None
+            if parent:
+                try:
+                    search = list(getattr(importlib.import_module(parent), "__path__", []))
+                except Exception:
+                    search = []
+            elif request["path"]:
+                search = [request["path"]]
+            prefix = parent + "." if parent else ""
+            found = sorted({prefix + m.name for m in pkgutil.iter_modules(search)}) if search is not None else []
+            out[name] = {"error": "no_module", "missing": missing, "candidates": found}
+        else:
+            out[name] = {"error": "import", "message": "ModuleNotFoundError: " + str(exc)}
+        continue
+    except BaseException as exc:
+        out[name] = {"error": "import", "message": type(exc).__name__ + ": " + str(exc)}
+        continue
+    func = getattr(module, func_name, None)
+    if func is None or not callable(func):
+        public = {k: v for k, v in vars(module).items() if not k.startswith("_") and callable(v)}
+        own = [k for k, v in public.items() if getattr(v, "__module__", None) == module.__name__]
+        out[name] = {"error": "no_function" if func is None else "not_callable",
+                     "type": type(func).__name__, "candidates": sorted(own or public)}
+    else:
+        out[name] = {"ok": True}
+json.dump(out, open(sys.argv[2], "w"))
+'''
+
+
+def probe_user_passes(names: Iterable[str], path: Path | None) -> dict[str, dict[str, Any]]:
+    """Import each ``module:function`` in a child process with ``path`` first on ``sys.path``.
+
+    Returns per name ``{"ok": True}`` or ``{"error": kind, ...}``; ``UserError`` when the child
+    itself fails (it never runs user code outside the imports)."""
+    names = sorted(set(names))
+    if not names:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="perfguard-passes-") as folder:
+        request, response = Path(folder) / "request.json", Path(folder) / "response.json"
+        request.write_text(json.dumps({"names": names, "path": str(path) if path else None}))
+        env = dict(os.environ, PERFGUARD_WORKER_MODE="check")
+        try:
+            proc = subprocess.run([sys.executable, "-c", _PROBE, str(request), str(response)],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True, timeout=IMPORT_TIMEOUT_S, env=env, check=False)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"importing the user passes ({', '.join(names)}) took over {IMPORT_TIMEOUT_S:g} s; "
+                            "does a module of the compiler hang on import?") from None
+        try:
+            return dict(json.loads(response.read_text()))
+        except (OSError, ValueError):
+            tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit code {proc.returncode}"
+            raise UserError(f"importing the user passes ({', '.join(names)}) crashed the checking process: "
+                            f"{tail[:200]}") from None
+
+
+def user_pass_message(name: str, outcome: dict[str, Any], path: Path | None) -> str | None:
+    """One line for a user pass that does not resolve (``None`` when it does)."""
+    if outcome.get("ok"):
+        return None
+    module_name, _, func_name = name.partition(":")
+    where = f"[compiler] path {path}" if path else "sys.path (no [compiler] path is set)"
+    kind = outcome.get("error")
+    if kind == "no_module":
+        missing = str(outcome.get("missing") or module_name)
+        candidates = list(outcome.get("candidates") or [])
+        if candidates:
+            return f"user pass {name!r}: " + unknown_name_message("module", missing, candidates) + f" (in {where})"
+        return f"user pass {name!r}: no module {missing!r} in {where}"
+    if kind in ("no_function", "not_callable"):
+        candidates = list(outcome.get("candidates") or [])
+        if kind == "not_callable":
+            return (f"user pass {name!r}: {module_name}.{func_name} is not a function (its type is "
+                    f"{outcome.get('type')}); a user pass takes and returns an onnx.ModelProto")
+        if candidates:
+            return f"user pass {name!r}: module {module_name} has no " + unknown_name_message(
+                "function", func_name, candidates).removeprefix("unknown ")
+        return f"user pass {name!r}: module {module_name} has no function {func_name!r} (it defines no public function)"
+    return f"user pass {name!r}: cannot import {module_name}: {str(outcome.get('message', ''))[:300]}"
+
+
+def check_user_passes(names_by_where: dict[str, list[str]], path: Path | None) -> None:
+    """Refuse the first user pass (``where``: the suite key naming it) that does not resolve."""
+    outcomes = probe_user_passes([n for names in names_by_where.values() for n in names], path)
+    for where, names in names_by_where.items():
+        for name in names:
+            message = user_pass_message(name, outcomes.get(name, {"ok": True}), path)
+            if message:
+                raise UserError(f"{where}: {message}")
