@@ -10,7 +10,9 @@ on a build machine (pass traces, the correctness check against the reference) an
 ``suite.toml``
     a copy of the suite (pipelines and measurement settings travel with the artifacts);
 ``artifacts/NNN/...``
-    the compiled files; ``refs/*.npz`` the reference outputs on the seeded inputs.
+    the compiled files (an ONNX artifact with external data keeps its ``model.onnx.data`` beside
+    it; the recorded sha256 and size cover both); ``refs/*.npz`` the reference outputs on the
+    seeded inputs.
 
 ``perfguard run --artifacts DIR`` on the runner machine checks every artifact's sha256, runs each
 artifact once on the runner and compares its outputs with the reference (a device that computes a
@@ -25,12 +27,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from perfguard.backends.base import file_sha256
 from perfguard.errors import StorageError, UserError
 from perfguard.harness import CompiledCase, Job, Progress, utc_now
 from perfguard.inputs import InputSpec
 from perfguard.measure.engine import run_worker
 from perfguard.models.loader import LoadedModel
+from perfguard.models.onnx_files import artifact_sha256
 from perfguard.results import write_json_atomic
 from perfguard.suite import CaseSpec, Suite, load_suite
 
@@ -92,7 +94,11 @@ def load_manifest(folder: Path) -> dict[str, Any]:
         file = folder / artifact["path"]
         if not file.is_file():
             raise StorageError(f"{folder}: artifact of {entry['id']} is missing: {artifact['path']}")
-        if file_sha256(file) != artifact["sha256"]:
+        try:
+            digest = artifact_sha256(file)
+        except FileNotFoundError as exc:
+            raise StorageError(f"{folder}: artifact of {entry['id']}: {exc}; copy the whole artifact folder") from None
+        if digest != artifact["sha256"]:
             raise StorageError(f"{folder}: artifact of {entry['id']} does not match its sha256 (damaged in transit?)")
     return manifest
 

@@ -73,3 +73,15 @@ def unknown_name_message(kind: str, name: str, valid: Iterable[str]) -> str:
     hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
     listing = ", ".join(valid) if len(valid) <= 60 else ", ".join(valid[:60]) + ", ..."
     return f"unknown {kind} {name!r}{hint}; valid: {listing}"
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first non-blank line of ``exc``'s message, or its type name when the message is empty.
+
+    Compilers and runtimes raise exceptions with empty or multi-line messages; a result or an error
+    line needs one short line, and ``str(exc).splitlines()[0]`` raises on an empty message.
+    """
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()[:limit]
+    return type(exc).__name__

@@ -5,6 +5,13 @@ folded weight arithmetic as graph nodes, which then run on every inference unles
 (a ResNet grew 68 -> 248 nodes and got 5-8 % slower). Nodes are evaluated with ONNX's reference
 evaluator under the model's own opset, one node at a time, so a node the evaluator cannot run is
 simply left in the graph rather than failing the pass.
+
+Which initializers are constants follows ONNX Runtime: in an IR >= 4 model an initializer that is
+also a graph input is only a default value the caller may override, so it is a runtime input and
+never folded; in an IR < 4 model every initializer must be listed as an input and all of them are
+constants. perfguard normalizes such files to IR 4 on load (``perfguard.models.loader``), but these
+passes also get IR-3 models directly (user passes, other tools), so they apply the same rule and keep
+an IR-3 graph valid: a new initializer is listed in ``graph.input`` too, and an unused one leaves it.
 """
 
 from __future__ import annotations
@@ -39,6 +46,15 @@ def _subgraph_names(graph: onnx.GraphProto) -> set[str]:
     return used
 
 
+def constant_names(model: onnx.ModelProto) -> set[str]:
+    """Initializers that are constants: all of them below IR 4, else those not listed as inputs."""
+    graph = model.graph
+    if model.ir_version < 4:
+        return {init.name for init in graph.initializer}
+    inputs = {value.name for value in graph.input}
+    return {init.name for init in graph.initializer if init.name not in inputs}
+
+
 def _evaluate(node: onnx.NodeProto, values: dict[str, np.ndarray],
               opsets: Iterable[onnx.OperatorSetIdProto]) -> list[np.ndarray] | None:
     from onnx.reference import ReferenceEvaluator
@@ -61,9 +77,9 @@ def _evaluate(node: onnx.NodeProto, values: dict[str, np.ndarray],
 def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     """Replace every node whose inputs are all constant by initializers holding its outputs."""
     graph = model.graph
-    runtime_inputs = {i.name for i in graph.input}
+    constants = constant_names(model)
     values: dict[str, np.ndarray] = {
-        init.name: numpy_helper.to_array(init) for init in graph.initializer if init.name not in runtime_inputs
+        init.name: numpy_helper.to_array(init) for init in graph.initializer if init.name in constants
     }
     folded: list[onnx.NodeProto] = []
     kept: list[onnx.NodeProto] = []
@@ -96,7 +112,10 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     produced = [o for node in folded for o in node.output if o]
     for name in produced:
         if name in needed and name not in existing:
-            new_graph.initializer.append(numpy_helper.from_array(values[name], name))
+            tensor = numpy_helper.from_array(values[name], name)
+            new_graph.initializer.append(tensor)
+            if model.ir_version < 4:  # IR 3 requires every initializer to be listed as an input
+                new_graph.input.append(helper.make_tensor_value_info(name, tensor.data_type, list(tensor.dims)))
     # Value infos of folded values would now describe initializers; drop them.
     keep_infos = [vi for vi in new_graph.value_info if vi.name not in set(produced)]
     del new_graph.value_info[:]
@@ -105,7 +124,11 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def remove_dead_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Drop nodes no graph output depends on, then initializers nothing reads."""
+    """Drop nodes no graph output depends on, then initializers nothing reads.
+
+    An IR >= 4 initializer listed as a graph input is part of the model's interface and stays; below
+    IR 4 such a listing is only the format's requirement, so an unused one goes with its input entry.
+    """
     graph = model.graph
     needed = {o.name for o in graph.output} | _subgraph_names(graph)
     live: list[onnx.NodeProto] = []
@@ -114,9 +137,10 @@ def remove_dead_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
             live.append(node)
             needed.update(i for i in node.input if i)
     live.reverse()
-    inputs = {i.name for i in graph.input}
-    initializers = [init for init in graph.initializer if init.name in needed or init.name in inputs]
-    if len(live) == len(graph.node) and len(initializers) == len(graph.initializer):
+    constants = constant_names(model)
+    initializers = [init for init in graph.initializer if init.name in needed or init.name not in constants]
+    dropped = {init.name for init in graph.initializer} - {init.name for init in initializers}
+    if len(live) == len(graph.node) and not dropped:
         return model
     new_model = onnx.ModelProto()
     new_model.CopyFrom(model)
@@ -124,4 +148,8 @@ def remove_dead_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
     new_model.graph.node.extend(live)
     del new_model.graph.initializer[:]
     new_model.graph.initializer.extend(initializers)
+    if dropped:
+        inputs = [value for value in new_model.graph.input if value.name not in dropped]
+        del new_model.graph.input[:]
+        new_model.graph.input.extend(inputs)
     return new_model

@@ -10,6 +10,10 @@ Consecutive onnxoptimizer passes run as ONE ``onnxoptimizer.optimize`` call, bec
 call at a time is not equivalent (a graph round trip between passes; some sequences even abort).
 The per-pass trace of such a group is replayed one pass per call on the same input; when the replay
 does not reach the same graph as the real call, the trace says so (``exact=False``).
+
+Passes may edit the ``ModelProto`` they are given in place and return it (the usual style of graph
+passes), so a record's before-state (node count, IR hash) is taken before the pass runs, never read
+back from its input afterwards.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from perfguard.backends.base import PassInfo, PassRecord, PassTrace
-from perfguard.errors import BackendError, UserError, unknown_name_message
+from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
 
 if TYPE_CHECKING:
     import onnx
@@ -35,10 +39,22 @@ USER_PASS = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 
 def graph_hash(model: onnx.ModelProto) -> str:
     """A canonical hash of what computes: the graph (deterministic serialization) and opsets."""
+    from perfguard.models.onnx_files import MAX_PROTOBUF
+
     digest = hashlib.sha256()
     for opset in sorted((o.domain, o.version) for o in model.opset_import):
         digest.update(f"{opset[0]}:{opset[1]};".encode())
-    digest.update(model.graph.SerializeToString(deterministic=True))
+    if model.graph.ByteSize() <= MAX_PROTOBUF:
+        digest.update(model.graph.SerializeToString(deterministic=True))
+    else:  # a >2 GB graph cannot be serialized at once: the graph without weights, then each weight
+        import onnx
+
+        skeleton = onnx.GraphProto()
+        skeleton.CopyFrom(model.graph)
+        del skeleton.initializer[:]
+        digest.update(b"large;" + skeleton.SerializeToString(deterministic=True))
+        for init in model.graph.initializer:
+            digest.update(init.SerializeToString(deterministic=True))
     return digest.hexdigest()[:16]
 
 
@@ -136,21 +152,23 @@ def load_user_pass(name: str) -> Callable[[onnx.ModelProto], onnx.ModelProto]:
 def _check_valid(model: object, index: int, name: str) -> onnx.ModelProto:
     import onnx
 
+    from perfguard.models.onnx_files import check_model
+
     if not isinstance(model, onnx.ModelProto):
         raise BackendError(f"pass #{index + 1} {name!r} returned {type(model).__name__}, expected onnx.ModelProto")
     try:
-        onnx.checker.check_model(model)
+        check_model(model)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BackendError(f"pass #{index + 1} {name!r} produced an invalid model: {first}") from None
+        raise BackendError(f"pass #{index + 1} {name!r} produced an invalid model: {first_line(exc)}") from None
     return model
 
 
-def _record(index: int, name: str, source: str, seconds: float, before: onnx.ModelProto,
+def _record(index: int, name: str, source: str, seconds: float, nodes_before: int,
             after: onnx.ModelProto, before_hash: str) -> tuple[PassRecord, str]:
+    """The record of one pass from its before-state (taken before it ran) and its result."""
     after_hash = graph_hash(after)
     return PassRecord(index=index, name=name, source=source, time_s=seconds,
-                      nodes_before=len(before.graph.node), nodes_after=len(after.graph.node),
+                      nodes_before=nodes_before, nodes_after=len(after.graph.node),
                       op_histogram=op_histogram(after), ir_hash=after_hash,
                       changed=after_hash != before_hash), after_hash
 
@@ -172,19 +190,20 @@ def apply_pipeline(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.Model
                 result = onnxoptimizer.optimize(current, step.names)
             except Exception as exc:
                 failing = step.names[0] if len(step.names) == 1 else _first_failing(current, step.names)
-                raise BackendError(f"pass {failing!r} (onnxoptimizer) raised: {_one_line(exc)}") from None
+                raise BackendError(f"pass {failing!r} (onnxoptimizer) raised: {first_line(exc)}") from None
             trace.total_time_s += time.perf_counter() - start
             replay, replay_hash = current, current_hash
             for offset, name in enumerate(step.names):
+                replay_nodes = len(replay.graph.node)
                 start = time.perf_counter()
                 try:
                     replay_next = onnxoptimizer.optimize(replay, [name]) if len(step.names) > 1 else result
                 except Exception as exc:
                     trace.exact = False
-                    trace.note = f"per-pass replay stopped at {name!r}: {_one_line(exc)}"
+                    trace.note = f"per-pass replay stopped at {name!r}: {first_line(exc)}"
                     break
                 seconds = time.perf_counter() - start if len(step.names) > 1 else trace.total_time_s
-                record, replay_hash = _record(index + offset, name, "onnxoptimizer", seconds, replay,
+                record, replay_hash = _record(index + offset, name, "onnxoptimizer", seconds, replay_nodes,
                                               replay_next, replay_hash)
                 trace.passes.append(record)
                 replay = replay_next
@@ -205,17 +224,19 @@ def apply_pipeline(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.Model
             continue
         name = step.names[0]
         func = PERFGUARD_PASSES[name][0] if step.source == "perfguard" else load_user_pass(name)
+        # The before-state now: the pass may edit ``current`` in place and return it.
+        nodes_before = len(current.graph.node)
         start = time.perf_counter()
         try:
             result = func(current)
         except BackendError:
             raise
         except Exception as exc:
-            raise BackendError(f"pass #{index + 1} {name!r} raised {type(exc).__name__}: {_one_line(exc)}") from None
+            raise BackendError(f"pass #{index + 1} {name!r} raised {type(exc).__name__}: {first_line(exc)}") from None
         seconds = time.perf_counter() - start
         trace.total_time_s += seconds
         result = _check_valid(result, index, name)
-        record, current_hash = _record(index, name, step.source, seconds, current, result, current_hash)
+        record, current_hash = _record(index, name, step.source, seconds, nodes_before, result, current_hash)
         trace.passes.append(record)
         current, index = result, index + 1
     trace.final_hash = current_hash
@@ -234,8 +255,3 @@ def _first_failing(model: onnx.ModelProto, names: list[str]) -> str:
         except Exception:
             return names[end - 1]
     return names[-1]
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

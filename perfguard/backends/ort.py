@@ -9,6 +9,10 @@ Pipeline options (all pinned and hashed into the case key):
     ORT graph transformers or rewrite rules switched off by name. ORT ignores unknown names without a
     word and its session-config form splits on ``;``, so names are checked against the list of
     this ORT version before they are passed (as the ``disabled_optimizers`` keyword, never joined).
+
+A model whose tensors live in external data files compiles to an artifact that keeps them in a side
+file (``model.onnx`` + ``model.onnx.data`` in the artifact folder): an inline copy of a >2 GB model
+cannot be written. The artifact's sha256 and size cover both files.
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfguard.backends.base import Artifact, Backend, CompileOutput, PassInfo, file_sha256
+from perfguard.backends.base import Artifact, Backend, CompileOutput, PassInfo
 from perfguard.backends.onnx_passes import apply_pipeline, check_pass_names, list_onnx_passes
-from perfguard.errors import BackendError, UserError, unknown_name_message
+from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
 
 if TYPE_CHECKING:
     import numpy as np
@@ -110,6 +114,9 @@ def create_session(path: str, settings: Mapping[str, Any], threads: int, provide
     options = session_options(settings, threads)
     if optimized_path:
         options.optimized_model_filepath = optimized_path
+        # Large weights go to a side file, so the optimized copy of a >2 GB model can be written.
+        options.add_session_config_entry("session.optimized_model_external_initializers_file_name",
+                                         os.path.basename(optimized_path) + ".data")
     session = ort.InferenceSession(path, options, providers=providers,
                                    disabled_optimizers=list(settings["disabled_optimizers"]) or None)
     return session
@@ -135,19 +142,22 @@ class OrtBackend(Backend):
         ort_settings(pipeline.options, where)
 
     def compile(self, model_path: Path, pipeline: PipelineSpec, out_dir: Path) -> CompileOutput:
-        import onnx
+        from perfguard.models.onnx_files import artifact_sha256, artifact_size, load_model, save_model
 
         settings = ort_settings(pipeline.options, f"pipeline {pipeline.name!r}")
-        model = onnx.load(str(model_path))
+        try:
+            model, external = load_model(model_path)
+        except FileNotFoundError as exc:
+            raise BackendError(f"cannot read {model_path}: {first_line(exc)}") from None
         compiled, trace = apply_pipeline(model, list(pipeline.passes))
         out_dir.mkdir(parents=True, exist_ok=True)
         artifact_path = out_dir / "model.onnx"
-        onnx.save(compiled, str(artifact_path))
         node_count = len(compiled.graph.node)
+        save_model(compiled, artifact_path, external=external)
         if settings["graph_optimization_level"] != "disabled":
             node_count = self._ort_node_count(artifact_path, settings)
         artifact = Artifact(backend=self.name, path=str(artifact_path), settings=settings,
-                            sha256=file_sha256(artifact_path), size_bytes=artifact_path.stat().st_size,
+                            sha256=artifact_sha256(artifact_path), size_bytes=artifact_size(artifact_path),
                             node_count=node_count)
         return CompileOutput(artifact=artifact, trace=trace)
 
@@ -160,7 +170,7 @@ class OrtBackend(Backend):
             try:
                 create_session(str(path), settings, 1, ["CPUExecutionProvider"], optimized_path=optimized)
             except Exception as exc:
-                raise BackendError(f"ONNX Runtime cannot load the compiled model: {str(exc).splitlines()[0]}") from None
+                raise BackendError(f"ONNX Runtime cannot load the compiled model: {first_line(exc)}") from None
             return len(onnx.load(optimized, load_external_data=False).graph.node)
 
     def load(self, artifact: Artifact, runner: Runner, threads: int) -> OrtExecutable:
@@ -168,6 +178,6 @@ class OrtBackend(Backend):
         try:
             session = create_session(artifact.path, artifact.settings, threads, providers)
         except Exception as exc:
-            raise BackendError(f"ONNX Runtime cannot load {artifact.path}: {str(exc).splitlines()[0]}") from None
+            raise BackendError(f"ONNX Runtime cannot load {artifact.path}: {first_line(exc)}") from None
         runner.check_ort_session(session)
         return OrtExecutable(session)

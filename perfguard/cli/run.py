@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     write_json_atomic(out, document)
     print_table(document)
     failed = [c for c in document["cases"] if c["status"] != "ok"]
-    print(f"result written to {out} ({len(document['cases']) - len(failed)} ok, {len(failed)} failed)")
+    print(f"result written to {out} ({summary_counts(document)})")
     return 4 if failed else 0
 
 
@@ -120,8 +120,25 @@ def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | 
     write_json_atomic(out, document)
     print_table(document)
     failed = [c for c in document["cases"] if c["status"] != "ok"]
-    print(f"result written to {out} ({len(document['cases']) - len(failed)} ok, {len(failed)} failed)")
+    print(f"result written to {out} ({summary_counts(document)})")
     return 4 if failed else 0
+
+
+def is_blind(case: dict[str, Any]) -> bool:
+    """A case whose correctness check could not see anything (outputs independent of the inputs)."""
+    return (case.get("correctness") or {}).get("status") == "blind"
+
+
+def summary_counts(document: dict[str, Any]) -> str:
+    """``3 ok, 1 failed`` plus the cases whose correctness check was blind (ok, but not verified)."""
+    cases = document["cases"]
+    failed = sum(1 for c in cases if c["status"] != "ok")
+    text = f"{len(cases) - failed} ok, {failed} failed"
+    blind = sum(1 for c in cases if c["status"] == "ok" and is_blind(c))
+    if blind:
+        text += (f"; correctness not verified for {blind} (blind: the reference outputs do not depend on the "
+                 "inputs)")
+    return text
 
 
 def print_table(document: dict[str, Any]) -> None:
@@ -147,10 +164,14 @@ def print_table(document: dict[str, Any]) -> None:
         group = case["measurement"]["group"]
         base = first_median.setdefault(group, latency["median"])
         relative = f"{(latency['median'] / base - 1) * 100:+.1f}%" if base else ""
-        table.add_row(case["id"], "ok", format_duration(latency["median"]), format_duration(latency["p90"]),
+        status = "[yellow]ok (blind)[/yellow]" if is_blind(case) else "ok"
+        table.add_row(case["id"], status, format_duration(latency["median"]), format_duration(latency["p90"]),
                       f"{latency['cv'] * 100:.1f}%", relative, str(metrics.get("node_count", "")),
                       format_duration(metrics.get("compile_time_s", float("nan"))),
                       format_bytes(metrics.get("artifact_size_bytes", 0)))
     Console(file=sys.stdout, width=max(120, Console().width)).print(table)
     print("'vs first' is the ratio of medians to the first pipeline of the same model and runner, measured "
           "interleaved in the same workers; it is not a verdict (use perfguard check for that).")
+    if any(is_blind(c) for c in document["cases"] if c["status"] == "ok"):
+        print("'ok (blind)': the correctness check could not see anything: the reference outputs are the same on "
+              "two different inputs, so a wrong pass would pass it. Give the model real weights or inputs.")

@@ -52,4 +52,4 @@ def materialize(spec: ModelSpec, folder: Path) -> LoadedModel:
         raise UserError(f"model {spec.name!r}: invalid ONNX model: {first}") from None
     digest = hashlib.sha256(model.SerializeToString(deterministic=True)).hexdigest()
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    return LoadedModel(spec, path, digest, input_specs(model), len(model.graph.node), opset)
+    return LoadedModel(spec, path, digest, input_specs(model, spec.input_settings), len(model.graph.node), opset)
