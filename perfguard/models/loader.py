@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from perfguard.errors import UserError
+from perfguard.errors import UserError, first_line
 from perfguard.inputs import InputSpec, input_specs
+from perfguard.models.onnx_files import data_files, load_skeleton, model_digest, save_model
 from perfguard.suite import ModelSpec
+
+if TYPE_CHECKING:
+    import onnx
 
 
 @dataclass(frozen=True)
@@ -22,14 +26,31 @@ class LoadedModel:
 
 
 def materialize(spec: ModelSpec, folder: Path) -> LoadedModel:
-    """Write (zoo) or check (file) the model and describe it; ``UserError`` for a broken model."""
+    """Write (zoo) or check (file) the model and describe it; ``UserError`` for a broken model.
+
+    A file may keep its tensors in external data files next to it (``model.onnx`` +
+    ``model.onnx.data``): they are found relative to the model, their bytes are part of the model
+    hash, and the model is checked from its path (a >2 GB model cannot be checked in memory).
+
+    An IR < 4 file whose initializers are also listed in ``graph.input`` (the older model-zoo
+    exports; IR 3 requires that listing) is normalized once, here: those entries are dropped and
+    ``ir_version`` becomes 4, written to ``folder`` as the model every case compiles and the
+    reference runs. Why not keep IR 3 and make every pass keep ``graph.input`` in step: ONNX Runtime
+    treats such initializers as constants, while onnxoptimizer (and most user passes) treat an
+    input-listed initializer as a runtime input, so ``fuse_bn_into_conv`` never fires on an IR-3
+    graph, and every pass would have to add its new initializers to the inputs. IR 4 differs from
+    IR 3 only in allowing initializers that are not inputs, so the normalized model computes the same
+    thing, stays valid for its IR version and passes ``onnx.checker`` (checked; where it would not,
+    e.g. an IR 1-2 file without opset imports, the file is used as it is and perfguard's own passes
+    still treat those initializers as constants).
+    """
     import onnx
 
     if spec.path is not None:
         if not spec.path.is_file():
             raise UserError(f"model {spec.name!r}: file not found: {spec.path}")
         try:
-            model = onnx.load(str(spec.path))
+            model = load_skeleton(spec.path)
         except Exception as exc:
             raise UserError(
                 f"model {spec.name!r}: {spec.path} is not a readable ONNX model "
@@ -37,7 +58,23 @@ def materialize(spec: ModelSpec, folder: Path) -> LoadedModel:
             ) from None
         if not model.graph.node:
             raise UserError(f"model {spec.name!r}: {spec.path} holds no graph nodes; is it an ONNX model?")
+        try:
+            files = data_files(spec.path, model)
+        except FileNotFoundError as exc:
+            raise UserError(f"model {spec.name!r}: {exc}; copy it next to {spec.path}") from None
+        _check(spec, str(spec.path) if files else model)
         path = spec.path
+        normalized = constant_initializer_inputs_dropped(model)
+        if normalized is not None and _is_valid(normalized):
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{spec.name}.onnx"
+            if files:
+                from onnx.external_data_helper import load_external_data_for_model
+
+                load_external_data_for_model(normalized, str(spec.path.parent))
+            save_model(normalized, path, external=bool(files))
+            model = load_skeleton(path)
+            files = data_files(path, model)
     else:
         from perfguard.models.zoo import build_model
 
@@ -45,11 +82,47 @@ def materialize(spec: ModelSpec, folder: Path) -> LoadedModel:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{spec.name}.onnx"
         onnx.save(model, str(path))
+        files = []
+        _check(spec, model)
+    digest = model_digest(model, files)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    return LoadedModel(spec, path, digest, input_specs(model, spec.input_settings), len(model.graph.node), opset)
+
+
+def _check(spec: ModelSpec, model: onnx.ModelProto | str) -> None:
+    import onnx
+
     try:
         onnx.checker.check_model(model)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"model {spec.name!r}: invalid ONNX model: {first}") from None
-    digest = hashlib.sha256(model.SerializeToString(deterministic=True)).hexdigest()
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-    return LoadedModel(spec, path, digest, input_specs(model, spec.input_settings), len(model.graph.node), opset)
+        raise UserError(f"model {spec.name!r}: invalid ONNX model: {first_line(exc)}") from None
+
+
+def _is_valid(model: onnx.ModelProto) -> bool:
+    import onnx
+
+    try:
+        onnx.checker.check_model(model)
+    except Exception:
+        return False
+    return True
+
+
+def constant_initializer_inputs_dropped(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """For an IR < 4 model that lists initializers in ``graph.input``: a copy without those entries,
+    at IR version 4 (they are constants, as ONNX Runtime treats them). ``None`` when there is
+    nothing to normalize."""
+    import onnx
+
+    if model.ir_version >= 4:
+        return None
+    initializers = {init.name for init in model.graph.initializer}
+    if not any(value.name in initializers for value in model.graph.input):
+        return None
+    normalized = onnx.ModelProto()
+    normalized.CopyFrom(model)
+    kept = [value for value in normalized.graph.input if value.name not in initializers]
+    del normalized.graph.input[:]
+    normalized.graph.input.extend(kept)
+    normalized.ir_version = 4
+    return normalized
