@@ -17,14 +17,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfguard.errors import UserError
+from perfguard.errors import BuildError, UserError
 from perfguard.suite import Suite
 
+__all__ = ["BuildError", "CompilerCheckout", "checkout_at", "compiler_repo_root", "resolve_commit", "run_build",
+           "working_tree"]
+
 BUILD_TIMEOUT = 1800.0
-
-
-class BuildError(UserError):
-    """The compiler's build command failed at some ref."""
 
 
 @dataclass(frozen=True)
@@ -54,15 +53,25 @@ def compiler_repo_root(suite: Suite) -> Path:
 
 
 def resolve_commit(root: Path, ref: str) -> tuple[str, str]:
-    """Full sha and subject of ``ref`` in the repository at ``root``; UserError if unknown."""
-    import git
+    """Full sha and subject of ``ref`` in the repository at ``root``; UserError if unknown.
 
+    ``git rev-parse --verify REF^{commit}``: a missing object (a full sha that is not in the
+    repository), a name that is no ref, or a ref to a tree or blob is refused here, before any
+    checkout, build or measurement."""
     repo = _repo(root)
-    try:
-        commit = repo.commit(ref)
-    except (git.BadName, ValueError, git.GitCommandError):
-        raise UserError(f"unknown git ref {ref!r} in {root}") from None
-    return commit.hexsha, str(commit.summary)
+    top = repo.working_tree_dir or str(root)
+    unknown = f"unknown git ref {ref!r} in {top} (no such commit there; a shallow clone may lack it)"
+    if not ref or ref.startswith("-") or any(c in ref for c in "\0\n"):
+        raise UserError(unknown)
+    proc = subprocess.run(["git", "-C", str(top), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+                          capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    sha = proc.stdout.strip()
+    if proc.returncode != 0 or not sha:
+        said = proc.stderr.strip().splitlines()  # --quiet: git says something only when it is not the ref
+        raise UserError(unknown + (f": git: {said[-1][:200]}" if said else ""))
+    subject = subprocess.run(["git", "-C", str(top), "log", "-1", "--format=%s", sha], capture_output=True,
+                             text=True, check=False, stdin=subprocess.DEVNULL).stdout.strip()
+    return sha, subject
 
 
 def working_tree(suite: Suite) -> CompilerCheckout:
@@ -85,11 +94,13 @@ def run_build(checkout: CompilerCheckout, command: str | None, timeout: float = 
         proc = subprocess.run(command, shell=True, cwd=checkout.root, capture_output=True, text=True,
                               timeout=timeout, check=False, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        raise BuildError(f"build of {checkout.label} timed out after {timeout:g} s: {command}") from None
+        raise BuildError(f"build of {checkout.label} timed out after {timeout:g} s: {command}",
+                         checkout.label) from None
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         last = lines[-1][:200] if lines else "(no output)"
-        raise BuildError(f"build of {checkout.label} failed (exit {proc.returncode}): {command}: {last}")
+        raise BuildError(f"build of {checkout.label} failed (exit {proc.returncode}): {command}: {last}",
+                         checkout.label)
 
 
 @contextmanager
@@ -104,7 +115,8 @@ def checkout_at(suite: Suite, ref: str, label: str | None = None) -> Iterator[Co
         repo.git.worktree("add", "--detach", str(target), sha)
     except Exception as exc:
         shutil.rmtree(folder, ignore_errors=True)
-        raise UserError(f"cannot check out {ref} ({sha[:10]}) as a worktree: {str(exc).splitlines()[-1]}") from None
+        last = next((line.strip() for line in reversed(str(exc).splitlines()) if line.strip()), type(exc).__name__)
+        raise UserError(f"cannot check out {ref} ({sha[:10]}) as a worktree: {last}") from None
     pass_path = None
     if suite.compiler.path is not None:
         try:

@@ -8,23 +8,30 @@
         baseline. The CLI prints its message on one line and exits with code 2. The message names
         what to fix (the file, the key, what was found and what was expected).
 
+        ``StorageError``
+            A result or baseline file could not be read or written (corrupt JSON, a newer format
+            version, a full disk, a read-only folder). A ``UserError`` because the fix is the user's.
+
+        ``RunnerUnavailable``
+            A runner (``cuda``, ``npu:<provider>``) cannot serve on this machine; the message says
+            why.
+
+        ``BuildError``
+            The suite's ``[compiler] build`` command failed or timed out at some git ref; ``label``
+            names the checkout (``base``, ``head``, a sha). ``bisect`` skips that version.
+
     ``BackendError``
         A compiler adapter failed on one case: a pass raised, produced an invalid model, or the
         compiler crashed or hung. It fails that case; other cases go on.
 
-    ``CorrectnessError``
-        A compiled artifact computes a different answer than the reference run of the unoptimized
-        model. It fails that case: a fast wrong answer is not a result.
+A wrong answer (outputs differ from the reference run of the unoptimized model) and a case whose
+every worker process crashed or hung are not exceptions: they happen in worker processes, and the
+result records them per case (``status: failed``, ``error.stage`` ``correctness`` or ``measure``,
+with the message) while the other cases are still measured.
 
-    ``MeasurementError``
-        Every worker process of a case crashed or timed out, so there is nothing to report.
-
-    ``StorageError``
-        A result or baseline file could not be read or written (corrupt JSON, a newer format
-        version, a full disk). Raised as a ``UserError`` subclass because the fix is the user's.
-
-    ``RunnerUnavailable``
-        A runner (``cuda``, ``npu:<provider>``) cannot serve on this machine; the message says why.
+Anything else that leaves a command is a bug in perfguard, never a verdict: the CLI exits with
+code 70 and writes the traceback to a file (``perfguard.cli``). Programming errors inside
+perfguard (a statistic called with invalid arguments) are ``ValueError`` / ``TypeError``.
 """
 
 from __future__ import annotations
@@ -53,12 +60,12 @@ class BackendError(PerfguardError):
     """A compile failed for one case (a pass raised, an invalid model, a crash or a hang)."""
 
 
-class CorrectnessError(PerfguardError):
-    """A compiled artifact's outputs do not match the reference within tolerance."""
+class BuildError(UserError):
+    """The compiler's build command failed at some ref (``label``: which checkout)."""
 
-
-class MeasurementError(PerfguardError):
-    """No usable measurement could be taken for a case."""
+    def __init__(self, message: str, label: str | None = None) -> None:
+        super().__init__(message)
+        self.label = label
 
 
 def close_names(name: str, valid: Iterable[str], n: int = 3) -> list[str]:

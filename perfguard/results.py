@@ -42,19 +42,34 @@ def summarize(values: Sequence[float]) -> dict[str, float | int]:
             "p10": float(p10), "p25": float(p25), "p75": float(p75), "p90": float(p90), "p99": float(p99)}
 
 
-def write_json_atomic(path: str | Path, document: Any) -> None:
-    """Write JSON with sorted keys to a temporary file beside ``path``, then rename it over."""
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, fsync it, then rename it over ``path``.
+
+    The one writer of every file perfguard produces (results, verdicts, baselines, state, reports,
+    floors): a reader never sees half a file, and a failed write (full disk, read-only folder)
+    leaves neither a partial ``path`` nor the temporary file; it raises ``StorageError``.
+
+    A link to a file is followed (the link stays); a target that is not a regular file (a pipe,
+    ``/dev/stdout``) cannot be replaced and is written in place."""
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        try:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            raise StorageError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        return
+    if path.is_symlink():
+        path = path.resolve()
     folder = path.parent if str(path.parent) else Path(".")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:
-        raise StorageError(f"{path}: cannot write: {exc.strerror}") from None
+        raise StorageError(f"{path}: cannot write: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(document, handle, sort_keys=True, indent=1, allow_nan=False)
-            handle.write("\n")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -64,8 +79,54 @@ def write_json_atomic(path: str | Path, document: Any) -> None:
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise StorageError(f"{path}: cannot write: {exc.strerror}") from None
+            raise StorageError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
+
+
+def write_json_atomic(path: str | Path, document: Any) -> None:
+    """Write JSON with sorted keys atomically (:func:`write_text_atomic`); the document is
+    serialized before any file is touched."""
+    write_text_atomic(path, json.dumps(document, sort_keys=True, indent=1, allow_nan=False) + "\n")
+
+
+def check_writable(path: str | Path, option: str, *, directory: bool = False) -> None:
+    """Refuse, before any work, an output path that cannot be written: ``UserError`` naming the
+    option and the path. ``path`` is a file (``directory=False``) or a folder to create or fill.
+
+    Nothing is left behind: the nearest existing folder is probed with a temporary file that is
+    removed at once. A full disk cannot be foreseen; :func:`write_text_atomic` reports that."""
+    from perfguard.errors import UserError
+
+    path = Path(path)
+
+    def refuse(reason: str) -> UserError:
+        return UserError(f"{option} {path} is not writable: {reason}")
+
+    if path.exists():
+        if directory and not path.is_dir():
+            raise refuse("it is a file, not a folder")
+        if not directory and path.is_dir():
+            raise refuse("it is a folder, not a file")
+        if not directory and not path.is_file():  # a pipe or a device: written in place
+            if not os.access(path, os.W_OK):
+                raise refuse("permission denied")
+            return
+    if not directory and path.is_symlink():
+        path = path.resolve()
+    folder = path if directory else path.parent
+    folder = folder if str(folder) else Path(".")
+    while not folder.exists():
+        if folder.is_symlink():  # a dangling link: mkdir would fail on it
+            raise refuse(f"{folder} is a broken symbolic link")
+        folder = folder.parent
+    if not folder.is_dir():
+        raise refuse(f"{folder} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".perfguard-write-probe-", dir=folder)
+    except OSError as exc:
+        raise refuse(f"cannot create a file in {folder} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 @cache

@@ -160,14 +160,22 @@ def test_calibrate_reports_noise_and_writes_floors_the_suite_can_include(write_s
     assert loaded.thresholds.gate("r/bn_unfolded/cpu", "latency").relative == pytest.approx(0.02)
 
 
-def test_check_usage_errors_are_exit_2(write_suite):
+def test_check_usage_errors_are_exit_2(write_suite, tmp_path):
     suite = write_suite(PIPELINE_SUITE)
     proc = run_cli("check", str(suite))
     assert proc.returncode == 2 and "one of the arguments" in proc.stderr
     proc = run_cli("check", str(suite), "--against-pipeline", "nope")
     assert proc.returncode == 2 and "unknown pipeline 'nope'" in proc.stderr
-    proc = run_cli("check", str(suite), "--base-ref", "no-such-ref")
-    assert proc.returncode == 2 and "is not inside a git repository" in proc.stderr or "unknown git ref" in proc.stderr
+    proc = run_cli("check", str(suite), "--base-ref", "no-such-ref", cwd=tmp_path)
+    assert proc.returncode == 2 and "is not inside a git repository" in proc.stderr, proc.stderr
+    # Inside a real repository, a bad ref is named as such: before any checkout or compile.
+    repo, _ = make_compiler_repo(tmp_path / "cc", [("initial", {"mycc/__init__.py": "", "mycc/passes.py": pass_source(0)})])
+    in_repo = write_suite(compiler_suite(repo), name="in_repo.toml")
+    for ref in ("no-such-ref", "0" * 40):
+        proc = run_cli("check", str(in_repo), "--base-ref", ref)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith(f"perfguard: error: unknown git ref {ref!r} in {repo}"), proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_verdicts_schema_ships():

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from perfguard.bisect import BISECT_VERSION
 from perfguard.bisect.probe import Variant, checkouts, run_probe, side_of
 from perfguard.bisect.search import SequenceBisector
 from perfguard.bisect.state import BisectState, state_key
@@ -16,7 +17,7 @@ from perfguard.gates import CheckSettings
 from perfguard.harness import Progress
 from perfguard.suite import CaseSpec, Suite
 
-BISECT_VERSION = 1
+__all__ = ["BISECT_VERSION", "bisect_commits", "commit_range"]
 
 
 def commit_range(root: Path, good: str, bad: str) -> list[dict[str, str]]:

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from perfguard.bisect import BISECT_VERSION
 from perfguard.bisect.probe import Variant, checkouts, run_probe
 from perfguard.bisect.search import SequenceBisector, is_regression
 from perfguard.bisect.state import BisectState
@@ -195,15 +196,16 @@ def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipel
 
     everything = frozenset(e.index for e in edits)
     if not edits or test(everything) != "fail":
-        return {"version": 1, "kind": "bisect", "mode": "pipelines", "status": "no-regression",
-                "good_pipeline": good_pipeline, "bad_pipeline": bad_pipeline, "edits": [e.describe for e in edits],
+        return {"version": BISECT_VERSION, "kind": "bisect", "mode": "pipelines", "status": "no-regression",
+                "suite": suite.name, "case": case.id, "good_pipeline": good_pipeline, "bad_pipeline": bad_pipeline, "edits": [e.describe for e in edits],
                 "minimal": [], "probes": probes, "total_probes": len(probes), "wall_time_s": time.perf_counter() - started}
     minimal = ddmin(sorted(everything), test)
     chosen = [edits[i] for i in minimal]
     final = probes[-1] if probes else None
     confirm = next((p for p in reversed(probes) if p["edits"] == sorted(minimal)), final)
     progress.log("smallest set of edits that reproduces the regression: " + "; ".join(e.describe for e in chosen))
-    return {"version": 1, "kind": "bisect", "mode": "pipelines", "status": "found", "case": case.id,
+    return {"version": BISECT_VERSION, "kind": "bisect", "mode": "pipelines", "status": "found", "suite": suite.name,
+            "case": case.id,
             "good_pipeline": good_pipeline, "bad_pipeline": bad_pipeline, "edits": [e.describe for e in edits],
             "minimal": [{"kind": e.kind, "describe": e.describe} for e in chosen],
             "effect": confirm["verdict"] if confirm else None, "probes": probes, "total_probes": len(probes),

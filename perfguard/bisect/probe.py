@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfguard.check import Pair, adaptive_check
-from perfguard.compiler import BuildError, CompilerCheckout, checkout_at, run_build
-from perfguard.errors import UserError
+from perfguard.compiler import CompilerCheckout, checkout_at, run_build
+from perfguard.errors import BuildError, UserError
 from perfguard.gates import CheckSettings
 from perfguard.harness import Job, Progress, Side
 from perfguard.suite import CaseSpec, PipelineSpec, Suite
@@ -82,9 +82,8 @@ def run_probe(suite: Suite, case: CaseSpec, variants: Sequence[Variant], compari
     finally:
         job.close()
     verdicts = {r["case"]: _summary(r) for r in rows if r["metric"] == "latency"}
-    for name, summary in verdicts.items():
+    for summary in verdicts.values():
         summary["workers"] = summary["workers"] or info["history"][-1]["workers"]
-        _ = name
     slim = {label: {"trace": e.get("trace"), "median_s": (e["metrics"].get("latency_s") or {}).get("median"),
                     "node_count": e["metrics"].get("node_count")} for label, e in entries.items()}
     return {"status": "ok", "verdicts": verdicts, "entries": slim, "looks": info["history"]}

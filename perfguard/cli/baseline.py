@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from perfguard.cli.run import RichProgress, print_table
     from perfguard.errors import UserError
     from perfguard.harness import run_suite
-    from perfguard.results import write_json_atomic
+    from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import load_suite
 
     suite = load_suite(args.suite)
@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     cases = [dataclasses.replace(c, measure=dataclasses.replace(c.measure, workers=workers))
              for c in suite.select(args.case)]
     out = Path(args.out) if args.out else Path("baselines") / f"{suite.name}.json"
+    check_writable(out, "--out" if args.out else "the baseline file (set --out PATH)")
     progress = RichProgress(args.quiet)
     try:
         document = run_suite(suite, cases, progress=progress)

@@ -96,7 +96,7 @@ class Narrator(Progress):
 def run(args: argparse.Namespace) -> int:
     from perfguard.bisect.probe import require_case
     from perfguard.errors import UserError
-    from perfguard.results import write_json_atomic
+    from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import load_suite
 
     suite = load_suite(args.suite)
@@ -106,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(suite, args)
     narrator = Narrator(args.quiet)
     state_path = Path(args.state) if args.state else None
+    # Every output is checked before the first checkout, build or measurement.
+    if args.json:
+        check_writable(args.json, "--json")
+    check_writable(state_path or Path(".perfguard") / "bisect-state.json",
+                   "--state" if state_path else "the state folder (set --state FILE)")
     if args.mode == "commits":
         from perfguard.bisect.commits import bisect_commits
 
@@ -151,6 +156,7 @@ def _versions(suite: Any, case: Any, args: argparse.Namespace, settings: Any, na
               state_path: Path | None) -> dict[str, Any]:
     import time
 
+    from perfguard.bisect import BISECT_VERSION
     from perfguard.bisect.passes import bisect_passes_between
     from perfguard.bisect.probe import Variant, checkouts, run_probe, side_of
     from perfguard.compiler import CompilerCheckout, compiler_repo_root, resolve_commit
@@ -171,36 +177,39 @@ def _versions(suite: Any, case: Any, args: argparse.Namespace, settings: Any, na
                 result = run_probe(suite, case, variants, [labels], settings, narrator)
         state.record(f"pair:{good}:{bad}", result)
     verdict = (result.get("verdicts") or {}).get(f"{labels[0]}->{labels[1]}")
-    report: dict[str, Any] = {"version": 1, "kind": "bisect", "mode": "passes", "suite": suite.name, "case": case.id,
-                              "good": {"sha": good}, "bad": {"sha": bad}, "endpoints": verdict}
+    report: dict[str, Any] = {"version": BISECT_VERSION, "kind": "bisect", "mode": "passes", "suite": suite.name,
+                              "case": case.id, "good": {"sha": good}, "bad": {"sha": bad}, "endpoints": verdict}
     from perfguard.bisect.search import is_regression
 
     if result["status"] != "ok" or not is_regression(verdict):
-        report.update(status="no-regression", culprits=[], wall_time_s=time.perf_counter() - started)
+        report.update(status="no-regression", culprits=[], total_probes=1, wall_time_s=time.perf_counter() - started)
         return report
     search = bisect_passes_between(suite, case, good, bad, settings, narrator, state, result["entries"], labels)
     report.update(status=search["status"], pass_search=search,
                   culprits=[{"commit": {"sha": bad}, "pass": search.get("culprit"), "effect": verdict,
                              "confirmed": search["status"] == "found"}],
+                  # the endpoints probe, then the pass search's ("probes" is a list when it found no divergence)
+                  total_probes=1 + (len(search["probes"]) if isinstance(search["probes"], list) else search["probes"]),
                   wall_time_s=time.perf_counter() - started)
     return report
 
 
 def _step(suite: Any, args: argparse.Namespace) -> int:
-    """git bisect run: 0 good, 1 bad, 125 skip (cannot build or compile, or undecided)."""
+    """git bisect run: 0 good, 1 bad, 125 skip (the commit under test cannot build or compile, or
+    undecided). Every error of the tool (bad input, --good that does not build, a bug) leaves as an
+    exception, which ``perfguard.cli.main`` turns into exit 128: git bisect run aborts."""
     from perfguard.bisect.probe import require_case
     from perfguard.comparisons import check_against_ref
-    from perfguard.compiler import BuildError
-    from perfguard.errors import UserError
+    from perfguard.errors import BuildError, UserError
 
     case = require_case(suite, args.case)
     try:
         document = check_against_ref(suite, [case], args.good, _settings(suite, args), Narrator(args.quiet))
     except BuildError as exc:
+        if exc.label == "base":  # --good itself does not build: no commit can be judged against it
+            raise UserError(f"--good {args.good}: {exc}") from None
         print(f"skip: {exc}")
         return 125
-    except UserError:
-        raise
     rows = [r for r in document["verdicts"] if r["metric"] in ("latency", "status")]
     row = rows[0]
     if row["decision"] == "failed":

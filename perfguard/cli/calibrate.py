@@ -30,10 +30,14 @@ def run(args: argparse.Namespace) -> int:
     from perfguard.cli.run import RichProgress
     from perfguard.comparisons import calibrate, floors_toml
     from perfguard.errors import UserError
-    from perfguard.results import write_json_atomic
+    from perfguard.results import check_writable, write_json_atomic, write_text_atomic
     from perfguard.suite import load_suite
 
     suite = load_suite(args.suite)
+    if args.write:  # outputs are checked before any measurement
+        check_writable(args.write, "--write")
+    if args.json:
+        check_writable(args.json, "--json")
     settings = suite.check
     if args.workers is not None:
         if args.workers < 2:
@@ -61,9 +65,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{result['false_positives']} false positive(s) in {len(result['cases'])} A/A comparisons")
     if args.write:
         path = Path(args.write)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(floors_toml(result))
-        tmp.replace(path)
+        write_text_atomic(path, floors_toml(result))
         print(f"floors written to {path}; include them with [thresholds] include = \"{path.name}\"")
     if args.json:
         write_json_atomic(args.json, json.loads(json.dumps(result, default=str)))

@@ -58,11 +58,16 @@ def run(args: argparse.Namespace) -> int:
     from perfguard.cli._verdicts import print_verdicts, write_verdicts
     from perfguard.cli.run import RichProgress
     from perfguard.comparisons import check_against_baseline, check_against_pipeline, check_against_ref
+    from perfguard.results import check_writable
     from perfguard.suite import load_suite
 
     suite = load_suite(args.suite)
     cases = suite.select(args.case)
     settings = check_settings(suite, args)
+    if args.json:  # outputs are checked before any checkout, compile or measurement
+        check_writable(args.json, "--json")
+    if args.report:
+        check_writable(args.report, "--report", directory=True)
     progress = RichProgress(args.quiet)
     try:
         if args.base_ref:

@@ -28,10 +28,12 @@ def run(args: argparse.Namespace) -> int:
     from perfguard.comparisons import compare_documents
     from perfguard.errors import UserError
     from perfguard.gates import CheckSettings
-    from perfguard.results import load_result
+    from perfguard.results import check_writable, load_result
 
     if not 0 < args.alpha < 0.5:
         raise UserError(f"--alpha must be between 0 and 0.5, found {args.alpha}")
+    if args.json:
+        check_writable(args.json, "--json")
     document = compare_documents(load_result(args.baseline), load_result(args.candidate),
                                  CheckSettings(alpha=args.alpha), (args.baseline, args.candidate), args.strict_env)
     print_verdicts(document, args.verbose)

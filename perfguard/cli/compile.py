@@ -20,12 +20,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from perfguard.artifacts import compile_to_dir
     from perfguard.cli.run import RichProgress
+    from perfguard.errors import UserError
+    from perfguard.results import check_writable
     from perfguard.suite import load_suite
 
     suite = load_suite(args.suite)
+    cases = suite.select(args.case)
+    out = Path(args.out)
+    check_writable(out, "--out", directory=True)
+    if out.exists() and any(out.iterdir()):
+        raise UserError(f"--out {out}: the folder exists and is not empty; choose a new one")
+    existed = out.exists()
     progress = RichProgress(args.quiet)
     try:
-        manifest = compile_to_dir(suite, suite.select(args.case), Path(args.out), progress)
+        manifest = compile_to_dir(suite, cases, out, progress)
+    except BaseException:
+        _discard(out, existed)  # no half-written folder (and no out/.work) after a failure
+        raise
     finally:
         progress.stop()
     failed = [c for c in manifest["cases"] if c["status"] != "ok"]
@@ -34,3 +45,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(manifest['cases']) - len(failed)} artifacts written to {args.out} (manifest.json); "
           f"measure them with: perfguard run --artifacts {args.out}")
     return 4 if failed else 0
+
+
+def _discard(out: Path, existed: bool) -> None:
+    """Remove what a failed compile wrote: ``out`` itself when it was created, else its contents
+    (it was empty before: compile refuses a folder that is not)."""
+    import shutil
+
+    if not existed:
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for child in list(out.iterdir()) if out.is_dir() else []:
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)

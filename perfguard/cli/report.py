@@ -54,22 +54,25 @@ def print_annotations(documents: list[dict[str, Any]], labels: list[str] | None 
 
 
 def _write_text(path: str, text: str) -> None:
-    from perfguard.errors import StorageError
+    from perfguard.results import write_text_atomic
 
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot write: {exc.strerror}") from None
+    write_text_atomic(path, text)
 
 
 def run(args: argparse.Namespace) -> int:
     from perfguard.report import build_report, load_document
     from perfguard.report.markdown import job_summary, pr_comment
+    from perfguard.results import check_writable
 
-    documents = [load_document(path) for path in args.documents]
-    labels = [Path(path).name for path in args.documents]
     url = args.report_url or default_report_url()
     out = args.out or (None if args.summary_md or args.comment_md else "perfguard-report")
+    if out:  # every output is checked before anything is read or written
+        check_writable(out, "--out" if args.out else "the report folder (set --out DIR)", directory=True)
+    for option, target in (("--summary-md", args.summary_md), ("--comment-md", args.comment_md)):
+        if target:
+            check_writable(target, option)
+    documents = [load_document(path) for path in args.documents]
+    labels = [Path(path).name for path in args.documents]
     if out:
         written = write_report(documents, out, labels=labels, report_url=url)
         print(f"report written to {written['html']} (summary.md, comment.md beside it)")

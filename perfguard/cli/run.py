@@ -74,7 +74,7 @@ def _positive(value: int | None, flag: str) -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     from perfguard.harness import run_suite
-    from perfguard.results import write_json_atomic
+    from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import builtin_suite_path, load_suite
 
     workers, rounds = _positive(args.workers, "--workers"), _positive(args.rounds, "--rounds")
@@ -87,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
             c.measure, workers=workers or c.measure.workers, rounds=rounds or c.measure.rounds)) for c in cases]
     out = Path(args.out) if args.out else Path("perfguard-results") / (
         f"{suite.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json")
+    check_writable(out, "--out" if args.out else "the result file (set --out FILE)")
+    if args.keep_artifacts:
+        check_writable(args.keep_artifacts, "--keep-artifacts", directory=True)
     progress = RichProgress(args.quiet)
     workdir = Path(args.keep_artifacts).resolve() if args.keep_artifacts else None
     if workdir:
@@ -105,11 +108,14 @@ def run(args: argparse.Namespace) -> int:
 def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | None) -> int:
     from perfguard.artifacts import run_from_dir
     from perfguard.errors import UserError
-    from perfguard.results import write_json_atomic
+    from perfguard.results import check_writable, write_json_atomic
 
     if args.suite or args.case or args.keep_artifacts:
         raise UserError("--artifacts DIR takes no SUITE, --case or --keep-artifacts: the folder holds them")
     folder = Path(args.artifacts)
+    # The default name needs the manifest's suite name; its folder is checked here, before measuring.
+    check_writable(args.out or Path("perfguard-results") / "result.json",
+                   "--out" if args.out else "the result folder (set --out FILE)")
     progress = RichProgress(args.quiet)
     try:
         document = run_from_dir(folder, progress, workers=workers, rounds=rounds)

@@ -36,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
     from perfguard.runners import runner_status
     from perfguard.runners.telemetry import LOCK_HINT
 
+    if args.json:
+        from perfguard.results import check_writable
+
+        check_writable(args.json, "--json")
     statuses = runner_status(list(args.names) or None)
     table = Table(title="perfguard runners on this machine")
     table.add_column("runner")

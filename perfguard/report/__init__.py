@@ -82,10 +82,7 @@ def write_report(documents: list[dict[str, Any]], out_dir: str | Path, *, labels
 
 
 def _write_text(path: Path, text: str) -> None:
-    """Write beside, then rename: a reader never sees half a report."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot write: {exc.strerror}") from None
+    """Write beside, then rename (the shared writer): a reader never sees half a report."""
+    from perfguard.results import write_text_atomic
+
+    write_text_atomic(path, text)

@@ -69,13 +69,14 @@ def compare_paired(
 
     Degenerate inputs: one worker gives an unbounded interval and ``unknown``; identical values
     give ratio 1, a zero-width interval and ``same``; empty or unequal groups, or non-positive
-    values, raise ``UserError``.
+    values, raise ``ValueError`` (``TypeError`` for groups that are not lists of numbers): the
+    callers validate the user's settings, so a bad call here is a programming error.
     """
     _check_options(rel_floor, abs_floor, alpha, confidence, n_boot, statistic)
     a = _as_matrix(a_groups, "baseline")
     b = _as_matrix(b_groups, "candidate")
     if a.shape[0] != b.shape[0]:
-        raise UserError(
+        raise ValueError(
             f"paired comparison needs one candidate group per baseline group (same worker process); "
             f"got {a.shape[0]} baseline and {b.shape[0]} candidate groups"
         )
@@ -262,17 +263,20 @@ def _pooled_rows(resampled: FloatArray, statistic: str) -> FloatArray:
 def _check_options(
     rel_floor: float, abs_floor: float, alpha: float, confidence: float, n_boot: int, statistic: str
 ) -> None:
-    check_statistic(statistic)
+    try:
+        check_statistic(statistic)  # a suite's statistic names are checked when it loads
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
     if not (math.isfinite(rel_floor) and rel_floor >= 0):
-        raise UserError(f"rel_floor must be a fraction >= 0 (0.02 for 2 %), got {rel_floor!r}")
+        raise ValueError(f"rel_floor must be a fraction >= 0 (0.02 for 2 %), got {rel_floor!r}")
     if not (math.isfinite(abs_floor) and abs_floor >= 0):
-        raise UserError(f"abs_floor must be >= 0 in the metric's unit (seconds for times), got {abs_floor!r}")
+        raise ValueError(f"abs_floor must be >= 0 in the metric's unit (seconds for times), got {abs_floor!r}")
     if not 0.0 < alpha < 1.0:
-        raise UserError(f"alpha must be in (0, 1), got {alpha!r}")
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     if not 0.0 < confidence < 1.0:
-        raise UserError(f"confidence must be in (0, 1), got {confidence!r}")
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     if n_boot < 100:
-        raise UserError(f"n_boot must be >= 100 for a usable interval, got {n_boot!r}")
+        raise ValueError(f"n_boot must be >= 100 for a usable interval, got {n_boot!r}")
 
 
 def _as_matrix(groups: Groups, side: str) -> FloatArray:
@@ -281,18 +285,18 @@ def _as_matrix(groups: Groups, side: str) -> FloatArray:
         rows: list[FloatArray] = list(groups.astype(np.float64))
     else:
         if isinstance(groups, (str, bytes)) or not isinstance(groups, Sequence | np.ndarray):
-            raise UserError(
+            raise TypeError(
                 f"{side}: expected a list of worker groups (lists of numbers), got {groups!r:.80}"
             )
         rows = [_as_row(group, side, i) for i, group in enumerate(groups)]
     if not rows:
-        raise UserError(f"{side}: no worker groups (need at least one group with at least one value)")
+        raise ValueError(f"{side}: no worker groups (need at least one group with at least one value)")
     for i, row in enumerate(rows):
         if row.size == 0:
-            raise UserError(f"{side}: worker group {i} is empty")
+            raise ValueError(f"{side}: worker group {i} is empty")
         bad = ~np.isfinite(row) | (row <= 0)
         if bad.any():
-            raise UserError(
+            raise ValueError(
                 f"{side}: worker group {i} has a non-positive or non-finite value {float(row[bad][0])!r}; "
                 "expected positive timings (seconds) or sizes"
             )
@@ -307,11 +311,11 @@ def _as_matrix(groups: Groups, side: str) -> FloatArray:
 
 def _as_row(group: object, side: str, index: int) -> FloatArray:
     if isinstance(group, (str, bytes)) or not isinstance(group, Sequence | np.ndarray):
-        raise UserError(
+        raise TypeError(
             f"{side}: worker group {index} must be a list of numbers, got {group!r:.80} "
             "(pass one list per worker process, e.g. [[0.0051, 0.0050], [0.0052, 0.0049]])"
         )
     try:
         return np.asarray(group, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError) as exc:
-        raise UserError(f"{side}: worker group {index} is not all numbers: {group!r:.80}") from exc
+        raise TypeError(f"{side}: worker group {index} is not all numbers: {group!r:.80}") from exc

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-from perfguard.errors import UserError
 from perfguard.stats.thresholds import Threshold
 from perfguard.stats.verdict import Comparison, direction_of
 
@@ -45,7 +44,7 @@ def compare_deterministic(
             or not math.isfinite(value)
             or value < 0
         ):
-            raise UserError(
+            raise ValueError(
                 f"deterministic {name} must be a finite number >= 0 (a count or a size), got {value!r}"
             )
     gate = threshold if threshold is not None else Threshold("max", absolute=0.0)

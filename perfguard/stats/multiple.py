@@ -13,8 +13,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from perfguard.errors import UserError
-
 
 def bh_adjust(p_values: Sequence[float]) -> list[float]:
     """Benjamini-Hochberg adjusted p-values ("q-values"), in the input order.
@@ -25,7 +23,7 @@ def bh_adjust(p_values: Sequence[float]) -> list[float]:
 
     NaN (a comparison that produced no test, e.g. too few workers) counts as a hypothesis in m -
     it was asked, so leaving it out would make the others easier to reject - is ranked last as if
-    it were 1, and its adjusted value is NaN. Values outside [0, 1] raise ``UserError``.
+    it were 1, and its adjusted value is NaN. Values outside [0, 1] raise ``ValueError``.
     """
     p = _validate(p_values)
     m = p.size
@@ -54,7 +52,7 @@ def benjamini_hochberg(p_values: Sequence[float], q: float = 0.05) -> list[bool]
     2001); for arbitrary dependence divide ``q`` by ``sum(1/i, i=1..m)``.
     """
     if not (isinstance(q, (int, float)) and 0.0 < q <= 1.0):
-        raise UserError(f"FDR level q must be in (0, 1], got {q!r}")
+        raise ValueError(f"FDR level q must be in (0, 1], got {q!r}")
     return [(not math.isnan(a)) and a <= q for a in bh_adjust(p_values)]
 
 
@@ -62,8 +60,8 @@ def _validate(p_values: Sequence[float]) -> np.ndarray:
     try:
         p = np.asarray(list(p_values), dtype=np.float64).reshape(-1)
     except (TypeError, ValueError) as exc:
-        raise UserError(f"p-values must be numbers, got {p_values!r:.80}") from exc
+        raise TypeError(f"p-values must be numbers, got {p_values!r:.80}") from exc
     bad = ~np.isnan(p) & ((p < 0) | (p > 1))
     if bad.any():
-        raise UserError(f"p-values must lie in [0, 1] (or be NaN for no test), got {float(p[bad][0])!r}")
+        raise ValueError(f"p-values must lie in [0, 1] (or be NaN for no test), got {float(p[bad][0])!r}")
     return p
