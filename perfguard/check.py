@@ -10,25 +10,40 @@ stored baselines and same-job measurements go through the same code):
 * compile time is always unpaired (each compile is its own sample);
 * artifact size and node count are deterministic (``stats.compare_deterministic``).
 
-Adaptive sampling (same job only): after the first look, every undecided noisy comparison gets
-``step_workers`` more worker processes, up to ``max_workers``; the number of looks K is planned in
-advance and every look tests at ``alpha / K`` (Bonferroni over looks). After the last look,
-Benjamini-Hochberg over all noisy p-values of the check keeps the false-discovery rate at ``alpha``:
-a DIFFERENT whose adjusted p-value misses becomes UNKNOWN.
+Adaptive sampling (same job only): after the first look, every undecided latency comparison gets
+``step_workers`` more worker processes, up to ``max_workers``. The number of looks K is planned in
+advance and look k tests at the level ``a_k`` of the spending schedule
+(``stats.adaptive.spending_schedule``: half of ``alpha`` at the first look, the other half split
+equally over the later ones; the levels sum to ``alpha``), with its interval at ``1 - a_k``. The
+loop is ``stats.adaptive.sequential_sampling``, the one ``stats.adaptive_compare`` runs too, and
+the simulations in ``tests/test_stats_sim.py`` drive :func:`adaptive_check` itself with a
+simulated ``remeasure``: the code they validate is the code ``perfguard check`` runs.
+
+False discoveries: Benjamini-Hochberg at ``alpha`` within each *family*, one per noisy metric over
+all cases x runners (:data:`FAMILIES`): every latency comparison of the check is one family,
+every compile-time comparison another. Compile time (unpaired, 5 compiles a side, gated loosely
+at 25 %, measured once and never re-sampled: a single look at ``alpha``) would otherwise add
+p-values that almost never decide to the latency family and raise the bar for every latency
+regression: over the four p-values of a check of two models a first-look p of 2/256 became
+0.0156, over that look's level. BH runs on look-adjusted p-values ``p * alpha / a_k``
+(``SequentialPlan.sequential_p``), so a lone comparison is rejected exactly when ``p <= a_k``,
+and a DIFFERENT whose adjusted p-value misses becomes UNKNOWN (and is sampled further while the
+budget lasts). Memory, artifact size and node count are exact values with no test: no family.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from perfguard import __version__
 from perfguard.gates import METRICS, CheckSettings, ThresholdSet
-from perfguard.stats import bh_adjust, compare_deterministic, compare_paired, compare_unpaired, planned_looks
+from perfguard.stats import bh_adjust, compare_deterministic, compare_paired, compare_unpaired
+from perfguard.stats.adaptive import SequentialPlan, sequential_sampling
 from perfguard.stats.verdict import Comparison
 
 VERDICTS_VERSION = 1
@@ -48,7 +63,8 @@ class Pair:
     candidate_label: str
 
 
-def _latency_groups(entry: dict[str, Any]) -> dict[int, list[float]]:
+def latency_groups(entry: dict[str, Any]) -> dict[int, list[float]]:
+    """Per-worker latency values of an entry, keyed by worker id (the key two sides are paired by)."""
     latency = entry.get("metrics", {}).get("latency_s") or {}
     ids = (entry.get("measurement") or {}).get("worker_ids") or list(range(len(latency.get("per_worker", []))))
     return dict(zip(ids, latency.get("per_worker", []), strict=False))
@@ -98,8 +114,12 @@ def _device_gate(comparison: Comparison, pair: Pair) -> Comparison:
 
 
 def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confidence: float,
-                 seed: int = 0) -> list[dict[str, Any]]:
-    """Every metric's verdict for one pair (rows for the verdict document)."""
+                 seed: int = 0, once: tuple[float, float] | None = None) -> list[dict[str, Any]]:
+    """Every metric's verdict for one pair (rows for the verdict document).
+
+    Latency is tested at ``alpha`` with its interval at ``confidence`` (the levels of the pair's
+    current look); compile time, measured once and never re-sampled, at ``once`` = (alpha,
+    confidence) of a single look (default: the same levels)."""
     rows = []
     for metric, spec in METRICS.items():
         gate = thresholds.gate(pair.case, metric)
@@ -107,11 +127,13 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
         kwargs = {"statistic": gate.statistic, "rel_floor": gate.relative, "abs_floor": gate.absolute,
                   "alpha": alpha, "confidence": confidence, "seed": seed}
         if metric == "latency":
-            comparison = _noisy(_latency_groups(pair.baseline), _latency_groups(pair.candidate), pair, metric, kwargs)
+            comparison = _noisy(latency_groups(pair.baseline), latency_groups(pair.candidate), pair, metric, kwargs)
             comparison = _device_gate(comparison, pair)
         elif metric == "compile_time":
             a = {i: [t] for i, t in enumerate(base_m.get("compile_times_s") or [])}
             b = {i: [t] for i, t in enumerate(cand_m.get("compile_times_s") or [])}
+            if once is not None:
+                kwargs = {**kwargs, "alpha": once[0], "confidence": once[1]}
             comparison = _noisy(a, b, Pair(pair.case, {}, {}, False, "", ""), metric, kwargs)
         else:
             key = {"artifact_size": "artifact_size_bytes", "node_count": "node_count", "memory": "peak_rss_bytes"}[metric]
@@ -139,64 +161,92 @@ def failed_rows(pair: Pair) -> list[dict[str, Any]]:
              "bh_adjusted_p": None}]
 
 
-def evaluate(pairs: Sequence[Pair], thresholds: ThresholdSet, *, alpha: float, confidence: float) -> list[dict]:
+def check_plan(settings: CheckSettings, adaptive: bool = True) -> SequentialPlan:
+    """The looks of a check and their levels, from the suite's ``[check]`` settings: the intervals
+    are at ``1 - level`` of each look (no separate confidence setting; see ``SequentialPlan``)."""
+    return SequentialPlan(settings.workers, settings.step_workers, settings.max_workers, settings.alpha,
+                          adaptive=adaptive)
+
+
+def evaluate(pairs: Sequence[Pair], thresholds: ThresholdSet, plan: SequentialPlan,
+             looks: dict[str, int] | None = None) -> list[dict]:
+    """Every row of every pair; latency of ``pair`` at the levels of its look ``looks[pair.case]``
+    (default 1), compile time at the levels of a single look (it is measured once)."""
+    once = (plan.alpha, 1.0 - plan.alpha if plan.confidence is None else plan.confidence)
     rows: list[dict[str, Any]] = []
     for index, pair in enumerate(pairs):
         if pair.baseline.get("status") != "ok" or pair.candidate.get("status") != "ok":
             rows += failed_rows(pair)
         else:
-            rows += compare_pair(pair, thresholds, alpha=alpha, confidence=confidence, seed=index)
+            look = (looks or {}).get(pair.case, 1)
+            rows += compare_pair(pair, thresholds, alpha=plan.level(look), confidence=plan.confidence_at(look),
+                                 seed=index, once=once)
     return rows
 
 
-def control_false_discoveries(rows: list[dict[str, Any]], level: float) -> None:
-    """Benjamini-Hochberg over the noisy p-values of the whole check; demote what misses."""
-    noisy = [r for r in rows if r["noisy"] and r["comparison"].get("p_value") is not None]
-    if not noisy:
-        return
-    adjusted = bh_adjust([r["comparison"]["p_value"] for r in noisy])
-    for row, p_adj in zip(noisy, adjusted, strict=True):
-        row["bh_adjusted_p"] = p_adj
-        if row["decision"] == "different" and p_adj > level:
-            row["decision"] = "unknown"
-            row["direction"] = "none"
-            row["comparison"]["reason"] += (f"; not significant after false-discovery control "
-                                            f"(BH-adjusted p={p_adj:.3g} > {level:g})")
+#: The false-discovery families: every noisy metric is its own family over all cases x runners.
+FAMILIES = tuple(name for name, spec in METRICS.items() if spec.noisy)
+
+
+def control_false_discoveries(rows: list[dict[str, Any]], plan: SequentialPlan) -> None:
+    """Benjamini-Hochberg at ``plan.alpha`` within each family (latency; compile time) over the
+    p-values on the scale of the whole sequence (``plan.sequential_p``: a comparison made at a look
+    of level a_k counts as ``p * alpha / a_k``); a DIFFERENT whose adjusted p-value misses becomes
+    UNKNOWN. Deterministic metrics (memory, sizes, node count) have no test and no family."""
+    for family in FAMILIES:
+        members = [r for r in rows if r["metric"] == family and r["comparison"].get("p_value") is not None]
+        if not members:
+            continue
+        sequential = [plan.sequential_p(r["comparison"]["p_value"], r["comparison"]["alpha"]) for r in members]
+        for row, p_adj in zip(members, bh_adjust(sequential), strict=True):
+            row["bh_adjusted_p"] = p_adj
+            if row["decision"] == "different" and p_adj > plan.alpha:
+                row["decision"] = "unknown"
+                row["direction"] = "none"
+                row["comparison"]["reason"] += (
+                    f"; not significant after false-discovery control over the {len(members)} {family} "
+                    f"comparisons (BH-adjusted p={p_adj:.3g} > {plan.alpha:g})")
 
 
 def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[str], int], None],
                    thresholds: ThresholdSet, settings: CheckSettings,
                    variant_ids: Callable[[Pair], set[str]] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Looks at the data, adds workers to undecided paired comparisons, decides.
+    """Looks at the data, adds workers to undecided paired comparisons, decides: the one sequential
+    loop of every check, compare and bisection probe (``stats.adaptive.sequential_sampling``).
 
     ``pairs_of`` rebuilds the pairs from the current entries; ``remeasure(ids, n)`` measures ``n``
     more workers for the variants ``ids``; ``variant_ids`` maps a pair to its variants (None: no
-    adaptive sampling, e.g. a stored baseline)."""
-    looks = planned_looks(settings.workers, settings.step_workers, settings.max_workers) if variant_ids else 1
-    alpha_look = settings.alpha / looks
-    confidence_look = 1.0 - 0.05 / looks
-    workers = settings.workers
-    history = []
-    for look in range(1, looks + 1):
+    adaptive sampling, e.g. a stored baseline: one look at ``alpha``). A pair's latency is tested
+    at the level of its own look (how many batches of workers it has had), so a pair decided
+    early keeps the level it was decided at."""
+    plan = check_plan(settings, adaptive=variant_ids is not None)
+    looks: dict[str, int] = {}
+    state: dict[str, Any] = {}
+
+    def look(_: int) -> set[str]:
         pairs = pairs_of()
-        rows = evaluate(pairs, thresholds, alpha=alpha_look, confidence=confidence_look)
+        rows = evaluate(pairs, thresholds, plan, looks)
         # A DIFFERENT that false-discovery control would demote is undecided: sample it further.
-        control_false_discoveries(rows, alpha_look)
-        undecided = {r["case"] for r in rows if r["noisy"] and r["paired"] and r["decision"] == "unknown"}
-        history.append({"look": look, "workers": workers, "undecided": len(undecided)})
-        if not undecided or variant_ids is None or look == looks or workers >= settings.max_workers:
-            break
-        step = min(settings.step_workers, settings.max_workers - workers)
+        control_false_discoveries(rows, plan)
+        state.update(pairs=pairs, rows=rows)
+        return {r["case"] for r in rows if r["metric"] == "latency" and r["paired"] and r["decision"] == "unknown"}
+
+    def more(undecided: Collection[str], n: int) -> bool:
+        assert variant_ids is not None  # one look when there is nothing to re-measure
         ids: set[str] = set()
-        for pair in pairs:
+        for pair in state["pairs"]:
             if pair.case in undecided:
                 ids |= variant_ids(pair)
-        remeasure(ids, step)
-        workers += step
-    info = {"alpha": settings.alpha, "looks_planned": looks, "alpha_per_look": alpha_look,
-            "confidence_per_look": confidence_look, "initial_workers": settings.workers,
-            "step_workers": settings.step_workers, "max_workers": settings.max_workers, "history": history}
-    return rows, info
+                looks[pair.case] = looks.get(pair.case, 1) + 1
+        remeasure(ids, n)
+        return True
+
+    history = sequential_sampling(plan, look, more)
+    info = {"alpha": settings.alpha, "looks_planned": plan.looks, "alpha_by_look": list(plan.levels),
+            "confidence_by_look": list(plan.confidences), "families": list(FAMILIES),
+            "initial_workers": settings.workers, "step_workers": settings.step_workers,
+            "max_workers": settings.max_workers, "history": history}
+    return state["rows"], info
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:

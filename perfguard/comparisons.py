@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from perfguard.check import Pair, adaptive_check, evaluate, verdict_document
+from perfguard.check import Pair, adaptive_check, check_plan, evaluate, latency_groups, verdict_document
 from perfguard.compiler import checkout_at, run_build, working_tree
 from perfguard.errors import UserError
 from perfguard.gates import CheckSettings
@@ -121,7 +121,6 @@ def _unpaired_pairs(baseline: dict[str, Any], candidate: dict[str, Any], base_la
 
 def compare_documents(baseline: dict[str, Any], candidate: dict[str, Any], settings: CheckSettings,
                       labels: tuple[str, str], strict_env: bool, kind: str = "compare") -> dict[str, Any]:
-    from perfguard.check import control_false_discoveries
     from perfguard.cli._verdicts import environment_warnings
 
     warnings = environment_warnings(baseline, candidate, strict_env)
@@ -129,10 +128,10 @@ def compare_documents(baseline: dict[str, Any], candidate: dict[str, Any], setti
     if not pairs:
         raise UserError("no case of the candidate has a matching case in the baseline" +
                         (f" ({more[0]})" if more else ""))
-    rows = evaluate(pairs, _thresholds_for(candidate, baseline), alpha=settings.alpha, confidence=0.95)
-    control_false_discoveries(rows, settings.alpha)
+    rows, info = adaptive_check(lambda: pairs, lambda ids, n: None, _thresholds_for(candidate, baseline), settings,
+                                None)
     mode = {"kind": kind, "baseline": labels[0], "candidate": labels[1]}
-    return verdict_document(mode, rows, {"alpha": settings.alpha, "looks_planned": 1},
+    return verdict_document(mode, rows, _settings_json(settings, info),
                             {"baseline": baseline, "candidate": candidate}, warnings + more)
 
 
@@ -161,16 +160,14 @@ def check_against_baseline(suite: Suite, cases: list[CaseSpec], path: str, setti
         candidate = job.documents()["head"]
     finally:
         job.close()
-    from perfguard.check import control_false_discoveries
     from perfguard.cli._verdicts import environment_warnings
 
     warnings = environment_warnings(baseline, candidate, strict_env)
     pairs, more = _unpaired_pairs(baseline, candidate, f"baseline {path}", "head")
-    rows = evaluate(pairs, suite.thresholds, alpha=settings.alpha, confidence=0.95)
-    control_false_discoveries(rows, settings.alpha)
+    rows, info = adaptive_check(lambda: pairs, lambda ids, n: None, suite.thresholds, settings, None)
     mode = {"kind": "baseline", "baseline": f"stored baseline {path}", "candidate": "head",
             "baseline_created": baseline.get("finished_at")}
-    return verdict_document(mode, rows, {"alpha": settings.alpha, "looks_planned": 1},
+    return verdict_document(mode, rows, _settings_json(settings, info),
                             {"baseline": baseline, "candidate": candidate}, warnings + more)
 
 
@@ -181,7 +178,13 @@ def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, prog
     DIFFERENT is a false positive), the minimum detectable effect at this budget, and a
     recommended latency floor: the A/A estimate's distance from 1 plus two standard errors, at
     least 1 %, rounded up to 0.5 %. The floor protects against steady biases the test cannot
-    see as noise (a session created first can be 1-2 % faster)."""
+    see as noise (a session created first can be 1-2 % faster).
+
+    Workers are paired by worker id, as ``check`` pairs them (a worker that crashed on one side
+    drops out); a case with fewer than 2 workers that measured both sides has no spread to
+    measure and is reported ``unknown`` with the reason."""
+    if settings.workers < 2:
+        raise UserError(f"calibrate needs at least 2 workers to measure noise, found workers = {settings.workers}")
     sides = [Side("a", suite.compiler.path), Side("b", suite.compiler.path)]
     job = Job(suite, cases, sides=sides, progress=progress)
     try:
@@ -190,7 +193,7 @@ def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, prog
         by_variant = {c.variant_id: c for c in job.compiled}
         pairs = [Pair(c.id, by_variant[f"a:{c.id}"].entry, by_variant[f"b:{c.id}"].entry, True, "A", "A'")
                  for c in cases]
-        rows = [r for r in evaluate(pairs, suite.thresholds, alpha=settings.alpha, confidence=0.95)
+        rows = [r for r in evaluate(pairs, suite.thresholds, check_plan(settings, adaptive=False))
                 if r["metric"] in ("latency", "status")]
     finally:
         job.close()
@@ -200,11 +203,15 @@ def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, prog
         if row["metric"] != "latency":
             report.append({"case": pair.case, "status": "failed", "reason": row["comparison"]["reason"]})
             continue
-        a = entry_a["metrics"]["latency_s"]["per_worker"]
-        b = entry_b["metrics"]["latency_s"]["per_worker"]
-        logs = np.log([np.median(y) / np.median(x) for x, y in zip(a, b, strict=True)])
-        sd = float(np.std(logs, ddof=1)) if len(logs) > 1 else math.inf
-        se = sd / math.sqrt(len(logs)) if len(logs) > 1 else math.inf
+        a, b = latency_groups(entry_a), latency_groups(entry_b)
+        common = sorted(set(a) & set(b))
+        if len(common) < 2:
+            report.append({"case": pair.case, "status": "unknown", "workers": len(common),
+                           "reason": f"needs at least 2 workers that measured both sides, {len(common)} did"})
+            continue
+        logs = np.log([np.median(b[i]) / np.median(a[i]) for i in common])
+        sd = float(np.std(logs, ddof=1))
+        se = sd / math.sqrt(len(logs))
         c = row["comparison"]
         floor = max(0.01, abs(float(np.mean(logs))) + 2 * se)
         floor = math.ceil(floor * 200) / 200

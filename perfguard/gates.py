@@ -5,7 +5,9 @@
 workers = 8          # worker processes of the first look of an A/B comparison
 step_workers = 4     # workers added per look while a comparison is undecided
 max_workers = 20     # budget per case; the number of looks K is planned from these three
-alpha = 0.05         # false-discovery level over the whole check (Benjamini-Hochberg)
+alpha = 0.05         # false-discovery level of each metric family over the check (Benjamini-Hochberg:
+                     # all latency comparisons, all compile-time ones), spent over the looks
+                     # (half at the first, the rest split equally); intervals at 1 - level
 
 [thresholds]         # the practical floor of each metric: smaller changes are never DIFFERENT
 latency = "median:2%"                  # or a list: ["median:2%", "median:20us"] (the larger wins)

@@ -8,12 +8,15 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 
 from perfguard.errors import UserError
+from perfguard.gates import CheckSettings
 from perfguard.stats import (
     Comparison,
     Threshold,
@@ -30,6 +33,8 @@ from perfguard.stats.bootstrap import expanded_tail, percentile_interval
 from perfguard.stats.estimators import apply_statistic, trimmed_mean
 from perfguard.stats.rank_tests import min_pairs_for, rank_sum_test, signed_rank_test
 from perfguard.stats.verdict import decide, minimum_detectable_effect
+
+from .test_stats_sim import REALISTIC, simulate, simulated_check
 
 # --------------------------------------------------------------------------------------------
 # thresholds
@@ -129,16 +134,8 @@ def test_threshold_value_object() -> None:
     assert str(parse_threshold("max:3", kind="count")) == "max:3"
     for text in ("median:3%", "p90:0.5ms", "max:2MiB", "max:0", "p95:200us"):
         assert parse_threshold(str(parse_threshold(text))) == parse_threshold(text)
-    assert parse_threshold("median:3%").compare_kwargs() == {
-        "statistic": "median",
-        "rel_floor": 0.03,
-        "abs_floor": 0.0,
-    }
-    assert parse_threshold("p90:200us").compare_kwargs() == {
-        "statistic": "p90",
-        "rel_floor": 0.0,
-        "abs_floor": 200e-6,
-    }
+    # The gates of a check are read through perfguard.gates.Gate; the old helper is gone.
+    assert not hasattr(Threshold, "compare_kwargs")
     with pytest.raises(UserError, match="exactly one"):
         Threshold("median", relative=0.1, absolute=1.0)
     with pytest.raises(UserError, match="exactly one"):
@@ -594,9 +591,10 @@ def test_adaptive_stops_at_once_on_a_big_effect() -> None:
     result = adaptive_compare(source, n_boot=500)
     assert result.looks == 1 and result.n_workers == 8 and source.calls == [8]
     assert result.comparison.is_regression and result.stopped_early
-    assert result.alpha_per_look == pytest.approx(0.05 / 4)
-    assert result.confidence_per_look == pytest.approx(1 - 0.05 / 4)
-    assert result.comparison.alpha == pytest.approx(0.0125)
+    # Half of alpha at the first look, the rest split over the three later ones; sums to alpha.
+    assert result.alpha_by_look == pytest.approx((0.025, 0.025 / 3, 0.025 / 3, 0.025 / 3))
+    assert result.confidence_by_look == pytest.approx(tuple(1 - a for a in result.alpha_by_look))
+    assert result.comparison.alpha == pytest.approx(0.025)
 
 
 def test_adaptive_grows_to_the_cap_when_undecided() -> None:
@@ -628,3 +626,129 @@ def test_adaptive_handles_short_batches_and_bad_callables() -> None:
         adaptive_compare(lambda n: ([], []), initial_workers=10, max_workers=5)
     with pytest.raises(UserError, match=">= 1"):
         adaptive_compare(lambda n: ([], []), step_workers=0)
+
+
+# --------------------------------------------------------------------------------------------
+# the production loop (perfguard.check.adaptive_check): levels, families, first look
+
+
+def _check(shifts: tuple[float, ...], seed: int = 5, **options: Any) -> tuple[list[dict], dict, dict[str, int]]:
+    a, b = simulate(np.random.default_rng(seed), len(shifts), 20, 10, **REALISTIC)
+    a, b = a.copy(), b.copy()
+    for c, shift in enumerate(shifts):
+        b[c] *= 1.0 + shift
+    return simulated_check(a, b, **options)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.01])
+def test_check_levels_come_from_the_settings(alpha: float) -> None:
+    rows, info, _ = _check((0.0, 0.01), settings=CheckSettings(alpha=alpha))
+    for row in rows:
+        c = row["comparison"]
+        if row["metric"] == "latency":  # the level of the look that decided it, never a fixed 0.05
+            assert c["confidence"] == pytest.approx(1 - c["alpha"])
+        elif row["metric"] == "compile_time":  # measured once: one look at alpha
+            assert c["alpha"] == pytest.approx(alpha) and c["confidence"] == pytest.approx(1 - alpha)
+    from perfguard.stats.adaptive import SequentialPlan
+
+    levels = info["alpha_by_look"]
+    assert len(levels) == info["looks_planned"] == 4
+    assert sum(levels) == pytest.approx(alpha)
+    assert levels == list(SequentialPlan(8, 4, 20, alpha).levels)
+    assert info["confidence_by_look"] == pytest.approx([1 - x for x in levels])
+    assert all(r["comparison"]["alpha"] in levels for r in rows if r["metric"] == "latency")
+
+
+@pytest.mark.parametrize("shifts", [(0.18, 0.18), (0.18, 0.0)])
+def test_compile_time_does_not_dilute_a_first_look_regression(shifts: tuple[float, ...]) -> None:
+    """Issue 10: two models, +18 %, 8 workers: the exact test's smallest p (2/256) must not be
+    pushed over the first look's level by the compile-time p-values of the same check."""
+    rows, info, workers = _check(shifts)
+    latency = [r for r in rows if r["metric"] == "latency"]
+    compile_rows = [r for r in rows if r["metric"] == "compile_time"]
+    for row, shift in zip(latency, shifts, strict=True):
+        if shift:
+            assert row["decision"] == "different" and row["direction"] == "regression"
+            assert workers[row["case"]] == 8 and row["comparison"]["n_pairs"] == 8
+            assert row["comparison"]["p_value"] == pytest.approx(2 / 256)
+    # Latency and compile time are separate families, each at alpha, over look-adjusted p-values.
+    from perfguard.stats.adaptive import SequentialPlan
+
+    plan = SequentialPlan(8, 4, 20, 0.05)
+    sequential = [min(1.0, r["comparison"]["p_value"] * 0.05 / r["comparison"]["alpha"]) for r in latency]
+    assert [r["bh_adjusted_p"] for r in latency] == pytest.approx(bh_adjust(sequential))
+    assert [r["bh_adjusted_p"] for r in compile_rows] == pytest.approx(
+        bh_adjust([r["comparison"]["p_value"] for r in compile_rows]))
+    assert info["history"][0]["workers"] == 8
+    assert plan.levels[0] >= 2 * (2 / 256)  # one regression among two models still decides at look 1
+
+
+def test_adaptive_compare_and_the_check_share_one_schedule() -> None:
+    _, info, _ = _check((0.0,))
+    result = adaptive_compare(_Source(1.3), n_boot=500)
+    assert list(result.alpha_by_look) == info["alpha_by_look"]
+    assert list(result.confidence_by_look) == pytest.approx(info["confidence_by_look"])
+
+
+# --------------------------------------------------------------------------------------------
+# calibrate: per-worker statistics paired by worker id, and too few workers
+
+
+class _FakeJob:
+    """Stands in for harness.Job: the entries are already 'measured'."""
+
+    def __init__(self, entries: dict[str, dict]) -> None:
+        self.compiled = [SimpleNamespace(variant_id=k, entry=v) for k, v in entries.items()]
+
+    def compile(self) -> None:
+        pass
+
+    def measure(self, **_: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _calibrate(monkeypatch: pytest.MonkeyPatch, ids_a: list[int], ids_b: list[int], workers: int = 8) -> dict:
+    from perfguard import comparisons
+    from perfguard.gates import ThresholdSet
+
+    rng = np.random.default_rng(3)
+    offsets = {i: 1e-3 * (1 + 0.2 * rng.random()) for i in range(20)}  # very different processes
+
+    def entry(ids: list[int], scale: float) -> dict:
+        per_worker = [list(offsets[i] * scale * (1 + 0.001 * np.arange(5))) for i in ids]
+        return {"status": "ok", "measurement": {"worker_ids": ids},
+                "metrics": {"latency_s": {"per_worker": per_worker, "cv": 0.001}}}
+
+    job = _FakeJob({"a:m/none/cpu": entry(ids_a, 1.0), "b:m/none/cpu": entry(ids_b, 1.01)})
+    monkeypatch.setattr(comparisons, "Job", lambda *args, **kwargs: job)
+    suite = SimpleNamespace(name="s", compiler=SimpleNamespace(path=None), thresholds=ThresholdSet())
+    case = SimpleNamespace(id="m/none/cpu")
+    return comparisons.calibrate(suite, [case], CheckSettings(workers=workers), None)  # type: ignore[arg-type]
+
+
+def test_calibrate_pairs_workers_by_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    # B's workers listed in another order: by id every worker's ratio is exactly 1.01 (no noise).
+    row = _calibrate(monkeypatch, list(range(8)), list(reversed(range(8))))["cases"][0]
+    assert row["status"] == "ok" and row["workers"] == 8
+    assert row["noise_sd"] == pytest.approx(0.0, abs=1e-9)
+    assert row["aa_ratio"] == pytest.approx(1.01)
+    # A worker that crashed on one side only: the others are still paired.
+    row = _calibrate(monkeypatch, list(range(8)), [0, 1, 2, 4, 5, 6, 7])["cases"][0]
+    assert row["status"] == "ok" and row["workers"] == 7 and row["noise_sd"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_calibrate_with_one_worker_is_a_clear_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(UserError, match="at least 2 workers"):
+        _calibrate(monkeypatch, [0], [0], workers=1)
+    # Enough workers asked for, but only one measured both sides: UNKNOWN with the reason.
+    calibration = _calibrate(monkeypatch, [0, 1, 2], [2, 3, 4])
+    row = calibration["cases"][0]
+    assert row["status"] == "unknown" and row["workers"] == 1
+    assert "at least 2 workers" in row["reason"]
+    assert calibration["false_positives"] == 0
+    from perfguard.comparisons import floors_toml
+
+    assert "[[thresholds.overrides]]" not in floors_toml(calibration)

@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
         table.add_column(column, justify="left" if column in ("case", "verdict") else "right")
     for row in result["cases"]:
         if row["status"] != "ok":
-            table.add_row(row["case"], "", "", "", "", "[red]failed[/]", "", "")
+            verdict = "[red]failed[/]" if row["status"] == "failed" else f"[yellow]unknown[/]: {row['reason']}"
+            table.add_row(row["case"], "", "", "", "", verdict, "", "")
             continue
         mde = f"{row['mde'] * 100:.1f}%" if row["mde"] is not None else "n/a"
         verdict = "[bold red]FALSE POSITIVE[/]" if row["false_positive"] else row["decision"]

@@ -4,8 +4,9 @@
 * :mod:`~perfguard.stats.compare` - paired (same-job A/B) and unpaired (stored baseline)
   comparisons returning a :class:`Comparison` with a three-way decision.
 * :mod:`~perfguard.stats.verdict` - the :class:`Comparison` result and the decision rule.
-* :mod:`~perfguard.stats.adaptive` - add workers while UNKNOWN, Bonferroni over looks.
-* :mod:`~perfguard.stats.multiple` - Benjamini-Hochberg across a whole check.
+* :mod:`~perfguard.stats.adaptive` - add workers while UNKNOWN: the planned looks, the spending
+  schedule of alpha over them, and the sampling loop that ``perfguard check`` runs.
+* :mod:`~perfguard.stats.multiple` - Benjamini-Hochberg across a whole check (one family per metric).
 * :mod:`~perfguard.stats.deterministic` - exact metrics (node count, artifact size).
 
 No I/O and no global state; every function names its test, thresholds and assumptions in its
@@ -15,7 +16,14 @@ docstring. The A/A false-positive and power simulations that justify the default
 
 from __future__ import annotations
 
-from perfguard.stats.adaptive import AdaptiveResult, adaptive_compare, planned_looks
+from perfguard.stats.adaptive import (
+    AdaptiveResult,
+    SequentialPlan,
+    adaptive_compare,
+    planned_looks,
+    sequential_sampling,
+    spending_schedule,
+)
 from perfguard.stats.compare import UNPAIRED_REL_FLOOR, compare_paired, compare_unpaired
 from perfguard.stats.deterministic import compare_deterministic
 from perfguard.stats.multiple import benjamini_hochberg, bh_adjust
@@ -28,6 +36,7 @@ __all__ = [
     "Comparison",
     "Decision",
     "Direction",
+    "SequentialPlan",
     "Threshold",
     "adaptive_compare",
     "benjamini_hochberg",
@@ -37,4 +46,6 @@ __all__ = [
     "compare_unpaired",
     "parse_threshold",
     "planned_looks",
+    "sequential_sampling",
+    "spending_schedule",
 ]

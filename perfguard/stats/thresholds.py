@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from perfguard.errors import UserError
 from perfguard.stats.estimators import check_statistic
@@ -73,18 +73,6 @@ class Threshold:
         if self.relative is not None:
             return f"{self.statistic}:{self.relative * 100:.15g}%"
         return f"{self.statistic}:{self.absolute:.15g}{self.unit}" if self.absolute else f"{self.statistic}:0"
-
-    def compare_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for :func:`~perfguard.stats.compare.compare_paired` and friends.
-
-        A relative threshold sets ``rel_floor`` (``abs_floor`` 0); an absolute one sets
-        ``abs_floor`` and ``rel_floor = 0``: the user has named the smallest change that matters.
-        """
-        return {
-            "statistic": self.statistic,
-            "rel_floor": self.relative if self.relative is not None else 0.0,
-            "abs_floor": self.absolute if self.absolute is not None else 0.0,
-        }
 
 
 def parse_threshold(text: str, *, kind: MetricKind | None = None) -> Threshold:
