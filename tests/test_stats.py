@@ -618,13 +618,13 @@ def test_adaptive_handles_short_batches_and_bad_callables() -> None:
     result = adaptive_compare(dwindling, initial_workers=6, rel_floor=0.0, n_boot=200)
     assert result.n_workers == 6 and len(calls) == 2
 
-    with pytest.raises(UserError, match="must be paired"):
+    with pytest.raises(ValueError, match="must be paired"):
         adaptive_compare(lambda n: ([[1.0]] * n, [[1.0]] * (n - 1)))
-    with pytest.raises(UserError, match=r"must return \(a_groups, b_groups\)"):
+    with pytest.raises(TypeError, match=r"must return \(a_groups, b_groups\)"):
         adaptive_compare(lambda n: None)  # type: ignore[arg-type,return-value]
-    with pytest.raises(UserError, match="max_workers"):
+    with pytest.raises(ValueError, match="max_workers"):
         adaptive_compare(lambda n: ([], []), initial_workers=10, max_workers=5)
-    with pytest.raises(UserError, match=">= 1"):
+    with pytest.raises(ValueError, match=">= 1"):
         adaptive_compare(lambda n: ([], []), step_workers=0)
 
 

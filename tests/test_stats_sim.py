@@ -1,6 +1,6 @@
 """Simulated noise with known truth: A/A false positives, power, coverage, MDE, adaptive peeking.
 
-The generator reproduces the noise measured in COMPILER_NOTES section 7: per-process offsets,
+The generator reproduces the noise measured on the project's 2-core CI machine: per-process offsets,
 within-process noise of several shapes, machine drift across the run and a +35 % burst over a
 contiguous block of time, and a steady "creation order" bias between two identical sessions in
 one process. Every comparison goes through the public functions; the seeds are fixed.

@@ -73,12 +73,9 @@ def _settings(suite: Any, args: argparse.Namespace) -> Any:
 
 
 class Narrator(Progress):
-    """Prints the narrative on stdout as it happens (progress bars go to stderr)."""
+    """Prints the narrative on stdout as it happens (probe progress on stderr)."""
 
     def __init__(self, quiet: bool) -> None:
-        from perfguard.cli.run import RichProgress
-
-        self.bar = RichProgress(True)
         self.quiet = quiet
 
     def start(self, total: int) -> None: ...

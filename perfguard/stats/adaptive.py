@@ -43,7 +43,6 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from perfguard.errors import UserError
 from perfguard.stats.compare import compare_paired
 from perfguard.stats.verdict import Comparison, Decision
 
@@ -213,11 +212,11 @@ def adaptive_compare(
     correction pays for); ``more`` measures new, independent processes.
     """
     if initial_workers < 1 or step_workers < 1:
-        raise UserError(
+        raise ValueError(
             f"initial_workers and step_workers must be >= 1, got {initial_workers} and {step_workers}"
         )
     if max_workers < initial_workers:
-        raise UserError(f"max_workers ({max_workers}) must be >= initial_workers ({initial_workers})")
+        raise ValueError(f"max_workers ({max_workers}) must be >= initial_workers ({initial_workers})")
     plan = SequentialPlan(initial_workers, step_workers, max_workers, alpha, confidence)
     a_groups: list[Sequence[float]] = []
     b_groups: list[Sequence[float]] = []
@@ -259,9 +258,9 @@ def _extend(a_groups: list[Sequence[float]], b_groups: list[Sequence[float]], ba
     try:
         extra_a, extra_b = batch
     except (TypeError, ValueError) as exc:
-        raise UserError(f"more() must return (a_groups, b_groups), got {batch!r:.80}") from exc
+        raise TypeError(f"more() must return (a_groups, b_groups), got {batch!r:.80}") from exc
     if len(extra_a) != len(extra_b):
-        raise UserError(
+        raise ValueError(
             f"more() returned {len(extra_a)} baseline and {len(extra_b)} candidate groups; they must be paired"
         )
     a_groups.extend(extra_a)
