@@ -31,6 +31,21 @@ compile_timeout = "60s"
 """
 
 
+def smallest_measure(workers: int = 2) -> str:
+    """The smallest sampling a suite allows, for tests where measurement is not what they check."""
+    return f"""
+[measure]
+workers = {workers}
+rounds = 2
+warmup = 1
+min_time = "1ms"
+compile_repeats = 1
+memory_probes = 0
+timeout = "60s"
+compile_timeout = "60s"
+"""
+
+
 @pytest.fixture
 def write_suite(tmp_path: Path) -> Callable[[str], Path]:
     """Write a suite file (dedented TOML) into the test's folder and return its path."""

@@ -16,7 +16,7 @@ from perfguard.measure.worker import blindness, probe_inputs
 from perfguard.report import write_report
 from perfguard.results import load_result, schema_errors
 
-from .conftest import run_cli
+from .conftest import run_cli, smallest_measure
 
 SWAP_PASS = '''
 import onnx
@@ -68,18 +68,9 @@ def test_a_constant_output_model_is_blind_not_correct_in_result_table_and_report
     compiler.mkdir()
     (compiler / "swaps.py").write_text(SWAP_PASS)
     suite = tmp_path / "suite.toml"
-    suite.write_text(textwrap.dedent("""
+    suite.write_text(smallest_measure(workers=1) + textwrap.dedent("""
         [compiler]
         path = "compiler"
-        [measure]
-        workers = 1
-        rounds = 2
-        warmup = 1
-        min_time = "1ms"
-        compile_repeats = 1
-        memory_probes = 0
-        timeout = "60s"
-        compile_timeout = "60s"
         [models.blind]
         path = "blind.onnx"
         [models.live]

@@ -14,7 +14,7 @@ from perfguard.inputs import input_specs
 from perfguard.results import load_result, schema_errors
 from perfguard.suite import InputSetting, InputSettings, load_suite
 
-from .conftest import run_cli
+from .conftest import run_cli, smallest_measure
 
 VOCAB = 50
 
@@ -94,16 +94,7 @@ def test_settings_that_do_not_fit_the_model_are_refused(settings, fragment):
 def _write(tmp_path: Path, models: str, *, unnamed: bool = False) -> Path:
     onnx.save(dynamic_model(unnamed), str(tmp_path / "dyn.onnx"))
     path = tmp_path / "suite.toml"
-    path.write_text(models + """
-[measure]
-workers = 1
-rounds = 2
-warmup = 1
-min_time = "1ms"
-compile_repeats = 1
-memory_probes = 0
-timeout = "60s"
-compile_timeout = "60s"
+    path.write_text(models + smallest_measure(workers=1) + """
 [pipelines.none]
 passes = []
 """)

@@ -22,22 +22,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from perfguard.results import load_result
 
-from .conftest import run_cli
+from .conftest import run_cli, smallest_measure
 
 pytestmark = pytest.mark.slow
 
 # The smallest sampling the suite allows: measurement is not what these tests check.
-MEASURE = """
-[measure]
-workers = 2
-rounds = 2
-warmup = 1
-min_time = "1ms"
-compile_repeats = 1
-memory_probes = 0
-timeout = "60s"
-compile_timeout = "60s"
-"""
+MEASURE = smallest_measure(workers=2)
 
 PIPELINES = """
 [pipelines.none]
