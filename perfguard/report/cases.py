@@ -8,18 +8,13 @@ traces aligned by position (where the IR first diverges), and the environment fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from markupsafe import Markup
 
 from perfguard.report import format as fmt
 from perfguard.report import svg
-
-if TYPE_CHECKING:
-    from perfguard.report.model import VerdictRow
-
-#: Display order of verdict states: what needs attention first.
-SEVERITY = {"failed": 0, "regression": 1, "unknown": 2, "improvement": 3, "same": 4}
+from perfguard.report.rows import SEVERITY, VerdictRow
 
 
 @dataclass

@@ -18,8 +18,9 @@ from typing import Any
 from markupsafe import Markup
 
 from perfguard.report import format as fmt
-from perfguard.report.cases import SEVERITY, env_text
-from perfguard.report.model import STATE_LABELS, Report
+from perfguard.report.cases import env_text
+from perfguard.report.model import Report
+from perfguard.report.rows import SEVERITY, STATE_LABELS
 
 
 def _csp_hash(text: str) -> str:

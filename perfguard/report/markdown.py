@@ -21,7 +21,8 @@ import re
 
 from perfguard.report import format as fmt
 from perfguard.report.bisect import BisectView
-from perfguard.report.model import SEVERITY, Report, VerdictRow
+from perfguard.report.model import Report
+from perfguard.report.rows import SEVERITY, VerdictRow
 
 COMMENT_MARKER = "<!-- perfguard-report -->"
 ICONS = {"regression": "🔴", "failed": "❌", "unknown": "🟡", "improvement": "🟢", "same": "⚪"}

@@ -24,17 +24,8 @@ from markupsafe import Markup
 from perfguard.report import format as fmt
 from perfguard.report import svg
 from perfguard.report.bisect import BisectView, bisect_view
-from perfguard.report.cases import (
-    SEVERITY,
-    CaseDetail,
-    SideView,
-    case_detail,
-    flatten_fingerprint,
-)
-
-STATE_LABELS = {"failed": "failed", "regression": "regression", "unknown": "undecided",
-                "improvement": "improvement", "same": "same"}
-METRIC_ORDER = {"status": 0, "latency": 1, "memory": 2, "compile_time": 3, "node_count": 4, "artifact_size": 5}
+from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fingerprint
+from perfguard.report.rows import SEVERITY, VerdictRow, state_of
 
 
 def document_kind(document: Any) -> str | None:
@@ -50,48 +41,8 @@ def document_kind(document: Any) -> str | None:
     return None
 
 
-def state_of(row: dict[str, Any]) -> str:
-    """One word per verdict row: failed, regression, improvement, same or unknown."""
-    if row.get("decision") == "failed":
-        return "failed"
-    if row.get("decision") == "different":
-        return row["direction"] if row.get("direction") in ("regression", "improvement") else "unknown"
-    return "same" if row.get("decision") == "same" else "unknown"
-
-
 def _tone(state: str) -> str:
     return state if state in ("regression", "improvement") else "neutral"
-
-
-@dataclass
-class VerdictRow:
-    """One verdict (case x metric) as the report shows it."""
-
-    case: str
-    case_label: str
-    runner: str
-    metric: str
-    unit: str
-    noisy: bool
-    state: str
-    baseline_label: str
-    candidate_label: str
-    baseline_value: float | None
-    candidate_value: float | None
-    ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    mde: float | None
-    floor: float | None
-    gate: str
-    reason: str
-    anchor: str = ""
-
-    @property
-    def sort_key(self) -> tuple[float, ...]:
-        magnitude = abs(math.log(self.ratio)) if self.ratio and self.ratio > 0 else 0.0
-        return (SEVERITY[self.state], METRIC_ORDER.get(self.metric, 9), -magnitude)
 
 
 @dataclass
