@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping
 from importlib import metadata
 from typing import Any
 
-from perfguard.errors import RunnerUnavailable, UserError
+from perfguard.errors import RunnerUnavailable, UserError, first_line
 from perfguard.runners.base import Runner, RunnerOptions, ort_available_providers
 from perfguard.runners.fingerprint import host_fingerprint
-from perfguard.runners.telemetry import TelemetrySource, decode_reasons, one_line
+from perfguard.runners.telemetry import TelemetrySource, decode_reasons
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
 GPU_EXTRA_HINT = ("on a GPU machine install the gpu extra in place of the CPU wheel: pip install 'perfguard[gpu]' "
@@ -75,7 +75,7 @@ def nvml_error_reason(nvml: Any, exc: BaseException) -> str:
         return "NVIDIA driver not loaded (NVML: Driver Not Loaded)"
     if code == getattr(nvml, "NVML_ERROR_NO_PERMISSION", 4):
         return "NVML not loadable: no permission to open the NVIDIA device files"
-    return f"NVML not loadable: {one_line(exc)}"
+    return f"NVML not loadable: {first_line(exc)}"
 
 
 def nvml_is_unsupported(nvml: Any, exc: BaseException) -> bool:

@@ -35,10 +35,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from perfguard.runners.base import Runner
+from perfguard.errors import first_line
+from perfguard.runners.options import RunnerOptions
 
 # Clock-event ("throttle") reason bits of NVML's nvmlDeviceGetCurrentClocksEventReasons.
 THROTTLE_REASONS: dict[int, str] = {
@@ -157,7 +157,7 @@ class TelemetrySampler:
                 facts = state.source.open()
             except Exception as exc:
                 state.active = False
-                self._errors.append(f"{state.source.name}: could not start: {one_line(exc)}")
+                self._errors.append(f"{state.source.name}: could not start: {first_line(exc)}")
                 continue
             state.opened = True
             if facts:
@@ -183,7 +183,7 @@ class TelemetrySampler:
             except Exception as exc:
                 state.active = False
                 self._errors.append(f"{state.source.name}: failed after {state.samples} samples "
-                                    f"({row['t']:.2f} s into the run): {one_line(exc)}")
+                                    f"({row['t']:.2f} s into the run): {first_line(exc)}")
                 continue
             state.samples += 1
             for key, value in values.items():
@@ -224,17 +224,24 @@ def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return {name: [row.get(name) for row in rows] for name in names}
 
 
-def one_line(exc: BaseException) -> str:
-    """The first line of an exception's message (its type name when it has none)."""
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 # --------------------------------------------------------------------------------------------
 # Plug-ins
 # --------------------------------------------------------------------------------------------
 
-TelemetryFactory = Callable[["Runner"], "TelemetrySource | None"]
+class TelemetryTarget(Protocol):
+    """What a plug-in is shown of the runner it is asked about: its name and the suite's settings.
+
+    The measurement worker passes the ``Runner`` itself; typing it by this view keeps telemetry
+    free of the runner contract (``Runner`` samples telemetry, so the dependency runs that way)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def options(self) -> RunnerOptions: ...
+
+
+TelemetryFactory = Callable[[TelemetryTarget], "TelemetrySource | None"]
 _PLUGINS: dict[str, TelemetryFactory] = {}
 
 
@@ -269,7 +276,7 @@ def telemetry_plugins() -> dict[str, TelemetryFactory]:
     return plugins
 
 
-def plugin_sources(runner: Runner) -> list[TelemetrySource]:
+def plugin_sources(runner: TelemetryTarget) -> list[TelemetrySource]:
     """The plug-in sources that apply to ``runner``."""
     sources = []
     for factory in telemetry_plugins().values():
