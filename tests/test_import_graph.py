@@ -1,0 +1,132 @@
+"""The perfguard modules import each other without a cycle.
+
+Every ``import`` counts: at module level, under ``if TYPE_CHECKING:`` and inside functions. A
+function-level import hides a cycle from Python but not from a reader: two modules that need each
+other mean a type lives in the wrong one. ``from pkg import name`` is an edge to ``pkg.name`` when
+that is a module, else to ``pkg``; the implicit import of a parent package is not an edge (every
+submodule would otherwise form a cycle with a package that re-exports it).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "perfguard"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imported(node: ast.AST, module: str, is_package: bool, known: set[str]) -> Iterator[str]:
+    """The perfguard modules one import statement names."""
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            yield alias.name
+        return
+    if not isinstance(node, ast.ImportFrom):
+        return
+    base = node.module or ""
+    if node.level:
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        package = package[: len(package) - (node.level - 1)]
+        base = ".".join([*package, base] if base else package)
+    for alias in node.names:
+        candidate = f"{base}.{alias.name}"
+        yield candidate if candidate in known else base
+
+
+def imports_of(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``source`` (the text of ``module``) imports anywhere."""
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        for name in _imported(node, module, is_package, known):
+            # ``import perfguard.a.b.c`` where c is a name: keep the longest known prefix.
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                targets.add(name)
+    return targets
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module name -> the perfguard modules it imports."""
+    modules = _modules()
+    known = set(modules)
+    return {module: imports_of(path.read_text(encoding="utf-8"), module, path.name == "__init__.py", known)
+            for module, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as ``[a, b, ..., a]``, or None (depth-first search, deterministic order)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target):], target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start)
+            if found:
+                return found
+    return None
+
+
+def all_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Cycles found by removing one edge of each found cycle until none is left (for the message)."""
+    graph = {k: set(v) for k, v in graph.items()}
+    cycles = []
+    while (cycle := find_cycle(graph)) is not None:
+        cycles.append(cycle)
+        graph[cycle[-2]].discard(cycle[-1])
+    return cycles
+
+
+def test_imports_inside_functions_and_type_checking_blocks_are_edges() -> None:
+    source = """
+from typing import TYPE_CHECKING
+from . import c
+from .sub import thing
+import pkg.d.name
+if TYPE_CHECKING:
+    from pkg.e import Type
+def f():
+    from pkg import f as module_f
+"""
+    known = {"pkg", "pkg.a", "pkg.c", "pkg.d", "pkg.e", "pkg.f", "pkg.sub"}
+    assert imports_of(source, "pkg.a", False, known) == {"pkg.c", "pkg.sub", "pkg.d", "pkg.e", "pkg.f"}
+    assert imports_of("from .. import a", "pkg.sub", True, known) == {"pkg.a"}
+
+
+def test_the_graph_covers_the_package() -> None:
+    graph = import_graph()
+    assert len(graph) > 50 and "perfguard.errors" in graph["perfguard.suite"]
+
+
+def test_find_cycle_reports_the_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_perfguard_has_no_import_cycle() -> None:
+    cycles = all_cycles(import_graph())
+    assert not cycles, "import cycles:\n" + "\n".join("  " + " -> ".join(c) for c in cycles)
