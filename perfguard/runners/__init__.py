@@ -8,7 +8,6 @@ of the name to the runner class. An unknown name raises ``UserError`` listing th
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,14 +18,16 @@ from perfguard.runners.cpu import CpuRunner
 from perfguard.runners.cuda import CudaRunner
 from perfguard.runners.npu import NPU_PROVIDERS, NpuRunner
 
-__all__ = ["Runner", "RunnerOptions", "RunnerStatus", "get_runner", "runner_names", "runner_status"]
+__all__ = ["Runner", "RunnerOptions", "RunnerStatus", "check_runner_options", "get_runner", "runner_names",
+           "runner_status"]
 
-_RUNNERS: dict[str, Callable[[Path | None], Runner]] = {
+_RUNNERS: dict[str, type[CpuRunner] | type[CudaRunner]] = {
     "cpu": CpuRunner,
-    "cuda": lambda repo: CudaRunner(repo),
+    "cuda": CudaRunner,
 }
-_PREFIXES: dict[str, Callable[[str, Path | None], Runner]] = {
-    "npu:": lambda provider, repo: NpuRunner(provider, repo),
+# Runners whose name carries an argument after the prefix: the class takes it first.
+_PREFIXES: dict[str, type[NpuRunner]] = {
+    "npu:": NpuRunner,
 }
 
 
@@ -41,19 +42,32 @@ def get_runner(name: str, repo: Path | None = None, options: RunnerOptions | dic
     The error for an unknown name lists the runners this perfguard knows; for an ``npu:`` name
     with an unknown provider, the providers.
     """
-    if name in _RUNNERS:
-        runner = _RUNNERS[name](repo)
-    else:
-        for prefix, factory in _PREFIXES.items():
-            if name.startswith(prefix) and len(name) > len(prefix):
-                runner = factory(name[len(prefix):], repo)
-                break
-        else:
-            valid = [*_RUNNERS, *(f"{p}{short}" for p in _PREFIXES for short in NPU_PROVIDERS)]
-            raise UserError(unknown_name_message("runner", name, valid) + ", or npu:<Name>ExecutionProvider")
+    prefix, argument = _split_name(name)
+    runner: Runner = _PREFIXES[prefix](argument, repo) if prefix else _RUNNERS[name](repo)
     if options is not None:
         runner.configure(options if isinstance(options, RunnerOptions) else RunnerOptions.from_json(options))
     return runner
+
+
+def check_runner_options(name: str, options: RunnerOptions) -> None:
+    """Raise ``UserError`` when ``name`` is no runner or the runner does not take one of ``options``.
+
+    What ``get_runner(name, options=options)`` would refuse, found without making the runner: the
+    suite parser checks its ``[runners.NAME]`` tables with it."""
+    prefix, _ = _split_name(name)
+    kind: type[Runner] = _PREFIXES[prefix] if prefix else _RUNNERS[name]
+    kind.check_options(name, options)
+
+
+def _split_name(name: str) -> tuple[str, str]:
+    """``(prefix, argument)`` of a runner name: ``("npu:", "qnn")``, or ``("", name)`` for an exact one."""
+    if name in _RUNNERS:
+        return "", name
+    for prefix in _PREFIXES:
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return prefix, name[len(prefix):]
+    valid = [*_RUNNERS, *(f"{p}{short}" for p in _PREFIXES for short in NPU_PROVIDERS)]
+    raise UserError(unknown_name_message("runner", name, valid) + ", or npu:<Name>ExecutionProvider")
 
 
 @dataclass(frozen=True)

@@ -63,12 +63,19 @@ class Runner(ABC):
 
         return f"{cpu_model()} via {provider_name(self.ort_providers()[0])}"
 
+    @classmethod
+    def check_options(cls, name: str, options: RunnerOptions) -> None:
+        """Raise ``UserError`` when runner ``name`` (of this kind) does not use a setting of ``options``.
+
+        A class method, so the suite checks its ``[runners.NAME]`` tables without making a runner."""
+        for setting in options.set_fields():
+            if setting not in cls.accepted_options:
+                raise UserError(f"runner {name!r} does not take {setting!r} (it takes: "
+                                f"{', '.join(cls.accepted_options)})")
+
     def configure(self, options: RunnerOptions) -> None:
         """Take the suite's settings; raise ``UserError`` for a setting this runner does not use."""
-        for name in options.set_fields():
-            if name not in self.accepted_options:
-                raise UserError(f"runner {self.name!r} does not take {name!r} (it takes: "
-                                f"{', '.join(self.accepted_options)})")
+        self.check_options(self.name, options)
         self.options = options
 
     def check_ort_session(self, session: Any) -> None:

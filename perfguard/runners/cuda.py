@@ -243,8 +243,9 @@ class CudaRunner(Runner):
     def device_id(self) -> int:
         return 0 if self.options.device_id is None else self.options.device_id
 
-    def configure(self, options: RunnerOptions) -> None:
-        super().configure(options)
+    @classmethod
+    def check_options(cls, name: str, options: RunnerOptions) -> None:
+        super().check_options(name, options)
         if "device_id" in options.provider_options:
             raise UserError("[runners.cuda]: give the device as device_id, not inside options")
 

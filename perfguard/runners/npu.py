@@ -85,11 +85,14 @@ class NpuRunner(Runner):
         options.update({str(k): v for k, v in self.options.provider_options.items()})
         return options
 
-    def configure(self, options: RunnerOptions) -> None:
+    @classmethod
+    def check_options(cls, name: str, options: RunnerOptions) -> None:
+        """Also refuse an unknown provider in ``name`` (``npu:<provider>``), as making the runner would."""
+        resolve_provider(name.partition(":")[2])
         if options.device_id is not None:
-            raise UserError(f"runner {self.name!r} does not take 'device_id'; give the provider's own device "
+            raise UserError(f"runner {name!r} does not take 'device_id'; give the provider's own device "
                             "option inside options (e.g. device_type or device_id)")
-        super().configure(options)
+        super().check_options(name, options)
 
     def check_available(self) -> None:
         try:
