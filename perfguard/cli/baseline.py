@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from perfguard.cli.run import RichProgress, print_table
+    from perfguard.cli._progress import RichProgress
+    from perfguard.cli.run import print_table
     from perfguard.errors import UserError
     from perfguard.harness import run_suite
     from perfguard.results import check_writable, write_json_atomic

@@ -17,12 +17,8 @@ compile, or an undecided slowdown beyond the floor).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import sys
 from pathlib import Path
 from typing import Any
-
-from perfguard.harness import Progress
 
 HELP = "find the commit and the pass behind a regression"
 
@@ -64,6 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(suite: Any, args: argparse.Namespace) -> Any:
+    import dataclasses
+
     from perfguard.cli.check import check_settings
     from perfguard.errors import UserError
 
@@ -72,26 +70,9 @@ def _settings(suite: Any, args: argparse.Namespace) -> Any:
     return dataclasses.replace(check_settings(suite, args), alpha=args.alpha)
 
 
-class Narrator(Progress):
-    """Prints the narrative on stdout as it happens (probe progress on stderr)."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-
-    def start(self, total: int) -> None: ...
-
-    def advance(self, description: str) -> None:
-        if not self.quiet:
-            sys.stderr.write(f"  ... {description}\n")
-
-    def log(self, message: str) -> None:
-        print(message, flush=True)
-
-    def stop(self) -> None: ...
-
-
 def run(args: argparse.Namespace) -> int:
     from perfguard.bisect.probe import require_case
+    from perfguard.cli._progress import Narrator
     from perfguard.errors import UserError
     from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import load_suite
@@ -137,6 +118,8 @@ def _state(path: Path | None, *parts: str) -> Any:
 
 def _pipelines(suite: Any, case: Any, args: argparse.Namespace, settings: Any, narrator: Any,
                state_path: Path | None) -> dict[str, Any]:
+    import dataclasses
+
     from perfguard.bisect.passes import bisect_pipelines
     from perfguard.errors import UserError
 
@@ -196,6 +179,7 @@ def _step(suite: Any, args: argparse.Namespace) -> int:
     undecided). Every error of the tool (bad input, --good that does not build, a bug) leaves as an
     exception, which ``perfguard.cli.main`` turns into exit 128: git bisect run aborts."""
     from perfguard.bisect.probe import require_case
+    from perfguard.cli._progress import Narrator
     from perfguard.comparisons import check_against_ref
     from perfguard.errors import BuildError, UserError
 

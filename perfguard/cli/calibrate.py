@@ -6,8 +6,6 @@ stores the floors as threshold overrides that a suite includes with [thresholds]
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import sys
 from pathlib import Path
 
@@ -24,10 +22,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
     from rich.console import Console
     from rich.table import Table
 
-    from perfguard.cli.run import RichProgress
+    from perfguard.cli._progress import RichProgress
     from perfguard.comparisons import calibrate, floors_toml
     from perfguard.errors import UserError
     from perfguard.results import check_writable, write_json_atomic, write_text_atomic

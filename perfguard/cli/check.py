@@ -11,7 +11,6 @@ the default for pull requests), --against-pipeline NAME (another pipeline of the
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any
 
 HELP = "compare against a git ref, a pipeline or a stored baseline; gate on regressions"
@@ -38,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_settings(suite: Any, args: argparse.Namespace) -> Any:
     """The suite's [check] settings with --workers / --max-workers applied."""
+    import dataclasses
+
     from perfguard.errors import UserError
 
     settings = suite.check
@@ -55,8 +56,8 @@ def check_settings(suite: Any, args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from perfguard.check import exit_code
+    from perfguard.cli._progress import RichProgress
     from perfguard.cli._verdicts import print_verdicts, write_verdicts
-    from perfguard.cli.run import RichProgress
     from perfguard.comparisons import check_against_baseline, check_against_pipeline, check_against_ref
     from perfguard.results import check_writable
     from perfguard.suite import load_suite

@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from perfguard.artifacts import compile_to_dir
-    from perfguard.cli.run import RichProgress
+    from perfguard.cli._progress import RichProgress
     from perfguard.errors import UserError
     from perfguard.results import check_writable
     from perfguard.suite import load_suite

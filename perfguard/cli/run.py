@@ -7,13 +7,9 @@ pipelines that really differ).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-
-from perfguard.harness import Progress
 
 HELP = "compile, check and measure a suite; write a JSON result"
 
@@ -31,39 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-class RichProgress(Progress):
-    def __init__(self, quiet: bool) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.console = Console(stderr=True)
-        self.quiet = quiet
-        # Without a terminal (CI logs) print one line per step instead of redrawing a bar.
-        self.lines = not quiet and not self.console.is_terminal
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                            TimeElapsedColumn(), console=self.console, disable=quiet or self.lines)
-        self.task: Any = None
-
-    def start(self, total: int) -> None:
-        self.bar.start()
-        self.task = self.bar.add_task("starting", total=total)
-
-    def advance(self, description: str) -> None:
-        if self.task is not None and self.bar.tasks[0].description != "starting":
-            self.bar.advance(self.task)
-        self.bar.update(self.task, description=description)
-        if self.lines:
-            self.console.print(f"perfguard: {description}", highlight=False)
-
-    def log(self, message: str) -> None:
-        self.console.print(message, highlight=False)
-
-    def stop(self) -> None:
-        if self.task is not None:
-            self.bar.update(self.task, completed=self.bar.tasks[0].total, description="done")
-        self.bar.stop()
-
-
 def _positive(value: int | None, flag: str) -> int | None:
     from perfguard.errors import UserError
 
@@ -73,6 +36,10 @@ def _positive(value: int | None, flag: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import dataclasses
+    from datetime import datetime, timezone
+
+    from perfguard.cli._progress import RichProgress
     from perfguard.harness import run_suite
     from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import builtin_suite_path, load_suite
@@ -106,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | None) -> int:
+    from datetime import datetime, timezone
+
     from perfguard.artifacts import run_from_dir
+    from perfguard.cli._progress import RichProgress
     from perfguard.errors import UserError
     from perfguard.results import check_writable, write_json_atomic
 

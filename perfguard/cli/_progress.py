@@ -1,0 +1,67 @@
+"""What the commands show while they work: a rich progress bar, or the bisect narrative.
+
+Imported inside the commands' ``run`` only: it subclasses ``perfguard.harness.Progress``, and
+``harness`` pulls in the measurement engine (numpy, scipy, onnx), which ``perfguard --help`` and
+argument parsing must not load (``tests/test_cli_startup.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from perfguard.harness import Progress
+
+
+class RichProgress(Progress):
+    """A progress bar on stderr; without a terminal (CI logs), one line per step instead."""
+
+    def __init__(self, quiet: bool) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
+
+        self.console = Console(stderr=True)
+        self.quiet = quiet
+        # Without a terminal (CI logs) print one line per step instead of redrawing a bar.
+        self.lines = not quiet and not self.console.is_terminal
+        self.bar = Bar(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                       TimeElapsedColumn(), console=self.console, disable=quiet or self.lines)
+        self.task: Any = None
+
+    def start(self, total: int) -> None:
+        self.bar.start()
+        self.task = self.bar.add_task("starting", total=total)
+
+    def advance(self, description: str) -> None:
+        if self.task is not None and self.bar.tasks[0].description != "starting":
+            self.bar.advance(self.task)
+        self.bar.update(self.task, description=description)
+        if self.lines:
+            self.console.print(f"perfguard: {description}", highlight=False)
+
+    def log(self, message: str) -> None:
+        self.console.print(message, highlight=False)
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, completed=self.bar.tasks[0].total, description="done")
+        self.bar.stop()
+
+
+class Narrator(Progress):
+    """Prints the narrative on stdout as it happens (probe progress on stderr)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+
+    def start(self, total: int) -> None: ...
+
+    def advance(self, description: str) -> None:
+        if not self.quiet:
+            sys.stderr.write(f"  ... {description}\n")
+
+    def log(self, message: str) -> None:
+        print(message, flush=True)
+
+    def stop(self) -> None: ...
