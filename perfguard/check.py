@@ -41,10 +41,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from perfguard import __version__
-from perfguard.gates import METRICS, CheckSettings, ThresholdSet
 from perfguard.stats import bh_adjust, compare_deterministic, compare_paired, compare_unpaired
 from perfguard.stats.adaptive import SequentialPlan, sequential_sampling
 from perfguard.stats.verdict import Comparison
+from perfguard.suite.gates import METRICS, CheckSettings, ThresholdSet
 
 VERDICTS_VERSION = 1
 # Format history (VERDICTS_VERSION):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from perfguard.check import Pair, compare_pair
-from perfguard.gates import ThresholdSet
 from perfguard.runners.telemetry import summarize_telemetry
+from perfguard.suite.gates import ThresholdSet
 
 
 def _record(sm_clock: float, throttle: int) -> dict:

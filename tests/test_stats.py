@@ -16,7 +16,6 @@ import pytest
 from scipy import stats as sps
 
 from perfguard.errors import UserError
-from perfguard.gates import CheckSettings
 from perfguard.stats import (
     Comparison,
     Threshold,
@@ -33,6 +32,7 @@ from perfguard.stats.bootstrap import expanded_tail, percentile_interval
 from perfguard.stats.estimators import apply_statistic, trimmed_mean
 from perfguard.stats.rank_tests import min_pairs_for, rank_sum_test, signed_rank_test
 from perfguard.stats.verdict import decide, minimum_detectable_effect
+from perfguard.suite.gates import CheckSettings
 
 from .test_stats_sim import REALISTIC, simulate, simulated_check
 
@@ -134,7 +134,7 @@ def test_threshold_value_object() -> None:
     assert str(parse_threshold("max:3", kind="count")) == "max:3"
     for text in ("median:3%", "p90:0.5ms", "max:2MiB", "max:0", "p95:200us"):
         assert parse_threshold(str(parse_threshold(text))) == parse_threshold(text)
-    # The gates of a check are read through perfguard.gates.Gate; the old helper is gone.
+    # The gates of a check are read through perfguard.suite.gates.Gate; the old helper is gone.
     assert not hasattr(Threshold, "compare_kwargs")
     with pytest.raises(UserError, match="exactly one"):
         Threshold("median", relative=0.1, absolute=1.0)
@@ -712,7 +712,7 @@ class _FakeJob:
 
 def _calibrate(monkeypatch: pytest.MonkeyPatch, ids_a: list[int], ids_b: list[int], workers: int = 8) -> dict:
     from perfguard import comparisons
-    from perfguard.gates import ThresholdSet
+    from perfguard.suite.gates import ThresholdSet
 
     rng = np.random.default_rng(3)
     offsets = {i: 1e-3 * (1 + 0.2 * rng.random()) for i in range(20)}  # very different processes

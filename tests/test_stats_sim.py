@@ -21,10 +21,10 @@ import pytest
 from scipy import stats as sps
 
 from perfguard.check import Pair, adaptive_check
-from perfguard.gates import CheckSettings, ThresholdSet, parse_gate
 from perfguard.stats import Comparison, compare_paired, compare_unpaired
 from perfguard.stats.bootstrap import expanded_tail
 from perfguard.stats.estimators import trimmed_mean
+from perfguard.suite.gates import CheckSettings, ThresholdSet, parse_gate
 
 FloatArray = np.ndarray
 BASE_SECONDS = 5e-3

@@ -13,9 +13,9 @@ from perfguard.bisect.search import SequenceBisector
 from perfguard.bisect.state import BisectState, state_key
 from perfguard.compiler import CompilerCheckout, compiler_repo_root, resolve_commit
 from perfguard.errors import UserError
-from perfguard.gates import CheckSettings
 from perfguard.harness import Progress
 from perfguard.suite import CaseSpec, Suite
+from perfguard.suite.gates import CheckSettings
 
 __all__ = ["BISECT_VERSION", "bisect_commits", "commit_range"]
 

@@ -24,9 +24,9 @@ from perfguard.bisect.probe import Variant, checkouts, run_probe
 from perfguard.bisect.search import SequenceBisector, is_regression
 from perfguard.bisect.state import BisectState
 from perfguard.compiler import CompilerCheckout
-from perfguard.gates import CheckSettings
 from perfguard.harness import Progress, Side
 from perfguard.suite import CaseSpec, Suite
+from perfguard.suite.gates import CheckSettings
 
 
 def first_divergence(good_trace: dict[str, Any] | None, bad_trace: dict[str, Any] | None) -> int | None:

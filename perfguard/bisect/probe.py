@@ -17,9 +17,9 @@ from typing import Any
 from perfguard.check import Pair, adaptive_check
 from perfguard.compiler import CompilerCheckout, checkout_at, run_build
 from perfguard.errors import BuildError, UserError
-from perfguard.gates import CheckSettings
 from perfguard.harness import Job, Progress, Side
 from perfguard.suite import CaseSpec, PipelineSpec, Suite
+from perfguard.suite.gates import CheckSettings
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ def run(args: argparse.Namespace) -> int:
     from perfguard.cli._verdicts import print_verdicts, write_verdicts
     from perfguard.comparisons import compare_documents
     from perfguard.errors import UserError
-    from perfguard.gates import CheckSettings
     from perfguard.results import check_writable, load_result
+    from perfguard.suite.gates import CheckSettings
 
     if not 0 < args.alpha < 0.5:
         raise UserError(f"--alpha must be between 0 and 0.5, found {args.alpha}")

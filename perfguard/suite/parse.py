@@ -1,27 +1,31 @@
-"""Suite files: TOML under ``suites/`` loaded into typed, validated objects.
-
-A suite names models, pipelines (ordered pass lists pinned per backend), cases (model x pipeline x
-runner), measurement settings and per-case overrides. Every error names the file, the key, what
-was found and what was expected, with close valid names for a typo. The format is documented in
-README.md ("Suite files").
-"""
+"""Reading a suite file: ``load_suite`` (the file) and ``parse_suite`` (its TOML tables)."""
 
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
 import hashlib
-import json
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfguard.errors import UserError, close_names
-from perfguard.gates import CheckSettings, ThresholdSet, parse_check, parse_thresholds
+from perfguard.errors import UserError, did_you_mean
 from perfguard.runners import get_runner
-from perfguard.runners.base import RunnerOptions
+from perfguard.runners.options import RunnerOptions
+from perfguard.suite.gates import parse_check, parse_thresholds
+from perfguard.suite.model import (
+    CaseSpec,
+    CompilerSpec,
+    InputSetting,
+    InputSettings,
+    MeasureSettings,
+    ModelSpec,
+    PipelineSpec,
+    Suite,
+    Tolerance,
+)
+from perfguard.suite.reader import Reader, describe
 from perfguard.units import parse_duration
 
 if sys.version_info >= (3, 11):
@@ -30,244 +34,13 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-@dataclass(frozen=True)
-class MeasureSettings:
-    """How one case is measured (see README, "Measurement protocol")."""
-
-    workers: int = 5
-    rounds: int = 10
-    warmup: int = 3
-    min_time: float = 0.02
-    timeout: float = 300.0
-    compile_timeout: float = 600.0
-    compile_repeats: int = 5
-    memory_probes: int = 3
-    threads: int = 1
-    seed: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """Correctness tolerance: |got - ref| <= atol + rtol * |ref| elementwise."""
-
-    rtol: float = 1e-3
-    atol: float = 1e-4
-    seed: int = 1234
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True)
-class InputSetting:
-    """Suite settings of one model input: its full ``shape`` and/or the ``[low, high)`` range of
-    an integer input (``None``: taken from the model)."""
-
-    shape: tuple[int, ...] | None = None
-    low: int | None = None
-    high: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        if self.shape is not None:
-            data["shape"] = list(self.shape)
-        if self.low is not None:
-            data["low"] = self.low
-        if self.high is not None:
-            data["high"] = self.high
-        return data
-
-
-@dataclass(frozen=True)
-class InputSettings:
-    """Input settings of a model file: values of named symbolic dimensions (``dims``) and
-    per-input settings (``inputs``). ``where`` prefixes errors (``FILE: [models.NAME]``)."""
-
-    dims: Mapping[str, int] = field(default_factory=dict)
-    inputs: Mapping[str, InputSetting] = field(default_factory=dict)
-    where: str = ""
-
-    def __bool__(self) -> bool:
-        return bool(self.dims or self.inputs)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"dims": dict(sorted(self.dims.items())),
-                "inputs": {name: self.inputs[name].to_json() for name in sorted(self.inputs)}}
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A model: an architecture from the zoo with parameters, or a path to an ``.onnx`` file."""
-
-    name: str
-    arch: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
-    path: Path | None = None
-    input_settings: InputSettings = field(default_factory=InputSettings)
-
-    def source(self) -> dict[str, Any]:
-        if self.path is not None:
-            # Input settings decide what is measured: part of the model's identity (and case key)
-            # when given; absent otherwise, so keys of suites without settings stay as they were.
-            if self.input_settings:
-                return {"path": str(self.path), "input_settings": self.input_settings.to_json()}
-            return {"path": str(self.path)}
-        return {"arch": self.arch, "params": dict(sorted(self.params.items()))}
-
-
-@dataclass(frozen=True)
-class PipelineSpec:
-    """An ordered list of pass names plus the backend's other pinned settings."""
-
-    name: str
-    backend: str
-    passes: tuple[str, ...]
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-    def key(self) -> dict[str, Any]:
-        """The part of the pipeline that decides the artifact; hashed into every case key."""
-        return {"backend": self.backend, "passes": list(self.passes), "options": _canonical(self.options)}
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(json.dumps(self.key(), sort_keys=True).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class CompilerSpec:
-    """The compiler under test: where its user passes live and how to build it."""
-
-    path: Path | None = None
-    repo: Path | None = None
-    build: str | None = None
-
-
-@dataclass(frozen=True)
-class CaseSpec:
-    """One model x pipeline x runner, with its effective settings."""
-
-    model: ModelSpec
-    pipeline: PipelineSpec
-    runner: str
-    measure: MeasureSettings
-    tolerance: Tolerance
-
-    @property
-    def id(self) -> str:
-        return f"{self.model.name}/{self.pipeline.name}/{self.runner}"
-
-
-@dataclass(frozen=True)
-class Suite:
-    path: Path
-    name: str
-    description: str
-    compiler: CompilerSpec
-    models: Mapping[str, ModelSpec]
-    pipelines: Mapping[str, PipelineSpec]
-    cases: tuple[CaseSpec, ...]
-    sha256: str
-    runners: Mapping[str, RunnerOptions] = field(default_factory=dict)
-    check: CheckSettings = field(default_factory=CheckSettings)
-    thresholds: ThresholdSet = field(default_factory=ThresholdSet)
-
-    def runner_options(self, name: str) -> RunnerOptions:
-        """Settings of runner ``name`` from its ``[runners.NAME]`` table (defaults without one)."""
-        return self.runners.get(name, RunnerOptions())
-
-    def select(self, pattern: str | None) -> list[CaseSpec]:
-        """Cases whose id matches a glob (``resnet*/*/cpu``) or contains ``pattern`` as text."""
-        if not pattern:
-            return list(self.cases)
-        chosen = [c for c in self.cases if fnmatch.fnmatchcase(c.id, pattern) or pattern in c.id]
-        if not chosen:
-            ids = ", ".join(c.id for c in self.cases)
-            raise UserError(f"--case {pattern!r} matches no case of {self.path}; cases: {ids}")
-        return chosen
-
-
-def _canonical(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _canonical(value[k]) for k in sorted(value)}
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
-    return value
-
-
-class _Reader:
-    """Reads typed values out of the parsed TOML, with errors that name file and key."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def fail(self, key: str, message: str) -> UserError:
-        return UserError(f"{self.path}: {key}: {message}")
-
-    def table(self, value: Any, key: str, allowed: tuple[str, ...] | None = None) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(key, f"expected a table, found {_describe(value)}")
-        if allowed is not None:
-            for name in value:
-                if name not in allowed:
-                    close = close_names(name, allowed)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    raise self.fail(
-                        f"{key}.{name}" if key else name,
-                        f"unknown key{hint}; expected one of: {', '.join(allowed)}",
-                    )
-        return value
-
-    def string(self, value: Any, key: str) -> str:
-        if not isinstance(value, str) or not value:
-            raise self.fail(key, f"expected a non-empty string, found {_describe(value)}")
-        return value
-
-    def positive_int(self, value: Any, key: str, minimum: int = 1) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.fail(key, f"expected an integer >= {minimum}, found {_describe(value)}")
-        return value
-
-    def non_negative_float(self, value: Any, key: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise self.fail(key, f"expected a number >= 0, found {_describe(value)}")
-        return float(value)
-
-    def percent(self, value: Any, key: str) -> float:
-        """A percentage written with its sign (``"2%"``), returned as a fraction (0.02)."""
-        text = value.strip() if isinstance(value, str) else ""
-        try:
-            number = float(text[:-1]) if text.endswith("%") else -1.0
-        except ValueError:
-            number = -1.0
-        if not 0 <= number < 100:
-            raise self.fail(key, f"expected a percentage such as \"2%\", found {_describe(value)}")
-        return number / 100
-
-    def string_list(self, value: Any, key: str) -> list[str]:
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise self.fail(key, f"expected a list of strings, found {_describe(value)}")
-        return list(value)
-
-
-def _describe(value: Any) -> str:
-    kind = {dict: "a table", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number"}.get(type(value), type(value).__name__)
-    text = json.dumps(value, default=str)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{kind} {text}"
-
-
 _MEASURE_KEYS = ("workers", "rounds", "warmup", "min_time", "timeout", "compile_timeout", "compile_repeats",
                  "memory_probes", "threads", "seed")
 _CORRECTNESS_KEYS = ("rtol", "atol", "seed")
 _RUNNER_KEYS = ("options", "device_id", "clock_tolerance", "telemetry_interval")
 
 
-def _runner_options(reader: _Reader, raw: Any, key: str) -> RunnerOptions:
+def _runner_options(reader: Reader, raw: Any, key: str) -> RunnerOptions:
     """A ``[runners.NAME]`` table: provider options (strings or numbers, passed verbatim), device, limits."""
     table = reader.table(raw, key, _RUNNER_KEYS)
     values: dict[str, Any] = {}
@@ -276,7 +49,7 @@ def _runner_options(reader: _Reader, raw: Any, key: str) -> RunnerOptions:
         for name, value in options.items():
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                 raise reader.fail(f"{key} options.{name}", "expected a string or a number as the provider documents "
-                                  f"it (write booleans as the provider does, e.g. \"1\"), found {_describe(value)}")
+                                  f"it (write booleans as the provider does, e.g. \"1\"), found {describe(value)}")
         values["provider_options"] = dict(options)
     if "device_id" in table:
         values["device_id"] = reader.positive_int(table["device_id"], f"{key} device_id", minimum=0)
@@ -287,7 +60,7 @@ def _runner_options(reader: _Reader, raw: Any, key: str) -> RunnerOptions:
     return RunnerOptions(**values)
 
 
-def _measure(reader: _Reader, raw: Any, key: str, base: MeasureSettings) -> MeasureSettings:
+def _measure(reader: Reader, raw: Any, key: str, base: MeasureSettings) -> MeasureSettings:
     table = reader.table(raw, key, _MEASURE_KEYS)
     values: dict[str, Any] = {}
     for name in ("workers", "rounds", "threads", "compile_repeats"):
@@ -305,7 +78,7 @@ def _measure(reader: _Reader, raw: Any, key: str, base: MeasureSettings) -> Meas
     return dataclasses.replace(base, **values)
 
 
-def _tolerance(reader: _Reader, raw: Any, key: str, base: Tolerance) -> Tolerance:
+def _tolerance(reader: Reader, raw: Any, key: str, base: Tolerance) -> Tolerance:
     table = reader.table(raw, key, _CORRECTNESS_KEYS)
     values: dict[str, Any] = {}
     for name in ("rtol", "atol"):
@@ -319,7 +92,7 @@ def _tolerance(reader: _Reader, raw: Any, key: str, base: Tolerance) -> Toleranc
 _INPUT_KEYS = ("shape", "low", "high")
 
 
-def _input_settings(reader: _Reader, spec: dict[str, Any], key: str) -> InputSettings:
+def _input_settings(reader: Reader, spec: dict[str, Any], key: str) -> InputSettings:
     """``dims = { seq = 128 }`` and ``inputs.NAME = { shape = [8, 128], low = 0, high = 30522 }``.
 
     Checked here for form; against the model's declared inputs when the model is read."""
@@ -338,14 +111,14 @@ def _input_settings(reader: _Reader, spec: dict[str, Any], key: str) -> InputSet
             if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
                                                       for v in value):
                 raise reader.fail(f"{where}.shape", f"expected a list of integers >= 1 (one per axis, e.g. "
-                                  f"[8, 128]), found {_describe(value)}")
+                                  f"[8, 128]), found {describe(value)}")
             shape = tuple(value)
         bounds: dict[str, int] = {}
         for bound in ("low", "high"):
             if bound in table:
                 value = table[bound]
                 if isinstance(value, bool) or not isinstance(value, int):
-                    raise reader.fail(f"{where}.{bound}", f"expected an integer, found {_describe(value)}")
+                    raise reader.fail(f"{where}.{bound}", f"expected an integer, found {describe(value)}")
                 bounds[bound] = value
         if len(bounds) == 1:
             missing = "high" if "low" in bounds else "low"
@@ -377,7 +150,7 @@ def load_suite(path: str | Path) -> Suite:
 
 
 def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
-    reader = _Reader(path)
+    reader = Reader(path)
     reader.table(raw, "", ("suite", "compiler", "measure", "correctness", "models", "pipelines", "cases",
                            "overrides", "runners", "check", "thresholds"))
     check = parse_check(raw.get("check", {}), f"{path}: [check]")
@@ -439,7 +212,7 @@ def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
     overrides = []
     raw_overrides = raw.get("overrides", [])
     if not isinstance(raw_overrides, list):
-        raise reader.fail("[[overrides]]", f"expected an array of tables, found {_describe(raw_overrides)}")
+        raise reader.fail("[[overrides]]", f"expected an array of tables, found {describe(raw_overrides)}")
     for index, item in enumerate(raw_overrides):
         key = f"[[overrides]] #{index + 1}"
         item = reader.table(item, key, ("match", "measure", "correctness"))
@@ -498,14 +271,12 @@ def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
 
 
 def _unknown(kind: str, name: str, valid: Mapping[str, Any]) -> str:
-    close = close_names(name, valid)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"unknown {kind} {name!r}{hint}; defined: {', '.join(valid)}"
+    return f"unknown {kind} {name!r}{did_you_mean(name, valid, most=1)}; defined: {', '.join(valid)}"
 
 
 def builtin_suite_path(name: str = "smoke") -> Path:
     """Path of a suite shipped with perfguard (``suites/`` in a checkout, ``_suites`` when installed)."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # the perfguard package
     for folder in (here / "_suites", here.parent / "suites"):
         candidate = folder / f"{name}.toml"
         if candidate.is_file():

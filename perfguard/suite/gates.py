@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfguard.errors import UserError, close_names
+from perfguard.errors import UserError, did_you_mean
 from perfguard.stats.thresholds import MetricKind, Threshold, parse_threshold
 
 if sys.version_info >= (3, 11):
@@ -124,9 +124,7 @@ class ThresholdSet:
 def _check_keys(table: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
     for key in table:
         if key not in allowed:
-            close = close_names(key, allowed)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise UserError(f"{where}.{key}: unknown key{hint}; expected one of: {', '.join(allowed)}")
+            raise UserError(f"{where}.{key}: unknown key{did_you_mean(key, allowed, most=1)}; expected one of: {', '.join(allowed)}")
 
 
 def parse_check(raw: Any, where: str) -> CheckSettings:

@@ -1,0 +1,183 @@
+"""The specs a suite file becomes: frozen, validated by the parser, hashed into case keys."""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfguard.errors import UserError
+from perfguard.runners.options import RunnerOptions
+from perfguard.suite.gates import CheckSettings, ThresholdSet
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How one case is measured (see README, "Measurement protocol")."""
+
+    workers: int = 5
+    rounds: int = 10
+    warmup: int = 3
+    min_time: float = 0.02
+    timeout: float = 300.0
+    compile_timeout: float = 600.0
+    compile_repeats: int = 5
+    memory_probes: int = 3
+    threads: int = 1
+    seed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Correctness tolerance: |got - ref| <= atol + rtol * |ref| elementwise."""
+
+    rtol: float = 1e-3
+    atol: float = 1e-4
+    seed: int = 1234
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class InputSetting:
+    """Suite settings of one model input: its full ``shape`` and/or the ``[low, high)`` range of
+    an integer input (``None``: taken from the model)."""
+
+    shape: tuple[int, ...] | None = None
+    low: int | None = None
+    high: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.shape is not None:
+            data["shape"] = list(self.shape)
+        if self.low is not None:
+            data["low"] = self.low
+        if self.high is not None:
+            data["high"] = self.high
+        return data
+
+
+@dataclass(frozen=True)
+class InputSettings:
+    """Input settings of a model file: values of named symbolic dimensions (``dims``) and
+    per-input settings (``inputs``). ``where`` prefixes errors (``FILE: [models.NAME]``)."""
+
+    dims: Mapping[str, int] = field(default_factory=dict)
+    inputs: Mapping[str, InputSetting] = field(default_factory=dict)
+    where: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.dims or self.inputs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dims": dict(sorted(self.dims.items())),
+                "inputs": {name: self.inputs[name].to_json() for name in sorted(self.inputs)}}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model: an architecture from the zoo with parameters, or a path to an ``.onnx`` file."""
+
+    name: str
+    arch: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+    input_settings: InputSettings = field(default_factory=InputSettings)
+
+    def source(self) -> dict[str, Any]:
+        if self.path is not None:
+            # Input settings decide what is measured: part of the model's identity (and case key)
+            # when given; absent otherwise, so keys of suites without settings stay as they were.
+            if self.input_settings:
+                return {"path": str(self.path), "input_settings": self.input_settings.to_json()}
+            return {"path": str(self.path)}
+        return {"arch": self.arch, "params": dict(sorted(self.params.items()))}
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """An ordered list of pass names plus the backend's other pinned settings."""
+
+    name: str
+    backend: str
+    passes: tuple[str, ...]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def key(self) -> dict[str, Any]:
+        """The part of the pipeline that decides the artifact; hashed into every case key."""
+        return {"backend": self.backend, "passes": list(self.passes), "options": _canonical(self.options)}
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(json.dumps(self.key(), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CompilerSpec:
+    """The compiler under test: where its user passes live and how to build it."""
+
+    path: Path | None = None
+    repo: Path | None = None
+    build: str | None = None
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One model x pipeline x runner, with its effective settings."""
+
+    model: ModelSpec
+    pipeline: PipelineSpec
+    runner: str
+    measure: MeasureSettings
+    tolerance: Tolerance
+
+    @property
+    def id(self) -> str:
+        return f"{self.model.name}/{self.pipeline.name}/{self.runner}"
+
+
+@dataclass(frozen=True)
+class Suite:
+    path: Path
+    name: str
+    description: str
+    compiler: CompilerSpec
+    models: Mapping[str, ModelSpec]
+    pipelines: Mapping[str, PipelineSpec]
+    cases: tuple[CaseSpec, ...]
+    sha256: str
+    runners: Mapping[str, RunnerOptions] = field(default_factory=dict)
+    check: CheckSettings = field(default_factory=CheckSettings)
+    thresholds: ThresholdSet = field(default_factory=ThresholdSet)
+
+    def runner_options(self, name: str) -> RunnerOptions:
+        """Settings of runner ``name`` from its ``[runners.NAME]`` table (defaults without one)."""
+        return self.runners.get(name, RunnerOptions())
+
+    def select(self, pattern: str | None) -> list[CaseSpec]:
+        """Cases whose id matches a glob (``resnet*/*/cpu``) or contains ``pattern`` as text."""
+        if not pattern:
+            return list(self.cases)
+        chosen = [c for c in self.cases if fnmatch.fnmatchcase(c.id, pattern) or pattern in c.id]
+        if not chosen:
+            ids = ", ".join(c.id for c in self.cases)
+            raise UserError(f"--case {pattern!r} matches no case of {self.path}; cases: {ids}")
+        return chosen
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _canonical(value[k]) for k in sorted(value)}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
