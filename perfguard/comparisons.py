@@ -7,6 +7,9 @@
 * ``check_against_baseline``: the working tree vs a stored baseline file (unpaired, conservative).
 * ``compare_documents``: two result files (unpaired).
 * ``calibrate``: A/A, the same compiler twice in the same workers (paired), to measure noise.
+
+Unpaired comparisons (a stored baseline, two result files) also apply the environment rule
+(``environment_warnings``): results from different environments warn, or refuse with ``--strict-env``.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ import numpy as np
 from perfguard.check import Pair, adaptive_check, check_plan, evaluate, latency_groups, verdict_document
 from perfguard.compiler import checkout_at, run_build, working_tree
 from perfguard.errors import UserError
+from perfguard.gates import CheckSettings
 from perfguard.harness import Job, Progress, Side
 from perfguard.results import load_result
+from perfguard.runners.fingerprint import fingerprint_differences
 from perfguard.suite import CaseSpec, Suite
-from perfguard.suite.gates import CheckSettings
 
 
 def _settings_json(settings: CheckSettings, info: dict[str, Any]) -> dict[str, Any]:
@@ -119,10 +123,29 @@ def _unpaired_pairs(baseline: dict[str, Any], candidate: dict[str, Any], base_la
     return pairs, warnings
 
 
+def environment_warnings(baseline: dict[str, Any], candidate: dict[str, Any], strict: bool) -> list[str]:
+    """The environment rule of an unpaired comparison: for each runner both results measured on,
+    one warning naming every comparable fingerprint field that differs (load and host name never
+    count); with ``strict`` (``--strict-env``) a ``UserError`` instead, so no verdict is given.
+
+    Paired checks need no such rule: both sides run in the same worker processes."""
+    warnings = []
+    for runner, fingerprint in candidate.get("environment", {}).items():
+        other = baseline.get("environment", {}).get(runner)
+        if other is None:
+            continue
+        diff = fingerprint_differences(other, fingerprint)
+        if diff:
+            text = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items()))
+            message = f"runner {runner}: baseline and candidate environments differ ({text})"
+            if strict:
+                raise UserError(message + "; refusing to compare with --strict-env")
+            warnings.append(message)
+    return warnings
+
+
 def compare_documents(baseline: dict[str, Any], candidate: dict[str, Any], settings: CheckSettings,
                       labels: tuple[str, str], strict_env: bool, kind: str = "compare") -> dict[str, Any]:
-    from perfguard.cli._verdicts import environment_warnings
-
     warnings = environment_warnings(baseline, candidate, strict_env)
     pairs, more = _unpaired_pairs(baseline, candidate, *labels)
     if not pairs:
@@ -137,8 +160,8 @@ def compare_documents(baseline: dict[str, Any], candidate: dict[str, Any], setti
 
 def _thresholds_for(*documents: dict[str, Any]) -> Any:
     """The thresholds of the suite that produced the candidate, if it can still be read."""
+    from perfguard.gates import ThresholdSet
     from perfguard.suite import load_suite
-    from perfguard.suite.gates import ThresholdSet
 
     for document in documents:
         path = document.get("suite", {}).get("path")
@@ -160,8 +183,6 @@ def check_against_baseline(suite: Suite, cases: list[CaseSpec], path: str, setti
         candidate = job.documents()["head"]
     finally:
         job.close()
-    from perfguard.cli._verdicts import environment_warnings
-
     warnings = environment_warnings(baseline, candidate, strict_env)
     pairs, more = _unpaired_pairs(baseline, candidate, f"baseline {path}", "head")
     rows, info = adaptive_check(lambda: pairs, lambda ids, n: None, suite.thresholds, settings, None)

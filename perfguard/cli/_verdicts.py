@@ -1,12 +1,10 @@
-"""Shared by the deciding commands: the terminal table of verdicts, JSON output, env checks."""
+"""Shared by the deciding commands: the terminal table of verdicts and the JSON output (the
+environment rule they apply is ``perfguard.comparisons.environment_warnings``)."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
-
-from perfguard.errors import UserError
-from perfguard.runners.fingerprint import fingerprint_differences
 
 BADGES = {"regression": "[bold red]REGRESSION[/]", "improvement": "[green]improvement[/]",
           "same": "same", "unknown": "[yellow]unknown[/]", "failed": "[bold red]FAILED[/]"}
@@ -52,23 +50,6 @@ def print_verdicts(document: dict[str, Any], verbose: bool = False) -> None:
                   f"{s['unknown']} undecided, {s['failed']} failed{geo_text}", highlight=False)
     for warning in document.get("warnings", []):
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
-
-
-def environment_warnings(baseline: dict[str, Any], candidate: dict[str, Any], strict: bool) -> list[str]:
-    """Warn (or refuse with --strict-env) when two results come from different environments."""
-    warnings = []
-    for runner, fingerprint in candidate.get("environment", {}).items():
-        other = baseline.get("environment", {}).get(runner)
-        if other is None:
-            continue
-        diff = fingerprint_differences(other, fingerprint)
-        if diff:
-            text = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items()))
-            message = f"runner {runner}: baseline and candidate environments differ ({text})"
-            if strict:
-                raise UserError(message + "; refusing to compare with --strict-env")
-            warnings.append(message)
-    return warnings
 
 
 def write_verdicts(path: str | None, document: dict[str, Any]) -> None:
