@@ -23,11 +23,11 @@ import numpy as np
 from perfguard.check import Pair, adaptive_check, check_plan, evaluate, latency_groups, verdict_document
 from perfguard.compiler import checkout_at, run_build, working_tree
 from perfguard.errors import UserError
-from perfguard.gates import CheckSettings
 from perfguard.harness import Job, Progress, Side
 from perfguard.results import load_result
 from perfguard.runners.fingerprint import fingerprint_differences
 from perfguard.suite import CaseSpec, Suite
+from perfguard.suite.gates import CheckSettings
 
 
 def _settings_json(settings: CheckSettings, info: dict[str, Any]) -> dict[str, Any]:
@@ -160,8 +160,8 @@ def compare_documents(baseline: dict[str, Any], candidate: dict[str, Any], setti
 
 def _thresholds_for(*documents: dict[str, Any]) -> Any:
     """The thresholds of the suite that produced the candidate, if it can still be read."""
-    from perfguard.gates import ThresholdSet
     from perfguard.suite import load_suite
+    from perfguard.suite.gates import ThresholdSet
 
     for document in documents:
         path = document.get("suite", {}).get("path")
