@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfguard.errors import UserError, close_names
+from perfguard.errors import UserError, did_you_mean
 
 if TYPE_CHECKING:
     import onnx
@@ -55,9 +55,7 @@ class InputSpec:
 
 
 def _unknown(kind: str, name: str, valid: list[str]) -> str:
-    close = close_names(name, valid)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"the model has no {kind} {name!r}{hint}; it has: {', '.join(valid) or 'none'}"
+    return f"the model has no {kind} {name!r}{did_you_mean(name, valid, most=1)}; it has: {', '.join(valid) or 'none'}"
 
 
 def _resolve_shape(value: Any, setting: Any, dims: Mapping[str, int], where: str) -> tuple[tuple[int, ...], bool,

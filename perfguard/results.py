@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from perfguard.atomic import write_atomic
+from perfguard.atomic import write_json_atomic as write_json_atomic
 from perfguard.errors import StorageError
 
 RESULT_VERSION = 1
@@ -42,51 +44,9 @@ def summarize(values: Sequence[float]) -> dict[str, float | int]:
             "p10": float(p10), "p25": float(p25), "p75": float(p75), "p90": float(p90), "p99": float(p99)}
 
 
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, fsync it, then rename it over ``path``.
-
-    The one writer of every file perfguard produces (results, verdicts, baselines, state, reports,
-    floors): a reader never sees half a file, and a failed write (full disk, read-only folder)
-    leaves neither a partial ``path`` nor the temporary file; it raises ``StorageError``.
-
-    A link to a file is followed (the link stays); a target that is not a regular file (a pipe,
-    ``/dev/stdout``) cannot be replaced and is written in place."""
-    path = Path(path)
-    if path.exists() and not path.is_file() and not path.is_dir():
-        try:
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        except OSError as exc:
-            raise StorageError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        return
-    if path.is_symlink():
-        path = path.resolve()
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise StorageError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise StorageError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        raise
-
-
-def write_json_atomic(path: str | Path, document: Any) -> None:
-    """Write JSON with sorted keys atomically (:func:`write_text_atomic`); the document is
-    serialized before any file is touched."""
-    write_text_atomic(path, json.dumps(document, sort_keys=True, indent=1, allow_nan=False) + "\n")
+# The one atomic writer lives in perfguard.atomic (no numpy, so workers use it cheaply); these
+# are the names the writers of documents and reports import.
+write_text_atomic = write_atomic
 
 
 def check_writable(path: str | Path, option: str, *, directory: bool = False) -> None:

@@ -1,4 +1,16 @@
-"""Parsing of durations and sizes written in suite files ("20ms", "300s", "64MiB").
+"""The one vocabulary of units: durations and sizes, parsed and formatted.
+
+Every amount a user writes goes through these tables: suite durations ("20ms", "300s"), threshold
+amounts ("p90:0.5ms", "max:2MiB", ``stats.thresholds``) and sizes in backend options
+(``ir_dump_limit = "1GiB"``, ``backends.iree``).
+
+Time units: s, ms, us, µs (micro sign U+00B5) or μs (Greek mu U+03BC), ns, min.
+
+Size units: B; KB, MB, GB are decimal (10**3, 10**6, 10**9 bytes, as the SI and disk vendors count);
+KiB, MiB, GiB are binary (2**10, 2**20, 2**30). "MB" means 10**6 bytes wherever perfguard reads
+it; write MiB for 2**20. (``$PERFGUARD_IREE_CACHE_MAX_MB`` is a bare number of MiB, as it always
+was; its name predates this rule.) Thresholds spell units exactly as above; backend sizes ignore
+case and read a bare number as bytes, as they always have.
 
 A bare number is refused for a duration: "0.02" could be seconds or milliseconds, and a suite
 that silently means the wrong one measures the wrong thing.
@@ -10,8 +22,36 @@ import re
 
 from perfguard.errors import UserError
 
-_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0}
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(min|ms|us|µs|ns|s)\s*$")
+# Seconds per unit as a fraction (numerator, denominator): dividing by 1000 keeps "0.5ms" equal to
+# 0.0005 exactly as written, where multiplying by 1e-3 can be off in the last bit.
+_SECONDS: dict[str, tuple[int, int]] = {
+    "s": (1, 1), "ms": (1, 10**3), "us": (1, 10**6), "\u00b5s": (1, 10**6), "\u03bcs": (1, 10**6),
+    "ns": (1, 10**9), "min": (60, 1),
+}
+#: Every time unit perfguard reads.
+TIME_UNITS: tuple[str, ...] = tuple(_SECONDS)
+#: Bytes per size unit (see the module docstring: MB is 10**6, MiB is 2**20).
+SIZE_UNITS: dict[str, int] = {
+    "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
+}
+_SIZE_UNITS_ANY_CASE = {unit.lower(): size for unit, size in SIZE_UNITS.items()}
+_DURATION = re.compile(
+    r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*("
+    + "|".join(sorted(TIME_UNITS, key=len, reverse=True))
+    + r")\s*$"
+)
+
+
+def to_seconds(number: float, unit: str) -> float:
+    """Seconds in ``number`` of ``unit`` (``to_seconds(0.5, "ms") == 0.0005``); ``KeyError`` for a
+    unit not in :data:`TIME_UNITS`."""
+    numerator, denominator = _SECONDS[unit]
+    return number * numerator / denominator
+
+
+def to_bytes(number: float, unit: str) -> float:
+    """Bytes in ``number`` of ``unit``, spelled as in :data:`SIZE_UNITS`; ``KeyError`` otherwise."""
+    return number * SIZE_UNITS[unit]
 
 
 def parse_duration(text: object, where: str) -> float:
@@ -23,10 +63,27 @@ def parse_duration(text: object, where: str) -> float:
         raise UserError(
             f"{where}: cannot read duration {text!r}; write a number and one of the units s, ms, us, ns, min"
         )
-    value = float(match.group(1)) * _TIME_UNITS[match.group(2)]
+    value = to_seconds(float(match.group(1)), match.group(2))
     if value <= 0:
         raise UserError(f"{where}: duration must be positive, found {text!r}")
     return value
+
+
+def parse_size(value: object, where: str) -> int:
+    """Return bytes for a positive size: an integer (bytes) or a string like ``"512MiB"``, ``"2GB"``
+    or ``"4096"``, in any case, spaces allowed; ``where`` names the option."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    text = str(value).strip().lower().replace(" ", "")
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number):]
+    try:
+        size = float(number) * (1 if unit == "" else _SIZE_UNITS_ANY_CASE[unit])
+    except (ValueError, KeyError):
+        raise UserError(f"{where}: expected a size like \"512MiB\" or \"2GB\", found {value!r}") from None
+    if size <= 0:
+        raise UserError(f"{where}: expected a positive size, found {value!r}")
+    return int(size)
 
 
 def format_duration(seconds: float) -> str:

@@ -73,7 +73,8 @@ from perfguard.backends.iree_trace import (
     read_dump,
     timing_records,
 )
-from perfguard.errors import BackendError, UserError, close_names, unknown_name_message
+from perfguard.errors import BackendError, UserError, did_you_mean, first_line, unknown_name_message
+from perfguard.units import parse_size
 
 if TYPE_CHECKING:
     import numpy as np
@@ -102,22 +103,6 @@ MANAGED_FLAGS = {
 }
 TRACE_FORMAT = 1  # bump when the cached trace layout changes
 _COMPILED_IN_THIS_PROCESS: set[str] = set()
-_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
-
-
-def _bytes(value: Any, where: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    text = str(value).strip().lower().replace(" ", "")
-    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = text[len(number):]
-    try:
-        size = float(number) * _SIZE_UNITS[unit]
-    except (ValueError, KeyError):
-        raise UserError(f"{where}: expected a size like \"512MiB\" or \"2GB\", found {value!r}") from None
-    if size <= 0:
-        raise UserError(f"{where}: expected a positive size, found {value!r}")
-    return int(size)
 
 
 def _flag_value(value: Any, where: str) -> str:
@@ -181,7 +166,7 @@ def iree_settings(options: Mapping[str, Any], passes: tuple[str, ...] | list[str
         raise UserError(f"{where}: keep_ir: expected true or false, found {keep_ir!r}")
     return {"opt_level": opt_level, "target": target, "target_cpu": target_cpu, "target_chip": target_chip,
             "driver": driver, "flags": dict(sorted(flags.items())), "preprocessing": preprocessing.strip(),
-            "trace": trace, "ir_dump_limit": _bytes(options.get("ir_dump_limit", "1GiB"), f"{where}: ir_dump_limit"),
+            "trace": trace, "ir_dump_limit": parse_size(options.get("ir_dump_limit", "1GiB"), f"{where}: ir_dump_limit"),
             "keep_ir": keep_ir}
 
 
@@ -204,9 +189,8 @@ def _check_flags(flags: tuple[tuple[str, str], ...], base: tuple[str, ...], wher
     known = compiler_flags()
     for name, _ in flags:
         if name not in known:
-            close = close_names(name, known)
-            hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
-            raise UserError(f"{where}: flags: iree-compile {compiler_version()} has no option {name!r}{hint}; "
+            raise UserError(f"{where}: flags: iree-compile {compiler_version()} has no option {name!r}"
+                            f"{did_you_mean(name, known)}; "
                             "`iree-compile --help-hidden` lists them")
     # The compiler's own parser checks values (booleans, enums) on an empty module in ~0.1 s.
     result = run_tool([tool_path("iree-compile"), "-", *base, "--compile-to=input", "-o", os.devnull],
@@ -227,8 +211,7 @@ def _check_preprocessing(text: str, where: str) -> None:
     hints = []
     for token in sorted(set(_pass_tokens(text))):
         if token not in known:
-            close = close_names(token, known)
-            hints.append(f"{token!r} is not a registered pass" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            hints.append(f"{token!r} is not a registered pass{did_you_mean(token, known, most=1)}")
     detail = "; ".join(hints) or first_error(result.stderr.decode(errors="replace"))
     raise UserError(f"{where}: bad preprocessing pipeline {text!r}: {detail}; `perfguard passes --backend iree` "
                     "lists the passes")
@@ -443,7 +426,7 @@ class IreeBackend(Backend):
             context.add_vm_module(module)
         except Exception as exc:
             raise BackendError(f"iree.runtime cannot load {artifact.path} with driver {settings['driver']!r}: "
-                               f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}") from None
+                               f"{first_line(exc)}") from None
         names = [n for n in module.function_names if n != "__init" and not n.endswith("$async")]
         entry = settings["entry"] if settings["entry"] in names else (names[0] if len(names) == 1 else None)
         if entry is None:

@@ -32,7 +32,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from perfguard.errors import UserError
+from perfguard.atomic import write_atomic
+from perfguard.errors import StorageError, UserError
+from perfguard.units import SIZE_UNITS
 
 INSTALL_HINT = "install them with: pip install 'perfguard[iree]'"
 TOOLS = ("iree-compile", "iree-opt", "iree-import-onnx")
@@ -126,12 +128,8 @@ def _cached_listing(kind: str, produce: Any) -> dict[str, str]:
         pass
     listing: dict[str, str] = produce()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(listing, handle, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError:
+        write_atomic(path, json.dumps(listing, sort_keys=True))
+    except StorageError:
         pass  # a read-only cache folder costs a re-parse next time, nothing else
     return listing
 
@@ -198,7 +196,8 @@ class ArtifactCache:
     def __init__(self, root: Path | None = None) -> None:
         self.root = (root or cache_root()) / "iree" / "artifacts"
         self.enabled = os.environ.get("PERFGUARD_IREE_CACHE", "on").lower() not in ("off", "0", "false", "no")
-        self.max_bytes = int(float(os.environ.get("PERFGUARD_IREE_CACHE_MAX_MB", "2048")) * (1 << 20))
+        # A bare number of MiB, whatever the name says ("MB" is 10**6 bytes elsewhere: perfguard.units).
+        self.max_bytes = int(float(os.environ.get("PERFGUARD_IREE_CACHE_MAX_MB", "2048")) * SIZE_UNITS["MiB"])
 
     def lookup(self, key: str) -> Path | None:
         entry = self.root / key
@@ -218,7 +217,7 @@ class ArtifactCache:
             staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
             shutil.copyfile(vmfb, staging / "module.vmfb")
             (staging / "trace.json").write_text(json.dumps(trace, sort_keys=True))
-            try:
+            try:  # publishes the whole folder at once; rename(2) fails if the entry exists already
                 os.rename(staging, self.root / key)
             except OSError:  # another run stored the same key first
                 shutil.rmtree(staging, ignore_errors=True)

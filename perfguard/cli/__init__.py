@@ -69,16 +69,8 @@ def _is_step(argv: list[str]) -> bool:
     return argv[:2] == ["bisect", "step"]
 
 
-def _first_line(exc: BaseException) -> str:
-    return next((line.strip() for line in str(exc).splitlines() if line.strip()), "(no message)")
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
-
-
 def main(argv: list[str] | None = None) -> int:
-    from perfguard.errors import UserError
+    from perfguard.errors import UserError, one_line
 
     argv = list(sys.argv[1:] if argv is None else argv)
     step = _is_step(argv)
@@ -102,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except UserError as exc:
-        sys.stderr.write(f"perfguard: error: {_one_line(exc)}{aborting}\n")
+        sys.stderr.write(f"perfguard: error: {one_line(exc)}{aborting}\n")
         return usage_exit
     except KeyboardInterrupt:
         sys.stderr.write("perfguard: interrupted\n")
@@ -134,8 +126,10 @@ def internal_error(exc: BaseException, argv: list[str], args: Any, code: int) ->
     import time
     import traceback
 
+    from perfguard.errors import first_line
+
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    summary = f"{type(exc).__name__}: {_first_line(exc)}"
+    summary = f"{type(exc).__name__}: {first_line(exc, empty='(no message)')}"
     header = (f"perfguard {__version__}: internal error (exit {code})\n"
               f"command: {shlex.join(['perfguard', *argv])}\ncwd: {os.getcwd()}\npython: {sys.version}\n\n")
     path: str | None = None

@@ -14,6 +14,7 @@ so the parent can name the variant a crash happened in.
 from __future__ import annotations
 
 import gc
+import io
 import json
 import math
 import os
@@ -28,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from perfguard.atomic import write_atomic
 from perfguard.backends import get_backend
 from perfguard.backends.base import Artifact
-from perfguard.errors import BackendError, PerfguardError
+from perfguard.errors import BackendError, PerfguardError, first_line
 from perfguard.inputs import InputSpec, make_feeds
 from perfguard.runners import get_runner
 from perfguard.suite import PipelineSpec
@@ -59,10 +61,10 @@ def _load_outputs(path: str) -> list[np.ndarray]:
 
 
 def _save_outputs(path: str, outputs: list[np.ndarray]) -> None:
-    tmp = path + ".tmp.npz"
     arrays: dict[str, Any] = {f"out{i}": np.asarray(o) for i, o in enumerate(outputs)}
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    write_atomic(path, buffer.getvalue())
 
 
 def _probe_cache(cache: str | None) -> str | None:
@@ -92,8 +94,7 @@ def _reference_outputs(model_path: str, feeds: dict[str, np.ndarray], cache: str
         outputs = [np.asarray(o) for o in session.run(None, feeds)]
         probe = [np.asarray(o) for o in session.run(None, probe_feeds)] if probe_feeds is not None else None
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BackendError(f"the model itself does not run in ONNX Runtime: {first}") from None
+        raise BackendError(f"the model itself does not run in ONNX Runtime: {first_line(exc)}") from None
     if cache:
         _save_outputs(cache, outputs)
         if probe is not None and probe_path:
@@ -340,9 +341,7 @@ def main(argv: list[str]) -> int:
         tail = traceback.format_exc().strip().splitlines()[-1]
         response = {"error": {"stage": request["mode"], "message": f"{type(exc).__name__}: {exc}"[:500],
                               "detail": tail}}
-    tmp = response_path + ".tmp"
-    Path(tmp).write_text(json.dumps(response))
-    os.replace(tmp, response_path)
+    write_atomic(response_path, json.dumps(response))
     return 0
 
 

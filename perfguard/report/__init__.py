@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from perfguard.atomic import write_atomic
 from perfguard.errors import StorageError
 from perfguard.report.model import Report, build_report, document_kind
 
@@ -77,12 +78,5 @@ def write_report(documents: list[dict[str, Any]], out_dir: str | Path, *, labels
     texts = {"html": render_html(report), "summary": job_summary(report, report_url),
              "comment": pr_comment(report, report_url)}
     for key, path in written.items():
-        _write_text(path, texts[key])
+        write_atomic(path, texts[key])  # a reader never sees half a report
     return written
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Write beside, then rename (the shared writer): a reader never sees half a report."""
-    from perfguard.results import write_text_atomic
-
-    write_text_atomic(path, text)

@@ -20,12 +20,11 @@ import ctypes
 import os
 import warnings
 from collections.abc import Callable, Mapping
-from importlib import metadata
 from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, first_line
 from perfguard.runners.base import Runner, RunnerOptions, ort_available_providers
-from perfguard.runners.fingerprint import host_fingerprint
+from perfguard.runners.fingerprint import host_fingerprint, library_versions
 from perfguard.runners.telemetry import TelemetrySource, decode_reasons
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
@@ -298,10 +297,7 @@ class CudaRunner(Runner):
         data = host_fingerprint(self.repo)
         data["runner"] = self.name
         data["runner_options"] = self.options.to_json()
-        try:
-            data["libraries"]["onnxruntime-gpu"] = metadata.version("onnxruntime-gpu")
-        except metadata.PackageNotFoundError:
-            data["libraries"]["onnxruntime-gpu"] = "not installed"
+        data["libraries"].update(library_versions(("onnxruntime-gpu",)))
         try:
             nvml = self._load_nvml()
         except RunnerUnavailable as exc:

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, unknown_name_message
 from perfguard.runners.base import Runner, RunnerOptions, ort_available_providers
-from perfguard.runners.fingerprint import host_fingerprint
+from perfguard.runners.fingerprint import host_fingerprint, library_versions
 
 
 @dataclass(frozen=True)
@@ -129,10 +128,7 @@ class NpuRunner(Runner):
         data["runner_options"] = self.options.to_json()
         package = self.spec.package
         if package:
-            try:
-                data["libraries"][package] = metadata.version(package)
-            except metadata.PackageNotFoundError:
-                data["libraries"][package] = "not installed"
+            data["libraries"].update(library_versions((package,)))
         data["npu"] = {"provider": self.spec.provider, "provider_options": self.provider_options}
         return data
 

@@ -17,6 +17,8 @@ Two levels of summary appear in every comparison:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +29,11 @@ from perfguard.errors import UserError, unknown_name_message
 TRIM = 0.2
 
 _NAMED = ("median", "mean", "min", "max")
+# Each named statistic as (reducer, NaN-skipping reducer).
+_REDUCERS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+    "median": (np.median, np.nanmedian), "mean": (np.mean, np.nanmean),
+    "min": (np.min, np.nanmin), "max": (np.max, np.nanmax),
+}
 _PERCENTILE = re.compile(r"^p([1-9][0-9]?)$")
 
 FloatArray = npt.NDArray[np.float64]
@@ -50,25 +57,12 @@ def apply_statistic(values: FloatArray, name: str, axis: int = -1) -> FloatArray
     groups be padded with NaN and reduced in one vectorized call.
     """
     check_statistic(name)
-    if np.isnan(values).any():
-        if name == "median":
-            return np.asarray(np.nanmedian(values, axis=axis), dtype=np.float64)
-        if name == "mean":
-            return np.asarray(np.nanmean(values, axis=axis), dtype=np.float64)
-        if name == "min":
-            return np.asarray(np.nanmin(values, axis=axis), dtype=np.float64)
-        if name == "max":
-            return np.asarray(np.nanmax(values, axis=axis), dtype=np.float64)
-        return np.asarray(np.nanpercentile(values, float(name[1:]), axis=axis), dtype=np.float64)
-    if name == "median":
-        return np.asarray(np.median(values, axis=axis), dtype=np.float64)
-    if name == "mean":
-        return np.asarray(np.mean(values, axis=axis), dtype=np.float64)
-    if name == "min":
-        return np.asarray(np.min(values, axis=axis), dtype=np.float64)
-    if name == "max":
-        return np.asarray(np.max(values, axis=axis), dtype=np.float64)
-    return np.asarray(np.percentile(values, float(name[1:]), axis=axis), dtype=np.float64)
+    padded = bool(np.isnan(values).any())  # the NaN-skipping variants cost more: only when needed
+    if name in _REDUCERS:
+        reduce = _REDUCERS[name][padded]
+        return np.asarray(reduce(values, axis=axis), dtype=np.float64)
+    percentile = np.nanpercentile if padded else np.percentile
+    return np.asarray(percentile(values, float(name[1:]), axis=axis), dtype=np.float64)
 
 
 def trimmed_count(n: int, trim: float = TRIM) -> int:

@@ -5,9 +5,11 @@ Grammar::
     threshold  := [statistic ":"] amount
     statistic  := "median" | "mean" | "min" | "max" | "p1" .. "p99"      (default: median)
     amount     := number "%"            relative, stored as a FRACTION ("3%" -> 0.03)
-                | number time-unit      s, ms, us, µs, ns                  -> seconds
+                | number time-unit      s, ms, us, µs, ns, min             -> seconds
                 | number memory-unit    B, KB, MB, GB (10**3), KiB, MiB, GiB (2**10) -> bytes
                 | number                only for count metrics (node count), or the number 0
+
+Units are the vocabulary of ``perfguard.units``, spelled exactly as there ("10mb" is refused).
 
 A percentage is never confused with a fraction: ``"0.03"`` for a time metric is an error that
 asks for a percentage or a unit ("write 3% or 0.5ms"; a real TorchBench bug compared 7 with 0.07). The bare number 0 is
@@ -23,21 +25,10 @@ from typing import Literal
 
 from perfguard.errors import UserError
 from perfguard.stats.estimators import check_statistic
+from perfguard.units import SIZE_UNITS, TIME_UNITS, to_bytes, to_seconds
 
 MetricKind = Literal["time", "memory", "count"]
 
-#: Divisors to seconds (dividing keeps 0.5ms == 0.0005 exactly as written).
-TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e3, "us": 1e6, "\u00b5s": 1e6, "\u03bcs": 1e6, "ns": 1e9}
-#: Multipliers to bytes.
-MEMORY_UNITS: dict[str, float] = {
-    "B": 1.0,
-    "KB": 1e3,
-    "MB": 1e6,
-    "GB": 1e9,
-    "KiB": 1024.0,
-    "MiB": 1024.0**2,
-    "GiB": 1024.0**3,
-}
 _KINDS = ("time", "memory", "count")
 _AMOUNT = re.compile(
     r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*(%|[A-Za-z\u00b5\u03bc]+)?$"
@@ -78,7 +69,7 @@ class Threshold:
 def parse_threshold(text: str, *, kind: MetricKind | None = None) -> Threshold:
     """Parse ``text`` (see the module grammar) into a :class:`Threshold`.
 
-    ``kind`` restricts the accepted units: ``"time"`` (s, ms, us, µs, ns), ``"memory"``
+    ``kind`` restricts the accepted units: ``"time"`` (s, ms, us, µs, ns, min), ``"memory"``
     (B .. GiB), ``"count"`` (bare numbers, for node counts and other deterministic integers).
     ``None`` accepts time and memory units but, like ``"time"``, refuses bare numbers other than 0.
     Raises ``UserError`` naming the offending text and what is expected.
@@ -117,21 +108,21 @@ def parse_threshold(text: str, *, kind: MetricKind | None = None) -> Threshold:
             f"{_examples(kind)} (a percentage is written with %, so 3% and not 0.03)"
         )
     if unit in TIME_UNITS and kind in (None, "time"):
-        return Threshold(statistic, absolute=number / TIME_UNITS[unit], unit="s")
-    if unit in MEMORY_UNITS and kind in (None, "memory"):
-        return Threshold(statistic, absolute=number * MEMORY_UNITS[unit], unit="B")
+        return Threshold(statistic, absolute=to_seconds(number, unit), unit="s")
+    if unit in SIZE_UNITS and kind in (None, "memory"):
+        return Threshold(statistic, absolute=to_bytes(number, unit), unit="B")
     raise UserError(f"threshold {text!r}: unit {unit!r} is not valid here; {_examples(kind)}")
 
 
 def _examples(kind: MetricKind | None) -> str:
     if kind == "memory":
-        return "write 3% or 10MB (units: " + ", ".join(MEMORY_UNITS) + ")"
+        return "write 3% or 10MB (units: " + ", ".join(SIZE_UNITS) + ")"
     if kind == "count":
         return "write 3% or a count such as 0 or 5 (no unit)"
     if kind == "time":
-        return "write 3% or 0.5ms (units: s, ms, us, \u00b5s, ns)"
+        return "write 3% or 0.5ms (units: s, ms, us, \u00b5s, ns, min)"
     return (
-        "write 3% or 0.5ms (time units: s, ms, us, \u00b5s, ns; memory units: "
-        + ", ".join(MEMORY_UNITS)
+        "write 3% or 0.5ms (time units: s, ms, us, \u00b5s, ns, min; memory units: "
+        + ", ".join(SIZE_UNITS)
         + ")"
     )
