@@ -29,11 +29,11 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from perfguard.errors import UserError, did_you_mean
+from perfguard.errors import UserError
 from perfguard.stats.thresholds import MetricKind, Threshold, parse_threshold
+from perfguard.suite.reader import Reader, describe
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -78,19 +78,22 @@ class Gate:
 
 
 def parse_gate(value: Any, metric: str, where: str) -> Gate:
+    """The gate of ``metric`` from a threshold text (or a list of them); ``where`` prefixes errors."""
+    try:
+        return _gate(value, metric)
+    except UserError as exc:
+        raise UserError(f"{where}: {metric}: {exc}") from None
+
+
+def _gate(value: Any, metric: str) -> Gate:
     spec = METRICS[metric]
     texts = value if isinstance(value, list) else [value]
     if not texts or not all(isinstance(t, str) for t in texts):
-        raise UserError(f"{where}: {metric}: expected a threshold such as \"{spec.default}\" or a list of them")
-    parsed: list[Threshold] = []
-    for text in texts:
-        try:
-            parsed.append(parse_threshold(text, kind=spec.kind))
-        except UserError as exc:
-            raise UserError(f"{where}: {metric}: {exc}") from None
+        raise UserError(f"expected a threshold such as \"{spec.default}\" or a list of them, found {describe(value)}")
+    parsed = [parse_threshold(text, kind=spec.kind) for text in texts]
     statistics = {t.statistic for t in parsed}
     if len(statistics) > 1:
-        raise UserError(f"{where}: {metric}: all thresholds of one metric must use the same statistic, "
+        raise UserError(f"all thresholds of one metric must use the same statistic, "
                         f"found {', '.join(sorted(statistics))}")
     relative = max((t.relative or 0.0) for t in parsed)
     absolute = max((t.absolute or 0.0) for t in parsed)
@@ -121,75 +124,74 @@ class ThresholdSet:
         return chosen
 
 
-def _check_keys(table: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
-    for key in table:
-        if key not in allowed:
-            raise UserError(f"{where}.{key}: unknown key{did_you_mean(key, allowed, most=1)}; expected one of: {', '.join(allowed)}")
+_CHECK_KEYS = ("workers", "step_workers", "max_workers", "alpha")
 
 
-def parse_check(raw: Any, where: str) -> CheckSettings:
-    if not isinstance(raw, dict):
-        raise UserError(f"{where}: expected a table")
-    _check_keys(raw, ("workers", "step_workers", "max_workers", "alpha"), where)
+def parse_check(reader: Reader, raw: Any, key: str = "[check]") -> CheckSettings:
+    """The ``[check]`` table: worker counts of the sequential looks and the false-discovery level."""
+    table = reader.table(raw, key, _CHECK_KEYS)
     values: dict[str, Any] = {}
-    for key in ("workers", "step_workers", "max_workers"):
-        if key in raw:
-            if isinstance(raw[key], bool) or not isinstance(raw[key], int) or raw[key] < 1:
-                raise UserError(f"{where}.{key}: expected an integer >= 1, found {raw[key]!r}")
-            values[key] = raw[key]
-    if "alpha" in raw:
-        alpha = raw["alpha"]
+    for name in ("workers", "step_workers", "max_workers"):
+        if name in table:
+            values[name] = reader.positive_int(table[name], f"{key}.{name}")
+    if "alpha" in table:
+        alpha = table["alpha"]
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
-            raise UserError(f"{where}.alpha: expected a probability between 0 and 0.5 such as 0.05, found {alpha!r}")
+            raise reader.fail(f"{key}.alpha", f"expected a probability between 0 and 0.5 such as 0.05, "
+                              f"found {describe(alpha)}")
         values["alpha"] = float(alpha)
     settings = CheckSettings(**values)
     if settings.max_workers < settings.workers:
-        raise UserError(f"{where}.max_workers ({settings.max_workers}) must be >= workers ({settings.workers})")
+        raise reader.fail(f"{key}.max_workers", f"expected an integer >= workers ({settings.workers}), "
+                          f"found {settings.max_workers}")
     return settings
 
 
-def _parse_overrides(items: Any, where: str) -> list[tuple[str, dict[str, Gate]]]:
+def parse_thresholds(reader: Reader, raw: Any, key: str = "[thresholds]") -> ThresholdSet:
+    """The ``[thresholds]`` table: default gates, then the overrides of an ``include`` file (written
+    by ``perfguard calibrate``, relative to the suite), then the suite's own overrides."""
+    table = reader.table(raw, key, ("include", "overrides", *METRICS))
+    defaults = dict(ThresholdSet().defaults)
+    for metric in METRICS:
+        if metric in table:
+            defaults[metric] = _read_gate(reader, table[metric], metric, key)
+    overrides: list[tuple[str, dict[str, Gate]]] = []
+    if "include" in table:
+        path = reader.path.parent / reader.string(table["include"], f"{key}.include")
+        try:
+            included = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise reader.fail(f"{key}.include", f"file not found: {path} (write it with perfguard calibrate)") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise UserError(f"{path}: malformed TOML: {exc}") from None
+        floors = Reader(path)
+        included_table = floors.table(included.get("thresholds", {}), "[thresholds]", ("overrides",))
+        overrides += _overrides(floors, included_table.get("overrides", []))
+    overrides += _overrides(reader, table.get("overrides", []))
+    return ThresholdSet(defaults, tuple(overrides))
+
+
+def _overrides(reader: Reader, items: Any) -> list[tuple[str, dict[str, Gate]]]:
+    """``[[thresholds.overrides]]``: a regular expression searched in the case id, and gates."""
     if not isinstance(items, list):
-        raise UserError(f"{where}: expected an array of tables [[thresholds.overrides]]")
+        raise reader.fail("[[thresholds.overrides]]", f"expected an array of tables, found {describe(items)}")
     overrides = []
     for index, item in enumerate(items):
-        key = f"{where} #{index + 1}"
-        if not isinstance(item, dict):
-            raise UserError(f"{key}: expected a table")
-        _check_keys(item, ("pattern", *METRICS), key)
-        pattern = item.get("pattern")
+        key = f"[[thresholds.overrides]] #{index + 1}"
+        table = reader.table(item, key, ("pattern", *METRICS))
+        pattern = table.get("pattern")
         if not isinstance(pattern, str) or not pattern:
-            raise UserError(f"{key}: missing 'pattern' (a regular expression searched in the case id)")
+            raise reader.fail(key, "missing 'pattern' (a regular expression searched in the case id)")
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise UserError(f"{key}: pattern {pattern!r} is not a regular expression: {exc}") from None
-        overrides.append((pattern, {m: parse_gate(v, m, key) for m, v in item.items() if m != "pattern"}))
+            raise reader.fail(f"{key}.pattern", f"{pattern!r} is not a regular expression: {exc}") from None
+        overrides.append((pattern, {m: _read_gate(reader, v, m, key) for m, v in table.items() if m != "pattern"}))
     return overrides
 
 
-def parse_thresholds(raw: Any, where: str, base_dir: Path) -> ThresholdSet:
-    if not isinstance(raw, dict):
-        raise UserError(f"{where}: expected a table")
-    _check_keys(raw, ("include", "overrides", *METRICS), where)
-    defaults = dict(ThresholdSet().defaults)
-    for metric in METRICS:
-        if metric in raw:
-            defaults[metric] = parse_gate(raw[metric], metric, where)
-    overrides: list[tuple[str, dict[str, Gate]]] = []
-    if "include" in raw:
-        include = raw["include"]
-        if not isinstance(include, str):
-            raise UserError(f"{where}.include: expected a file name")
-        path = base_dir / include
-        try:
-            included = tomllib.loads(path.read_text())
-        except FileNotFoundError:
-            raise UserError(f"{where}.include: file not found: {path} (write it with perfguard calibrate)") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise UserError(f"{path}: malformed TOML: {exc}") from None
-        table = included.get("thresholds", {})
-        _check_keys(table, ("overrides",), f"{path}: [thresholds]")
-        overrides += _parse_overrides(table.get("overrides", []), f"{path}: [[thresholds.overrides]]")
-    overrides += _parse_overrides(raw.get("overrides", []), f"{where} [[thresholds.overrides]]")
-    return ThresholdSet(defaults, tuple(overrides))
+def _read_gate(reader: Reader, value: Any, metric: str, key: str) -> Gate:
+    try:
+        return _gate(value, metric)
+    except UserError as exc:
+        raise reader.fail(f"{key}.{metric}", str(exc)) from None

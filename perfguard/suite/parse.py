@@ -7,11 +7,12 @@ import fnmatch
 import hashlib
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from perfguard.errors import UserError, did_you_mean
-from perfguard.runners import get_runner
+from perfguard.runners import check_runner_options
 from perfguard.runners.options import RunnerOptions
 from perfguard.suite.gates import parse_check, parse_thresholds
 from perfguard.suite.model import (
@@ -149,125 +150,193 @@ def load_suite(path: str | Path) -> Suite:
     return parse_suite(raw, path, hashlib.sha256(data).hexdigest())
 
 
-def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
-    reader = Reader(path)
-    reader.table(raw, "", ("suite", "compiler", "measure", "correctness", "models", "pipelines", "cases",
-                           "overrides", "runners", "check", "thresholds"))
-    check = parse_check(raw.get("check", {}), f"{path}: [check]")
-    thresholds = parse_thresholds(raw.get("thresholds", {}), f"{path}: [thresholds]", path.parent)
-    head = reader.table(raw.get("suite", {}), "[suite]", ("name", "description", "backend", "runners"))
-    name = reader.string(head.get("name", path.stem), "[suite] name")
-    description = str(head.get("description", ""))
-    default_backend = reader.string(head.get("backend", "ort"), "[suite] backend")
-    default_runners = reader.string_list(head.get("runners", ["cpu"]), "[suite] runners")
+_TABLES = ("suite", "compiler", "measure", "correctness", "models", "pipelines", "cases", "overrides", "runners",
+           "check", "thresholds")
 
-    comp = reader.table(raw.get("compiler", {}), "[compiler]", ("path", "repo", "build"))
-    base_dir = path.parent
-    compiler = CompilerSpec(
+
+def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
+    """Validate the TOML tables of suite file ``path`` into a ``Suite``: one reader for every table,
+    in the order the errors are reported."""
+    reader = Reader(path)
+    reader.table(raw, "", _TABLES)
+    check = parse_check(reader, raw.get("check", {}))
+    thresholds = parse_thresholds(reader, raw.get("thresholds", {}))
+    head = _suite_head(reader, raw.get("suite", {}))
+    compiler = _compiler(reader, raw.get("compiler", {}))
+    measure = _measure(reader, raw.get("measure", {}), "[measure]", MeasureSettings())
+    tolerance = _tolerance(reader, raw.get("correctness", {}), "[correctness]", Tolerance())
+    models = _models(reader, raw.get("models", {}))
+    pipelines = _pipelines(reader, raw.get("pipelines", {}), head.backend)
+    overrides = _overrides(reader, raw.get("overrides", []))
+    cases = _cases(reader, raw.get("cases"), _CaseDefaults(models, pipelines, head.runners, measure, tolerance),
+                   overrides)
+    runners = _runners(reader, raw.get("runners", {}), sorted({c.runner for c in cases}))
+    return Suite(path=path, name=head.name, description=head.description, compiler=compiler, models=models,
+                 pipelines=pipelines, cases=tuple(cases), sha256=sha256, runners=runners, check=check,
+                 thresholds=thresholds)
+
+
+@dataclass(frozen=True)
+class _SuiteHead:
+    """The ``[suite]`` table: the suite's name and the defaults its other tables fall back on."""
+
+    name: str
+    description: str
+    backend: str
+    runners: list[str]
+
+
+def _suite_head(reader: Reader, raw: Any) -> _SuiteHead:
+    head = reader.table(raw, "[suite]", ("name", "description", "backend", "runners"))
+    return _SuiteHead(
+        name=reader.string(head.get("name", reader.path.stem), "[suite] name"),
+        description=str(head.get("description", "")),
+        backend=reader.string(head.get("backend", "ort"), "[suite] backend"),
+        runners=reader.string_list(head.get("runners", ["cpu"]), "[suite] runners"),
+    )
+
+
+def _compiler(reader: Reader, raw: Any) -> CompilerSpec:
+    """``[compiler]``: paths relative to the suite file."""
+    comp = reader.table(raw, "[compiler]", ("path", "repo", "build"))
+    base_dir = reader.path.parent
+    return CompilerSpec(
         path=(base_dir / reader.string(comp["path"], "[compiler] path")).resolve() if "path" in comp else None,
         repo=(base_dir / reader.string(comp["repo"], "[compiler] repo")).resolve() if "repo" in comp else None,
         build=reader.string(comp["build"], "[compiler] build") if "build" in comp else None,
     )
 
-    measure = _measure(reader, raw.get("measure", {}), "[measure]", MeasureSettings())
-    tolerance = _tolerance(reader, raw.get("correctness", {}), "[correctness]", Tolerance())
 
-    models: dict[str, ModelSpec] = {}
-    for model_name, spec in reader.table(raw.get("models", {}), "[models]").items():
-        key = f"[models.{model_name}]"
-        spec = reader.table(spec, key, ("arch", "params", "path", "dims", "inputs"))
-        if ("arch" in spec) == ("path" in spec):
-            raise reader.fail(key, "give exactly one of 'arch' (a zoo architecture) or 'path' (an .onnx file)")
-        if "path" in spec:
-            model_path = (base_dir / reader.string(spec["path"], f"{key} path")).resolve()
-            settings = _input_settings(reader, spec, key)
-            models[model_name] = ModelSpec(name=model_name, path=model_path, input_settings=settings)
-        else:
-            for setting in ("dims", "inputs"):
-                if setting in spec:
-                    raise reader.fail(f"{key} {setting}", "zoo models have fixed input shapes; set them with the "
-                                      "architecture's params (e.g. batch, seq_len, image_size); "
-                                      "'dims' and 'inputs' apply to model files ('path')")
-            arch = reader.string(spec["arch"], f"{key} arch")
-            params = reader.table(spec.get("params", {}), f"{key} params")
-            models[model_name] = ModelSpec(name=model_name, arch=arch, params=dict(params))
+def _models(reader: Reader, raw: Any) -> dict[str, ModelSpec]:
+    models = {name: _model(reader, name, spec) for name, spec in reader.table(raw, "[models]").items()}
     if not models:
         raise reader.fail("[models]", "the suite defines no model; add a [models.NAME] table")
+    return models
 
+
+def _model(reader: Reader, name: str, raw: Any) -> ModelSpec:
+    """``[models.NAME]``: a zoo architecture with params, or a model file with input settings."""
+    key = f"[models.{name}]"
+    spec = reader.table(raw, key, ("arch", "params", "path", "dims", "inputs"))
+    if ("arch" in spec) == ("path" in spec):
+        raise reader.fail(key, "give exactly one of 'arch' (a zoo architecture) or 'path' (an .onnx file)")
+    if "path" in spec:
+        model_path = (reader.path.parent / reader.string(spec["path"], f"{key} path")).resolve()
+        return ModelSpec(name=name, path=model_path, input_settings=_input_settings(reader, spec, key))
+    for setting in ("dims", "inputs"):
+        if setting in spec:
+            raise reader.fail(f"{key} {setting}", "zoo models have fixed input shapes; set them with the "
+                              "architecture's params (e.g. batch, seq_len, image_size); "
+                              "'dims' and 'inputs' apply to model files ('path')")
+    arch = reader.string(spec["arch"], f"{key} arch")
+    params = reader.table(spec.get("params", {}), f"{key} params")
+    return ModelSpec(name=name, arch=arch, params=dict(params))
+
+
+def _pipelines(reader: Reader, raw: Any, default_backend: str) -> dict[str, PipelineSpec]:
+    """``[pipelines.NAME]``: ordered pass lists on a backend (default: ``[suite] backend``)."""
     pipelines: dict[str, PipelineSpec] = {}
-    for pipe_name, spec in reader.table(raw.get("pipelines", {}), "[pipelines]").items():
-        key = f"[pipelines.{pipe_name}]"
+    for name, spec in reader.table(raw, "[pipelines]").items():
+        key = f"[pipelines.{name}]"
         spec = reader.table(spec, key, ("passes", "backend", "options"))
         if "passes" not in spec:
             raise reader.fail(key, "missing 'passes' (an ordered list of pass names; [] for none)")
-        pipelines[pipe_name] = PipelineSpec(
-            name=pipe_name,
+        pipelines[name] = PipelineSpec(
+            name=name,
             backend=reader.string(spec.get("backend", default_backend), f"{key} backend"),
             passes=tuple(reader.string_list(spec["passes"], f"{key} passes")),
             options=dict(reader.table(spec.get("options", {}), f"{key} options")),
         )
     if not pipelines:
         raise reader.fail("[pipelines]", "the suite defines no pipeline; add a [pipelines.NAME] table")
+    return pipelines
 
+
+def _overrides(reader: Reader, raw: Any) -> list[tuple[str, dict[str, Any]]]:
+    """``[[overrides]]``: ``match`` (a glob over case ids) with [measure]/[correctness] settings,
+    applied to each case in file order once its own settings are in."""
+    if not isinstance(raw, list):
+        raise reader.fail("[[overrides]]", f"expected an array of tables, found {describe(raw)}")
     overrides = []
-    raw_overrides = raw.get("overrides", [])
-    if not isinstance(raw_overrides, list):
-        raise reader.fail("[[overrides]]", f"expected an array of tables, found {describe(raw_overrides)}")
-    for index, item in enumerate(raw_overrides):
+    for index, item in enumerate(raw):
         key = f"[[overrides]] #{index + 1}"
-        item = reader.table(item, key, ("match", "measure", "correctness"))
-        overrides.append((reader.string(item.get("match"), f"{key} match"), item))
+        table = reader.table(item, key, ("match", "measure", "correctness"))
+        overrides.append((reader.string(table.get("match"), f"{key} match"), table))
+    return overrides
 
-    raw_cases = raw.get("cases")
-    if raw_cases is None:
-        raw_cases = [{"model": m} for m in models]
-    if not isinstance(raw_cases, list) or not raw_cases:
+
+@dataclass(frozen=True)
+class _CaseDefaults:
+    """What a ``[[cases]]`` entry refers to and falls back on."""
+
+    models: Mapping[str, ModelSpec]
+    pipelines: Mapping[str, PipelineSpec]
+    runners: list[str]
+    measure: MeasureSettings
+    tolerance: Tolerance
+
+
+def _cases(reader: Reader, raw: Any, defaults: _CaseDefaults,
+           overrides: list[tuple[str, dict[str, Any]]]) -> list[CaseSpec]:
+    """``[[cases]]``: model x pipelines x runners (default: every model on every pipeline)."""
+    if raw is None:
+        raw = [{"model": m} for m in defaults.models]
+    if not isinstance(raw, list) or not raw:
         raise reader.fail("[[cases]]", "expected a non-empty array of tables [[cases]]")
     cases: list[CaseSpec] = []
     seen: set[str] = set()
-    for index, item in enumerate(raw_cases):
+    for index, item in enumerate(raw):
         key = f"[[cases]] #{index + 1}"
-        item = reader.table(item, key, ("model", "pipelines", "runners", "measure", "correctness"))
-        model_name = reader.string(item.get("model"), f"{key} model")
-        if model_name not in models:
-            raise reader.fail(f"{key} model", _unknown("model", model_name, models))
-        pipe_names = reader.string_list(item.get("pipelines", list(pipelines)), f"{key} pipelines")
-        for pipe_name in pipe_names:
-            if pipe_name not in pipelines:
-                raise reader.fail(f"{key} pipelines", _unknown("pipeline", pipe_name, pipelines))
-        runner_names = reader.string_list(item.get("runners", default_runners), f"{key} runners")
-        case_measure = _measure(reader, item.get("measure", {}), f"{key} measure", measure)
-        case_tol = _tolerance(reader, item.get("correctness", {}), f"{key} correctness", tolerance)
-        for pipe_name in pipe_names:
-            for runner in runner_names:
-                case = CaseSpec(models[model_name], pipelines[pipe_name], runner, case_measure, case_tol)
-                for pattern, override in overrides:
-                    if fnmatch.fnmatchcase(case.id, pattern):
-                        where = f"[[overrides]] match={pattern!r}"
-                        case = dataclasses.replace(
-                            case,
-                            measure=_measure(reader, override.get("measure", {}), f"{where} measure", case.measure),
-                            tolerance=_tolerance(reader, override.get("correctness", {}),
-                                                 f"{where} correctness", case.tolerance),
-                        )
-                if case.id in seen:
-                    raise reader.fail(key, f"case {case.id} is listed twice")
-                seen.add(case.id)
-                cases.append(case)
+        for case in _case_entry(reader, item, key, defaults):
+            case = _apply_overrides(reader, case, overrides)
+            if case.id in seen:
+                raise reader.fail(key, f"case {case.id} is listed twice")
+            seen.add(case.id)
+            cases.append(case)
+    return cases
+
+
+def _case_entry(reader: Reader, raw: Any, key: str, defaults: _CaseDefaults) -> list[CaseSpec]:
+    item = reader.table(raw, key, ("model", "pipelines", "runners", "measure", "correctness"))
+    model_name = reader.string(item.get("model"), f"{key} model")
+    if model_name not in defaults.models:
+        raise reader.fail(f"{key} model", _unknown("model", model_name, defaults.models))
+    pipe_names = reader.string_list(item.get("pipelines", list(defaults.pipelines)), f"{key} pipelines")
+    for pipe_name in pipe_names:
+        if pipe_name not in defaults.pipelines:
+            raise reader.fail(f"{key} pipelines", _unknown("pipeline", pipe_name, defaults.pipelines))
+    runner_names = reader.string_list(item.get("runners", defaults.runners), f"{key} runners")
+    measure = _measure(reader, item.get("measure", {}), f"{key} measure", defaults.measure)
+    tolerance = _tolerance(reader, item.get("correctness", {}), f"{key} correctness", defaults.tolerance)
+    return [CaseSpec(defaults.models[model_name], defaults.pipelines[pipe_name], runner, measure, tolerance)
+            for pipe_name in pipe_names for runner in runner_names]
+
+
+def _apply_overrides(reader: Reader, case: CaseSpec, overrides: list[tuple[str, dict[str, Any]]]) -> CaseSpec:
+    for pattern, override in overrides:
+        if fnmatch.fnmatchcase(case.id, pattern):
+            where = f"[[overrides]] match={pattern!r}"
+            case = dataclasses.replace(
+                case,
+                measure=_measure(reader, override.get("measure", {}), f"{where} measure", case.measure),
+                tolerance=_tolerance(reader, override.get("correctness", {}), f"{where} correctness", case.tolerance),
+            )
+    return case
+
+
+def _runners(reader: Reader, raw: Any, used: list[str]) -> dict[str, RunnerOptions]:
+    """``[runners.NAME]``: settings of a runner some case uses, checked against what it takes."""
     runners: dict[str, RunnerOptions] = {}
-    used = sorted({c.runner for c in cases})
-    for runner_name, spec in reader.table(raw.get("runners", {}), "[runners]").items():
-        key = f'[runners."{runner_name}"]' if ":" in runner_name else f"[runners.{runner_name}]"
-        if runner_name not in used:
-            raise reader.fail(key, f"no case runs on runner {runner_name!r}; cases use: {', '.join(used)}")
-        runners[runner_name] = _runner_options(reader, spec, key)
-        try:  # the runner refuses settings it does not use (device_id on cpu, say), named here with the key
-            get_runner(runner_name, options=runners[runner_name])
+    for name, spec in reader.table(raw, "[runners]").items():
+        key = f'[runners."{name}"]' if ":" in name else f"[runners.{name}]"
+        if name not in used:
+            raise reader.fail(key, f"no case runs on runner {name!r}; cases use: {', '.join(used)}")
+        runners[name] = _runner_options(reader, spec, key)
+        try:  # the runner kind refuses settings it does not use (device_id on cpu, say), named here with the key
+            check_runner_options(name, runners[name])
         except UserError as exc:
             raise reader.fail(key, str(exc)) from None
-    return Suite(path=path, name=name, description=description, compiler=compiler, models=models,
-                 pipelines=pipelines, cases=tuple(cases), sha256=sha256, runners=runners, check=check,
-                 thresholds=thresholds)
+    return runners
 
 
 def _unknown(kind: str, name: str, valid: Mapping[str, Any]) -> str:
