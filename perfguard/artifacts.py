@@ -27,10 +27,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from perfguard.backends.base import Artifact
 from perfguard.errors import StorageError, UserError
 from perfguard.harness import CompiledCase, Job, Progress, utc_now
 from perfguard.inputs import InputSpec
 from perfguard.measure.engine import run_worker
+from perfguard.measure.requests import verify_request
 from perfguard.models.loader import LoadedModel
 from perfguard.models.onnx_files import artifact_sha256
 from perfguard.results import write_json_atomic
@@ -50,11 +52,11 @@ def compile_to_dir(suite: Suite, cases: list[CaseSpec], out: Path, progress: Pro
     for index, compiled in enumerate(job.compiled):
         entry = dict(compiled.entry)
         if compiled.artifact is not None:
-            source = Path(compiled.artifact["path"])
+            source = Path(compiled.artifact.path)
             target = out / "artifacts" / f"{index:03d}"
             shutil.copytree(source.parent, target)
-            artifact = dict(compiled.artifact, path=str(Path("artifacts") / f"{index:03d}" / source.name))
-            entry["artifact_file"] = artifact
+            artifact = dataclasses.replace(compiled.artifact, path=str(Path("artifacts") / f"{index:03d}" / source.name))
+            entry["artifact_file"] = artifact.to_json()
         entries.append(entry)
     if (work / "refs").is_dir():
         shutil.copytree(work / "refs", out / "refs")
@@ -130,7 +132,8 @@ def run_from_dir(folder: Path, progress: Progress, *, workers: int | None = None
             model = LoadedModel(case.model, Path(), model_info["sha256"],
                                 [InputSpec.from_json(s) for s in model_info["inputs"]], model_info["nodes"],
                                 model_info["opset"])
-            artifact = dict(entry.pop("artifact_file"), path=str(folder / entries[case.id]["artifact_file"]["path"]))
+            artifact = Artifact.from_json(dict(entry.pop("artifact_file"),
+                                               path=str(folder / entries[case.id]["artifact_file"]["path"])))
             entry.update(metrics={k: v for k, v in entry["metrics"].items()}, measurement=None,
                          started_at=utc_now(), compiled_on=manifest["environment"])
             entry.pop("finished_at", None)
@@ -158,20 +161,19 @@ def _verify_on_runner(job: Job, compiled: CompiledCase, folder: Path) -> None:
     """Run the artifact once on the runner and compare with the build machine's reference."""
     case = compiled.case
     reference = folder / "refs" / f"{compiled.model.sha256[:16]}-{case.tolerance.seed}.npz"
-    request = {"mode": "verify", "artifact": compiled.artifact, "runner": case.runner,
-               "runner_options": job.ctx.suite.runner_options(case.runner).to_json(),
-               "threads": case.measure.threads, "input_specs": [s.to_json() for s in compiled.model.inputs],
-               "correctness": case.tolerance.to_json(), "reference": str(reference)}
+    if compiled.artifact is None:
+        return
+    request = verify_request(job.ctx.suite, case, compiled.artifact, compiled.model.inputs, reference)
     outcome = run_worker(request, case.measure.timeout, job.ctx.workdir / "ipc")
-    response = outcome.response or {}
-    if outcome.failure or response.get("error"):
-        message = outcome.failure or response["error"]["message"]
+    response = outcome.response
+    if outcome.failure or outcome.error or response is None:
+        message = outcome.failure or (outcome.error.message if outcome.error else "no response")
         compiled.entry.update(status="failed", error={"stage": "correctness", "message": f"on the runner: {message}"})
         compiled.artifact = None
         return
-    compiled.entry["correctness_on_runner"] = response["correctness"]
-    if not response["correctness"]["passed"]:
+    compiled.entry["correctness_on_runner"] = response.correctness.to_json()
+    if not response.correctness.passed:
         compiled.entry.update(status="failed", error={"stage": "correctness", "message":
                                                        f"wrong answer on runner {case.runner}: "
-                                                       f"{response['correctness']['reason']}"})
+                                                       f"{response.correctness.reason}"})
         compiled.artifact = None

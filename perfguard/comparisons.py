@@ -24,6 +24,7 @@ from perfguard.check import Pair, adaptive_check, check_plan, evaluate, latency_
 from perfguard.compiler import checkout_at, run_build, working_tree
 from perfguard.errors import UserError
 from perfguard.harness import Job, Progress, Side
+from perfguard.measure.protocol import variant_id
 from perfguard.results import load_result
 from perfguard.runners.fingerprint import fingerprint_differences
 from perfguard.suite import CaseSpec, Suite
@@ -72,7 +73,7 @@ def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: C
         job = Job(suite, cases, sides=sides, progress=progress)
 
         def make_pairs(by_variant: dict[str, Any]) -> list[Pair]:
-            return [Pair(c.id, _tag(by_variant[f"base:{c.id}"]), _tag(by_variant[f"head:{c.id}"]), True,
+            return [Pair(c.id, _tag(by_variant[variant_id("base", c.id)]), _tag(by_variant[variant_id("head", c.id)]), True,
                          f"base {ref}", "head") for c in cases]
 
         mode = {"kind": "base-ref", "ref": ref, "base_commit": base.commit, "base_subject": base.subject,
@@ -98,8 +99,8 @@ def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, 
     job = Job(suite, list(needed.values()), progress=progress)
 
     def make_pairs(by_variant: dict[str, Any]) -> list[Pair]:
-        return [Pair(c.id, _tag(by_variant[f"head:{c.model.name}/{reference}/{c.runner}"]),
-                     _tag(by_variant[f"head:{c.id}"]), True, reference, c.pipeline.name) for c in targets]
+        return [Pair(c.id, _tag(by_variant[variant_id("head", f"{c.model.name}/{reference}/{c.runner}")]),
+                     _tag(by_variant[variant_id("head", c.id)]), True, reference, c.pipeline.name) for c in targets]
 
     mode = {"kind": "pipeline", "baseline": f"pipeline {reference}", "candidate": "other pipelines"}
     return _paired_check(suite, list(needed.values()), job, settings, make_pairs, mode)
@@ -212,7 +213,7 @@ def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, prog
         job.compile()
         job.measure(workers=settings.workers)
         by_variant = {c.variant_id: c for c in job.compiled}
-        pairs = [Pair(c.id, by_variant[f"a:{c.id}"].entry, by_variant[f"b:{c.id}"].entry, True, "A", "A'")
+        pairs = [Pair(c.id, by_variant[variant_id("a", c.id)].entry, by_variant[variant_id("b", c.id)].entry, True, "A", "A'")
                  for c in cases]
         rows = [r for r in evaluate(pairs, suite.thresholds, check_plan(settings, adaptive=False))
                 if r["metric"] in ("latency", "status")]

@@ -12,16 +12,20 @@ import hashlib
 import json
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from perfguard import __version__
-from perfguard.backends import get_backend
+from perfguard.backends import Artifact, get_backend
 from perfguard.errors import UserError
 from perfguard.inputs import input_specs
 from perfguard.measure.engine import VariantValues, measure_group, run_worker
+from perfguard.measure.protocol import CompileRequest, MeasureVariant
+from perfguard.measure.protocol import variant_id as _variant_id
+from perfguard.measure.requests import compile_request, measure_request, memory_request
 from perfguard.models.loader import LoadedModel, materialize
 from perfguard.results import RESULT_VERSION, summarize
 from perfguard.runners import get_runner
@@ -50,13 +54,13 @@ class CompiledCase:
     case: CaseSpec
     model: LoadedModel
     entry: dict[str, Any]
-    artifact: dict[str, Any] | None = None
+    artifact: Artifact | None = None
     side: str = "head"
 
     @property
     def variant_id(self) -> str:
         """Unique across sides: ``side:model/pipeline/runner``."""
-        return f"{self.side}:{self.case.id}"
+        return _variant_id(self.side, self.case.id)
 
 
 @dataclass(frozen=True)
@@ -155,22 +159,14 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
         "status": "ok", "error": None, "key": key, "key_hash": key_hash(key), "trace": None, "correctness": None,
         "metrics": {}, "measurement": None, "started_at": utc_now(),
     }
-    request = {
-        "mode": "compile", "backend": case.pipeline.backend, "model_path": str(model.path),
-        "pipeline": {"name": case.pipeline.name, "backend": case.pipeline.backend,
-                     "passes": list(case.pipeline.passes), "options": dict(case.pipeline.options)},
-        "out_dir": str(ctx.workdir / "artifacts" / side.label / f"{index:03d}"),
-        "compiler_path": str(side.compiler_path) if side.compiler_path else None,
-        "runner": case.runner, "threads": case.measure.threads, "compile_repeats": case.measure.compile_repeats,
-        "runner_options": ctx.suite.runner_options(case.runner).to_json(),
-        "correctness": case.tolerance.to_json(), "input_specs": [s.to_json() for s in model.inputs],
-        "reference_cache": str(ctx.workdir / "refs" / f"{model.sha256[:16]}-{case.tolerance.seed}.npz"),
-    }
+    request = compile_request(ctx.suite, case, model.path, model.inputs, compiler_path=side.compiler_path,
+                              out_dir=ctx.workdir / "artifacts" / side.label / f"{index:03d}",
+                              reference_cache=ctx.workdir / "refs" / f"{model.sha256[:16]}-{case.tolerance.seed}.npz")
     (ctx.workdir / "refs").mkdir(parents=True, exist_ok=True)
     compiled = CompiledCase(case, model, entry, side=side.label)
     prefix_trace = None
     if side.prefix_len > 0:
-        prefix_trace, failure = _compile_prefix(ctx, request, side, case.measure.compile_timeout)
+        prefix_trace, request, failure = _compile_prefix(ctx, request, side, case.measure.compile_timeout)
         if failure:
             return _fail(compiled, "compile", failure)
     outcome = run_worker(request, case.measure.compile_timeout, ctx.workdir / "ipc")
@@ -179,28 +175,28 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
         detail = f": {outcome.stderr_tail.splitlines()[-1][:200]}" if outcome.stderr_tail else ""
         message = outcome.failure.replace("worker", "compile worker", 1) + f" during {stage}{detail}"
         return _fail(compiled, stage, message)
-    response = outcome.response or {}
-    entry["trace"] = response.get("trace")
-    if prefix_trace is not None and entry["trace"] is not None:
-        for record in entry["trace"]["passes"]:
-            record["index"] += side.prefix_len
-        entry["trace"]["passes"] = prefix_trace["passes"] + entry["trace"]["passes"]
-        entry["trace"]["input_hash"] = prefix_trace["input_hash"]
-        entry["trace"]["total_time_s"] += prefix_trace["total_time_s"]
-    entry["correctness"] = response.get("correctness")
-    if "artifact" in response:
-        artifact = response["artifact"]
-        cached = bool((response.get("trace") or {}).get("cache_hit"))
+    response = outcome.response
+    if response is not None:
+        entry["trace"] = dict(response.trace)
+        if prefix_trace is not None:
+            for record in entry["trace"]["passes"]:
+                record["index"] += side.prefix_len
+            entry["trace"]["passes"] = prefix_trace["passes"] + entry["trace"]["passes"]
+            entry["trace"]["input_hash"] = prefix_trace["input_hash"]
+            entry["trace"]["total_time_s"] += prefix_trace["total_time_s"]
+        entry["correctness"] = response.correctness.to_json()
+        artifact = response.artifact
+        cached = bool(response.trace.get("cache_hit"))
         # A compile served from a backend's artifact cache timed a file copy: keep it out of the gate.
-        entry["metrics"].update(compile_time_s=response["compile_time_s"],
-                                compile_times_s=[] if cached else response.get("compile_times_s",
-                                                                               [response["compile_time_s"]]),
-                                artifact_size_bytes=artifact["size_bytes"],
-                                node_count=artifact["node_count"])
-        entry["artifact"] = {k: artifact[k] for k in ("sha256", "size_bytes", "node_count", "settings")}
-    if response.get("error"):
-        return _fail(compiled, response["error"]["stage"], response["error"]["message"])
-    compiled.artifact = response["artifact"]
+        entry["metrics"].update(compile_time_s=response.compile_time_s,
+                                compile_times_s=[] if cached else list(response.compile_times_s),
+                                artifact_size_bytes=artifact.size_bytes, node_count=artifact.node_count)
+        entry["artifact"] = {"sha256": artifact.sha256, "size_bytes": artifact.size_bytes,
+                             "node_count": artifact.node_count, "settings": artifact.settings}
+    if outcome.error is not None:
+        return _fail(compiled, outcome.error.stage, outcome.error.message)
+    assert response is not None  # a worker without an error always sends its body
+    compiled.artifact = response.artifact
     probe_memory(ctx, compiled)
     return compiled
 
@@ -208,39 +204,33 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
 def probe_memory(ctx: RunContext, compiled: CompiledCase) -> None:
     """Peak RSS of fresh processes that load only this artifact (``memory_probes`` of them)."""
     measure = compiled.case.measure
+    if compiled.artifact is None:
+        return
     peaks: list[int] = []
     for probe in range(measure.memory_probes):
-        request = {"mode": "memory", "artifact": compiled.artifact, "runner": compiled.case.runner,
-                   "runner_options": ctx.suite.runner_options(compiled.case.runner).to_json(),
-                   "threads": measure.threads, "warmup": measure.warmup, "seed": measure.seed + probe,
-                   "input_specs": [s.to_json() for s in compiled.model.inputs]}
+        request = memory_request(ctx.suite, compiled.case, compiled.artifact, compiled.model.inputs, probe)
         outcome = run_worker(request, measure.timeout, ctx.workdir / "ipc")
-        if outcome.response and "peak_rss_bytes" in outcome.response:
-            peaks.append(int(outcome.response["peak_rss_bytes"]))
+        if outcome.response is not None:
+            peaks.append(outcome.response.peak_rss_bytes)
     if peaks:
         compiled.entry["metrics"]["peak_rss_bytes_probes"] = peaks
         compiled.entry["metrics"]["peak_rss_bytes"] = int(sorted(peaks)[len(peaks) // 2])
 
 
-def _compile_prefix(ctx: RunContext, request: dict[str, Any], side: Side,
-                    timeout: float) -> tuple[dict[str, Any] | None, str]:
+def _compile_prefix(ctx: RunContext, request: CompileRequest, side: Side,
+                    timeout: float) -> tuple[Mapping[str, Any] | None, CompileRequest, str]:
     """Stage 1 of a hybrid compile: the first passes with the prefix compiler, no ORT options,
-    under the case's ``compile_timeout``. Rewrites ``request`` so stage 2 starts from the stage-1
-    model with the remaining passes."""
-    if request["backend"] != "ort":
-        raise UserError(f"hybrid (pass-bisection) compiles need an ONNX-level backend, not {request['backend']!r}")
-    passes = request["pipeline"]["passes"]
-    stage = dict(request, pipeline=dict(request["pipeline"], passes=passes[:side.prefix_len], options={}),
-                 compiler_path=str(side.prefix_path) if side.prefix_path else None,
-                 out_dir=request["out_dir"] + "-prefix", compile_repeats=1)
+    under the case's ``compile_timeout``. Returns its trace, the stage-2 request (the remaining
+    passes, from the stage-1 model) and the failure message ("" when it compiled)."""
+    if request.backend != "ort":
+        raise UserError(f"hybrid (pass-bisection) compiles need an ONNX-level backend, not {request.backend!r}")
+    stage, rest = request.hybrid_stages(side.prefix_len, str(side.prefix_path) if side.prefix_path else None)
     outcome = run_worker(stage, timeout, ctx.workdir / "ipc")
-    response = outcome.response or {}
-    if outcome.failure or response.get("error") or "artifact" not in response:
-        reason = outcome.failure or (response.get("error") or {}).get("message", "no artifact")
-        return None, f"hybrid prefix ({side.prefix_len} passes from {side.prefix_path}) failed: {reason}"
-    request["model_path"] = response["artifact"]["path"]
-    request["pipeline"] = dict(request["pipeline"], passes=passes[side.prefix_len:])
-    return response["trace"], ""
+    response = outcome.response
+    if outcome.failure or outcome.error or response is None:
+        reason = outcome.failure or (outcome.error.message if outcome.error else "no artifact")
+        return None, request, f"hybrid prefix ({side.prefix_len} passes from {side.prefix_path}) failed: {reason}"
+    return response.trace, rest.with_model(response.artifact.path), ""
 
 
 def _fail(compiled: CompiledCase, stage: str, message: str) -> CompiledCase:
@@ -367,13 +357,9 @@ class Job:
             count = workers or measure.workers
             offset = self.workers_used.get(key, 0)
             ctx.progress.advance(f"measure {group_id} ({len(members)} variants x {count} workers)")
-            variants = [{"id": m.variant_id, "artifact": m.artifact} for m in members]
-            values = measure_group(variants, runner=runner, threads=measure.threads, warmup=measure.warmup,
-                                   rounds=measure.rounds, min_time=measure.min_time, timeout=measure.timeout,
-                                   workers=count, seed=measure.seed,
-                                   input_specs=[s.to_json() for s in members[0].model.inputs],
-                                   workdir=ctx.workdir / "ipc", worker_offset=offset,
-                                   runner_options=ctx.suite.runner_options(runner).to_json())
+            variants = [MeasureVariant(m.variant_id, m.artifact) for m in members if m.artifact is not None]
+            request = measure_request(ctx.suite, members[0].case, variants, members[0].model.inputs, offset)
+            values = measure_group(request, timeout=measure.timeout, workers=count, workdir=ctx.workdir / "ipc")
             self.workers_used[key] = offset + count
             for member in members:
                 merged = self.values.setdefault(member.variant_id, VariantValues())

@@ -11,7 +11,9 @@ import pytest
 
 from perfguard.backends import get_backend
 from perfguard.harness import run_suite
+from perfguard.inputs import InputSpec
 from perfguard.measure.engine import measure_group
+from perfguard.measure.protocol import MeasureRequest, MeasureVariant
 from perfguard.results import schema_errors
 from perfguard.suite import PipelineSpec, load_suite
 
@@ -23,12 +25,12 @@ def _mock_artifact(tmp_path: Path, name: str, passes: tuple[str, ...], latency: 
     return get_backend("mock").compile(tmp_path / "unused.onnx", pipeline, tmp_path / name).artifact.to_json()
 
 
-def _measure(tmp_path, variants, **overrides):
-    settings = dict(runner="cpu", threads=1, warmup=1, rounds=5, min_time=0.004, timeout=60, workers=3, seed=0,
-                    input_specs=[{"name": "x", "dtype": "float32", "shape": [4], "low": -1, "high": 1,
-                                  "kind": "normal"}], workdir=tmp_path / "ipc")
+def _measure(tmp_path, variants, *, timeout=60.0, workers=3, **overrides):
+    settings = dict(runner="cpu", runner_options=None, threads=1, warmup=1, rounds=5, min_time=0.004, seed=0,
+                    worker_index=0, input_specs=(InputSpec("x", "float32", (4,)),))
     settings.update(overrides)
-    return measure_group(variants, **settings)
+    request = MeasureRequest(variants=tuple(MeasureVariant.from_json(v) for v in variants), **settings)
+    return measure_group(request, timeout=timeout, workers=workers, workdir=tmp_path / "ipc")
 
 
 def test_interleaved_values_recover_known_latency_ratio(tmp_path):

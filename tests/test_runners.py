@@ -625,6 +625,7 @@ def test_worker_samples_telemetry_around_the_timed_rounds_and_harness_judges_it(
     from perfguard.inputs import InputSpec
     from perfguard.measure import worker
     from perfguard.measure.engine import VariantValues
+    from perfguard.measure.protocol import MeasureRequest
     from perfguard.suite import MeasureSettings, PipelineSpec
 
     monkeypatch.setattr(worker, "get_runner", lambda name, options=None: _WatchedCpuRunner())
@@ -634,7 +635,7 @@ def test_worker_samples_telemetry_around_the_timed_rounds_and_harness_judges_it(
     request = {"mode": "measure", "variants": [{"id": "v", "artifact": artifact.to_json()}], "runner": "cpu",
                "runner_options": None, "threads": 1, "warmup": 1, "rounds": 4, "min_time": 0.001, "seed": 0,
                "worker_index": 0, "input_specs": [InputSpec("x", "float32", (1, 4)).to_json()], "loops": {"v": 2}}
-    response = worker.do_measure(request)
+    response = worker.do_measure(MeasureRequest.from_json(request)).to_json()
     assert len(response["values"]["v"]) == 4
     assert _WatchedCpuRunner.syncs == 1 + 4  # after warm-up, then before every clock read
     telemetry = response["telemetry"]

@@ -18,6 +18,7 @@ from perfguard.check import Pair, adaptive_check
 from perfguard.compiler import CompilerCheckout, checkout_at, run_build
 from perfguard.errors import BuildError, UserError
 from perfguard.harness import Job, Progress, Side
+from perfguard.measure.protocol import variant_id
 from perfguard.suite import CaseSpec, PipelineSpec, Suite
 from perfguard.suite.gates import CheckSettings
 
@@ -62,13 +63,13 @@ def run_probe(suite: Suite, case: CaseSpec, variants: Sequence[Variant], compari
         entries: dict[str, dict[str, Any]] = {}
         by_variant = {c.variant_id: c for c in job.compiled}
         for variant, vcase in job_cases:
-            compiled = by_variant[f"{variant.side.label}:{vcase.id}"]
+            compiled = by_variant[variant_id(variant.side.label, vcase.id)]
             if compiled.entry["status"] != "ok":
                 error = compiled.entry["error"]
                 return {"status": "skip", "reason": f"{variant.label}: {error['stage']} failed: {error['message']}"}
             entries[variant.label] = compiled.entry
-        ids = {label: f"{v.side.label}:{c.id}" for (v, c), label in zip(job_cases, [v.label for v in variants],
-                                                                          strict=True)}
+        ids = {label: variant_id(v.side.label, c.id) for (v, c), label in zip(job_cases, [v.label for v in variants],
+                                                                                strict=True)}
         job.measure(only=set(ids.values()), workers=settings.workers)
 
         def pairs() -> list[Pair]:

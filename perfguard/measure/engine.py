@@ -20,17 +20,32 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from perfguard.measure.worker import STATUS_PREFIX
+from perfguard.measure.protocol import (
+    MeasureRequest,
+    ProtocolError,
+    Request,
+    WorkerError,
+    decode_response,
+    split_stderr,
+    status_variant,
+)
+
+R = TypeVar("R")
 
 
 @dataclass
-class WorkerOutcome:
-    response: dict[str, Any] | None
+class WorkerOutcome(Generic[R]):
+    """What became of one worker: its response body (None when it failed before having one), the
+    fault that killed it (``failure``) or the error it reported (``error``), its last status line
+    and the last lines of its other stderr output."""
+
+    response: R | None
     failure: str | None = None
     last_status: str = ""
     stderr_tail: str = ""
+    error: WorkerError | None = None
 
 
 def _signal_name(code: int) -> str:
@@ -40,18 +55,18 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def run_worker(request: dict[str, Any], timeout: float, workdir: Path) -> WorkerOutcome:
+def run_worker(request: Request[R], timeout: float, workdir: Path) -> WorkerOutcome[R]:
     """Run one worker process on ``request``; never raises for the child's faults."""
     workdir.mkdir(parents=True, exist_ok=True)
     fd, request_path = tempfile.mkstemp(prefix="request-", suffix=".json", dir=workdir)
     with os.fdopen(fd, "w") as handle:
-        json.dump(request, handle)
+        json.dump(request.to_json(), handle)
     response_path = request_path.replace("request-", "response-")
     stderr_path = request_path.replace("request-", "stderr-").replace(".json", ".txt")
     env = dict(os.environ)
     # Keep libraries that size their own thread pools from the core count out of the way.
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env.setdefault(var, str(request.get("threads", 1)))
+        env.setdefault(var, str(request.threads))
     failure = None
     with open(stderr_path, "w") as stderr:
         try:
@@ -65,20 +80,24 @@ def run_worker(request: dict[str, Any], timeout: float, workdir: Path) -> Worker
         except subprocess.TimeoutExpired:
             failure = f"worker timed out after {timeout:g} s and was killed"
     text = Path(stderr_path).read_text(errors="replace")
-    statuses = [line[len(STATUS_PREFIX):] for line in text.splitlines() if line.startswith(STATUS_PREFIX)]
-    others = [line for line in text.splitlines() if not line.startswith(STATUS_PREFIX) and line.strip()]
-    response = None
+    statuses, others = split_stderr(text)
+    response, error = None, None
     if failure is None:
         try:
-            response = json.loads(Path(response_path).read_text())
+            data = json.loads(Path(response_path).read_text())
         except (OSError, ValueError):
             failure = "worker exited without writing a response"
+        else:
+            try:
+                response, error = decode_response(data, request.parse_response)
+            except ProtocolError as exc:
+                failure = f"worker wrote a malformed response: {exc}"
     for path in (request_path, response_path, stderr_path):
         try:
             os.unlink(path)
         except OSError:
             pass
-    return WorkerOutcome(response, failure, statuses[-1] if statuses else "", "\n".join(others[-5:]))
+    return WorkerOutcome(response, failure, statuses[-1] if statuses else "", "\n".join(others[-5:]), error)
 
 
 @dataclass
@@ -97,58 +116,38 @@ class VariantValues:
     telemetry: list[dict[str, Any] | None] = field(default_factory=list)
 
 
-def measure_group(variants: list[dict[str, Any]], *, runner: str, threads: int, warmup: int, rounds: int,
-                  min_time: float, timeout: float, workers: int, seed: int, input_specs: list[dict[str, Any]],
-                  workdir: Path, worker_offset: int = 0, runner_options: dict[str, Any] | None = None) -> dict[str, VariantValues]:
-    """Measure ``variants`` (``{"id", "artifact"}`` dicts) interleaved across fresh workers.
-
-    ``worker_offset`` numbers workers on from an earlier call (adaptive sampling adds workers);
-    ``runner_options`` are the suite's ``[runners.NAME]`` settings (``RunnerOptions.to_json()``)."""
-    results = {v["id"]: VariantValues() for v in variants}
-    live = list(variants)
+def measure_group(request: MeasureRequest, *, timeout: float, workers: int, workdir: Path) -> dict[str, VariantValues]:
+    """Measure the variants of ``request`` interleaved across ``workers`` fresh workers, numbered
+    on from ``request.worker_index`` (adaptive sampling adds workers to an earlier call's)."""
+    results = {v.id: VariantValues() for v in request.variants}
+    live = list(request.variants)
     loops: dict[str, int] = {}
     for index in range(workers):
         if not live:
             break
-        worker_index = worker_offset + index
-        request = {"mode": "measure", "variants": live, "runner": runner, "threads": threads, "warmup": warmup,
-                   "rounds": rounds, "min_time": min_time, "seed": seed, "worker_index": worker_index,
-                   "input_specs": input_specs, "loops": {k: v for k, v in loops.items()} or None,
-                   "runner_options": runner_options}
-        if loops and any(v["id"] not in loops for v in live):
-            request["loops"] = None
-        outcome = run_worker(request, timeout, workdir)
-        error = outcome.response.get("error") if outcome.response else None
-        if outcome.failure or error:
-            reason = outcome.failure or error["message"]  # type: ignore[index]
+        worker_index = request.worker_index + index
+        outcome = run_worker(request.for_worker(worker_index, live, loops), timeout, workdir)
+        if outcome.failure or outcome.error or outcome.response is None:
+            reason = outcome.failure or (outcome.error.message if outcome.error else "no response")
             if outcome.stderr_tail and outcome.failure:
                 reason += f": {outcome.stderr_tail.splitlines()[-1][:200]}"
-            culprit = _culprit(outcome.last_status, live)
+            culprit = status_variant(outcome.last_status, [v.id for v in live])
             if culprit is not None:
                 results[culprit].failures.append(f"worker {worker_index}: {reason}")
                 results[culprit].dropped = f"dropped after worker {worker_index}: {reason}"
-                live = [v for v in live if v["id"] != culprit]
+                live = [v for v in live if v.id != culprit]
             else:
                 for variant in live:
-                    results[variant["id"]].failures.append(f"worker {worker_index}: {reason}")
+                    results[variant.id].failures.append(f"worker {worker_index}: {reason}")
             continue
-        response = outcome.response or {}
-        for variant_id, values in response["values"].items():
+        response = outcome.response
+        for variant_id, values in response.values.items():
             entry = results[variant_id]
-            entry.per_worker.append(values)
+            entry.per_worker.append(list(values))
             entry.worker_ids.append(worker_index)
-            entry.loops = response["loops"][variant_id]
-            entry.rss_delta_bytes.append(response["rss_delta_bytes"][variant_id])
-            entry.peak_rss_bytes.append(response["peak_rss_bytes"])
-            entry.telemetry.append(response.get("telemetry"))
-            loops.setdefault(variant_id, response["loops"][variant_id])
+            entry.loops = response.loops[variant_id]
+            entry.rss_delta_bytes.append(response.rss_delta_bytes[variant_id])
+            entry.peak_rss_bytes.append(response.peak_rss_bytes)
+            entry.telemetry.append(dict(response.telemetry) if response.telemetry is not None else None)
+            loops.setdefault(variant_id, response.loops[variant_id])
     return results
-
-
-def _culprit(status: str, live: list[dict[str, Any]]) -> str | None:
-    for verb in ("loading ", "running ", "calibrating "):
-        if status.startswith(verb):
-            name = status[len(verb):]
-            if any(v["id"] == name for v in live):
-                return name
-    return None

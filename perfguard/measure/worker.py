@@ -13,6 +13,7 @@ so the parent can name the variant a crash happened in.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import io
 import json
@@ -31,18 +32,38 @@ import numpy as np
 
 from perfguard.atomic import write_atomic
 from perfguard.backends import get_backend
-from perfguard.backends.base import Artifact
 from perfguard.errors import BackendError, PerfguardError, first_line
 from perfguard.inputs import InputSpec, make_feeds
+from perfguard.measure.protocol import (
+    STATUS_PREFIX,
+    CheckTolerance,
+    CompileRequest,
+    CompileResponse,
+    CorrectnessCheck,
+    MeasureRequest,
+    MeasureResponse,
+    MemoryRequest,
+    MemoryResponse,
+    ProtocolError,
+    VerifyRequest,
+    VerifyResponse,
+    WorkerError,
+    WorkerResponse,
+    encode_response,
+    request_from_json,
+    status_line,
+    variant_status,
+)
 from perfguard.runners import get_runner
 from perfguard.suite import PipelineSpec
 
-STATUS_PREFIX = "perfguard-worker: "
+__all__ = ["STATUS_PREFIX", "blindness", "compare_outputs", "main", "probe_inputs"]
+
 MAX_LOOPS = 1_000_000
 
 
 def _status(message: str) -> None:
-    sys.stderr.write(f"{STATUS_PREFIX}{message}\n")
+    sys.stderr.write(status_line(message))
     sys.stderr.flush()
 
 
@@ -146,63 +167,66 @@ def compare_outputs(reference: list[np.ndarray], got: list[np.ndarray], rtol: fl
     return {"passed": True, "reason": "", "max_abs_error": max_abs, "max_rel_error": max_rel}
 
 
-def do_compile(request: dict[str, Any]) -> dict[str, Any]:
-    if request.get("compiler_path"):
-        sys.path.insert(0, request["compiler_path"])
-    backend = get_backend(request["backend"])
-    runner = get_runner(request["runner"], options=request.get("runner_options"))
-    pipeline = PipelineSpec(name=request["pipeline"]["name"], backend=request["pipeline"]["backend"],
-                            passes=tuple(request["pipeline"]["passes"]),
-                            options=request["pipeline"]["options"])
-    specs = [InputSpec.from_json(s) for s in request["input_specs"]]
-    tolerance = request["correctness"]
-    feeds = make_feeds(specs, tolerance["seed"])
+def _check(compared: dict[str, Any], tolerance: CheckTolerance, **extra: Any) -> CorrectnessCheck:
+    """``compare_outputs``'s verdict with the tolerance and seed it was judged by."""
+    return CorrectnessCheck(passed=bool(compared["passed"]), reason=str(compared["reason"]),
+                            max_abs_error=compared["max_abs_error"], max_rel_error=compared["max_rel_error"],
+                            rtol=tolerance.rtol, atol=tolerance.atol, seed=tolerance.seed, **extra)
+
+
+def do_compile(request: CompileRequest) -> tuple[CompileResponse | None, WorkerError | None]:
+    """Compile, then check against the reference; a wrong answer returns the body and an error."""
+    if request.compiler_path:
+        sys.path.insert(0, request.compiler_path)
+    backend = get_backend(request.backend)
+    runner = get_runner(request.runner, options=request.runner_options)
+    pipeline = PipelineSpec(name=request.pipeline.name, backend=request.pipeline.backend,
+                            passes=request.pipeline.passes, options=request.pipeline.options)
+    specs = list(request.input_specs)
+    tolerance = request.correctness
+    feeds = make_feeds(specs, tolerance.seed)
     # The blindness probe: the reference on a second, differently seeded input. Outputs that do
     # not change with the input (weights all one constant, say) cannot tell a wrong pass apart.
-    probe = probe_inputs(specs, int(tolerance["seed"]), feeds)
+    probe = probe_inputs(specs, tolerance.seed, feeds)
     stage = "reference"
     try:
         _status("reference")
-        reference, probe_outputs = _reference_outputs(request["model_path"], feeds, request.get("reference_cache"),
+        reference, probe_outputs = _reference_outputs(request.model_path, feeds, request.reference_cache,
                                                       probe[1] if probe else None)
         stage = "compile"
         _status("compile")
         # Compile time is a noisy metric too: compile ``compile_repeats`` times, keep every time.
         compile_times = []
-        for _ in range(max(1, int(request.get("compile_repeats", 1)))):
+        for _ in range(max(1, request.compile_repeats)):
             start = time.perf_counter()
-            output = backend.compile(Path(request["model_path"]), pipeline, Path(request["out_dir"]))
+            output = backend.compile(Path(request.model_path), pipeline, Path(request.out_dir))
             compile_times.append(time.perf_counter() - start)
         compile_time = float(np.median(compile_times))
         stage = "correctness"
         _status("correctness")
-        executable = backend.load(output.artifact, runner, request["threads"])
+        executable = backend.load(output.artifact, runner, request.threads)
         got = executable.run(feeds)
-        check = compare_outputs(reference, got, tolerance["rtol"], tolerance["atol"])
-        check.update(rtol=tolerance["rtol"], atol=tolerance["atol"], seed=tolerance["seed"],
-                     status="verified" if check["passed"] else "failed")
-        if probe is not None:
-            check["probe_seed"] = probe[0]
-        if check["passed"] and probe is not None and probe_outputs is not None and blindness(
-                reference, probe_outputs, tolerance["rtol"], tolerance["atol"]):
+        compared = compare_outputs(reference, got, tolerance.rtol, tolerance.atol)
+        check = _check(compared, tolerance, status="verified" if compared["passed"] else "failed",
+                       probe_seed=probe[0] if probe is not None else None)
+        if check.passed and probe is not None and probe_outputs is not None and blindness(
+                reference, probe_outputs, tolerance.rtol, tolerance.atol):
             # Not a failure (the artifact matches the reference), but never "verified".
-            check["status"] = "blind"
-            check["reason"] = (f"blind: the reference outputs on two different seeded inputs (seeds "
-                               f"{tolerance['seed']} and {probe[0]}) agree within rtol={tolerance['rtol']}, "
-                               f"atol={tolerance['atol']}; they do not depend on the inputs, so this check "
-                               "cannot tell a wrong pass from a right one")
-        result = {"artifact": output.artifact.to_json(), "trace": output.trace.to_json(),
-                  "compile_time_s": compile_time, "compile_times_s": compile_times, "correctness": check}
-        if not check["passed"]:
-            detail = (f" (max abs error {check['max_abs_error']:.3g}, max rel error {check['max_rel_error']:.3g};"
-                      f" rtol={tolerance['rtol']}, atol={tolerance['atol']})"
-                      if check["max_abs_error"] is not None else "")
-            result["error"] = {"stage": "correctness",
-                               "message": f"wrong answer: {check['reason']}{detail}; a fast wrong answer is not a "
-                                          "result (loosen [correctness] rtol/atol only if the difference is expected)"}
-        return result
+            check = dataclasses.replace(check, status="blind", reason=(
+                f"blind: the reference outputs on two different seeded inputs (seeds {tolerance.seed} and "
+                f"{probe[0]}) agree within rtol={tolerance.rtol}, atol={tolerance.atol}; they do not depend "
+                "on the inputs, so this check cannot tell a wrong pass from a right one"))
+        result = CompileResponse(artifact=output.artifact, trace=output.trace.to_json(), compile_time_s=compile_time,
+                                 compile_times_s=tuple(compile_times), correctness=check)
+        if not check.passed:
+            detail = (f" (max abs error {check.max_abs_error:.3g}, max rel error {check.max_rel_error or 0.0:.3g};"
+                      f" rtol={tolerance.rtol}, atol={tolerance.atol})"
+                      if check.max_abs_error is not None else "")
+            return result, WorkerError("correctness", f"wrong answer: {check.reason}{detail}; a fast wrong answer is "
+                                       "not a result (loosen [correctness] rtol/atol only if the difference is expected)")
+        return result, None
     except PerfguardError as exc:
-        return {"error": {"stage": stage, "message": str(exc)}}
+        return None, WorkerError(stage, str(exc))
 
 
 def _calibrate(executable: Any, feeds: dict[str, np.ndarray], min_time: float,
@@ -225,37 +249,36 @@ def _calibrate(executable: Any, feeds: dict[str, np.ndarray], min_time: float,
     return MAX_LOOPS
 
 
-def do_measure(request: dict[str, Any]) -> dict[str, Any]:
-    runner = get_runner(request["runner"], options=request.get("runner_options"))
-    threads = int(request["threads"])
-    worker_index = int(request["worker_index"])
-    rng = random.Random(request["seed"] * 100_003 + worker_index)
-    specs = [InputSpec.from_json(s) for s in request["input_specs"]]
-    feeds = make_feeds(specs, request["seed"] + 1 + worker_index)
-    variants = list(request["variants"])
+def do_measure(request: MeasureRequest) -> MeasureResponse:
+    runner = get_runner(request.runner, options=request.runner_options)
+    threads = request.threads
+    worker_index = request.worker_index
+    rng = random.Random(request.seed * 100_003 + worker_index)
+    feeds = make_feeds(list(request.input_specs), request.seed + 1 + worker_index)
+    variants = list(request.variants)
     executables: dict[str, Any] = {}
     rss_delta: dict[str, int] = {}
     # Creation order biases a session by 1-2 %: rotate it by worker index so every variant is
     # created first equally often (exact balance; a coin flip per worker leaves 2-3 % A/A alarms).
-    load_order = sorted(v["id"] for v in variants)
+    load_order = sorted(v.id for v in variants)
     shift = worker_index % len(load_order) if load_order else 0
     load_order = load_order[shift:] + load_order[:shift]
-    by_id = {v["id"]: v for v in variants}
+    by_id = {v.id: v for v in variants}
     for variant_id in load_order:
-        _status(f"loading {variant_id}")
+        _status(variant_status("loading", variant_id))
         before = _rss_bytes()
-        artifact = Artifact.from_json(by_id[variant_id]["artifact"])
+        artifact = by_id[variant_id].artifact
         executable = get_backend(artifact.backend).load(artifact, runner, threads)
-        for _ in range(max(runner.min_warmup, int(request["warmup"]))):
+        for _ in range(max(runner.min_warmup, request.warmup)):
             executable.run(feeds)
         runner.synchronize()
         rss_delta[variant_id] = max(0, _rss_bytes() - before)
         executables[variant_id] = executable
-    loops = dict(request.get("loops") or {})
+    loops = dict(request.loops or {})
     for variant_id, executable in executables.items():
         if variant_id not in loops:
-            _status(f"calibrating {variant_id}")
-            loops[variant_id] = _calibrate(executable, feeds, float(request["min_time"]), runner.synchronize)
+            _status(variant_status("calibrating", variant_id))
+            loops[variant_id] = _calibrate(executable, feeds, float(request.min_time), runner.synchronize)
     values: dict[str, list[float]] = {v: [] for v in executables}
     ids = list(executables)
     _status("measuring")
@@ -267,10 +290,10 @@ def do_measure(request: dict[str, Any]) -> dict[str, Any]:
     if sampler is not None:
         sampler.start()
     try:
-        for _ in range(int(request["rounds"])):
+        for _ in range(request.rounds):
             rng.shuffle(ids)
             for variant_id in ids:
-                _status(f"running {variant_id}")
+                _status(variant_status("running", variant_id))
                 run, count = executables[variant_id].run, loops[variant_id]
                 start = time.perf_counter_ns()
                 for _ in range(count):
@@ -283,58 +306,62 @@ def do_measure(request: dict[str, Any]) -> dict[str, Any]:
         if gc_was_enabled:
             gc.enable()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"values": values, "loops": loops, "rss_delta_bytes": rss_delta, "peak_rss_bytes": peak,
-            "load_order": load_order, "pid": os.getpid(), "telemetry": telemetry}
+    return MeasureResponse(values={k: tuple(v) for k, v in values.items()}, loops=loops, rss_delta_bytes=rss_delta,
+                           peak_rss_bytes=peak, load_order=tuple(load_order), pid=os.getpid(), telemetry=telemetry)
 
 
-def do_memory(request: dict[str, Any]) -> dict[str, Any]:
+def do_memory(request: MemoryRequest) -> MemoryResponse:
     """Peak memory of a fresh process that loads one artifact and runs it: the memory metric.
 
     A fresh process per probe makes the number reproducible (a session's share of a shared worker
     depends on what was loaded before it and on allocator reuse)."""
-    runner = get_runner(request["runner"], options=request.get("runner_options"))
-    specs = [InputSpec.from_json(s) for s in request["input_specs"]]
-    feeds = make_feeds(specs, request["seed"])
+    runner = get_runner(request.runner, options=request.runner_options)
+    feeds = make_feeds(list(request.input_specs), request.seed)
     before = _rss_bytes()
-    artifact = Artifact.from_json(request["artifact"])
-    executable = get_backend(artifact.backend).load(artifact, runner, int(request["threads"]))
-    for _ in range(max(3, int(request.get("warmup", 3)))):
+    artifact = request.artifact
+    executable = get_backend(artifact.backend).load(artifact, runner, request.threads)
+    for _ in range(max(3, request.warmup)):
         executable.run(feeds)
-    return {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "session_rss_bytes": max(0, _rss_bytes() - before)}
+    return MemoryResponse(peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                          session_rss_bytes=max(0, _rss_bytes() - before))
 
 
-def do_verify(request: dict[str, Any]) -> dict[str, Any]:
+def do_verify(request: VerifyRequest) -> tuple[VerifyResponse | None, WorkerError | None]:
     """Run an artifact compiled elsewhere once on this runner; compare with the shipped reference."""
-    runner = get_runner(request["runner"], options=request.get("runner_options"))
-    tolerance = request["correctness"]
-    specs = [InputSpec.from_json(s) for s in request["input_specs"]]
-    feeds = make_feeds(specs, tolerance["seed"])
+    runner = get_runner(request.runner, options=request.runner_options)
+    tolerance = request.correctness
+    feeds = make_feeds(list(request.input_specs), tolerance.seed)
     try:
-        with np.load(request["reference"]) as data:
+        with np.load(request.reference) as data:
             reference = [data[f"out{i}"] for i in range(len(data.files))]
     except OSError as exc:
-        return {"error": {"stage": "correctness", "message": f"reference outputs missing: {exc}"}}
-    artifact = Artifact.from_json(request["artifact"])
-    executable = get_backend(artifact.backend).load(artifact, runner, int(request["threads"]))
-    check = compare_outputs(reference, executable.run(feeds), tolerance["rtol"], tolerance["atol"])
-    check.update(rtol=tolerance["rtol"], atol=tolerance["atol"], seed=tolerance["seed"])
-    return {"correctness": check}
+        return None, WorkerError("correctness", f"reference outputs missing: {exc}")
+    artifact = request.artifact
+    executable = get_backend(artifact.backend).load(artifact, runner, request.threads)
+    compared = compare_outputs(reference, executable.run(feeds), tolerance.rtol, tolerance.atol)
+    return VerifyResponse(_check(compared, tolerance)), None
+
+
+def serve(request: CompileRequest | MeasureRequest | MemoryRequest | VerifyRequest
+          ) -> tuple[WorkerResponse | None, WorkerError | None]:
+    """Do what ``request`` asks: its response body and, when it failed, the error."""
+    if isinstance(request, CompileRequest):
+        return do_compile(request)
+    if isinstance(request, VerifyRequest):
+        return do_verify(request)
+    if isinstance(request, MemoryRequest):
+        return do_memory(request), None
+    if isinstance(request, MeasureRequest):
+        return do_measure(request), None
+    raise ProtocolError(f"no worker serves {type(request).__name__}")
 
 
 def main(argv: list[str]) -> int:
     request_path, response_path = argv
     request = json.loads(Path(request_path).read_text())
-    os.environ["PERFGUARD_WORKER_MODE"] = request["mode"]
+    os.environ["PERFGUARD_WORKER_MODE"] = str(request.get("mode"))
     try:
-        if request["mode"] == "compile":
-            response = do_compile(request)
-        elif request["mode"] == "memory":
-            response = do_memory(request)
-        elif request["mode"] == "verify":
-            response = do_verify(request)
-        else:
-            response = do_measure(request)
+        response = encode_response(*serve(request_from_json(request)))
     except PerfguardError as exc:
         response = {"error": {"stage": request["mode"], "message": str(exc)}}
     except Exception as exc:  # report the worker's own failure to the parent as one line

@@ -1,0 +1,548 @@
+"""The worker protocol: one typed request and one typed response per kind of worker, and the
+status lines a worker prints while it works.
+
+The parent writes a request to a JSON file, starts ``python -m perfguard.measure.worker REQUEST
+RESPONSE`` and reads the response back from the second file (see ``perfguard.measure.engine``).
+Four kinds, named by the request's ``mode``:
+
+``compile`` (``CompileRequest`` -> ``CompileResponse``)
+    compile one case, run the reference and check the artifact's outputs against it;
+``measure`` (``MeasureRequest`` -> ``MeasureResponse``)
+    load every variant of a group and time them interleaved;
+``memory`` (``MemoryRequest`` -> ``MemoryResponse``)
+    peak memory of a fresh process that loads one artifact;
+``verify`` (``VerifyRequest`` -> ``VerifyResponse``)
+    run an artifact compiled elsewhere once and compare it with the shipped reference outputs.
+
+Wire format: the request is its fields plus ``"mode"``. The response is its fields, plus
+``"error": {"stage", "message"[, "detail"]}`` when the worker failed; a response of ``"error"``
+alone carries no body (the worker failed before it had one). A compile whose artifact gives a wrong
+answer sends both: the body (artifact, trace, correctness) and the error. The parent and the worker
+are the same perfguard, so a malformed document is a bug, refused with ``ProtocolError``.
+
+While it works the worker prints status lines on stderr (``perfguard-worker: loading head:m/p/cpu``):
+the last one tells the parent which stage, or which variant, a crash or a hang happened in.
+
+This module imports nothing heavy (no backends, runners, onnx or numpy), so the parent can import it
+freely; ``InputSpec`` and ``Artifact`` are imported when a document is decoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+
+from perfguard.measure._fields import (
+    ProtocolError,
+    _artifact,
+    _bool,
+    _float,
+    _get,
+    _input_specs,
+    _int,
+    _int_map,
+    _list,
+    _object,
+    _opt_float,
+    _opt_int,
+    _opt_object,
+    _opt_str,
+    _options,
+    _specs_json,
+    _str,
+    _wrong,
+)
+
+if TYPE_CHECKING:
+    from perfguard.backends.base import Artifact
+    from perfguard.inputs import InputSpec
+
+__all__ = [
+    "REQUEST_TYPES", "STATUS_PREFIX", "VARIANT_VERBS", "CheckTolerance", "CompilePipeline", "CompileRequest",
+    "CompileResponse", "CorrectnessCheck", "MeasureRequest", "MeasureResponse", "MeasureVariant", "MemoryRequest",
+    "MemoryResponse", "ProtocolError", "Request", "VerifyRequest", "VerifyResponse", "WorkerError", "WorkerRequest",
+    "WorkerResponse", "decode_response", "encode_response", "request_from_json", "split_stderr", "status_line",
+    "status_variant", "variant_id", "variant_status",
+]
+
+STATUS_PREFIX = "perfguard-worker: "
+# Status verbs followed by a variant id: the variant the worker was busy with.
+VARIANT_VERBS = ("loading", "calibrating", "running")
+
+
+def variant_id(side: str, case_id: str) -> str:
+    """The id of one variant in a job, unique across sides: ``side:model/pipeline/runner``."""
+    return f"{side}:{case_id}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Status lines
+# ----------------------------------------------------------------------------------------------
+
+def status_line(message: str) -> str:
+    """The stderr line by which a worker announces ``message`` (``reference``, ``loading ID``...)."""
+    return f"{STATUS_PREFIX}{message}\n"
+
+
+def variant_status(verb: str, variant: str) -> str:
+    """The status message for working on one variant: ``verb`` is one of ``VARIANT_VERBS``."""
+    if verb not in VARIANT_VERBS:
+        raise ValueError(f"unknown status verb {verb!r}; expected one of {', '.join(VARIANT_VERBS)}")
+    return f"{verb} {variant}"
+
+
+def split_stderr(text: str) -> tuple[list[str], list[str]]:
+    """A worker's stderr as (status messages without the prefix, the other non-blank lines)."""
+    lines = text.splitlines()
+    statuses = [line[len(STATUS_PREFIX):] for line in lines if line.startswith(STATUS_PREFIX)]
+    others = [line for line in lines if not line.startswith(STATUS_PREFIX) and line.strip()]
+    return statuses, others
+
+
+def status_variant(status: str, variant_ids: Iterable[str]) -> str | None:
+    """The variant among ``variant_ids`` that status message ``status`` names, or None."""
+    ids = set(variant_ids)
+    for verb in VARIANT_VERBS:
+        prefix = verb + " "
+        if status.startswith(prefix) and status[len(prefix):] in ids:
+            return status[len(prefix):]
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared parts
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WorkerError:
+    """Why a worker produced no (usable) result: the stage it failed in and one line about it;
+    ``detail`` is the last traceback line of an unexpected exception."""
+
+    stage: str
+    message: str
+    detail: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = {"stage": self.stage, "message": self.message}
+        if self.detail is not None:
+            data["detail"] = self.detail
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WorkerError:
+        kind = "worker error"
+        return cls(_str(data, "stage", kind), _str(data, "message", kind), _opt_str(data, "detail", kind))
+
+
+@dataclass(frozen=True)
+class CheckTolerance:
+    """The correctness check's tolerance and input seed (the suite's ``[correctness]``)."""
+
+    rtol: float
+    atol: float
+    seed: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rtol": self.rtol, "atol": self.atol, "seed": self.seed}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CheckTolerance:
+        kind = "correctness tolerance"
+        return cls(_float(data, "rtol", kind), _float(data, "atol", kind), _int(data, "seed", kind))
+
+
+@dataclass(frozen=True)
+class CorrectnessCheck:
+    """The outcome of comparing an artifact's outputs with the reference, as stored in the case
+    entry (``correctness``, ``correctness_on_runner``).
+
+    ``status`` (compile only): ``verified``, ``failed`` or ``blind`` (the reference does not
+    depend on the inputs); ``probe_seed``: the seed of the blindness probe's inputs, when there
+    was one. Both are left out of the JSON when None, as before."""
+
+    passed: bool
+    reason: str
+    max_abs_error: float | None
+    max_rel_error: float | None
+    rtol: float
+    atol: float
+    seed: int
+    status: str | None = None
+    probe_seed: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"passed": self.passed, "reason": self.reason, "max_abs_error": self.max_abs_error,
+                                "max_rel_error": self.max_rel_error, "rtol": self.rtol, "atol": self.atol,
+                                "seed": self.seed}
+        if self.status is not None:
+            data["status"] = self.status
+        if self.probe_seed is not None:
+            data["probe_seed"] = self.probe_seed
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CorrectnessCheck:
+        kind = "correctness check"
+        return cls(_bool(data, "passed", kind), _str(data, "reason", kind), _opt_float(data, "max_abs_error", kind),
+                   _opt_float(data, "max_rel_error", kind), _float(data, "rtol", kind), _float(data, "atol", kind),
+                   _int(data, "seed", kind), _opt_str(data, "status", kind), _opt_int(data, "probe_seed", kind))
+
+
+# ----------------------------------------------------------------------------------------------
+# Responses
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CompileResponse:
+    """A compiled artifact, its pass trace, the compile times and the correctness check.
+
+    ``trace`` is free-form: the backend's ``PassTrace.to_json()``, which backends extend (IREE
+    adds ``mode``, ``pass_times``, ``cache_hit``); the parent copies it into the case entry."""
+
+    artifact: Artifact
+    trace: Mapping[str, Any]
+    compile_time_s: float
+    compile_times_s: tuple[float, ...]
+    correctness: CorrectnessCheck
+
+    def to_json(self) -> dict[str, Any]:
+        return {"artifact": self.artifact.to_json(), "trace": dict(self.trace), "compile_time_s": self.compile_time_s,
+                "compile_times_s": list(self.compile_times_s), "correctness": self.correctness.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CompileResponse:
+        kind = "compile response"
+        times = _list(data, "compile_times_s", kind)
+        if not all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in times):
+            raise _wrong(kind, "compile_times_s", "a list of numbers", times)
+        return cls(_artifact(data, "artifact", kind), _object(data, "trace", kind), _float(data, "compile_time_s", kind),
+                   tuple(float(t) for t in times), CorrectnessCheck.from_json(_object(data, "correctness", kind)))
+
+
+@dataclass(frozen=True)
+class MeasureResponse:
+    """One measurement worker's values: per variant id, one value (seconds per loop) per round.
+
+    ``telemetry`` is free-form: the runner's device telemetry record of the timed rounds
+    (``perfguard.runners.telemetry``; None when the runner has none)."""
+
+    values: Mapping[str, tuple[float, ...]]
+    loops: Mapping[str, int]
+    rss_delta_bytes: Mapping[str, int]
+    peak_rss_bytes: int
+    load_order: tuple[str, ...]
+    pid: int
+    telemetry: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"values": {k: list(v) for k, v in self.values.items()}, "loops": dict(self.loops),
+                "rss_delta_bytes": dict(self.rss_delta_bytes), "peak_rss_bytes": self.peak_rss_bytes,
+                "load_order": list(self.load_order), "pid": self.pid, "telemetry": _options(self.telemetry)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MeasureResponse:
+        kind = "measure response"
+        values = _object(data, "values", kind)
+        if not all(isinstance(v, list) and all(isinstance(x, (int, float)) for x in v) for v in values.values()):
+            raise _wrong(kind, "values", "an object of lists of numbers", values)
+        order = _list(data, "load_order", kind)
+        return cls({k: tuple(float(x) for x in v) for k, v in values.items()}, _int_map(data, "loops", kind),
+                   _int_map(data, "rss_delta_bytes", kind), _int(data, "peak_rss_bytes", kind),
+                   tuple(str(v) for v in order), _int(data, "pid", kind), _opt_object(data, "telemetry", kind))
+
+
+@dataclass(frozen=True)
+class MemoryResponse:
+    """Peak RSS of the probe process, and the growth of its RSS while loading the session."""
+
+    peak_rss_bytes: int
+    session_rss_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"peak_rss_bytes": self.peak_rss_bytes, "session_rss_bytes": self.session_rss_bytes}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MemoryResponse:
+        kind = "memory response"
+        return cls(_int(data, "peak_rss_bytes", kind), _int(data, "session_rss_bytes", kind))
+
+
+@dataclass(frozen=True)
+class VerifyResponse:
+    """The artifact's outputs on this runner compared with the build machine's reference."""
+
+    correctness: CorrectnessCheck
+
+    def to_json(self) -> dict[str, Any]:
+        return {"correctness": self.correctness.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VerifyResponse:
+        return cls(CorrectnessCheck.from_json(_object(data, "correctness", "verify response")))
+
+
+WorkerResponse = CompileResponse | MeasureResponse | MemoryResponse | VerifyResponse
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+def encode_response(body: WorkerResponse | None, error: WorkerError | None = None) -> dict[str, Any]:
+    """The response document: the body's fields, plus ``error`` when the worker failed."""
+    data = body.to_json() if body is not None else {}
+    if error is not None:
+        data["error"] = error.to_json()
+    if not data:
+        raise ValueError("a response needs a body or an error")
+    return data
+
+
+def decode_response(data: Any, parse: Callable[[Mapping[str, Any]], R]) -> tuple[R | None, WorkerError | None]:
+    """The (body, error) of response document ``data``; the body is None for an error alone."""
+    if not isinstance(data, dict):
+        raise ProtocolError(f"response: expected a JSON object, found {type(data).__name__}")
+    error = WorkerError.from_json(_object(data, "error", "response")) if data.get("error") else None
+    rest = {k: v for k, v in data.items() if k != "error"}
+    if error is not None and not rest:
+        return None, error
+    return parse(rest), error
+
+
+# ----------------------------------------------------------------------------------------------
+# Requests
+# ----------------------------------------------------------------------------------------------
+
+class Request(Protocol[R_co]):
+    """What every request has: its ``mode``, its ``threads`` (the parent sizes the worker's
+    thread pools by it), its JSON form, and the parser of its response body."""
+
+    mode: ClassVar[str]
+
+    @property
+    def threads(self) -> int: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+    def parse_response(self, data: Mapping[str, Any]) -> R_co: ...
+
+
+@dataclass(frozen=True)
+class CompilePipeline:
+    """The pipeline a compile request applies: ordered pass names plus the backend's pinned
+    settings; ``options`` is free-form (each backend reads its own keys)."""
+
+    name: str
+    backend: str
+    passes: tuple[str, ...]
+    options: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "backend": self.backend, "passes": list(self.passes), "options": dict(self.options)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CompilePipeline:
+        kind = "compile pipeline"
+        passes = _list(data, "passes", kind)
+        if not all(isinstance(p, str) for p in passes):
+            raise _wrong(kind, "passes", "a list of pass names", passes)
+        return cls(_str(data, "name", kind), _str(data, "backend", kind), tuple(passes), _object(data, "options", kind))
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """Compile ``model_path`` with ``pipeline`` into ``out_dir`` (``compile_repeats`` times, each
+    timed), with the user passes of ``compiler_path`` importable, then check the artifact on
+    ``runner`` against the reference (cached in ``reference_cache``).
+
+    ``runner_options`` is free-form: the suite's ``RunnerOptions.to_json()`` for ``runner``."""
+
+    mode: ClassVar[str] = "compile"
+    backend: str
+    model_path: str
+    pipeline: CompilePipeline
+    out_dir: str
+    compiler_path: str | None
+    runner: str
+    runner_options: dict[str, Any] | None
+    threads: int
+    compile_repeats: int
+    correctness: CheckTolerance
+    input_specs: tuple[InputSpec, ...]
+    reference_cache: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "backend": self.backend, "model_path": self.model_path,
+                "pipeline": self.pipeline.to_json(), "out_dir": self.out_dir, "compiler_path": self.compiler_path,
+                "runner": self.runner, "threads": self.threads, "compile_repeats": self.compile_repeats,
+                "runner_options": _options(self.runner_options), "correctness": self.correctness.to_json(),
+                "input_specs": _specs_json(self.input_specs), "reference_cache": self.reference_cache}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CompileRequest:
+        kind = "compile request"
+        return cls(_str(data, "backend", kind), _str(data, "model_path", kind),
+                   CompilePipeline.from_json(_object(data, "pipeline", kind)), _str(data, "out_dir", kind),
+                   _opt_str(data, "compiler_path", kind), _str(data, "runner", kind),
+                   _opt_object(data, "runner_options", kind), _int(data, "threads", kind),
+                   _int(data, "compile_repeats", kind), CheckTolerance.from_json(_object(data, "correctness", kind)),
+                   _input_specs(data, kind), _opt_str(data, "reference_cache", kind))
+
+    def parse_response(self, data: Mapping[str, Any]) -> CompileResponse:
+        return CompileResponse.from_json(data)
+
+    def hybrid_stages(self, prefix_len: int, prefix_compiler_path: str | None) -> tuple[CompileRequest, CompileRequest]:
+        """The two stages of a hybrid (pass-bisection) compile: the first ``prefix_len`` passes with
+        the prefix compiler, no backend options, compiled once into ``out_dir-prefix``; then the
+        remaining passes from the stage-1 model (``model_path`` is filled in with ``with_model``)."""
+        passes = self.pipeline.passes
+        first = replace(self, pipeline=replace(self.pipeline, passes=passes[:prefix_len], options={}),
+                        compiler_path=prefix_compiler_path, out_dir=self.out_dir + "-prefix", compile_repeats=1)
+        rest = replace(self, pipeline=replace(self.pipeline, passes=passes[prefix_len:]))
+        return first, rest
+
+    def with_model(self, model_path: str) -> CompileRequest:
+        return replace(self, model_path=model_path)
+
+
+@dataclass(frozen=True)
+class MeasureVariant:
+    """One variant of a measurement group: its id (``variant_id``) and its artifact."""
+
+    id: str
+    artifact: Artifact
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "artifact": self.artifact.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MeasureVariant:
+        kind = "measure variant"
+        return cls(_str(data, "id", kind), _artifact(data, "artifact", kind))
+
+
+@dataclass(frozen=True)
+class MeasureRequest:
+    """Load ``variants``, warm each up, then time ``rounds`` interleaved rounds (see
+    ``perfguard.measure.engine``). ``loops`` per variant id come from the first worker's
+    calibration (None: calibrate so one value lasts ``min_time`` seconds); ``worker_index``
+    seeds the inputs and the shuffles and rotates the load order.
+
+    ``runner_options`` is free-form: the suite's ``RunnerOptions.to_json()`` for ``runner``."""
+
+    mode: ClassVar[str] = "measure"
+    variants: tuple[MeasureVariant, ...]
+    runner: str
+    runner_options: dict[str, Any] | None
+    threads: int
+    warmup: int
+    rounds: int
+    min_time: float
+    seed: int
+    worker_index: int
+    input_specs: tuple[InputSpec, ...]
+    loops: Mapping[str, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "variants": [v.to_json() for v in self.variants], "runner": self.runner,
+                "runner_options": _options(self.runner_options), "threads": self.threads, "warmup": self.warmup,
+                "rounds": self.rounds, "min_time": self.min_time, "seed": self.seed,
+                "worker_index": self.worker_index, "input_specs": _specs_json(self.input_specs),
+                "loops": None if self.loops is None else dict(self.loops)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MeasureRequest:
+        kind = "measure request"
+        return cls(tuple(MeasureVariant.from_json(v) for v in _list(data, "variants", kind)), _str(data, "runner", kind),
+                   _opt_object(data, "runner_options", kind), _int(data, "threads", kind), _int(data, "warmup", kind),
+                   _int(data, "rounds", kind), _float(data, "min_time", kind), _int(data, "seed", kind),
+                   _int(data, "worker_index", kind), _input_specs(data, kind),
+                   _int_map(data, "loops", kind) if data.get("loops") else None)
+
+    def parse_response(self, data: Mapping[str, Any]) -> MeasureResponse:
+        return MeasureResponse.from_json(data)
+
+    def for_worker(self, worker_index: int, variants: Sequence[MeasureVariant],
+                   loops: Mapping[str, int]) -> MeasureRequest:
+        """This request for worker ``worker_index`` on the ``variants`` still measured; ``loops``
+        are reused only when they cover every one of them."""
+        known = bool(loops) and all(v.id in loops for v in variants)
+        return replace(self, worker_index=worker_index, variants=tuple(variants), loops=dict(loops) if known else None)
+
+
+@dataclass(frozen=True)
+class MemoryRequest:
+    """Load ``artifact`` in a fresh process, run it ``max(3, warmup)`` times on inputs seeded with
+    ``seed``, report the peak RSS.
+
+    ``runner_options`` is free-form: the suite's ``RunnerOptions.to_json()`` for ``runner``."""
+
+    mode: ClassVar[str] = "memory"
+    artifact: Artifact
+    runner: str
+    runner_options: dict[str, Any] | None
+    threads: int
+    warmup: int
+    seed: int
+    input_specs: tuple[InputSpec, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "artifact": self.artifact.to_json(), "runner": self.runner,
+                "runner_options": _options(self.runner_options), "threads": self.threads, "warmup": self.warmup,
+                "seed": self.seed, "input_specs": _specs_json(self.input_specs)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MemoryRequest:
+        kind = "memory request"
+        return cls(_artifact(data, "artifact", kind), _str(data, "runner", kind), _opt_object(data, "runner_options", kind),
+                   _int(data, "threads", kind), _int(data, "warmup", kind), _int(data, "seed", kind),
+                   _input_specs(data, kind))
+
+    def parse_response(self, data: Mapping[str, Any]) -> MemoryResponse:
+        return MemoryResponse.from_json(data)
+
+
+@dataclass(frozen=True)
+class VerifyRequest:
+    """Run ``artifact`` (compiled on another machine) once on ``runner`` and compare its outputs
+    with the reference outputs in ``reference`` (an ``.npz`` file).
+
+    ``runner_options`` is free-form: the suite's ``RunnerOptions.to_json()`` for ``runner``."""
+
+    mode: ClassVar[str] = "verify"
+    artifact: Artifact
+    runner: str
+    runner_options: dict[str, Any] | None
+    threads: int
+    input_specs: tuple[InputSpec, ...]
+    correctness: CheckTolerance
+    reference: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "artifact": self.artifact.to_json(), "runner": self.runner,
+                "runner_options": _options(self.runner_options), "threads": self.threads,
+                "input_specs": _specs_json(self.input_specs), "correctness": self.correctness.to_json(),
+                "reference": self.reference}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VerifyRequest:
+        kind = "verify request"
+        return cls(_artifact(data, "artifact", kind), _str(data, "runner", kind), _opt_object(data, "runner_options", kind),
+                   _int(data, "threads", kind), _input_specs(data, kind),
+                   CheckTolerance.from_json(_object(data, "correctness", kind)), _str(data, "reference", kind))
+
+    def parse_response(self, data: Mapping[str, Any]) -> VerifyResponse:
+        return VerifyResponse.from_json(data)
+
+
+WorkerRequest = CompileRequest | MeasureRequest | MemoryRequest | VerifyRequest
+REQUEST_TYPES: dict[str, type[CompileRequest] | type[MeasureRequest] | type[MemoryRequest] | type[VerifyRequest]] = {
+    t.mode: t for t in (CompileRequest, MeasureRequest, MemoryRequest, VerifyRequest)}
+
+
+def request_from_json(data: Any) -> WorkerRequest:
+    """The typed request of document ``data``, by its ``mode``; an unknown mode or a missing
+    field raises ``ProtocolError`` naming it."""
+    mode = _get(data, "mode", "worker request")
+    if mode not in REQUEST_TYPES:
+        raise ProtocolError(f"worker request: unknown mode {mode!r}; expected one of {', '.join(REQUEST_TYPES)}")
+    return REQUEST_TYPES[mode].from_json(data)
