@@ -41,6 +41,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from perfguard import __version__
+from perfguard.exit_codes import ExitCode
 from perfguard.stats import bh_adjust, compare_deterministic, compare_paired, compare_unpaired
 from perfguard.stats.adaptive import SequentialPlan, sequential_sampling
 from perfguard.stats.verdict import Comparison
@@ -292,12 +293,12 @@ def verdict_document(mode: dict[str, Any], rows: list[dict[str, Any]], settings:
     }
 
 
-def exit_code(document: dict[str, Any], fail_on_unknown: bool) -> int:
+def exit_code(document: dict[str, Any], fail_on_unknown: bool) -> ExitCode:
     """0 no regression; 1 a regression (or a failed candidate); 3 an undecided latency verdict with
     --fail-on-unknown (compile time is gated loosely and often stays undecided; it never sets 3)."""
     summary = document["summary"]
     if summary["regressions"] or summary["failed"]:
-        return 1
+        return ExitCode.REGRESSION
     if fail_on_unknown and summary["unknown_latency"]:
-        return 3
-    return 0
+        return ExitCode.UNKNOWN
+    return ExitCode.OK

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from perfguard import cli
+from perfguard.errors import BackendError, BuildError, StorageError, UserError
+from perfguard.exit_codes import ExitCode
 
 from .conftest import FAST_MEASURE, REPO, TINY_MODELS
 from .factories import compiler_suite, git, make_compiler_repo, pass_source
@@ -138,7 +140,7 @@ def test_internal_error_without_a_writable_temp_folder_prints_the_traceback(monk
     monkeypatch.setattr("perfguard.cli.passes.run", crash)
     code = cli.main(["passes"])
     err = capsys.readouterr().err
-    assert code == cli.EXIT_INTERNAL == 70
+    assert code == ExitCode.INTERNAL == 70
     assert err.startswith("perfguard: internal error: KeyError: 'missing'; no file could hold the traceback")
     assert "Traceback (most recent call last)" in err
 
@@ -156,13 +158,27 @@ perfguard.suite.load_suite = full
 
 
 def test_exit_codes_are_distinct_and_documented():
-    codes = [cli.EXIT_OK, cli.EXIT_REGRESSION, cli.EXIT_USAGE, cli.EXIT_UNKNOWN, cli.EXIT_CASE_FAILED,
-             cli.EXIT_INTERNAL, cli.EXIT_STEP_ABORT]
-    assert len(set(codes)) == len(codes) and cli.EXIT_INTERNAL not in (3, 5, 125)
-    assert cli.EXIT_STEP_ABORT > 127
+    # The numbers are the interface: CI scripts and git bisect run read them.
+    assert {code.name: int(code) for code in ExitCode} == {
+        "OK": 0, "REGRESSION": 1, "USAGE": 2, "UNKNOWN": 3, "CASE_FAILED": 4, "NO_REGRESSION": 5,
+        "INTERNAL": 70, "STEP_SKIP": 125, "STEP_ABORT": 128, "INTERRUPTED": 130, "BROKEN_PIPE": 141}
+    assert (ExitCode.FOUND, ExitCode.INCONCLUSIVE, ExitCode.STEP_GOOD, ExitCode.STEP_BAD) == (0, 3, 0, 1)
+    assert ExitCode.INTERNAL not in (3, 5, 125) and ExitCode.STEP_ABORT > 127
     readme = (REPO / "README.md").read_text()
     assert "| 70 |" in readme and "| 128 |" in readme
     assert "70" in (cli.__doc__ or "") and "128" in (cli.__doc__ or "")
+
+
+def test_one_table_maps_each_error_kind_to_its_code():
+    assert cli.exit_code_of(UserError("x")) == cli.exit_code_of(StorageError("x")) == ExitCode.USAGE
+    assert cli.exit_code_of(BuildError("x", "base")) == ExitCode.USAGE
+    assert cli.exit_code_of(KeyboardInterrupt()) == ExitCode.INTERRUPTED
+    assert cli.exit_code_of(BrokenPipeError()) == ExitCode.BROKEN_PIPE
+    for bug in (RuntimeError("x"), KeyError("x"), OSError(5, "I/O error"), BackendError("x")):
+        assert cli.exit_code_of(bug) == ExitCode.INTERNAL, bug
+    # Under bisect step every error of the tool aborts git bisect run; the others keep their code.
+    assert cli.exit_code_of(UserError("x"), step=True) == cli.exit_code_of(RuntimeError(), step=True) == 128
+    assert cli.exit_code_of(KeyboardInterrupt(), step=True) == ExitCode.INTERRUPTED
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,14 +1,16 @@
 """The ``perfguard`` command: one module per subcommand, each with ``add_arguments`` and ``run``.
 
-Exit codes (also in README): 0 success / no regression; 1 regression found; 2 bad usage or bad
-input, or an output that cannot be written (one line on stderr, no traceback, nothing half
-written); 3 undecided cases with ``--fail-on-unknown``; 4 the run completed but some cases failed
-(compile error, wrong answer, every worker crashed); 70 internal error, a bug in perfguard
-(``EX_SOFTWARE``; one line on stderr naming the exception and the file holding its traceback, and
-the same in the ``--json`` output where one was asked for). An internal error is never reported
-as a regression. ``bisect`` adds 3 inconclusive and 5 no reproducible regression. ``bisect step``
-speaks ``git bisect run``: 0 good, 1 bad, 125 skip, and 128 for every error of the tool (bad
-input or internal), which makes ``git bisect run`` abort instead of blaming a commit.
+Exit codes (``perfguard.exit_codes.ExitCode``, also in README): 0 success / no regression; 1
+regression found; 2 bad usage or bad input, or an output that cannot be written (one line on
+stderr, no traceback, nothing half written); 3 undecided cases with ``--fail-on-unknown``; 4 the
+run completed but some cases failed (compile error, wrong answer, every worker crashed); 70
+internal error, a bug in perfguard (``EX_SOFTWARE``; one line on stderr naming the exception and
+the file holding its traceback, and the same in the ``--json`` output where one was asked for).
+An internal error is never reported as a regression. ``bisect`` adds 3 inconclusive and 5 no
+reproducible regression. ``bisect step`` speaks ``git bisect run``: 0 good, 1 bad, 125 skip, and
+128 for every error of the tool (bad input or internal), which makes ``git bisect run`` abort
+instead of blaming a commit. 130 interrupted, 141 stdout closed early (``| head``). Which error
+gets which code: ``ERROR_EXIT_CODES``, the one table ``main`` consults.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import sys
 from typing import Any
 
 from perfguard import __version__
+from perfguard.errors import StorageError, UserError, one_line
+from perfguard.exit_codes import ExitCode
 
 COMMANDS = {
     "run": "perfguard.cli.run",
@@ -35,21 +39,23 @@ COMMANDS = {
     "report": "perfguard.cli.report",
 }
 
-EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_UNKNOWN, EXIT_CASE_FAILED = 0, 1, 2, 3, 4
-EXIT_INTERNAL = 70  # EX_SOFTWARE (sysexits.h): a bug in perfguard; no command uses 70 for anything else
-# `bisect step` under `git bisect run`: 1-127 except 125 mean "bad", so every error of the tool
-# exits 128, which makes git bisect abort (125 = skip is decided by the step itself).
-EXIT_STEP_ABORT = 128
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `perfguard ... | head`
+# What leaves a command, and the exit code it gets: the most specific class of the exception
+# that is in the table wins. A storage OSError (full disk, read-only folder) becomes a StorageError
+# first (``_translated``). Under ``bisect step``, USAGE and INTERNAL become STEP_ABORT (``_in_step``).
+ERROR_EXIT_CODES: dict[type[BaseException], ExitCode] = {
+    UserError: ExitCode.USAGE,  # bad usage or input: one line on stderr names what to fix
+    KeyboardInterrupt: ExitCode.INTERRUPTED,
+    BrokenPipeError: ExitCode.BROKEN_PIPE,  # stdout closed early (`| head`): not an error of perfguard
+    Exception: ExitCode.INTERNAL,  # anything else is a bug in perfguard, never a verdict
+}
 # OSErrors that mean "this machine cannot store the output" (exit 2), not a bug in perfguard.
 _STORAGE_ERRNOS = {"ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG"}
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         sys.stderr.write(f"perfguard: error: {message}\n")
-        raise SystemExit(EXIT_USAGE)
+        raise SystemExit(ExitCode.USAGE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,52 +75,72 @@ def _is_step(argv: list[str]) -> bool:
     return argv[:2] == ["bisect", "step"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    from perfguard.errors import UserError, one_line
+def exit_code_of(exc: BaseException, step: bool = False) -> ExitCode:
+    """The exit code of ``exc`` leaving a command (``ERROR_EXIT_CODES``; ``step``: under
+    ``bisect step``)."""
+    code = next((ERROR_EXIT_CODES[kind] for kind in type(exc).__mro__ if kind in ERROR_EXIT_CODES),
+                ExitCode.INTERNAL)
+    return _in_step(code, step)
 
+
+def _in_step(code: ExitCode, step: bool) -> ExitCode:
+    """Under ``git bisect run`` any code from 1 to 127 but 125 marks the commit bad: a tool error
+    (bad input or a bug) must abort the bisection instead."""
+    return ExitCode.STEP_ABORT if step and code in (ExitCode.USAGE, ExitCode.INTERNAL) else code
+
+
+def _translated(exc: BaseException) -> BaseException:
+    """An OSError that says this machine cannot store the output, as the StorageError it is."""
+    import errno
+
+    if not isinstance(exc, OSError) or errno.errorcode.get(exc.errno or 0) not in _STORAGE_ERRNOS:
+        return exc
+    where = f"{exc.filename}: " if exc.filename else ""  # a full disk or a read-only folder
+    return StorageError(f"{where}{exc.strerror or exc}")
+
+
+def _aborting(code: int) -> str:
+    return f" (exit {ExitCode.STEP_ABORT:d}: git bisect run aborts)" if code == ExitCode.STEP_ABORT else ""
+
+
+def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     step = _is_step(argv)
-    usage_exit = EXIT_STEP_ABORT if step else EXIT_USAGE
-    internal_exit = EXIT_STEP_ABORT if step else EXIT_INTERNAL
-    aborting = f" (exit {EXIT_STEP_ABORT}: git bisect run aborts)" if step else ""
     try:
         parser = build_parser()
     except Exception as exc:  # a command module that does not import is a bug too
-        return internal_error(exc, argv, None, internal_exit)
+        return internal_error(exc, argv, None, _in_step(ExitCode.INTERNAL, step))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         if step and exc.code not in (0, None):  # a usage error must not mark the commit bad
-            sys.stderr.write(f"perfguard: bisect step: bad usage{aborting}\n")
-            raise SystemExit(EXIT_STEP_ABORT) from None
+            sys.stderr.write(f"perfguard: bisect step: bad usage{_aborting(ExitCode.STEP_ABORT)}\n")
+            raise SystemExit(ExitCode.STEP_ABORT) from None
         raise
     if not getattr(args, "handler", None):
         parser.print_help()
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         return int(args.handler(args))
-    except UserError as exc:
-        sys.stderr.write(f"perfguard: error: {one_line(exc)}{aborting}\n")
-        return usage_exit
-    except KeyboardInterrupt:
+    except (Exception, KeyboardInterrupt) as exc:
+        return _report(_translated(exc), argv, args, step)
+
+
+def _report(exc: BaseException, argv: list[str], args: Any, step: bool) -> ExitCode:
+    """Tell the user about ``exc`` that left a command, the way its kind asks; return its code."""
+    code = exit_code_of(exc, step)
+    if code == ExitCode.INTERRUPTED:
         sys.stderr.write("perfguard: interrupted\n")
-        return 130
-    except BrokenPipeError:  # stdout closed early (`| head`): not an error of perfguard
+    elif code == ExitCode.BROKEN_PIPE:  # nothing to say: the reader is gone; keep Python's exit quiet too
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         except OSError:
             pass
-        return EXIT_BROKEN_PIPE
-    except OSError as exc:
-        import errno
-
-        if errno.errorcode.get(exc.errno or 0) not in _STORAGE_ERRNOS:
-            return internal_error(exc, argv, args, internal_exit)
-        where = f"{exc.filename}: " if exc.filename else ""  # a full disk or a read-only folder
-        sys.stderr.write(f"perfguard: error: {where}{exc.strerror or exc}{aborting}\n")
-        return usage_exit
-    except Exception as exc:
-        return internal_error(exc, argv, args, internal_exit)
+    elif isinstance(exc, UserError):
+        sys.stderr.write(f"perfguard: error: {one_line(exc)}{_aborting(code)}\n")
+    else:
+        internal_error(exc, argv, args, code)
+    return code
 
 
 def internal_error(exc: BaseException, argv: list[str], args: Any, code: int) -> int:
@@ -130,7 +156,7 @@ def internal_error(exc: BaseException, argv: list[str], args: Any, code: int) ->
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     summary = f"{type(exc).__name__}: {first_line(exc, empty='(no message)')}"
-    header = (f"perfguard {__version__}: internal error (exit {code})\n"
+    header = (f"perfguard {__version__}: internal error (exit {code:d})\n"
               f"command: {shlex.join(['perfguard', *argv])}\ncwd: {os.getcwd()}\npython: {sys.version}\n\n")
     path: str | None = None
     try:
@@ -147,7 +173,7 @@ def internal_error(exc: BaseException, argv: list[str], args: Any, code: int) ->
         try:
             from perfguard.results import write_json_atomic
 
-            write_json_atomic(json_path, {"version": 1, "kind": "error", "exit_code": code, "command": argv,
+            write_json_atomic(json_path, {"version": 1, "kind": "error", "exit_code": int(code), "command": argv,
                                           "error": {"kind": "internal", "type": type(exc).__name__,
                                                     "message": str(exc), "traceback_file": path,
                                                     "traceback": text}})
@@ -155,7 +181,7 @@ def internal_error(exc: BaseException, argv: list[str], args: Any, code: int) ->
             pass
     if path is not None:
         sys.stderr.write(f"perfguard: internal error: {summary}; traceback written to {path}"
-                         + (f" (exit {code}: git bisect run aborts)" if code == EXIT_STEP_ABORT else "") + "\n")
+                         + _aborting(code) + "\n")
     else:
         sys.stderr.write(f"perfguard: internal error: {summary}; no file could hold the traceback:\n{text}")
     return code

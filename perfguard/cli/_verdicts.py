@@ -13,7 +13,7 @@ BADGES = {"regression": "[bold red]REGRESSION[/]", "improvement": "[green]improv
 def badge(row: dict[str, Any]) -> str:
     if row["decision"] == "different":
         return BADGES[row["direction"]]
-    return BADGES.get(row["decision"], row["decision"])
+    return BADGES.get(row["decision"], str(row["decision"]))
 
 
 def _pct(value: float | None) -> str:

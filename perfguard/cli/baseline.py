@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from perfguard.exit_codes import ExitCode
+
 HELP = "write or refresh a stored baseline"
 
 
@@ -20,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     update.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     import dataclasses
 
     from perfguard.cli._progress import RichProgress
@@ -50,4 +52,4 @@ def run(args: argparse.Namespace) -> int:
     write_json_atomic(out, document)
     print_table(document)
     print(f"baseline written to {out}")
-    return 0
+    return ExitCode.OK

@@ -20,9 +20,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-HELP = "find the commit and the pass behind a regression"
+from perfguard.exit_codes import ExitCode
 
-EXIT_FOUND, EXIT_INCONCLUSIVE, EXIT_NO_REGRESSION = 0, 3, 5
+HELP = "find the commit and the pass behind a regression"
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +70,7 @@ def _settings(suite: Any, args: argparse.Namespace) -> Any:
     return dataclasses.replace(check_settings(suite, args), alpha=args.alpha)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.bisect.probe import require_case
     from perfguard.cli._progress import Narrator
     from perfguard.errors import UserError
@@ -106,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json_atomic(args.json, report)
         print(f"bisection written to {args.json}")
-    return {"found": EXIT_FOUND, "no-regression": EXIT_NO_REGRESSION}.get(report["status"], EXIT_INCONCLUSIVE)
+    return {"found": ExitCode.FOUND, "no-regression": ExitCode.NO_REGRESSION}.get(report["status"],
+                                                                              ExitCode.INCONCLUSIVE)
 
 
 def _state(path: Path | None, *parts: str) -> Any:
@@ -174,7 +175,7 @@ def _versions(suite: Any, case: Any, args: argparse.Namespace, settings: Any, na
     return report
 
 
-def _step(suite: Any, args: argparse.Namespace) -> int:
+def _step(suite: Any, args: argparse.Namespace) -> ExitCode:
     """git bisect run: 0 good, 1 bad, 125 skip (the commit under test cannot build or compile, or
     undecided). Every error of the tool (bad input, --good that does not build, a bug) leaves as an
     exception, which ``perfguard.cli.main`` turns into exit 128: git bisect run aborts."""
@@ -190,15 +191,15 @@ def _step(suite: Any, args: argparse.Namespace) -> int:
         if exc.label == "base":  # --good itself does not build: no commit can be judged against it
             raise UserError(f"--good {args.good}: {exc}") from None
         print(f"skip: {exc}")
-        return 125
+        return ExitCode.STEP_SKIP
     rows = [r for r in document["verdicts"] if r["metric"] in ("latency", "status")]
     row = rows[0]
     if row["decision"] == "failed":
         print(f"skip: {row['comparison']['reason']}")
-        return 125
+        return ExitCode.STEP_SKIP
     if row["decision"] == "different" and row["direction"] == "regression":
         print(f"bad: {row['comparison']['reason']}")
-        return 1
+        return ExitCode.STEP_BAD
     if row["decision"] == "unknown":
         # Undecided, but the estimate is not a slowdown beyond the floor: this commit does not carry
         # a regression worth bisecting, so it is good for git bisect. Only an undecided slowdown
@@ -206,11 +207,11 @@ def _step(suite: Any, args: argparse.Namespace) -> int:
         ratio, floor = row["comparison"].get("ratio"), row["comparison"].get("floor")
         if ratio is not None and floor is not None and ratio - 1.0 <= floor:
             print(f"good (no slowdown beyond the floor): {row['comparison']['reason']}")
-            return 0
+            return ExitCode.STEP_GOOD
         print(f"skip (undecided): {row['comparison']['reason']}")
-        return 125
+        return ExitCode.STEP_SKIP
     print(f"good: {row['comparison']['reason']}")
-    return 0
+    return ExitCode.STEP_GOOD
 
 
 def _print_summary(report: dict[str, Any]) -> None:

@@ -9,6 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from perfguard.exit_codes import ExitCode
+
 HELP = "A/A runs: noise, false positives, detectable effect, recommended floors"
 
 
@@ -21,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     import dataclasses
     import json
 
@@ -71,4 +73,4 @@ def run(args: argparse.Namespace) -> int:
         print(f"floors written to {path}; include them with [thresholds] include = \"{path.name}\"")
     if args.json:
         write_json_atomic(args.json, json.loads(json.dumps(result, default=str)))
-    return 0
+    return ExitCode.OK

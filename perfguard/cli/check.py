@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from perfguard.exit_codes import ExitCode
+
 HELP = "compare against a git ref, a pipeline or a stored baseline; gate on regressions"
 
 
@@ -54,7 +56,7 @@ def check_settings(suite: Any, args: argparse.Namespace) -> Any:
     return settings
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.check import exit_code
     from perfguard.cli._progress import RichProgress
     from perfguard.cli._verdicts import print_verdicts, write_verdicts

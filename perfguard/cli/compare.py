@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from perfguard.exit_codes import ExitCode
+
 HELP = "compare two result files"
 
 
@@ -22,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="show every metric row")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.check import exit_code
     from perfguard.cli._verdicts import print_verdicts, write_verdicts
     from perfguard.comparisons import compare_documents

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from perfguard.exit_codes import ExitCode
+
 HELP = "compile a suite into an artifact folder for another machine"
 
 
@@ -17,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.artifacts import compile_to_dir
     from perfguard.cli._progress import RichProgress
     from perfguard.errors import UserError
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"failed: {case['id']}: {case['error']['stage']}: {case['error']['message']}")
     print(f"{len(manifest['cases']) - len(failed)} artifacts written to {args.out} (manifest.json); "
           f"measure them with: perfguard run --artifacts {args.out}")
-    return 4 if failed else 0
+    return ExitCode.CASE_FAILED if failed else ExitCode.OK
 
 
 def _discard(out: Path, existed: bool) -> None:

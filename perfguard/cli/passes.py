@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from perfguard.exit_codes import ExitCode
+
 HELP = "list the passes a pipeline may name"
 
 
@@ -11,7 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="ort", help="backend name (default: ort)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from rich.console import Console
     from rich.table import Table
 
@@ -27,4 +29,4 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=120)
     console.print(table)
     console.print("A pipeline may also name a user pass as package.module:function (ModelProto -> ModelProto).")
-    return 0
+    return ExitCode.OK

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from perfguard.exit_codes import ExitCode
+
 HELP = "write the HTML report, Markdown summary and PR comment of result or verdict files"
 
 
@@ -59,7 +61,7 @@ def _write_text(path: str, text: str) -> None:
     write_text_atomic(path, text)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.report import build_report, load_document
     from perfguard.report.markdown import job_summary, pr_comment
     from perfguard.results import check_writable
@@ -84,4 +86,4 @@ def run(args: argparse.Namespace) -> int:
             _write_text(args.comment_md, pr_comment(report, url))
     if args.annotations:
         print_annotations(documents, labels)
-    return 0
+    return ExitCode.OK

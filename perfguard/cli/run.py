@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from perfguard.exit_codes import ExitCode
+
 HELP = "compile, check and measure a suite; write a JSON result"
 
 
@@ -35,7 +37,7 @@ def _positive(value: int | None, flag: str) -> int | None:
     return value
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     import dataclasses
     from datetime import datetime, timezone
 
@@ -69,10 +71,10 @@ def run(args: argparse.Namespace) -> int:
     print_table(document)
     failed = [c for c in document["cases"] if c["status"] != "ok"]
     print(f"result written to {out} ({summary_counts(document)})")
-    return 4 if failed else 0
+    return ExitCode.CASE_FAILED if failed else ExitCode.OK
 
 
-def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | None) -> int:
+def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | None) -> ExitCode:
     from datetime import datetime, timezone
 
     from perfguard.artifacts import run_from_dir
@@ -97,7 +99,7 @@ def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | 
     print_table(document)
     failed = [c for c in document["cases"] if c["status"] != "ok"]
     print(f"result written to {out} ({summary_counts(document)})")
-    return 4 if failed else 0
+    return ExitCode.CASE_FAILED if failed else ExitCode.OK
 
 
 def is_blind(case: dict[str, Any]) -> bool:

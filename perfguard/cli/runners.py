@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from perfguard.exit_codes import ExitCode
+
 HELP = "list the runners (cpu, cuda, npu:<provider>) this machine can serve"
 
 
@@ -26,7 +28,7 @@ def _ort_line() -> str:
     return f"onnxruntime {onnxruntime.__version__} providers: {', '.join(onnxruntime.get_available_providers())}"
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -59,4 +61,4 @@ def run(args: argparse.Namespace) -> int:
     missing = [s for s in statuses if not s.available]
     if args.names and missing:
         raise RunnerUnavailable(f"runner {missing[0].name!r} is unavailable: {missing[0].detail}")
-    return 0
+    return ExitCode.OK

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from perfguard.exit_codes import ExitCode
+
 HELP = "check a suite file without running it"
 
 
@@ -11,11 +13,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", help="suite file (TOML)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.harness import check_suite
     from perfguard.suite import load_suite
 
     suite = load_suite(args.suite)
     check_suite(suite, list(suite.cases))
     print(f"{args.suite}: ok: {len(suite.models)} models, {len(suite.pipelines)} pipelines, {len(suite.cases)} cases")
-    return 0
+    return ExitCode.OK
