@@ -1,6 +1,6 @@
 """How many workers does a regression cost? The production loop with simulated worker values.
 
-Every simulated check goes through ``perfguard.check.adaptive_check`` (the loop ``perfguard check``
+Every simulated check goes through ``perfguard.compare.check.adaptive_check`` (the loop ``perfguard check``
 runs: the spending schedule, latency tested per look, Benjamini-Hochberg per family, re-measuring
 undecided cases); only ``remeasure`` is simulated, handing out the next workers of noise drawn
 as in ``tests/test_stats_sim.py`` (within-process CV 3 %, process CV 1.5 %, 10 values per worker,
@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import perfguard.check as check  # noqa: E402
+import perfguard.compare.check as check  # noqa: E402
 from perfguard.stats.adaptive import SequentialPlan  # noqa: E402
 from tests.test_stats_sim import latency_rows, simulated_checks  # noqa: E402
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import onnx
 
 from perfguard.backends import get_backend
-from perfguard.inputs import input_specs
 from perfguard.measure.engine import measure_group
+from perfguard.models.inputs import input_specs
 from perfguard.models.zoo import build_model
 from perfguard.suite import PipelineSpec
 
@@ -37,7 +37,7 @@ BARE = textwrap.dedent("""
     import json, sys, time
     import numpy as np
     import onnxruntime as ort
-    from perfguard.inputs import InputSpec, make_feeds
+    from perfguard.models.inputs import InputSpec, make_feeds
     path, specs, runs, seed = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     feeds = make_feeds([InputSpec.from_json(s) for s in specs], seed)
     so = ort.SessionOptions()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfguard.check import Pair, compare_pair
+from perfguard.compare.check import Pair, compare_pair
 from perfguard.runners.telemetry import summarize_telemetry
 from perfguard.suite.gates import ThresholdSet
 

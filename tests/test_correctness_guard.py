@@ -11,8 +11,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from perfguard.inputs import InputSpec, make_feeds
 from perfguard.measure.worker import blindness, probe_inputs
+from perfguard.models.inputs import InputSpec, make_feeds
 from perfguard.report import write_report
 from perfguard.results import load_result, schema_errors
 

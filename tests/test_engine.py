@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from perfguard.backends import get_backend
-from perfguard.harness import run_suite
-from perfguard.inputs import InputSpec
 from perfguard.measure.engine import measure_group
+from perfguard.measure.job import run_suite
 from perfguard.measure.protocol import MeasureRequest, MeasureVariant
+from perfguard.models.inputs import InputSpec
 from perfguard.results import schema_errors
 from perfguard.suite import PipelineSpec, load_suite
 

@@ -375,7 +375,7 @@ def test_a_failed_compile_leaves_no_half_written_folder(tmp_path, marked):
     suite, _ = marked
     fault = """
 import errno
-from perfguard.harness import Job
+from perfguard.measure.job import Job
 compile = Job.compile
 def compile_then_fill_the_disk(self):
     compile(self)
@@ -420,7 +420,7 @@ def test_bisect_passes_documents_have_case_probes_and_the_version_constant(tmp_p
     import contextlib
 
     from perfguard.bisect import BISECT_VERSION
-    from perfguard.compiler import CompilerCheckout
+    from perfguard.compile.checkout import CompilerCheckout
 
     repo, shas = _toy_history(tmp_path, 1)
     suite = tmp_path / "suite.toml"
@@ -456,11 +456,11 @@ def test_bisect_passes_documents_have_case_probes_and_the_version_constant(tmp_p
 
 
 def test_the_error_tree():
-    import perfguard.compiler
+    import perfguard.compile.checkout
     import perfguard.errors as errors
 
     assert issubclass(errors.BuildError, errors.UserError)
-    assert perfguard.compiler.BuildError is errors.BuildError
+    assert perfguard.compile.checkout.BuildError is errors.BuildError
     assert errors.BuildError("build of base failed", "base").label == "base"
     for declared_never_raised in ("CorrectnessError", "MeasurementError"):
         assert not hasattr(errors, declared_never_raised)

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from perfguard.errors import UserError
-from perfguard.inputs import input_specs
+from perfguard.models.inputs import input_specs
 from perfguard.results import load_result, schema_errors
 from perfguard.suite import InputSetting, InputSettings, load_suite
 

@@ -22,8 +22,8 @@ from perfguard.backends.iree import compile_flags, iree_settings
 from perfguard.backends.iree_tools import first_error, tool_path
 from perfguard.backends.iree_trace import first_divergence, parse_timing, read_dump
 from perfguard.errors import BackendError, UserError
-from perfguard.harness import run_suite
-from perfguard.inputs import input_specs, make_feeds
+from perfguard.measure.job import run_suite
+from perfguard.models.inputs import input_specs, make_feeds
 from perfguard.models.zoo import build_model
 from perfguard.results import schema_errors
 from perfguard.runners import get_runner

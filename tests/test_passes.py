@@ -10,7 +10,7 @@ import pytest
 from perfguard.backends.folding import fold_constants
 from perfguard.backends.onnx_passes import apply_pipeline, check_pass_names, graph_hash, list_onnx_passes
 from perfguard.errors import BackendError, UserError
-from perfguard.inputs import input_specs, make_feeds
+from perfguard.models.inputs import input_specs, make_feeds
 from perfguard.models.zoo import build_model
 
 

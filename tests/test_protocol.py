@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from perfguard.backends.base import Artifact
-from perfguard.inputs import InputSpec
 from perfguard.measure import protocol
 from perfguard.measure.protocol import (
     CheckTolerance,
@@ -31,6 +30,7 @@ from perfguard.measure.protocol import (
     encode_response,
     request_from_json,
 )
+from perfguard.models.inputs import InputSpec
 
 ARTIFACT = Artifact("mock", "/tmp/a/mock.json", {"latency": 0.001, "crash_worker": False}, "ab" * 32, 105, 1)
 SPECS = (InputSpec("x", "float32", (1, 4)), InputSpec("ids", "int64", (1, 8), 0, 100, "index", "suite", {"seq": 8}))
@@ -196,8 +196,8 @@ def test_the_worker_refuses_an_unknown_mode_in_its_response(tmp_path):
 
 
 def test_importing_the_protocol_leaves_backends_runners_onnx_and_numpy_out():
-    heavy = ["numpy", "onnx", "onnxruntime", "scipy", "perfguard.backends", "perfguard.runners", "perfguard.inputs",
-             "perfguard.suite", "perfguard.measure.worker", "perfguard.measure.engine"]
+    heavy = ["numpy", "onnx", "onnxruntime", "scipy", "perfguard.backends", "perfguard.runners",
+             "perfguard.models.inputs", "perfguard.suite", "perfguard.measure.worker", "perfguard.measure.engine"]
     code = ("import sys, perfguard.measure.protocol\n"
             f"print([m for m in {heavy!r} if m in sys.modules])")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from perfguard.check import summarize
+from perfguard.compare.check import summarize
 from perfguard.report import build_report, load_document, write_report
 from perfguard.report.html import render_html
 from perfguard.report.markdown import job_summary, md_text, pr_comment, workflow_annotations

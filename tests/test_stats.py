@@ -629,7 +629,7 @@ def test_adaptive_handles_short_batches_and_bad_callables() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# the production loop (perfguard.check.adaptive_check): levels, families, first look
+# the production loop (perfguard.compare.check.adaptive_check): levels, families, first look
 
 
 def _check(shifts: tuple[float, ...], seed: int = 5, **options: Any) -> tuple[list[dict], dict, dict[str, int]]:
@@ -695,7 +695,7 @@ def test_adaptive_compare_and_the_check_share_one_schedule() -> None:
 
 
 class _FakeJob:
-    """Stands in for harness.Job: the entries are already 'measured'."""
+    """Stands in for perfguard.measure.job.Job: the entries are already 'measured'."""
 
     def __init__(self, entries: dict[str, dict]) -> None:
         self.compiled = [SimpleNamespace(variant_id=k, entry=v) for k, v in entries.items()]
@@ -711,7 +711,7 @@ class _FakeJob:
 
 
 def _calibrate(monkeypatch: pytest.MonkeyPatch, ids_a: list[int], ids_b: list[int], workers: int = 8) -> dict:
-    from perfguard import comparisons
+    from perfguard.compare import baselines
     from perfguard.suite.gates import ThresholdSet
 
     rng = np.random.default_rng(3)
@@ -723,10 +723,10 @@ def _calibrate(monkeypatch: pytest.MonkeyPatch, ids_a: list[int], ids_b: list[in
                 "metrics": {"latency_s": {"per_worker": per_worker, "cv": 0.001}}}
 
     job = _FakeJob({"a:m/none/cpu": entry(ids_a, 1.0), "b:m/none/cpu": entry(ids_b, 1.01)})
-    monkeypatch.setattr(comparisons, "Job", lambda *args, **kwargs: job)
+    monkeypatch.setattr(baselines, "Job", lambda *args, **kwargs: job)
     suite = SimpleNamespace(name="s", compiler=SimpleNamespace(path=None), thresholds=ThresholdSet())
     case = SimpleNamespace(id="m/none/cpu")
-    return comparisons.calibrate(suite, [case], CheckSettings(workers=workers), None)  # type: ignore[arg-type]
+    return baselines.calibrate(suite, [case], CheckSettings(workers=workers), None)  # type: ignore[arg-type]
 
 
 def test_calibrate_pairs_workers_by_id(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -749,6 +749,6 @@ def test_calibrate_with_one_worker_is_a_clear_result(monkeypatch: pytest.MonkeyP
     assert row["status"] == "unknown" and row["workers"] == 1
     assert "at least 2 workers" in row["reason"]
     assert calibration["false_positives"] == 0
-    from perfguard.comparisons import floors_toml
+    from perfguard.compare.baselines import floors_toml
 
     assert "[[thresholds.overrides]]" not in floors_toml(calibration)

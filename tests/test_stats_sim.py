@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from perfguard.check import Pair, adaptive_check
+from perfguard.compare.check import Pair, adaptive_check
 from perfguard.stats import Comparison, compare_paired, compare_unpaired
 from perfguard.stats.bootstrap import expanded_tail
 from perfguard.stats.estimators import trimmed_mean
@@ -271,7 +271,7 @@ def test_unpaired_is_conservative() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# adaptive sampling, through the production loop (perfguard.check.adaptive_check)
+# adaptive sampling, through the production loop (perfguard.compare.check.adaptive_check)
 
 
 def simulated_check(

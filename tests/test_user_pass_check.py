@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from perfguard import harness
+from perfguard.compile import case as compile_stage
+from perfguard.compile.case import Side
+from perfguard.compile.preflight import check_suite
 from perfguard.errors import UserError
-from perfguard.harness import Job, Side, check_suite
 from perfguard.measure.engine import WorkerOutcome
+from perfguard.measure.job import Job
 from perfguard.suite import load_suite
 
 from .conftest import TINY_MODELS, run_cli
@@ -100,7 +102,7 @@ def test_hybrid_prefix_compile_uses_the_case_compile_timeout(tmp_path, monkeypat
         timeouts.append(timeout)
         return WorkerOutcome(None, failure=f"worker timed out after {timeout:g} s and was killed")
 
-    monkeypatch.setattr(harness, "run_worker", fake_worker)
+    monkeypatch.setattr(compile_stage, "run_worker", fake_worker)
     side = Side("hybrid", suite.compiler.path, prefix_path=suite.compiler.path, prefix_len=1)
     job = Job(suite, list(suite.cases), sides=[side], workdir=tmp_path / "work", check=False)
     job.compile()

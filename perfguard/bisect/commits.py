@@ -11,9 +11,9 @@ from perfguard.bisect import BISECT_VERSION
 from perfguard.bisect.probe import Variant, checkouts, run_probe, side_of
 from perfguard.bisect.search import SequenceBisector
 from perfguard.bisect.state import BisectState, state_key
-from perfguard.compiler import CompilerCheckout, compiler_repo_root, resolve_commit
+from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root, resolve_commit
 from perfguard.errors import UserError
-from perfguard.harness import Progress
+from perfguard.measure.progress import Progress
 from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
 

@@ -23,8 +23,9 @@ from perfguard.bisect import BISECT_VERSION
 from perfguard.bisect.probe import Variant, checkouts, run_probe
 from perfguard.bisect.search import SequenceBisector, is_regression
 from perfguard.bisect.state import BisectState
-from perfguard.compiler import CompilerCheckout
-from perfguard.harness import Progress, Side
+from perfguard.compile.case import Side
+from perfguard.compile.checkout import CompilerCheckout
+from perfguard.measure.progress import Progress
 from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
 

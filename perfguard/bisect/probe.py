@@ -14,10 +14,12 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from perfguard.check import Pair, adaptive_check
-from perfguard.compiler import CompilerCheckout, checkout_at, run_build
+from perfguard.compare.check import Pair, adaptive_check
+from perfguard.compile.case import Side
+from perfguard.compile.checkout import CompilerCheckout, checkout_at, run_build
 from perfguard.errors import BuildError, UserError
-from perfguard.harness import Job, Progress, Side
+from perfguard.measure.job import Job
+from perfguard.measure.progress import Progress
 from perfguard.measure.protocol import variant_id
 from perfguard.suite import CaseSpec, PipelineSpec, Suite
 from perfguard.suite.gates import CheckSettings

@@ -1,8 +1,8 @@
 """What the commands show while they work: a rich progress bar, or the bisect narrative.
 
-Imported inside the commands' ``run`` only: it subclasses ``perfguard.harness.Progress``, and
-``harness`` pulls in the measurement engine (numpy, scipy, onnx), which ``perfguard --help`` and
-argument parsing must not load (``tests/test_cli_startup.py``).
+Imported inside the commands' ``run`` only, like the stages the commands drive (the measurement
+engine pulls in numpy, scipy and onnx, which ``perfguard --help`` and argument parsing must not
+load: ``tests/test_cli_startup.py``). It subclasses ``perfguard.measure.progress.Progress``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from perfguard.harness import Progress
+from perfguard.measure.progress import Progress
 
 
 class RichProgress(Progress):

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._progress import RichProgress
     from perfguard.cli.run import print_table
     from perfguard.errors import UserError
-    from perfguard.harness import run_suite
+    from perfguard.measure.job import run_suite
     from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import load_suite
 

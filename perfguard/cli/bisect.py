@@ -140,7 +140,7 @@ def _versions(suite: Any, case: Any, args: argparse.Namespace, settings: Any, na
     from perfguard.bisect import BISECT_VERSION
     from perfguard.bisect.passes import bisect_passes_between
     from perfguard.bisect.probe import Variant, checkouts, run_probe, side_of
-    from perfguard.compiler import CompilerCheckout, compiler_repo_root, resolve_commit
+    from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root, resolve_commit
 
     started = time.perf_counter()
     root = compiler_repo_root(suite)
@@ -181,7 +181,7 @@ def _step(suite: Any, args: argparse.Namespace) -> ExitCode:
     exception, which ``perfguard.cli.main`` turns into exit 128: git bisect run aborts."""
     from perfguard.bisect.probe import require_case
     from perfguard.cli._progress import Narrator
-    from perfguard.comparisons import check_against_ref
+    from perfguard.compare.baselines import check_against_ref
     from perfguard.errors import BuildError, UserError
 
     case = require_case(suite, args.case)

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from rich.table import Table
 
     from perfguard.cli._progress import RichProgress
-    from perfguard.comparisons import calibrate, floors_toml
+    from perfguard.compare.baselines import calibrate, floors_toml
     from perfguard.errors import UserError
     from perfguard.results import check_writable, write_json_atomic, write_text_atomic
     from perfguard.suite import load_suite

@@ -25,9 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from perfguard.check import exit_code
     from perfguard.cli._verdicts import print_verdicts, write_verdicts
-    from perfguard.comparisons import compare_documents
+    from perfguard.compare.baselines import compare_documents
+    from perfguard.compare.check import exit_code
     from perfguard.errors import UserError
     from perfguard.results import check_writable, load_result
     from perfguard.suite.gates import CheckSettings

@@ -20,10 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from perfguard.artifacts import compile_to_dir
     from perfguard.cli._progress import RichProgress
     from perfguard.errors import UserError
     from perfguard.results import check_writable
+    from perfguard.results.artifacts import compile_to_dir
     from perfguard.suite import load_suite
 
     suite = load_suite(args.suite)

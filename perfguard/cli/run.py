@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from datetime import datetime, timezone
 
     from perfguard.cli._progress import RichProgress
-    from perfguard.harness import run_suite
+    from perfguard.measure.job import run_suite
     from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import builtin_suite_path, load_suite
 
@@ -77,10 +77,10 @@ def run(args: argparse.Namespace) -> ExitCode:
 def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | None) -> ExitCode:
     from datetime import datetime, timezone
 
-    from perfguard.artifacts import run_from_dir
     from perfguard.cli._progress import RichProgress
     from perfguard.errors import UserError
     from perfguard.results import check_writable, write_json_atomic
+    from perfguard.results.artifacts import run_from_dir
 
     if args.suite or args.case or args.keep_artifacts:
         raise UserError("--artifacts DIR takes no SUITE, --case or --keep-artifacts: the folder holds them")

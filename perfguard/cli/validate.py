@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from perfguard.harness import check_suite
+    from perfguard.compile.preflight import check_suite
     from perfguard.suite import load_suite
 
     suite = load_suite(args.suite)

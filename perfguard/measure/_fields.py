@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from perfguard.backends.base import Artifact
-    from perfguard.inputs import InputSpec
+    from perfguard.models.inputs import InputSpec
 
 
 class ProtocolError(ValueError):
@@ -108,7 +108,7 @@ def _artifact(data: Mapping[str, Any], key: str, kind: str) -> Artifact:
 
 
 def _input_specs(data: Mapping[str, Any], kind: str) -> tuple[InputSpec, ...]:
-    from perfguard.inputs import InputSpec
+    from perfguard.models.inputs import InputSpec
 
     try:
         return tuple(InputSpec.from_json(s) for s in _list(data, "input_specs", kind))

@@ -56,7 +56,7 @@ from perfguard.measure._fields import (
 
 if TYPE_CHECKING:
     from perfguard.backends.base import Artifact
-    from perfguard.inputs import InputSpec
+    from perfguard.models.inputs import InputSpec
 
 __all__ = [
     "REQUEST_TYPES", "STATUS_PREFIX", "VARIANT_VERBS", "CheckTolerance", "CompilePipeline", "CompileRequest",

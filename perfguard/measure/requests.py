@@ -24,7 +24,7 @@ from perfguard.measure.protocol import (
 
 if TYPE_CHECKING:
     from perfguard.backends.base import Artifact
-    from perfguard.inputs import InputSpec
+    from perfguard.models.inputs import InputSpec
     from perfguard.suite import CaseSpec, Suite
 
 

@@ -33,7 +33,6 @@ import numpy as np
 from perfguard.atomic import write_atomic
 from perfguard.backends import get_backend
 from perfguard.errors import BackendError, PerfguardError, first_line
-from perfguard.inputs import InputSpec, make_feeds
 from perfguard.measure.protocol import (
     STATUS_PREFIX,
     CheckTolerance,
@@ -54,6 +53,7 @@ from perfguard.measure.protocol import (
     status_line,
     variant_status,
 )
+from perfguard.models.inputs import InputSpec, make_feeds
 from perfguard.runners import get_runner
 from perfguard.suite import PipelineSpec
 

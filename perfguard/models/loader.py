@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfguard.errors import UserError, first_line
-from perfguard.inputs import InputSpec, input_specs
+from perfguard.models.inputs import InputSpec, input_specs
 from perfguard.models.onnx_files import data_files, load_skeleton, model_digest, save_model
 from perfguard.suite import ModelSpec
 

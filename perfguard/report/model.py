@@ -347,7 +347,7 @@ def build_report(documents: list[dict[str, Any]], labels: list[str] | None = Non
     ``labels`` name the documents (e.g. their file names) where the report needs a name for a
     result document; by default ``result 1``, ``result 2``, ..."""
     from perfguard import __version__
-    from perfguard.check import summarize
+    from perfguard.compare.check import summarize
 
     labels = labels or [f"result {i + 1}" for i in range(len(documents))]
     details: list[CaseDetail] = []

@@ -3,7 +3,7 @@
 Peeking problem: testing after every batch and stopping at the first "different" gives the null
 hypothesis several chances to look significant: looking at 8, 12, 16 and 20 workers, each at
 alpha = 0.05, calls 9.2 % of A/A comparisons "different" with no floor, against 4.7 % with the
-schedule below (600 simulated checks through ``perfguard.check.adaptive_check``, in
+schedule below (600 simulated checks through ``perfguard.compare.check.adaptive_check``, in
 ``tests/test_stats_sim.py``). The same holds for "same" verdicts, which come from the interval.
 
 Spending schedule (:func:`spending_schedule`): the number of looks K is planned in advance
@@ -154,7 +154,7 @@ def sequential_sampling(
     look: Callable[[int], Collection[T]],
     more: Callable[[Collection[T], int], bool],
 ) -> list[dict[str, int]]:
-    """The sampling loop shared by ``perfguard check`` (:func:`perfguard.check.adaptive_check`)
+    """The sampling loop shared by ``perfguard check`` (:func:`perfguard.compare.check.adaptive_check`)
     and :func:`adaptive_compare`.
 
     ``look(k)`` decides everything at look ``k`` and returns the undecided units; while some are

@@ -1,5 +1,5 @@
 """Multiple-comparison control across a whole check: suite cases x runners, one family per noisy
-metric (``perfguard.check.FAMILIES``: latency, compile time; see ``perfguard.check``).
+metric (``perfguard.compare.check.FAMILIES``: latency, compile time; see ``perfguard.compare.check``).
 
 A check that compares 200 (case, metric) pairs at alpha = 0.05 would report about ten false
 regressions per run if each were tested alone. Benjamini-Hochberg controls the *false discovery

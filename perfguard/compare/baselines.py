@@ -20,10 +20,19 @@ from typing import Any
 
 import numpy as np
 
-from perfguard.check import Pair, adaptive_check, check_plan, evaluate, latency_groups, verdict_document
-from perfguard.compiler import checkout_at, run_build, working_tree
+from perfguard.compare.check import (
+    Pair,
+    adaptive_check,
+    check_plan,
+    evaluate,
+    latency_groups,
+    verdict_document,
+)
+from perfguard.compile.case import Side
+from perfguard.compile.checkout import checkout_at, run_build, working_tree
 from perfguard.errors import UserError
-from perfguard.harness import Job, Progress, Side
+from perfguard.measure.job import Job
+from perfguard.measure.progress import Progress
 from perfguard.measure.protocol import variant_id
 from perfguard.results import load_result
 from perfguard.runners.fingerprint import fingerprint_differences

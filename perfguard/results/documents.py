@@ -16,6 +16,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -29,6 +30,11 @@ from perfguard.errors import StorageError
 
 RESULT_VERSION = 1
 _MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def utc_now() -> str:
+    """The time stamp of result documents: UTC, ISO 8601, microseconds, ``Z``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def summarize(values: Sequence[float]) -> dict[str, float | int]:

@@ -28,14 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.backends.base import Artifact
+from perfguard.compile.case import CompiledCase
 from perfguard.errors import StorageError, UserError
-from perfguard.harness import CompiledCase, Job, Progress, utc_now
-from perfguard.inputs import InputSpec
 from perfguard.measure.engine import run_worker
+from perfguard.measure.job import Job
+from perfguard.measure.progress import Progress
 from perfguard.measure.requests import verify_request
+from perfguard.models.inputs import InputSpec
 from perfguard.models.loader import LoadedModel
 from perfguard.models.onnx_files import artifact_sha256
-from perfguard.results import write_json_atomic
+from perfguard.results import utc_now, write_json_atomic
 from perfguard.suite import CaseSpec, Suite, load_suite
 
 MANIFEST_VERSION = 1

@@ -1,0 +1,179 @@
+"""The compile stage of one case: its key, a compile in its own worker process (the compiler under
+test may crash or hang), hybrid (pass-bisection) compiles, and the memory probes of the artifact.
+
+A compiled case carries the result-document entry that the measure stage fills in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfguard.backends import Artifact, get_backend
+from perfguard.errors import UserError
+from perfguard.measure.engine import run_worker
+from perfguard.measure.progress import Progress
+from perfguard.measure.protocol import CompileRequest
+from perfguard.measure.protocol import variant_id as _variant_id
+from perfguard.measure.requests import compile_request, memory_request
+from perfguard.models.loader import LoadedModel
+from perfguard.results import utc_now
+from perfguard.runners.fingerprint import fingerprint_hash
+from perfguard.suite import CaseSpec, Suite
+
+
+@dataclass
+class CompiledCase:
+    case: CaseSpec
+    model: LoadedModel
+    entry: dict[str, Any]
+    artifact: Artifact | None = None
+    side: str = "head"
+
+    @property
+    def variant_id(self) -> str:
+        """Unique across sides: ``side:model/pipeline/runner``."""
+        return _variant_id(self.side, self.case.id)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One version of the compiler under test measured in this job (``head``, ``base``, ``a``...)."""
+
+    label: str
+    compiler_path: Path | None
+    commit: str | None = None
+    subject: str = ""
+    # Hybrid compiles (pass bisection): the first ``prefix_len`` passes come from the compiler at
+    # ``prefix_path``, the rest from ``compiler_path``.
+    prefix_path: Path | None = None
+    prefix_len: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "commit": self.commit, "subject": self.subject,
+                "pass_path": str(self.compiler_path) if self.compiler_path else None}
+
+
+@dataclass
+class RunContext:
+    suite: Suite
+    cases: list[CaseSpec]
+    workdir: Path
+    progress: Progress = field(default_factory=Progress)
+    environment: dict[str, Any] = field(default_factory=dict)
+    sides: list[Side] = field(default_factory=list)
+
+
+def case_key(case: CaseSpec, model: LoadedModel, versions: dict[str, str], runner_hash: str,
+             runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "model": {"name": model.spec.name, "sha256": model.sha256, "source": model.spec.source()},
+        "pipeline": {"name": case.pipeline.name, "passes": list(case.pipeline.passes),
+                     "options": dict(case.pipeline.options), "sha256": case.pipeline.sha256},
+        "backend": {"name": case.pipeline.backend, "versions": versions},
+        "runner": {"name": case.runner, "fingerprint_sha256": runner_hash, "options": runner_options},
+        "measure": case.measure.to_json(),
+    }
+
+
+def key_hash(key: dict[str, Any]) -> str:
+    """Hash of what decides a measurement: model, pipeline, backend versions, runner fingerprint."""
+    part = {k: key[k] for k in ("model", "pipeline", "backend", "runner")}
+    return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int,
+                 side: Side | None = None) -> CompiledCase:
+    side = side or Side("head", ctx.suite.compiler.path)
+    runner_fp = ctx.environment[case.runner]
+    versions = get_backend(case.pipeline.backend).versions()
+    key = case_key(case, model, versions, fingerprint_hash(runner_fp),
+                   ctx.suite.runner_options(case.runner).to_json())
+    entry: dict[str, Any] = {
+        "id": case.id, "model": model.spec.name, "pipeline": case.pipeline.name, "runner": case.runner,
+        "status": "ok", "error": None, "key": key, "key_hash": key_hash(key), "trace": None, "correctness": None,
+        "metrics": {}, "measurement": None, "started_at": utc_now(),
+    }
+    request = compile_request(ctx.suite, case, model.path, model.inputs, compiler_path=side.compiler_path,
+                              out_dir=ctx.workdir / "artifacts" / side.label / f"{index:03d}",
+                              reference_cache=ctx.workdir / "refs" / f"{model.sha256[:16]}-{case.tolerance.seed}.npz")
+    (ctx.workdir / "refs").mkdir(parents=True, exist_ok=True)
+    compiled = CompiledCase(case, model, entry, side=side.label)
+    prefix_trace = None
+    if side.prefix_len > 0:
+        prefix_trace, request, failure = _compile_prefix(ctx, request, side, case.measure.compile_timeout)
+        if failure:
+            return mark_failed(compiled, "compile", failure)
+    outcome = run_worker(request, case.measure.compile_timeout, ctx.workdir / "ipc")
+    if outcome.failure:
+        stage = outcome.last_status or "compile"
+        detail = f": {outcome.stderr_tail.splitlines()[-1][:200]}" if outcome.stderr_tail else ""
+        message = outcome.failure.replace("worker", "compile worker", 1) + f" during {stage}{detail}"
+        return mark_failed(compiled, stage, message)
+    response = outcome.response
+    if response is not None:
+        entry["trace"] = dict(response.trace)
+        if prefix_trace is not None:
+            for record in entry["trace"]["passes"]:
+                record["index"] += side.prefix_len
+            entry["trace"]["passes"] = prefix_trace["passes"] + entry["trace"]["passes"]
+            entry["trace"]["input_hash"] = prefix_trace["input_hash"]
+            entry["trace"]["total_time_s"] += prefix_trace["total_time_s"]
+        entry["correctness"] = response.correctness.to_json()
+        artifact = response.artifact
+        cached = bool(response.trace.get("cache_hit"))
+        # A compile served from a backend's artifact cache timed a file copy: keep it out of the gate.
+        entry["metrics"].update(compile_time_s=response.compile_time_s,
+                                compile_times_s=[] if cached else list(response.compile_times_s),
+                                artifact_size_bytes=artifact.size_bytes, node_count=artifact.node_count)
+        entry["artifact"] = {"sha256": artifact.sha256, "size_bytes": artifact.size_bytes,
+                             "node_count": artifact.node_count, "settings": artifact.settings}
+    if outcome.error is not None:
+        return mark_failed(compiled, outcome.error.stage, outcome.error.message)
+    assert response is not None  # a worker without an error always sends its body
+    compiled.artifact = response.artifact
+    probe_memory(ctx, compiled)
+    return compiled
+
+
+def probe_memory(ctx: RunContext, compiled: CompiledCase) -> None:
+    """Peak RSS of fresh processes that load only this artifact (``memory_probes`` of them)."""
+    measure = compiled.case.measure
+    if compiled.artifact is None:
+        return
+    peaks: list[int] = []
+    for probe in range(measure.memory_probes):
+        request = memory_request(ctx.suite, compiled.case, compiled.artifact, compiled.model.inputs, probe)
+        outcome = run_worker(request, measure.timeout, ctx.workdir / "ipc")
+        if outcome.response is not None:
+            peaks.append(outcome.response.peak_rss_bytes)
+    if peaks:
+        compiled.entry["metrics"]["peak_rss_bytes_probes"] = peaks
+        compiled.entry["metrics"]["peak_rss_bytes"] = int(sorted(peaks)[len(peaks) // 2])
+
+
+def _compile_prefix(ctx: RunContext, request: CompileRequest, side: Side,
+                    timeout: float) -> tuple[Mapping[str, Any] | None, CompileRequest, str]:
+    """Stage 1 of a hybrid compile: the first passes with the prefix compiler, no ORT options,
+    under the case's ``compile_timeout``. Returns its trace, the stage-2 request (the remaining
+    passes, from the stage-1 model) and the failure message ("" when it compiled)."""
+    if request.backend != "ort":
+        raise UserError(f"hybrid (pass-bisection) compiles need an ONNX-level backend, not {request.backend!r}")
+    stage, rest = request.hybrid_stages(side.prefix_len, str(side.prefix_path) if side.prefix_path else None)
+    outcome = run_worker(stage, timeout, ctx.workdir / "ipc")
+    response = outcome.response
+    if outcome.failure or outcome.error or response is None:
+        reason = outcome.failure or (outcome.error.message if outcome.error else "no artifact")
+        return None, request, f"hybrid prefix ({side.prefix_len} passes from {side.prefix_path}) failed: {reason}"
+    return response.trace, rest.with_model(response.artifact.path), ""
+
+
+def mark_failed(compiled: CompiledCase, stage: str, message: str) -> CompiledCase:
+    """Record that ``compiled`` failed at ``stage`` (compile, verify, measure...) with ``message``."""
+    compiled.entry["status"] = "failed"
+    compiled.entry["error"] = {"stage": stage, "message": message}
+    return compiled
