@@ -67,7 +67,8 @@ def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: Check
 
 def _tag(compiled: Any) -> dict[str, Any]:
     compiled.entry["_variant"] = compiled.variant_id
-    return compiled.entry
+    entry: dict[str, Any] = compiled.entry
+    return entry
 
 
 def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: CheckSettings,

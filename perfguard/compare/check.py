@@ -170,7 +170,7 @@ def check_plan(settings: CheckSettings, adaptive: bool = True) -> SequentialPlan
 
 
 def evaluate(pairs: Sequence[Pair], thresholds: ThresholdSet, plan: SequentialPlan,
-             looks: dict[str, int] | None = None) -> list[dict]:
+             looks: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Every row of every pair; latency of ``pair`` at the levels of its look ``looks[pair.case]``
     (default 1), compile time at the levels of a single look (it is measured once)."""
     once = (plan.alpha, 1.0 - plan.alpha if plan.confidence is None else plan.confidence)

@@ -16,9 +16,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfguard.errors import BuildError, UserError
 from perfguard.suite import Suite
+
+if TYPE_CHECKING:  # GitPython loads lazily: bisect and check import this module
+    import git
 
 __all__ = ["BuildError", "CompilerCheckout", "checkout_at", "compiler_repo_root", "resolve_commit", "run_build",
            "working_tree"]
@@ -37,7 +41,7 @@ class CompilerCheckout:
     subject: str = ""
 
 
-def _repo(path: Path):
+def _repo(path: Path) -> git.Repo:
     import git
 
     try:

@@ -99,7 +99,8 @@ def check_writable(path: str | Path, option: str, *, directory: bool = False) ->
 def load_schema(name: str = "result") -> dict[str, Any]:
     """The shipped JSON Schema ``result`` or ``verdicts`` (version 1 of each)."""
     text = resources.files("perfguard.schemas").joinpath(f"{name}-v1.schema.json").read_text()
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)
+    return schema
 
 
 def schema_errors(document: Any, name: str = "result") -> list[str]:
@@ -134,4 +135,5 @@ def load_result(path: str | Path) -> dict[str, Any]:
     errors = schema_errors(document)
     if errors:
         raise StorageError(f"{path}: corrupt result file: {errors[0]}")
-    return document
+    result: dict[str, Any] = document
+    return result
