@@ -146,7 +146,8 @@ def load_user_pass(name: str) -> Callable[[onnx.ModelProto], onnx.ModelProto]:
     func = getattr(module, func_name, None)
     if not callable(func):
         raise BackendError(f"user pass {name!r}: module {module_name} has no function {func_name!r}")
-    return func
+    user_pass: Callable[[onnx.ModelProto], onnx.ModelProto] = func
+    return user_pass
 
 
 def _check_valid(model: object, index: int, name: str) -> onnx.ModelProto:

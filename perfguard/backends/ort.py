@@ -104,7 +104,8 @@ class OrtExecutable:
         self.output_names = [o.name for o in session.get_outputs()]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        return self.session.run(self.output_names, dict(feeds))
+        outputs: list[np.ndarray] = self.session.run(self.output_names, dict(feeds))
+        return outputs
 
 
 def create_session(path: str, settings: Mapping[str, Any], threads: int, providers: list[Any],

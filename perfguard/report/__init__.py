@@ -59,7 +59,8 @@ def load_document(path: str | Path) -> dict[str, Any]:
             errors = schema_errors(result)
             if errors:
                 raise StorageError(f"{path}: corrupt result {label!r} inside the verdicts: {errors[0]}")
-    return document
+    loaded: dict[str, Any] = document
+    return loaded
 
 
 def write_report(documents: list[dict[str, Any]], out_dir: str | Path, *, labels: list[str] | None = None,

@@ -148,7 +148,7 @@ def _side_documents(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]
     return sorted(results.items())
 
 
-def _pair_entries(document: dict[str, Any], row: dict[str, Any]) -> tuple[dict | None, dict | None, int, int]:
+def _pair_entries(document: dict[str, Any], row: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None, int, int]:
     """The baseline and candidate entries of a verdict row and the indices of their documents."""
     sides = _side_documents(document)
     case = row["case"]
@@ -222,7 +222,7 @@ def comparison_view(document: dict[str, Any], details: list[CaseDetail]) -> Comp
     sides_docs = _side_documents(document)
     suite = _suite_name([d for _, d in sides_docs])
     by_case: dict[str, list[VerdictRow]] = {}
-    pairs: dict[str, tuple[dict | None, dict | None, int, int, str, str]] = {}
+    pairs: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None, int, int, str, str]] = {}
     rows = []
     for raw in document.get("verdicts", []):
         base, cand, base_doc, cand_doc = _pair_entries(document, raw)

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.errors import UserError, unknown_name_message
-from perfguard.runners.base import Runner, RunnerOptions
+from perfguard.runners.base import Runner
 from perfguard.runners.cpu import CpuRunner
 from perfguard.runners.cuda import CudaRunner
 from perfguard.runners.npu import NPU_PROVIDERS, NpuRunner
+from perfguard.runners.options import RunnerOptions
 
 __all__ = ["Runner", "RunnerOptions", "RunnerStatus", "check_runner_options", "get_runner", "runner_names",
            "runner_status"]

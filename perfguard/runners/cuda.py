@@ -23,8 +23,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, first_line
-from perfguard.runners.base import Runner, RunnerOptions, ort_available_providers
+from perfguard.runners.base import Runner, ort_available_providers
 from perfguard.runners.fingerprint import host_fingerprint, library_versions
+from perfguard.runners.options import RunnerOptions
 from perfguard.runners.telemetry import TelemetrySource, decode_reasons
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
@@ -148,8 +149,9 @@ class NvmlSource(TelemetrySource):
 
 def clock_event_reasons_function(nvml: Any) -> Callable[[Any], int]:
     """NVML's current clock-event reasons query (renamed from "throttle reasons" in NVML 12)."""
-    function = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-    return function or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    function: Callable[[Any], int] = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                                      or nvml.nvmlDeviceGetCurrentClocksThrottleReasons)
+    return function
 
 
 def nvml_handle(nvml: Any, index: int | str) -> Any:

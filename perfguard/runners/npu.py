@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, unknown_name_message
-from perfguard.runners.base import Runner, RunnerOptions, ort_available_providers
+from perfguard.runners.base import Runner, ort_available_providers
 from perfguard.runners.fingerprint import host_fingerprint, library_versions
+from perfguard.runners.options import RunnerOptions
 
 
 @dataclass(frozen=True)
