@@ -16,7 +16,6 @@ documents and nothing else.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +32,10 @@ READS = {"verdicts": 1, "result": 1, "bisect": 1}
 def load_document(path: str | Path) -> dict[str, Any]:
     """Read a result, verdicts or bisect document; refuse anything else with a one-line error."""
     from perfguard.results import load_result, schema_errors
+    from perfguard.results.documents import read_json
 
     path = Path(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StorageError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StorageError(f"{path}: cannot read: {exc}") from None
-    except ValueError as exc:
-        raise StorageError(f"{path}: not JSON ({exc})") from None
+    document = read_json(path, missing="{path}: file not found", not_json="{path}: not JSON ({exc})")
     kind = document_kind(document)
     if kind is None:
         raise StorageError(f"{path}: not a perfguard result, verdicts or bisect document")

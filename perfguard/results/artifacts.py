@@ -77,15 +77,11 @@ def compile_to_dir(suite: Suite, cases: list[CaseSpec], out: Path, progress: Pro
 
 
 def load_manifest(folder: Path) -> dict[str, Any]:
-    import json
+    from perfguard.results.documents import read_json
 
     path = folder / "manifest.json"
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise StorageError(f"{folder}: no manifest.json; write the folder with perfguard compile") from None
-    except (OSError, ValueError) as exc:
-        raise StorageError(f"{path}: corrupt manifest ({exc})") from None
+    manifest = read_json(path, missing=f"{folder}: no manifest.json; write the folder with perfguard compile",
+                         unreadable="{path}: corrupt manifest ({exc})", not_json="{path}: corrupt manifest ({exc})")
     if not isinstance(manifest, dict) or not isinstance(manifest.get("version"), int):
         raise StorageError(f"{path}: not a perfguard artifact manifest")
     if manifest["version"] > MANIFEST_VERSION:

@@ -112,17 +112,31 @@ def schema_errors(document: Any, name: str = "result") -> list[str]:
     return [f"{'/'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message}" for e in errors]
 
 
+def read_json(path: Path, *, missing: str, not_json: str, unreadable: str = "{path}: cannot read: {exc}") -> Any:
+    """The JSON value of a document file, every failure a one-line ``StorageError``.
+
+    The messages are templates with ``{path}`` and ``{exc}``: ``missing`` when the file does not
+    exist, ``unreadable`` for another read error, ``not_json`` when the text is not JSON. The one
+    reader of result, verdicts, bisect and manifest files; each then checks its own kind and version."""
+    def message(template: str, exc: BaseException | str = "") -> str:
+        # Plain substitution, not str.format: a path may hold braces.
+        return template.replace("{path}", str(path)).replace("{exc}", str(exc))
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StorageError(message(missing)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(message(unreadable, exc)) from None
+    except ValueError as exc:
+        raise StorageError(message(not_json, exc)) from None
+
+
 def load_result(path: str | Path) -> dict[str, Any]:
     """Read a result file: refuse newer versions, migrate older ones, validate against the schema."""
     path = Path(path)
-    try:
-        document = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise StorageError(f"{path}: result file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StorageError(f"{path}: cannot read: {exc}") from None
-    except ValueError as exc:
-        raise StorageError(f"{path}: corrupt result file (not JSON: {exc}); re-run perfguard run") from None
+    document = read_json(path, missing="{path}: result file not found",
+                         not_json="{path}: corrupt result file (not JSON: {exc}); re-run perfguard run")
     if not isinstance(document, dict) or not isinstance(document.get("version"), int):
         raise StorageError(f"{path}: not a perfguard result (no integer 'version')")
     version = document["version"]
