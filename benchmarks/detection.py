@@ -134,7 +134,7 @@ def main() -> int:
         walls, comparisons_per_trial = [], args.aa + len(effects)
         for trial in range(args.trials):
             start = time.perf_counter()
-            document = check_against_pipeline(suite, list(suite.cases), "base", suite.check, Progress())
+            document = check_against_pipeline(suite, list(suite.cases), "base", suite.check, Progress()).to_json()
             walls.append(time.perf_counter() - start)
             rows = {r["case"].split("/")[1]: r for r in document["verdicts"] if r["metric"] == "latency"}
             for name, row in rows.items():

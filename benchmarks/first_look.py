@@ -48,11 +48,11 @@ def table(checks: int, seed: int) -> None:
             hit, null = [], []
             for result in results:
                 for row, shift in zip(latency_rows(result), shifts, strict=True):
-                    workers = result[2][row["case"]]
+                    workers = result[2][row.case]
                     (hit if shift else null).append((row, workers))
             target = hit or null
-            look1 = np.mean([r["decision"] != "unknown" and w == 8 for r, w in target])
-            regression = np.mean([r["decision"] == "different" and r["direction"] == "regression" for r, _ in target])
+            look1 = np.mean([r.decision != "unknown" and w == 8 for r, w in target])
+            regression = np.mean([r.decision == "different" and r.direction == "regression" for r, _ in target])
             workers = np.mean([w for _, w in target])
             alarms = f"{np.mean([r['decision'] == 'different' for r, _ in null]):.4f}" if null else "-"
             print(f"{effect:+7.0%} {'both' if both else 'one':>6s} {look1:7.3f} {regression:10.3f} {workers:8.2f} "
@@ -66,11 +66,11 @@ def suite_sizes(checks: int, seed: int) -> None:
     print(f"{'models':>6s} {'look 1':>7s} {'regression':>10s} {'workers':>8s} {'A/A alarms':>11s}")
     for models in (2, 3, 4, 8, 16):
         results = simulated_checks(seed + models, checks, (0.18,) + (0.0,) * (models - 1))
-        hit = [(latency_rows(r)[0], r[2][latency_rows(r)[0]["case"]]) for r in results]
+        hit = [(latency_rows(r)[0], r[2][latency_rows(r)[0].case]) for r in results]
         null = [row for r in results for row in latency_rows(r)[1:]]
-        look1 = np.mean([r["decision"] != "unknown" and w == 8 for r, w in hit])
-        regression = np.mean([r["decision"] == "different" and r["direction"] == "regression" for r, _ in hit])
-        alarms = np.mean([r["decision"] == "different" for r in null])
+        look1 = np.mean([r.decision != "unknown" and w == 8 for r, w in hit])
+        regression = np.mean([r.decision == "different" and r.direction == "regression" for r, _ in hit])
+        alarms = np.mean([r.decision == "different" for r in null])
         print(f"{models:6d} {look1:7.3f} {regression:10.3f} {np.mean([w for _, w in hit]):8.2f} {alarms:11.4f}",
               flush=True)
 

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import subprocess
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfguard.results import CaseEntry
 
 # Source of ``add_work(model, pairs)``: inserts ``pairs`` exact no-op Mul(1)/Add(0) pairs between the
 # first graph input and its consumers. Shared by the toy compiler, the flag passes of the bisect
@@ -127,3 +132,38 @@ def compiler_suite(repo: Path, *, workers: int = 6, max_workers: int = 14, extra
         passes = ["mycc.passes:extra_work"]
         {extra}
     """)
+
+
+def case_entry(per_worker: Sequence[Sequence[float]] | None, *, case: str = "m/p/cpu",
+               worker_ids: Sequence[int] | None = None, telemetry: dict[str, Any] | None = None,
+               summarize: bool = True, **metrics: Any) -> CaseEntry:
+    """A measured result entry for comparison tests: per-worker latency values (and other metrics
+    as keyword arguments, e.g. ``compile_times_s``), with a placeholder key and measurement.
+
+    ``summarize=False`` skips the latency summary (zeros instead; comparisons read only the
+    per-worker values), which keeps simulations of thousands of checks cheap."""
+    from perfguard.results import CaseEntry, CaseKey, Latency, Measurement, Metrics
+
+    model, pipeline, runner = case.split("/")
+    latency = None
+    if per_worker is not None:
+        workers = tuple(tuple(float(v) for v in w) for w in per_worker)
+        latency = (Latency.from_values(workers) if summarize
+                   else Latency(workers, sum(len(w) for w in workers), *([0.0] * 8)))
+    ids = tuple(worker_ids if worker_ids is not None else range(len(per_worker or ())))
+    measurement = Measurement(f"{model}/{runner}", len(ids), len(ids), ids, 1, 0, len(per_worker[0]) if per_worker else 0,
+                              0.0, 1, telemetry=telemetry)
+    for key in ("compile_times_s", "peak_rss_bytes_probes", "session_rss_bytes_per_worker"):
+        if metrics.get(key) is not None:
+            metrics[key] = tuple(metrics[key])
+    key = CaseKey({"name": model}, {"name": pipeline}, {"name": "mock"}, {"name": runner}, {})
+    return CaseEntry(case, model, pipeline, runner, key, key.hash(), "2026-01-01T00:00:00Z",
+                     metrics=Metrics(latency_s=latency, **metrics), measurement=measurement)
+
+
+def result_json(path: str | Path) -> dict[str, Any]:
+    """A result file as its JSON object, read through the one loader (version, schema, typed
+    documents) and written back: tests that check the file format read it this way."""
+    from perfguard.results import load_result
+
+    return load_result(path).to_json()

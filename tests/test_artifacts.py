@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from perfguard.results import load_result
-
 from .conftest import FAST_MEASURE, TINY_MODELS, run_cli
+from .factories import result_json
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +37,7 @@ def test_compile_then_measure_elsewhere(write_suite, tmp_path):
     out = tmp_path / "r.json"
     proc = run_cli("run", "--artifacts", str(moved), "--out", str(out), "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    document = load_result(out)
+    document = result_json(out)
     folded = next(c for c in document["cases"] if c["pipeline"] == "folded")
     assert folded["correctness_on_runner"]["passed"] and folded["metrics"]["latency_s"]["n"] > 0
     assert [p["name"] for p in folded["trace"]["passes"]] == ["fuse_bn_into_conv", "constant_folding"]

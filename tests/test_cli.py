@@ -8,9 +8,10 @@ import onnx
 import pytest
 
 from perfguard.models.zoo import build_model
-from perfguard.results import load_result, schema_errors
+from perfguard.results import schema_errors
 
 from .conftest import FAST_MEASURE, TINY_MODELS, run_cli
+from .factories import result_json
 
 PIPELINES = """
 [pipelines.none]
@@ -37,7 +38,7 @@ def test_run_writes_a_valid_result_with_traces_and_prints_a_table(write_suite, t
     proc = run_cli("run", str(suite), "--out", str(out), "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert "resnet_t/folded/cpu" in proc.stdout and "median" in proc.stdout
-    document = load_result(out)
+    document = result_json(out)
     assert document["version"] == 1 and not schema_errors(document)
     assert all(case["trace"] is not None for case in document["cases"])
     assert [c["id"] for c in document["cases"]] == ["resnet_t/none/cpu", "resnet_t/folded/cpu"]
@@ -131,7 +132,7 @@ passes = ["constant_folding", "badpasses:explode"]
     proc = run_cli("run", str(path), "--out", str(out), "--quiet")
     assert proc.returncode == 4, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
-    cases = {c["pipeline"]: c for c in load_result(out)["cases"]}
+    cases = {c["pipeline"]: c for c in result_json(out)["cases"]}
     assert cases["none"]["status"] == "ok"
     assert cases["wrong"]["error"]["stage"] == "correctness"
     assert "wrong answer" in cases["wrong"]["error"]["message"]
@@ -153,7 +154,7 @@ passes = ["eliminate_nop_dropout", "constant_folding", "eliminate_deadend"]
     out = tmp_path / "r.json"
     proc = run_cli("run", str(path), "--out", str(out), "--quiet")
     assert proc.returncode == 0, proc.stderr
-    document = load_result(out)
+    document = result_json(out)
     assert document["models"]["legacy"]["opset"] < 13
     cleaned = next(c for c in document["cases"] if c["pipeline"] == "cleaned")
     assert cleaned["metrics"]["node_count"] < document["models"]["legacy"]["nodes"]

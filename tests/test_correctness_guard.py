@@ -13,10 +13,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from perfguard.measure.worker import blindness, probe_inputs
 from perfguard.models.inputs import InputSpec, make_feeds
-from perfguard.report import write_report
-from perfguard.results import load_result, schema_errors
+from perfguard.report import parse_document, write_report
+from perfguard.results import schema_errors
 
 from .conftest import run_cli, smallest_measure
+from .factories import result_json
 
 SWAP_PASS = '''
 import onnx
@@ -83,7 +84,7 @@ def test_a_constant_output_model_is_blind_not_correct_in_result_table_and_report
     out = tmp_path / "r.json"
     proc = run_cli("run", str(suite), "--out", str(out), "--quiet")
     assert proc.returncode == 4, proc.stdout + proc.stderr  # live/swap is a wrong answer
-    document = load_result(out)
+    document = result_json(out)
     assert not schema_errors(document)
     cases = {c["id"]: c for c in document["cases"]}
     for case_id in ("blind/none/cpu", "blind/swap/cpu"):
@@ -101,7 +102,7 @@ def test_a_constant_output_model_is_blind_not_correct_in_result_table_and_report
     assert blind_rows and all("ok (blind)" in line for line in blind_rows), proc.stdout
     assert "correctness not verified for 2 (blind" in proc.stdout
     # The HTML and Markdown reports say so too.
-    written = write_report([document], tmp_path / "report")
+    written = write_report([parse_document(document)], tmp_path / "report")
     html = written["html"].read_text()
     assert "correctness not verified (blind)" in html and 'class="badge unknown"' in html
     summary = written["summary"].read_text()
@@ -109,5 +110,5 @@ def test_a_constant_output_model_is_blind_not_correct_in_result_table_and_report
     assert "correctness not verified for 2 cases" in summary
     verified_only = copy.deepcopy(document)
     verified_only["cases"] = [cases["live/none/cpu"]]
-    written = write_report([verified_only], tmp_path / "report2")
+    written = write_report([parse_document(verified_only)], tmp_path / "report2")
     assert "blind" not in written["summary"].read_text()

@@ -85,7 +85,7 @@ passes = ["crash_worker"]
 @pytest.mark.slow
 def test_per_case_faults_fail_their_case_and_the_run_goes_on(write_suite):
     suite = load_suite(write_suite(MOCK_SUITE))
-    document = run_suite(suite, list(suite.cases))
+    document = run_suite(suite, list(suite.cases)).to_json()
     assert not schema_errors(document)
     cases = {c["pipeline"]: c for c in document["cases"]}
     assert cases["fine"]["status"] == cases["slower"]["status"] == "ok"
@@ -113,7 +113,7 @@ compile_timeout = "3s"
 [pipelines.hangs]
 passes = ["hang_compile"]
 """))
-    document = run_suite(suite, list(suite.cases))
+    document = run_suite(suite, list(suite.cases)).to_json()
     error = document["cases"][0]["error"]
     assert error["stage"] == "compile" and "compile worker timed out after 3 s" in error["message"]
 
@@ -126,7 +126,7 @@ passes = []
 [pipelines.folded]
 passes = ["fuse_bn_into_conv", "constant_folding"]
 """))
-    document = run_suite(suite, list(suite.cases))
+    document = run_suite(suite, list(suite.cases)).to_json()
     assert schema_errors(document) == []
     json.dumps(document, allow_nan=False)
     folded = next(c for c in document["cases"] if c["pipeline"] == "folded")

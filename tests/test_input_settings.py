@@ -11,10 +11,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from perfguard.errors import UserError
 from perfguard.models.inputs import input_specs
-from perfguard.results import load_result, schema_errors
+from perfguard.results import schema_errors
 from perfguard.suite import InputSetting, InputSettings, load_suite
 
 from .conftest import run_cli, smallest_measure
+from .factories import result_json
 
 VOCAB = 50
 
@@ -146,7 +147,7 @@ def test_run_measures_the_shapes_the_suite_gives_and_records_them(tmp_path):
     out = tmp_path / "r.json"
     proc = run_cli("run", str(path), "--out", str(out), "--quiet")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    document = load_result(out)
+    document = result_json(out)
     assert not schema_errors(document)
     inputs = {s["name"]: s for s in document["models"]["dyn"]["inputs"]}
     assert inputs["input_ids"]["shape"] == [2, 16] and inputs["input_ids"]["shape_from"] == "suite"

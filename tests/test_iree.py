@@ -328,7 +328,7 @@ passes = ["iree-preprocessing-convert-conv-to-channels-last", "canonicalize", "c
 passes = []
 options = {{ flags = {{ "iree-opt-const-eval" = false }} }}
 """))
-    document = run_suite(suite, list(suite.cases))
+    document = run_suite(suite, list(suite.cases)).to_json()
     assert schema_errors(document) == []
     cases = {c["pipeline"]: c for c in document["cases"]}
     assert cases["crashes"]["status"] == "failed" and cases["crashes"]["error"]["stage"] == "compile"

@@ -20,9 +20,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from perfguard.results import load_result
-
 from .conftest import run_cli, smallest_measure
+from .factories import result_json
 
 pytestmark = pytest.mark.slow
 
@@ -112,7 +111,7 @@ def ir3_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     keep = folder / "kept"
     proc = run_cli("run", str(suite), "--out", str(out), "--keep-artifacts", str(keep), "--quiet")
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    return load_result(out), keep
+    return result_json(out), keep
 
 
 def test_ir3_initializer_inputs_are_constants_so_fusion_and_folding_fire(ir3_run):
@@ -170,7 +169,7 @@ def test_external_data_model_runs_and_its_data_is_part_of_the_hash(external_fold
     out = tmp_path / "r.json"
     proc = run_cli("run", str(suite), "--out", str(out), "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    document = load_result(out)
+    document = result_json(out)
     assert all(c["status"] == "ok" and c["correctness"]["passed"] for c in document["cases"])
     # The data file belongs to the artifact: its size counts, and its bytes are in the artifact hash.
     for case in document["cases"]:
@@ -187,7 +186,7 @@ def test_external_data_model_runs_and_its_data_is_part_of_the_hash(external_fold
     out2 = tmp_path / "r2.json"
     proc = run_cli("run", str(suite2), "--out", str(out2), "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert load_result(out2)["models"]["ext"]["sha256"] != first_hash
+    assert result_json(out2)["models"]["ext"]["sha256"] != first_hash
     # A model copied without its data file: one line naming the missing file, nothing measured.
     (changed / "model.onnx.data").unlink()
     proc = run_cli("run", str(suite2), "--out", str(tmp_path / "r3.json"), "--quiet", cwd=tmp_path)
@@ -213,7 +212,7 @@ def test_external_data_artifacts_travel_with_their_data_file(external_folder, tm
     out = tmp_path / "r.json"
     proc = run_cli("run", "--artifacts", str(moved), "--out", str(out), "--quiet", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    assert all(c["correctness_on_runner"]["passed"] for c in load_result(out)["cases"])
+    assert all(c["correctness_on_runner"]["passed"] for c in result_json(out)["cases"])
     # A damaged data file is refused before any measurement, like a damaged model file.
     data = moved / Path(manifest["cases"][0]["artifact_file"]["path"]).parent / "model.onnx.data"
     data.write_bytes(data.read_bytes()[:-8] + b"\0" * 8)

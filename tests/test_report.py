@@ -25,8 +25,10 @@ from typing import Any
 
 import pytest
 
-from perfguard.compare.check import summarize
-from perfguard.report import build_report, load_document, write_report
+from perfguard.compare.verdicts import Summary, Verdict
+from perfguard.report import Document, load_document, parse_document
+from perfguard.report import build_report as _build_report
+from perfguard.report import write_report as _write_report
 from perfguard.report.html import render_html
 from perfguard.report.markdown import job_summary, md_text, pr_comment, workflow_annotations
 from perfguard.results import schema_errors
@@ -85,9 +87,12 @@ def _entry(model: str, pipeline: str, median: float | None, nodes: int, passes: 
         "status": "failed" if error else "ok", "error": error, "key": key, "key_hash": "k" * 16,
         "trace": {"passes": passes, "input_hash": "in000000", "final_hash": passes[-1]["ir_hash"] if passes else "in000000",
                   "total_time_s": sum(p["time_s"] for p in passes), "exact": True, "note": ""},
-        "correctness": {"passed": error is None, "rtol": 1e-3, "atol": 1e-4},
+        "correctness": {"passed": error is None, "reason": "", "max_abs_error": 0.0, "max_rel_error": 0.0,
+                        "rtol": 1e-3, "atol": 1e-4, "seed": 0},
         "metrics": {"node_count": nodes, "compile_time_s": 0.01, "artifact_size_bytes": 1_200_000},
-        "measurement": {"group": f"{model}/cpu", "worker_ids": [0, 1, 2, 3]},
+        "measurement": {"group": f"{model}/cpu", "workers_requested": 4, "workers_ok": 4, "worker_ids": [0, 1, 2, 3],
+                        "loops": 1, "warmup": 1, "rounds": 5, "min_time_s": 0.01, "threads": 1, "failures": [],
+                        "dropped": None, "telemetry": None},
         "started_at": "2026-01-02T03:04:05Z", "finished_at": "2026-01-02T03:04:06Z"}
     if median is not None:
         entry["metrics"]["latency_s"] = _latency(_values(median))
@@ -156,8 +161,21 @@ def make_verdicts() -> dict[str, Any]:
                      "base_subject": HOSTILE_SUBJECT, "head_commit": head["compiler"]["commit"],
                      "baseline": "main (1234567890)", "candidate": "head"},
             "settings": {"alpha": 0.05, "looks_planned": 2, "history": [{"look": 1, "workers": 4, "undecided": 1}]},
-            "summary": summarize(rows), "warnings": ["runner cpu: environments differ (onnxruntime: 1.31.0 -> 1.32.0)"],
+            "summary": Summary.of(Verdict.from_json(r) for r in rows).to_json(), "warnings": ["runner cpu: environments differ (onnxruntime: 1.31.0 -> 1.32.0)"],
             "verdicts": rows, "results": {"base": base, "head": head}}
+
+
+def _typed(documents: list[dict[str, Any]]) -> list[Document]:
+    """The hand-built JSON documents as the report takes them: parsed by the one loader."""
+    return [parse_document(d) for d in documents]
+
+
+def build_report(documents: list[dict[str, Any]], labels: list[str] | None = None) -> Any:
+    return _build_report(_typed(documents), labels)
+
+
+def write_report(documents: list[dict[str, Any]], out: Path, **options: Any) -> dict[str, Path]:
+    return _write_report(_typed(documents), out, **options)
 
 
 def make_bisect() -> dict[str, Any]:

@@ -8,16 +8,18 @@ import math
 import pytest
 
 from perfguard.errors import StorageError
-from perfguard.results import RESULT_VERSION, load_result, schema_errors, summarize, write_json_atomic
+from perfguard.results import RESULT_VERSION, Latency, load_result, schema_errors, write_json_atomic
 
 
-def test_summarize_known_values():
-    stats = summarize([1.0, 2.0, 3.0, 4.0, 100.0])
-    assert stats["median"] == 3.0 and stats["min"] == 1.0 and stats["max"] == 100.0 and stats["n"] == 5
-    assert stats["mean"] == pytest.approx(22.0)
-    assert stats["p90"] == pytest.approx(61.6)
-    assert summarize([]) == {"n": 0}
-    assert summarize([2.0])["stdev"] == 0.0
+def test_latency_summary_known_values():
+    stats = Latency.from_values([[1.0, 2.0], [3.0, 4.0, 100.0]])
+    assert stats.median == 3.0 and stats.min == 1.0 and stats.max == 100.0 and stats.n == 5
+    assert stats.mean == pytest.approx(22.0)
+    assert stats.p90 == pytest.approx(61.6)
+    assert stats.per_worker == ((1.0, 2.0), (3.0, 4.0, 100.0))
+    assert Latency.from_values([[2.0]]).stdev == 0.0
+    with pytest.raises(ValueError, match="at least one value"):
+        Latency.from_values([[]])
 
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):

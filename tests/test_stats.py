@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from perfguard.compare.verdicts import Verdict
 from perfguard.errors import UserError
+from perfguard.results import CaseEntry
 from perfguard.stats import (
     Comparison,
     Threshold,
@@ -34,6 +36,7 @@ from perfguard.stats.rank_tests import min_pairs_for, rank_sum_test, signed_rank
 from perfguard.stats.verdict import decide, minimum_detectable_effect
 from perfguard.suite.gates import CheckSettings
 
+from .factories import case_entry
 from .test_stats_sim import REALISTIC, simulate, simulated_check
 
 # --------------------------------------------------------------------------------------------
@@ -632,7 +635,7 @@ def test_adaptive_handles_short_batches_and_bad_callables() -> None:
 # the production loop (perfguard.compare.check.adaptive_check): levels, families, first look
 
 
-def _check(shifts: tuple[float, ...], seed: int = 5, **options: Any) -> tuple[list[dict], dict, dict[str, int]]:
+def _check(shifts: tuple[float, ...], seed: int = 5, **options: Any) -> tuple[list[Verdict], dict, dict[str, int]]:
     a, b = simulate(np.random.default_rng(seed), len(shifts), 20, 10, **REALISTIC)
     a, b = a.copy(), b.copy()
     for c, shift in enumerate(shifts):
@@ -644,11 +647,11 @@ def _check(shifts: tuple[float, ...], seed: int = 5, **options: Any) -> tuple[li
 def test_check_levels_come_from_the_settings(alpha: float) -> None:
     rows, info, _ = _check((0.0, 0.01), settings=CheckSettings(alpha=alpha))
     for row in rows:
-        c = row["comparison"]
-        if row["metric"] == "latency":  # the level of the look that decided it, never a fixed 0.05
-            assert c["confidence"] == pytest.approx(1 - c["alpha"])
-        elif row["metric"] == "compile_time":  # measured once: one look at alpha
-            assert c["alpha"] == pytest.approx(alpha) and c["confidence"] == pytest.approx(1 - alpha)
+        c = row.comparison
+        if row.metric == "latency":  # the level of the look that decided it, never a fixed 0.05
+            assert c.confidence == pytest.approx(1 - c.alpha)
+        elif row.metric == "compile_time":  # measured once: one look at alpha
+            assert c.alpha == pytest.approx(alpha) and c.confidence == pytest.approx(1 - alpha)
     from perfguard.stats.adaptive import SequentialPlan
 
     levels = info["alpha_by_look"]
@@ -656,7 +659,7 @@ def test_check_levels_come_from_the_settings(alpha: float) -> None:
     assert sum(levels) == pytest.approx(alpha)
     assert levels == list(SequentialPlan(8, 4, 20, alpha).levels)
     assert info["confidence_by_look"] == pytest.approx([1 - x for x in levels])
-    assert all(r["comparison"]["alpha"] in levels for r in rows if r["metric"] == "latency")
+    assert all(r.comparison.alpha in levels for r in rows if r.metric == "latency")
 
 
 @pytest.mark.parametrize("shifts", [(0.18, 0.18), (0.18, 0.0)])
@@ -664,21 +667,21 @@ def test_compile_time_does_not_dilute_a_first_look_regression(shifts: tuple[floa
     """Issue 10: two models, +18 %, 8 workers: the exact test's smallest p (2/256) must not be
     pushed over the first look's level by the compile-time p-values of the same check."""
     rows, info, workers = _check(shifts)
-    latency = [r for r in rows if r["metric"] == "latency"]
-    compile_rows = [r for r in rows if r["metric"] == "compile_time"]
+    latency = [r for r in rows if r.metric == "latency"]
+    compile_rows = [r for r in rows if r.metric == "compile_time"]
     for row, shift in zip(latency, shifts, strict=True):
         if shift:
-            assert row["decision"] == "different" and row["direction"] == "regression"
-            assert workers[row["case"]] == 8 and row["comparison"]["n_pairs"] == 8
-            assert row["comparison"]["p_value"] == pytest.approx(2 / 256)
+            assert row.decision == "different" and row.direction == "regression"
+            assert workers[row.case] == 8 and row.comparison.n_pairs == 8
+            assert row.comparison.p_value == pytest.approx(2 / 256)
     # Latency and compile time are separate families, each at alpha, over look-adjusted p-values.
     from perfguard.stats.adaptive import SequentialPlan
 
     plan = SequentialPlan(8, 4, 20, 0.05)
-    sequential = [min(1.0, r["comparison"]["p_value"] * 0.05 / r["comparison"]["alpha"]) for r in latency]
-    assert [r["bh_adjusted_p"] for r in latency] == pytest.approx(bh_adjust(sequential))
-    assert [r["bh_adjusted_p"] for r in compile_rows] == pytest.approx(
-        bh_adjust([r["comparison"]["p_value"] for r in compile_rows]))
+    sequential = [min(1.0, r.comparison.p_value * 0.05 / r.comparison.alpha) for r in latency]
+    assert [r.bh_adjusted_p for r in latency] == pytest.approx(bh_adjust(sequential))
+    assert [r.bh_adjusted_p for r in compile_rows] == pytest.approx(
+        bh_adjust([r.comparison.p_value for r in compile_rows]))
     assert info["history"][0]["workers"] == 8
     assert plan.levels[0] >= 2 * (2 / 256)  # one regression among two models still decides at look 1
 
@@ -697,7 +700,7 @@ def test_adaptive_compare_and_the_check_share_one_schedule() -> None:
 class _FakeJob:
     """Stands in for perfguard.measure.job.Job: the entries are already 'measured'."""
 
-    def __init__(self, entries: dict[str, dict]) -> None:
+    def __init__(self, entries: dict[str, CaseEntry]) -> None:
         self.compiled = [SimpleNamespace(variant_id=k, entry=v) for k, v in entries.items()]
 
     def compile(self) -> None:
@@ -717,10 +720,9 @@ def _calibrate(monkeypatch: pytest.MonkeyPatch, ids_a: list[int], ids_b: list[in
     rng = np.random.default_rng(3)
     offsets = {i: 1e-3 * (1 + 0.2 * rng.random()) for i in range(20)}  # very different processes
 
-    def entry(ids: list[int], scale: float) -> dict:
+    def entry(ids: list[int], scale: float) -> CaseEntry:
         per_worker = [list(offsets[i] * scale * (1 + 0.001 * np.arange(5))) for i in ids]
-        return {"status": "ok", "measurement": {"worker_ids": ids},
-                "metrics": {"latency_s": {"per_worker": per_worker, "cv": 0.001}}}
+        return case_entry(per_worker, case="m/none/cpu", worker_ids=ids)
 
     job = _FakeJob({"a:m/none/cpu": entry(ids_a, 1.0), "b:m/none/cpu": entry(ids_b, 1.01)})
     monkeypatch.setattr(baselines, "Job", lambda *args, **kwargs: job)

@@ -21,10 +21,13 @@ import pytest
 from scipy import stats as sps
 
 from perfguard.compare.check import Pair, adaptive_check
+from perfguard.results import CaseEntry
 from perfguard.stats import Comparison, compare_paired, compare_unpaired
 from perfguard.stats.bootstrap import expanded_tail
 from perfguard.stats.estimators import trimmed_mean
 from perfguard.suite.gates import CheckSettings, ThresholdSet, parse_gate
+
+from .factories import case_entry
 
 FloatArray = np.ndarray
 BASE_SECONDS = 5e-3
@@ -300,24 +303,23 @@ def simulated_check(
     measured = {f"{side}:{case}": settings.workers for case in cases for side in ("base", "head")}
     thresholds = ThresholdSet({**ThresholdSet().defaults, "latency": parse_gate(latency, "latency", "simulation")})
 
-    def entry(c: int, side: str) -> dict[str, Any]:
+    def entry(c: int, side: str) -> CaseEntry:
         case = cases[c]
         n = measured[f"{side}:{case}"]
         values = (a if side == "base" else b)[c, :n]
-        metrics = {"latency_s": {"per_worker": values.tolist()},
-                   "compile_times_s": compile_s[case][0 if side == "base" else 1].tolist(),
-                   "artifact_size_bytes": 1e6, "node_count": 100, "peak_rss_bytes": 1e8}
-        return {"status": "ok", "metrics": metrics, "measurement": {"worker_ids": list(range(n))}}
+        return case_entry(values.tolist(), case=case, summarize=False,
+                          compile_times_s=compile_s[case][0 if side == "base" else 1].tolist(),
+                          artifact_size_bytes=1_000_000, node_count=100, peak_rss_bytes=100_000_000)
 
     def pairs_of() -> list[Pair]:
-        return [Pair(case, entry(c, "base"), entry(c, "head"), True, "base", "head") for c, case in enumerate(cases)]
+        return [Pair(case, entry(c, "base"), entry(c, "head"), True, "base", "head",
+                     frozenset({f"base:{case}", f"head:{case}"})) for c, case in enumerate(cases)]
 
     def remeasure(ids: set[str], n: int) -> None:
         for variant in ids:
             measured[variant] += n
 
-    rows, info = adaptive_check(pairs_of, remeasure, thresholds, settings,
-                                lambda pair: {f"base:{pair.case}", f"head:{pair.case}"})
+    rows, info = adaptive_check(pairs_of, remeasure, thresholds, settings, adaptive=True)
     return rows, info, {case: measured[f"head:{case}"] for case in cases}
 
 
@@ -336,7 +338,7 @@ def simulated_checks(
 
 
 def latency_rows(check: tuple[list[dict[str, Any]], dict[str, Any], dict[str, int]]) -> list[dict[str, Any]]:
-    return [r for r in check[0] if r["metric"] == "latency"]
+    return [r for r in check[0] if r.metric == "latency"]
 
 
 @pytest.mark.parametrize("noise", ["lognormal", "all-of-the-above"])
@@ -345,7 +347,7 @@ def test_production_loop_aa_false_alarms(noise: str) -> None:
     workers: false alarms at the 2 % floor stay at the documented 0-0.2 %."""
     checks = simulated_checks(900 + len(noise), 500, (0.0, 0.0), AA_SCENARIOS[noise])
     rows = [r for check in checks for r in latency_rows(check)]
-    rate = float(np.mean([r["decision"] == "different" for r in rows]))
+    rate = float(np.mean([r.decision == "different" for r in rows]))
     workers = float(np.mean([w for check in checks for w in check[2].values()]))
     print(f"production loop A/A {noise}: different {rate:.4f} over {len(rows)}, mean workers {workers:.1f}")
     assert len(rows) == 1000
@@ -360,7 +362,7 @@ def test_production_loop_keeps_the_size_under_peeking() -> None:
     corrected = naive = 0
     for i in range(reps):
         rows = latency_rows(simulated_check(a[i : i + 1], b[i : i + 1], latency="median:0%", seed=i))
-        corrected += rows[0]["decision"] == "different"
+        corrected += rows[0].decision == "different"
         # the same looks (8, 12, 16, 20 workers) without the correction
         naive += any(
             compare_paired(a[i, :n], b[i, :n], rel_floor=0.0, seed=i).decision == "different"
@@ -377,13 +379,13 @@ def test_production_loop_decides_obvious_regressions_at_the_first_look(shifts: t
     the first look, 8 workers, whether the other model regressed too or not; the compile-time
     p-values of both models do not dilute it (they are their own family)."""
     checks = simulated_checks(1100 + int(100 * sum(shifts)), 200, shifts)
-    regressed = [(r, check[2][r["case"]]) for check in checks for r, s in zip(latency_rows(check), shifts, strict=True)
+    regressed = [(r, check[2][r.case]) for check in checks for r, s in zip(latency_rows(check), shifts, strict=True)
                  if s > 0]
-    first_look = float(np.mean([row["decision"] == "different" and row["direction"] == "regression" and workers == 8
+    first_look = float(np.mean([row.decision == "different" and row.direction == "regression" and workers == 8
                                 for row, workers in regressed]))
     print(f"production loop {shifts}: regression decided at look 1 (8 workers) in {first_look:.3f}")
     assert first_look >= 0.99
-    assert all(row["decision"] == "different" for row, _ in regressed)
+    assert all(row.decision == "different" for row, _ in regressed)
 
 
 # --------------------------------------------------------------------------------------------

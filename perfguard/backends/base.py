@@ -40,7 +40,7 @@ class PassInfo:
     summary: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class PassRecord:
     """What one pass did: its time, the graph after it, and whether it changed anything."""
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfguard.compare.check import Pair, adaptive_check
-from perfguard.compile.case import Side
+from perfguard.compare.verdicts import Verdict
+from perfguard.compile.case import CompiledCase, Side
 from perfguard.compile.checkout import CompilerCheckout, checkout_at, run_build
 from perfguard.errors import BuildError, UserError
 from perfguard.measure.job import Job
@@ -34,10 +35,10 @@ class Variant:
     passes: tuple[str, ...] | None = None
 
 
-def _summary(row: dict[str, Any]) -> dict[str, Any]:
-    c = row["comparison"]
-    return {"baseline": row["baseline"], "candidate": row["candidate"], "decision": row["decision"],
-            "direction": row["direction"], "ratio": c.get("ratio"), "ci_low": c.get("ci_low"),
+def _summary(row: Verdict) -> dict[str, Any]:
+    c = row.comparison.to_json()
+    return {"baseline": row.baseline, "candidate": row.candidate, "decision": row.decision,
+            "direction": row.direction, "ratio": c.get("ratio"), "ci_low": c.get("ci_low"),
             "ci_high": c.get("ci_high"), "p_value": c.get("p_value"), "mde": c.get("mde"),
             "workers": c.get("n_pairs"), "reason": c.get("reason")}
 
@@ -62,33 +63,31 @@ def run_probe(suite: Suite, case: CaseSpec, variants: Sequence[Variant], compari
     job = Job(suite, list(unique_cases.values()), sides=list(unique_sides.values()), progress=progress)
     try:
         job.compile()
-        entries: dict[str, dict[str, Any]] = {}
+        compiled: dict[str, CompiledCase] = {}
         by_variant = {c.variant_id: c for c in job.compiled}
         for variant, vcase in job_cases:
-            compiled = by_variant[variant_id(variant.side.label, vcase.id)]
-            if compiled.entry["status"] != "ok":
-                error = compiled.entry["error"]
-                return {"status": "skip", "reason": f"{variant.label}: {error['stage']} failed: {error['message']}"}
-            entries[variant.label] = compiled.entry
-        ids = {label: variant_id(v.side.label, c.id) for (v, c), label in zip(job_cases, [v.label for v in variants],
-                                                                                strict=True)}
-        job.measure(only=set(ids.values()), workers=settings.workers)
+            member = by_variant[variant_id(variant.side.label, vcase.id)]
+            if member.entry.error is not None:
+                error = member.entry.error
+                return {"status": "skip", "reason": f"{variant.label}: {error.stage} failed: {error.message}"}
+            compiled[variant.label] = member
+        job.measure(only={c.variant_id for c in compiled.values()}, workers=settings.workers)
 
-        def pairs() -> list[Pair]:
-            return [Pair(f"{a}->{b}", entries[a], entries[b], True, a, b) for a, b in comparisons]
-
-        def variant_ids(pair: Pair) -> set[str]:
-            return {ids[pair.baseline_label], ids[pair.candidate_label]}
+        def pairs() -> list[Pair]:  # the entries as measured so far
+            return [Pair(f"{a}->{b}", compiled[a].entry, compiled[b].entry, True, a, b,
+                         frozenset({compiled[a].variant_id, compiled[b].variant_id})) for a, b in comparisons]
 
         rows, info = adaptive_check(pairs, lambda only, n: job.measure(only=only, workers=n), suite.thresholds,
-                                    settings, variant_ids)
+                                    settings, adaptive=True)
     finally:
         job.close()
-    verdicts = {r["case"]: _summary(r) for r in rows if r["metric"] == "latency"}
+    verdicts = {r.case: _summary(r) for r in rows if r.metric == "latency"}
     for summary in verdicts.values():
         summary["workers"] = summary["workers"] or info["history"][-1]["workers"]
-    slim = {label: {"trace": e.get("trace"), "median_s": (e["metrics"].get("latency_s") or {}).get("median"),
-                    "node_count": e["metrics"].get("node_count")} for label, e in entries.items()}
+    entries = {label: c.entry for label, c in compiled.items()}
+    slim = {label: {"trace": e.trace.to_json() if e.trace else None,
+                    "median_s": e.metrics.latency_s.median if e.metrics.latency_s else None,
+                    "node_count": e.metrics.node_count} for label, e in entries.items()}
     return {"status": "ok", "verdicts": verdicts, "entries": slim, "looks": info["history"]}
 
 

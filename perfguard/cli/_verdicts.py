@@ -3,58 +3,61 @@ environment rule they apply is ``perfguard.compare.baselines.environment_warning
 
 from __future__ import annotations
 
+import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perfguard.compare.verdicts import Verdict, VerdictsDocument
 
 BADGES = {"regression": "[bold red]REGRESSION[/]", "improvement": "[green]improvement[/]",
           "same": "same", "unknown": "[yellow]unknown[/]", "failed": "[bold red]FAILED[/]"}
 
 
-def badge(row: dict[str, Any]) -> str:
-    if row["decision"] == "different":
-        return BADGES[row["direction"]]
-    return BADGES.get(row["decision"], str(row["decision"]))
+def badge(row: Verdict) -> str:
+    if row.decision == "different":
+        return BADGES[row.direction]
+    return BADGES.get(row.decision, str(row.decision))
 
 
 def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{(value - 1) * 100:+.1f}%"
+    return "n/a" if value is None or not math.isfinite(value) else f"{(value - 1) * 100:+.1f}%"
 
 
-def print_verdicts(document: dict[str, Any], verbose: bool = False) -> None:
+def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
     """Latency rows of every case, plus every other row that is not 'same'."""
     from rich.console import Console
     from rich.table import Table
 
-    mode = document["mode"]
+    mode = document.mode
     table = Table(title=f"perfguard check: {mode['candidate']} vs {mode['baseline']} ({mode['kind']})")
     for column in ("case", "metric", "change", "interval", "p", "mde", "verdict"):
         table.add_column(column, justify="left" if column in ("case", "metric", "verdict") else "right")
-    for row in document["verdicts"]:
-        if not verbose and row["metric"] != "latency" and row["decision"] == "same":
+    for row in document.verdicts:
+        if not verbose and row.metric != "latency" and row.decision == "same":
             continue
-        c = row["comparison"]
-        interval = (f"[{_pct(c['ci_low'])}, {_pct(c['ci_high'])}]" if c.get("ci_low") is not None
-                    and row["noisy"] else "")
-        p_value = f"{c['p_value']:.2g}" if c.get("p_value") is not None and row["noisy"] else ""
-        mde = f"{c['mde'] * 100:.1f}%" if c.get("mde") is not None and row["noisy"] else ""
-        table.add_row(row["case"], row["metric"], _pct(c.get("ratio")), interval, p_value, mde, badge(row))
-        if row["decision"] in ("failed", "unknown") or (row["decision"] == "different" and verbose):
-            table.add_row("", "", "", "", "", "", f"[dim]{c['reason'][:150]}[/]")
+        c = row.comparison
+        interval = f"[{_pct(c.ci_low)}, {_pct(c.ci_high)}]" if math.isfinite(c.ci_low) and row.noisy else ""
+        p_value = f"{c.p_value:.2g}" if math.isfinite(c.p_value) and row.noisy else ""
+        mde = f"{c.mde * 100:.1f}%" if math.isfinite(c.mde) and row.noisy else ""
+        table.add_row(row.case, row.metric, _pct(c.ratio), interval, p_value, mde, badge(row))
+        if row.decision in ("failed", "unknown") or (row.decision == "different" and verbose):
+            table.add_row("", "", "", "", "", "", f"[dim]{c.reason[:150]}[/]")
     console = Console(file=sys.stdout, width=max(130, Console().width))
     console.print(table)
-    s = document["summary"]
-    geo = s.get("latency_geomean")
-    geo_text = (f"; latency geometric mean {_pct(geo['ratio'])} [{_pct(geo['ci_low'])}, {_pct(geo['ci_high'])}] "
-                f"over {geo['cases']} cases") if geo else ""
-    console.print(f"{s['regressions']} regressions, {s['improvements']} improvements, {s['same']} same, "
-                  f"{s['unknown']} undecided, {s['failed']} failed{geo_text}", highlight=False)
-    for warning in document.get("warnings", []):
+    s = document.summary
+    geo = s.latency_geomean
+    geo_text = (f"; latency geometric mean {_pct(geo.ratio)} [{_pct(geo.ci_low)}, {_pct(geo.ci_high)}] "
+                f"over {geo.cases} cases") if geo else ""
+    console.print(f"{s.regressions} regressions, {s.improvements} improvements, {s.same} same, "
+                  f"{s.unknown} undecided, {s.failed} failed{geo_text}", highlight=False)
+    for warning in document.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 
 
-def write_verdicts(path: str | None, document: dict[str, Any]) -> None:
+def write_verdicts(path: str | None, document: VerdictsDocument) -> None:
     if path:
         from perfguard.results import write_json_atomic
 
-        write_json_atomic(path, document)
+        write_json_atomic(path, document.to_json())
         print(f"verdicts written to {path}")

@@ -45,11 +45,11 @@ def run(args: argparse.Namespace) -> ExitCode:
         document = run_suite(suite, cases, progress=progress)
     finally:
         progress.stop()
-    failed = [c["id"] for c in document["cases"] if c["status"] != "ok"]
+    failed = [c.id for c in document.cases if not c.ok]
     if failed:
         raise UserError(f"not writing a baseline: {len(failed)} case(s) failed ({', '.join(failed[:3])}); "
                         "fix them or leave them out with --case")
-    write_json_atomic(out, document)
+    write_json_atomic(out, document.to_json())
     print_table(document)
     print(f"baseline written to {out}")
     return ExitCode.OK

@@ -17,6 +17,7 @@ compile, or an undecided slowdown beyond the floor).
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -192,25 +193,25 @@ def _step(suite: Any, args: argparse.Namespace) -> ExitCode:
             raise UserError(f"--good {args.good}: {exc}") from None
         print(f"skip: {exc}")
         return ExitCode.STEP_SKIP
-    rows = [r for r in document["verdicts"] if r["metric"] in ("latency", "status")]
-    row = rows[0]
-    if row["decision"] == "failed":
-        print(f"skip: {row['comparison']['reason']}")
+    row = next(r for r in document.verdicts if r.metric in ("latency", "status"))
+    reason = row.comparison.reason
+    if row.decision == "failed":
+        print(f"skip: {reason}")
         return ExitCode.STEP_SKIP
-    if row["decision"] == "different" and row["direction"] == "regression":
-        print(f"bad: {row['comparison']['reason']}")
+    if row.is_regression:
+        print(f"bad: {reason}")
         return ExitCode.STEP_BAD
-    if row["decision"] == "unknown":
+    if row.decision == "unknown":
         # Undecided, but the estimate is not a slowdown beyond the floor: this commit does not carry
         # a regression worth bisecting, so it is good for git bisect. Only an undecided slowdown
         # beyond the floor is skipped.
-        ratio, floor = row["comparison"].get("ratio"), row["comparison"].get("floor")
-        if ratio is not None and floor is not None and ratio - 1.0 <= floor:
-            print(f"good (no slowdown beyond the floor): {row['comparison']['reason']}")
+        ratio, floor = row.comparison.ratio, row.comparison.floor
+        if math.isfinite(ratio) and math.isfinite(floor) and ratio - 1.0 <= floor:
+            print(f"good (no slowdown beyond the floor): {reason}")
             return ExitCode.STEP_GOOD
-        print(f"skip (undecided): {row['comparison']['reason']}")
+        print(f"skip (undecided): {reason}")
         return ExitCode.STEP_SKIP
-    print(f"good: {row['comparison']['reason']}")
+    print(f"good: {reason}")
     return ExitCode.STEP_GOOD
 
 

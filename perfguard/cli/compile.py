@@ -41,10 +41,11 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise
     finally:
         progress.stop()
-    failed = [c for c in manifest["cases"] if c["status"] != "ok"]
+    failed = [c.entry for c in manifest.cases if not c.entry.ok]
     for case in failed:
-        print(f"failed: {case['id']}: {case['error']['stage']}: {case['error']['message']}")
-    print(f"{len(manifest['cases']) - len(failed)} artifacts written to {args.out} (manifest.json); "
+        stage, message = (case.error.stage, case.error.message) if case.error else ("?", "failed")
+        print(f"failed: {case.id}: {stage}: {message}")
+    print(f"{len(manifest.cases) - len(failed)} artifacts written to {args.out} (manifest.json); "
           f"measure them with: perfguard run --artifacts {args.out}")
     return ExitCode.CASE_FAILED if failed else ExitCode.OK
 

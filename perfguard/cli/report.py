@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perfguard.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from perfguard.report import Document
 
 HELP = "write the HTML report, Markdown summary and PR comment of result or verdict files"
 
@@ -39,7 +43,7 @@ def default_report_url() -> str | None:
     return None
 
 
-def write_report(documents: list[dict[str, Any]], out_dir: str, *, labels: list[str] | None = None,
+def write_report(documents: Sequence[Document], out_dir: str, *, labels: list[str] | None = None,
                  report_url: str | None = None) -> dict[str, Path]:
     """Write index.html, summary.md and comment.md of ``documents`` into ``out_dir``."""
     from perfguard.report import write_report as write
@@ -47,7 +51,7 @@ def write_report(documents: list[dict[str, Any]], out_dir: str, *, labels: list[
     return write(documents, out_dir, labels=labels, report_url=report_url or default_report_url())
 
 
-def print_annotations(documents: list[dict[str, Any]], labels: list[str] | None = None) -> None:
+def print_annotations(documents: Sequence[Document], labels: list[str] | None = None) -> None:
     from perfguard.report import build_report
     from perfguard.report.markdown import workflow_annotations
 

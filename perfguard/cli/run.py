@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perfguard.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from perfguard.results import CaseEntry, ResultDocument
 
 HELP = "compile, check and measure a suite; write a JSON result"
 
@@ -67,9 +70,9 @@ def run(args: argparse.Namespace) -> ExitCode:
         document = run_suite(suite, cases, workdir=workdir, progress=progress)
     finally:
         progress.stop()
-    write_json_atomic(out, document)
+    write_json_atomic(out, document.to_json())
     print_table(document)
-    failed = [c for c in document["cases"] if c["status"] != "ok"]
+    failed = [c for c in document.cases if not c.ok]
     print(f"result written to {out} ({summary_counts(document)})")
     return ExitCode.CASE_FAILED if failed else ExitCode.OK
 
@@ -94,62 +97,63 @@ def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | 
     finally:
         progress.stop()
     out = Path(args.out) if args.out else Path("perfguard-results") / (
-        f"{document['suite']['name']}-artifacts-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json")
-    write_json_atomic(out, document)
+        f"{document.suite.name}-artifacts-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json")
+    write_json_atomic(out, document.to_json())
     print_table(document)
-    failed = [c for c in document["cases"] if c["status"] != "ok"]
+    failed = [c for c in document.cases if not c.ok]
     print(f"result written to {out} ({summary_counts(document)})")
     return ExitCode.CASE_FAILED if failed else ExitCode.OK
 
 
-def is_blind(case: dict[str, Any]) -> bool:
+def is_blind(case: CaseEntry) -> bool:
     """A case whose correctness check could not see anything (outputs independent of the inputs)."""
-    return (case.get("correctness") or {}).get("status") == "blind"
+    return case.correctness is not None and case.correctness.status == "blind"
 
 
-def summary_counts(document: dict[str, Any]) -> str:
+def summary_counts(document: ResultDocument) -> str:
     """``3 ok, 1 failed`` plus the cases whose correctness check was blind (ok, but not verified)."""
-    cases = document["cases"]
-    failed = sum(1 for c in cases if c["status"] != "ok")
+    cases = document.cases
+    failed = sum(1 for c in cases if not c.ok)
     text = f"{len(cases) - failed} ok, {failed} failed"
-    blind = sum(1 for c in cases if c["status"] == "ok" and is_blind(c))
+    blind = sum(1 for c in cases if c.ok and is_blind(c))
     if blind:
         text += (f"; correctness not verified for {blind} (blind: the reference outputs do not depend on the "
                  "inputs)")
     return text
 
 
-def print_table(document: dict[str, Any]) -> None:
+def print_table(document: ResultDocument) -> None:
     from rich.console import Console
     from rich.table import Table
 
     from perfguard.units import format_bytes, format_duration
 
-    table = Table(title=f"perfguard run: {document['suite']['name']}")
+    table = Table(title=f"perfguard run: {document.suite.name}")
     for column in ("case", "status", "median", "p90", "cv", "vs first", "nodes", "compile", "size"):
         table.add_column(column, justify="left" if column in ("case", "status") else "right")
     first_median: dict[str, float] = {}
-    for case in document["cases"]:
-        metrics = case["metrics"]
-        latency = metrics.get("latency_s")
-        if case["status"] != "ok" or not latency:
-            message = case["error"]["message"] if case.get("error") else ""
-            table.add_row(case["id"], f"[red]failed[/red] ({case['error']['stage']})" if case.get("error") else "failed",
-                          "", "", "", "", str(metrics.get("node_count", "")), "", "")
-            if message:
-                table.add_row("", f"[red]{message[:160]}[/red]", *[""] * 7)
+    for case in document.cases:
+        metrics = case.metrics
+        latency = metrics.latency_s
+        nodes = str(metrics.node_count) if metrics.compiled else ""
+        if not case.ok or latency is None:
+            error = case.error
+            table.add_row(case.id, f"[red]failed[/red] ({error.stage})" if error else "failed",
+                          "", "", "", "", nodes, "", "")
+            if error and error.message:
+                table.add_row("", f"[red]{error.message[:160]}[/red]", *[""] * 7)
             continue
-        group = case["measurement"]["group"]
-        base = first_median.setdefault(group, latency["median"])
-        relative = f"{(latency['median'] / base - 1) * 100:+.1f}%" if base else ""
+        group = case.measurement.group if case.measurement else ""
+        base = first_median.setdefault(group, latency.median)
+        relative = f"{(latency.median / base - 1) * 100:+.1f}%" if base else ""
         status = "[yellow]ok (blind)[/yellow]" if is_blind(case) else "ok"
-        table.add_row(case["id"], status, format_duration(latency["median"]), format_duration(latency["p90"]),
-                      f"{latency['cv'] * 100:.1f}%", relative, str(metrics.get("node_count", "")),
-                      format_duration(metrics.get("compile_time_s", float("nan"))),
-                      format_bytes(metrics.get("artifact_size_bytes", 0)))
+        table.add_row(case.id, status, format_duration(latency.median), format_duration(latency.p90),
+                      f"{latency.cv * 100:.1f}%", relative, nodes,
+                      format_duration(metrics.compile_time_s if metrics.compile_time_s is not None else float("nan")),
+                      format_bytes(metrics.artifact_size_bytes or 0))
     Console(file=sys.stdout, width=max(120, Console().width)).print(table)
     print("'vs first' is the ratio of medians to the first pipeline of the same model and runner, measured "
           "interleaved in the same workers; it is not a verdict (use perfguard check for that).")
-    if any(is_blind(c) for c in document["cases"] if c["status"] == "ok"):
+    if any(is_blind(c) for c in document.cases if c.ok):
         print("'ok (blind)': the correctness check could not see anything: the reference outputs are the same on "
               "two different inputs, so a wrong pass would pass it. Give the model real weights or inputs.")

@@ -16,63 +16,55 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from perfguard.compare.check import (
-    Pair,
-    adaptive_check,
-    check_plan,
-    evaluate,
-    latency_groups,
-    verdict_document,
-)
-from perfguard.compile.case import Side
+from perfguard.compare.check import Pair, adaptive_check, check_plan, evaluate
+from perfguard.compare.verdicts import VerdictsDocument
+from perfguard.compile.case import CompiledCase, Side
 from perfguard.compile.checkout import checkout_at, run_build, working_tree
 from perfguard.errors import UserError
+from perfguard.jsonfields import JsonObject
 from perfguard.measure.job import Job
 from perfguard.measure.progress import Progress
 from perfguard.measure.protocol import variant_id
-from perfguard.results import load_result
+from perfguard.results import ResultDocument, load_result
 from perfguard.runners.fingerprint import fingerprint_differences
 from perfguard.suite import CaseSpec, Suite
-from perfguard.suite.gates import CheckSettings
+from perfguard.suite.gates import CheckSettings, ThresholdSet
 
 
-def _settings_json(settings: CheckSettings, info: dict[str, Any]) -> dict[str, Any]:
+def _settings_json(settings: CheckSettings, info: JsonObject) -> JsonObject:
     return {**info, "alpha": settings.alpha}
 
 
+#: Builds a check's pairs from the current entries of the job's variants (by variant id).
+MakePairs = Callable[[dict[str, CompiledCase]], list[Pair]]
+
+
+def _paired(case: str, baseline: CompiledCase, candidate: CompiledCase, base_label: str, cand_label: str) -> Pair:
+    return Pair(case, baseline.entry, candidate.entry, True, base_label, cand_label,
+                frozenset({baseline.variant_id, candidate.variant_id}))
+
+
 def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: CheckSettings,
-                  make_pairs: Any, mode: dict[str, Any]) -> dict[str, Any]:
+                  make_pairs: MakePairs, mode: JsonObject) -> VerdictsDocument:
     try:
         job.compile()
         job.measure(workers=settings.workers)
         by_variant = {c.variant_id: c for c in job.compiled}
-
-        def variant_ids(pair: Pair) -> set[str]:
-            return {pair.baseline["_variant"], pair.candidate["_variant"]}
-
         rows, info = adaptive_check(lambda: make_pairs(by_variant), lambda ids, n: job.measure(only=ids, workers=n),
-                                    suite.thresholds, settings, variant_ids)
+                                    suite.thresholds, settings, adaptive=True)
         documents = job.documents()
     finally:
         job.close()
-    for document in documents.values():
-        for entry in document["cases"]:
-            entry.pop("_variant", None)
-    return verdict_document(mode, rows, _settings_json(settings, info), documents, [])
-
-
-def _tag(compiled: Any) -> dict[str, Any]:
-    compiled.entry["_variant"] = compiled.variant_id
-    entry: dict[str, Any] = compiled.entry
-    return entry
+    return VerdictsDocument.of(mode, rows, _settings_json(settings, info), documents, [])
 
 
 def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: CheckSettings,
-                      progress: Progress) -> dict[str, Any]:
+                      progress: Progress) -> VerdictsDocument:
     head = working_tree(suite)
     with checkout_at(suite, ref, "base") as base:
         progress.log(f"base: {ref} = {base.commit[:10] if base.commit else '?'} {base.subject}")
@@ -82,9 +74,9 @@ def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: C
                  Side("head", suite.compiler.path, head.commit, "working tree")]
         job = Job(suite, cases, sides=sides, progress=progress)
 
-        def make_pairs(by_variant: dict[str, Any]) -> list[Pair]:
-            return [Pair(c.id, _tag(by_variant[variant_id("base", c.id)]), _tag(by_variant[variant_id("head", c.id)]), True,
-                         f"base {ref}", "head") for c in cases]
+        def make_pairs(by_variant: dict[str, CompiledCase]) -> list[Pair]:
+            return [_paired(c.id, by_variant[variant_id("base", c.id)], by_variant[variant_id("head", c.id)],
+                            f"base {ref}", "head") for c in cases]
 
         mode = {"kind": "base-ref", "ref": ref, "base_commit": base.commit, "base_subject": base.subject,
                 "head_commit": head.commit, "baseline": f"{ref} ({(base.commit or '')[:10]})", "candidate": "head"}
@@ -92,7 +84,7 @@ def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: C
 
 
 def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, settings: CheckSettings,
-                           progress: Progress) -> dict[str, Any]:
+                           progress: Progress) -> VerdictsDocument:
     if reference not in suite.pipelines:
         raise UserError(f"--against-pipeline: unknown pipeline {reference!r}; defined: {', '.join(suite.pipelines)}")
     by_id = {c.id: c for c in suite.cases}
@@ -108,41 +100,42 @@ def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, 
         needed[case.id] = case
     job = Job(suite, list(needed.values()), progress=progress)
 
-    def make_pairs(by_variant: dict[str, Any]) -> list[Pair]:
-        return [Pair(c.id, _tag(by_variant[variant_id("head", f"{c.model.name}/{reference}/{c.runner}")]),
-                     _tag(by_variant[variant_id("head", c.id)]), True, reference, c.pipeline.name) for c in targets]
+    def make_pairs(by_variant: dict[str, CompiledCase]) -> list[Pair]:
+        return [_paired(c.id, by_variant[variant_id("head", f"{c.model.name}/{reference}/{c.runner}")],
+                        by_variant[variant_id("head", c.id)], reference, c.pipeline.name) for c in targets]
 
     mode = {"kind": "pipeline", "baseline": f"pipeline {reference}", "candidate": "other pipelines"}
     return _paired_check(suite, list(needed.values()), job, settings, make_pairs, mode)
 
 
-def _unpaired_pairs(baseline: dict[str, Any], candidate: dict[str, Any], base_label: str,
+def _unpaired_pairs(baseline: ResultDocument, candidate: ResultDocument, base_label: str,
                     cand_label: str) -> tuple[list[Pair], list[str]]:
-    base_cases = {c["id"]: c for c in baseline["cases"]}
+    base_cases = {c.id: c for c in baseline.cases}
     pairs, warnings = [], []
-    for entry in candidate["cases"]:
-        other = base_cases.get(entry["id"])
+    for entry in candidate.cases:
+        other = base_cases.get(entry.id)
         if other is None:
-            warnings.append(f"{entry['id']}: not in the baseline; no comparison")
+            warnings.append(f"{entry.id}: not in the baseline; no comparison")
             continue
-        mismatch = [part for part in ("model", "pipeline") if other["key"][part]["sha256"] != entry["key"][part]["sha256"]]
+        mismatch = [part for part in ("model", "pipeline")
+                    if getattr(other.key, part)["sha256"] != getattr(entry.key, part)["sha256"]]
         if mismatch:
-            warnings.append(f"{entry['id']}: the baseline was measured with a different {' and '.join(mismatch)}; "
+            warnings.append(f"{entry.id}: the baseline was measured with a different {' and '.join(mismatch)}; "
                             "update the baseline (perfguard baseline update)")
             continue
-        pairs.append(Pair(entry["id"], other, entry, False, base_label, cand_label))
+        pairs.append(Pair(entry.id, other, entry, False, base_label, cand_label))
     return pairs, warnings
 
 
-def environment_warnings(baseline: dict[str, Any], candidate: dict[str, Any], strict: bool) -> list[str]:
+def environment_warnings(baseline: ResultDocument, candidate: ResultDocument, strict: bool) -> list[str]:
     """The environment rule of an unpaired comparison: for each runner both results measured on,
     one warning naming every comparable fingerprint field that differs (load and host name never
     count); with ``strict`` (``--strict-env``) a ``UserError`` instead, so no verdict is given.
 
     Paired checks need no such rule: both sides run in the same worker processes."""
     warnings = []
-    for runner, fingerprint in candidate.get("environment", {}).items():
-        other = baseline.get("environment", {}).get(runner)
+    for runner, fingerprint in candidate.environment.items():
+        other = baseline.environment.get(runner)
         if other is None:
             continue
         diff = fingerprint_differences(other, fingerprint)
@@ -155,27 +148,26 @@ def environment_warnings(baseline: dict[str, Any], candidate: dict[str, Any], st
     return warnings
 
 
-def compare_documents(baseline: dict[str, Any], candidate: dict[str, Any], settings: CheckSettings,
-                      labels: tuple[str, str], strict_env: bool, kind: str = "compare") -> dict[str, Any]:
+def compare_documents(baseline: ResultDocument, candidate: ResultDocument, settings: CheckSettings,
+                      labels: tuple[str, str], strict_env: bool, kind: str = "compare") -> VerdictsDocument:
     warnings = environment_warnings(baseline, candidate, strict_env)
     pairs, more = _unpaired_pairs(baseline, candidate, *labels)
     if not pairs:
         raise UserError("no case of the candidate has a matching case in the baseline" +
                         (f" ({more[0]})" if more else ""))
     rows, info = adaptive_check(lambda: pairs, lambda ids, n: None, _thresholds_for(candidate, baseline), settings,
-                                None)
+                                adaptive=False)
     mode = {"kind": kind, "baseline": labels[0], "candidate": labels[1]}
-    return verdict_document(mode, rows, _settings_json(settings, info),
-                            {"baseline": baseline, "candidate": candidate}, warnings + more)
+    return VerdictsDocument.of(mode, rows, _settings_json(settings, info),
+                               {"baseline": baseline, "candidate": candidate}, warnings + more)
 
 
-def _thresholds_for(*documents: dict[str, Any]) -> Any:
+def _thresholds_for(*documents: ResultDocument) -> ThresholdSet:
     """The thresholds of the suite that produced the candidate, if it can still be read."""
     from perfguard.suite import load_suite
-    from perfguard.suite.gates import ThresholdSet
 
     for document in documents:
-        path = document.get("suite", {}).get("path")
+        path = document.suite.path
         if path:
             try:
                 return load_suite(path).thresholds
@@ -185,7 +177,7 @@ def _thresholds_for(*documents: dict[str, Any]) -> Any:
 
 
 def check_against_baseline(suite: Suite, cases: list[CaseSpec], path: str, settings: CheckSettings,
-                           progress: Progress, strict_env: bool) -> dict[str, Any]:
+                           progress: Progress, strict_env: bool) -> VerdictsDocument:
     baseline = load_result(path)
     job = Job(suite, cases, progress=progress)
     try:
@@ -196,11 +188,11 @@ def check_against_baseline(suite: Suite, cases: list[CaseSpec], path: str, setti
         job.close()
     warnings = environment_warnings(baseline, candidate, strict_env)
     pairs, more = _unpaired_pairs(baseline, candidate, f"baseline {path}", "head")
-    rows, info = adaptive_check(lambda: pairs, lambda ids, n: None, suite.thresholds, settings, None)
+    rows, info = adaptive_check(lambda: pairs, lambda ids, n: None, suite.thresholds, settings, adaptive=False)
     mode = {"kind": "baseline", "baseline": f"stored baseline {path}", "candidate": "head",
-            "baseline_created": baseline.get("finished_at")}
-    return verdict_document(mode, rows, _settings_json(settings, info),
-                            {"baseline": baseline, "candidate": candidate}, warnings + more)
+            "baseline_created": baseline.finished_at}
+    return VerdictsDocument.of(mode, rows, _settings_json(settings, info),
+                               {"baseline": baseline, "candidate": candidate}, warnings + more)
 
 
 def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, progress: Progress) -> dict[str, Any]:
@@ -226,16 +218,16 @@ def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, prog
         pairs = [Pair(c.id, by_variant[variant_id("a", c.id)].entry, by_variant[variant_id("b", c.id)].entry, True, "A", "A'")
                  for c in cases]
         rows = [r for r in evaluate(pairs, suite.thresholds, check_plan(settings, adaptive=False))
-                if r["metric"] in ("latency", "status")]
+                if r.metric in ("latency", "status")]
     finally:
         job.close()
-    report = []
+    report: list[JsonObject] = []
     for pair, row in zip(pairs, rows, strict=True):
         entry_a, entry_b = pair.baseline, pair.candidate
-        if row["metric"] != "latency":
-            report.append({"case": pair.case, "status": "failed", "reason": row["comparison"]["reason"]})
+        if row.metric != "latency":
+            report.append({"case": pair.case, "status": "failed", "reason": row.comparison.reason})
             continue
-        a, b = latency_groups(entry_a), latency_groups(entry_b)
+        a, b = entry_a.latency_by_worker(), entry_b.latency_by_worker()
         common = sorted(set(a) & set(b))
         if len(common) < 2:
             report.append({"case": pair.case, "status": "unknown", "workers": len(common),
@@ -244,13 +236,14 @@ def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, prog
         logs = np.log([np.median(b[i]) / np.median(a[i]) for i in common])
         sd = float(np.std(logs, ddof=1))
         se = sd / math.sqrt(len(logs))
-        c = row["comparison"]
+        c = row.comparison.to_json()
         floor = max(0.01, abs(float(np.mean(logs))) + 2 * se)
         floor = math.ceil(floor * 200) / 200
         report.append({"case": pair.case, "status": "ok", "workers": len(logs), "noise_sd": sd,
-                       "within_cv": entry_a["metrics"]["latency_s"]["cv"], "aa_ratio": c["ratio"],
+                       "within_cv": entry_a.metrics.latency_s.cv if entry_a.metrics.latency_s else None,
+                       "aa_ratio": c["ratio"],
                        "ci_low": c["ci_low"], "ci_high": c["ci_high"], "p_value": c["p_value"],
-                       "decision": row["decision"], "false_positive": row["decision"] == "different",
+                       "decision": row.decision, "false_positive": row.decision == "different",
                        "mde": c["mde"], "recommended_floor": floor})
     return {"suite": suite.name, "workers": settings.workers, "alpha": settings.alpha, "cases": report,
             "false_positives": sum(1 for r in report if r.get("false_positive"))}

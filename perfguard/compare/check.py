@@ -37,19 +37,16 @@ import dataclasses
 import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
-from perfguard import __version__
+from perfguard.compare.verdicts import Verdict, VerdictsDocument
 from perfguard.exit_codes import ExitCode
+from perfguard.jsonfields import JsonObject
+from perfguard.results import CaseEntry
 from perfguard.stats import bh_adjust, compare_deterministic, compare_paired, compare_unpaired
 from perfguard.stats.adaptive import SequentialPlan, sequential_sampling
 from perfguard.stats.verdict import Comparison
 from perfguard.suite.gates import METRICS, CheckSettings, ThresholdSet
-
-VERDICTS_VERSION = 1
-# Format history (VERDICTS_VERSION):
-# 1. First format: mode, settings, summary, verdicts[] (case, metric, comparison, gate), results.
 
 
 @dataclass(frozen=True)
@@ -57,18 +54,13 @@ class Pair:
     """Which entry is the baseline and which the candidate, and how to compare them."""
 
     case: str
-    baseline: dict[str, Any]
-    candidate: dict[str, Any]
+    baseline: CaseEntry
+    candidate: CaseEntry
     paired: bool
     baseline_label: str
     candidate_label: str
-
-
-def latency_groups(entry: dict[str, Any]) -> dict[int, list[float]]:
-    """Per-worker latency values of an entry, keyed by worker id (the key two sides are paired by)."""
-    latency = entry.get("metrics", {}).get("latency_s") or {}
-    ids = (entry.get("measurement") or {}).get("worker_ids") or list(range(len(latency.get("per_worker", []))))
-    return dict(zip(ids, latency.get("per_worker", []), strict=False))
+    # The measured variants of each side (same job only: what adaptive sampling re-measures).
+    variants: frozenset[str] = frozenset()
 
 
 def _unknown(reason: str, baseline: float = math.nan, candidate: float = math.nan) -> Comparison:
@@ -77,13 +69,13 @@ def _unknown(reason: str, baseline: float = math.nan, candidate: float = math.na
                       candidate_median=candidate, floor=math.nan, reason=reason, method="none")
 
 
-def _noisy(groups_a: dict[int, list[float]], groups_b: dict[int, list[float]], pair: Pair, metric: str,
+def _noisy(groups_a: dict[int, list[float]], groups_b: dict[int, list[float]], paired: bool, metric: str,
            kwargs: dict[str, Any]) -> Comparison:
     if not groups_a or not groups_b:
         return _unknown(f"no {metric} values on one side")
     if any(v <= 0 for g in (*groups_a.values(), *groups_b.values()) for v in g):
         return _unknown(f"{metric} was not measurable (a zero value)")
-    if pair.paired:
+    if paired:
         common = sorted(set(groups_a) & set(groups_b))
         if not common:
             return _unknown("no worker measured both sides")
@@ -96,9 +88,8 @@ def _device_gate(comparison: Comparison, pair: Pair) -> Comparison:
     baseline's, is never trusted: it becomes UNKNOWN with the device's reasons."""
     from perfguard.runners.telemetry import judge_device_state
 
-    def summary(entry: dict[str, Any]) -> dict[str, Any] | None:
-        telemetry = (entry.get("measurement") or {}).get("telemetry") or {}
-        return telemetry.get("summary")
+    def summary(entry: CaseEntry) -> JsonObject | None:
+        return entry.measurement.telemetry_summary if entry.measurement else None
 
     base, cand = summary(pair.baseline), summary(pair.candidate)
     if base is None and cand is None:
@@ -115,7 +106,7 @@ def _device_gate(comparison: Comparison, pair: Pair) -> Comparison:
 
 
 def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confidence: float,
-                 seed: int = 0, once: tuple[float, float] | None = None) -> list[dict[str, Any]]:
+                 seed: int = 0, once: tuple[float, float] | None = None) -> list[Verdict]:
     """Every metric's verdict for one pair (rows for the verdict document).
 
     Latency is tested at ``alpha`` with its interval at ``confidence`` (the levels of the pair's
@@ -124,42 +115,39 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
     rows = []
     for metric, spec in METRICS.items():
         gate = thresholds.gate(pair.case, metric)
-        base_m, cand_m = pair.baseline.get("metrics", {}), pair.candidate.get("metrics", {})
+        base_m, cand_m = pair.baseline.metrics, pair.candidate.metrics
         kwargs = {"statistic": gate.statistic, "rel_floor": gate.relative, "abs_floor": gate.absolute,
                   "alpha": alpha, "confidence": confidence, "seed": seed}
         if metric == "latency":
-            comparison = _noisy(latency_groups(pair.baseline), latency_groups(pair.candidate), pair, metric, kwargs)
+            comparison = _noisy(pair.baseline.latency_by_worker(), pair.candidate.latency_by_worker(), pair.paired,
+                                metric, kwargs)
             comparison = _device_gate(comparison, pair)
         elif metric == "compile_time":
-            a = {i: [t] for i, t in enumerate(base_m.get("compile_times_s") or [])}
-            b = {i: [t] for i, t in enumerate(cand_m.get("compile_times_s") or [])}
+            a = {i: [t] for i, t in enumerate(base_m.compile_times_s or ())}
+            b = {i: [t] for i, t in enumerate(cand_m.compile_times_s or ())}
             if once is not None:
                 kwargs = {**kwargs, "alpha": once[0], "confidence": once[1]}
-            comparison = _noisy(a, b, Pair(pair.case, {}, {}, False, "", ""), metric, kwargs)
+            comparison = _noisy(a, b, False, metric, kwargs)
         else:
             key = {"artifact_size": "artifact_size_bytes", "node_count": "node_count", "memory": "peak_rss_bytes"}[metric]
-            if base_m.get(key) is None or cand_m.get(key) is None:
+            before, after = base_m.value(key), cand_m.value(key)
+            if before is None or after is None:
                 comparison = _unknown(f"no {metric} on one side")
             else:
-                comparison = compare_deterministic(float(base_m[key]), float(cand_m[key]), gate.threshold())
-        rows.append({"case": pair.case, "metric": metric, "unit": spec.unit, "noisy": spec.noisy,
-                     "gate": gate.text, "baseline": pair.baseline_label, "candidate": pair.candidate_label,
-                     "paired": pair.paired and metric == "latency",
-                     "comparison": comparison.to_json(), "decision": comparison.decision,
-                     "direction": comparison.direction, "bh_adjusted_p": None})
+                comparison = compare_deterministic(before, after, gate.threshold())
+        rows.append(Verdict(pair.case, metric, spec.unit, spec.noisy, gate.text, pair.baseline_label,
+                            pair.candidate_label, pair.paired and metric == "latency", comparison,
+                            comparison.decision, comparison.direction))
     return rows
 
 
-def failed_rows(pair: Pair) -> list[dict[str, Any]]:
+def failed_rows(pair: Pair) -> list[Verdict]:
     """Rows for a pair where one side failed to compile, check or measure."""
-    side, entry = ("candidate", pair.candidate) if pair.candidate.get("status") != "ok" else ("baseline", pair.baseline)
-    error = entry.get("error") or {"stage": "?", "message": "failed"}
-    decision = "failed" if side == "candidate" else "unknown"
-    reason = f"{side} {error['stage']} failed: {error['message']}"
-    return [{"case": pair.case, "metric": "status", "unit": "", "noisy": False, "gate": "", "paired": False,
-             "baseline": pair.baseline_label, "candidate": pair.candidate_label,
-             "comparison": _unknown(reason).to_json(), "decision": decision, "direction": "none",
-             "bh_adjusted_p": None}]
+    side, entry = ("candidate", pair.candidate) if not pair.candidate.ok else ("baseline", pair.baseline)
+    stage, message = (entry.error.stage, entry.error.message) if entry.error else ("?", "failed")
+    reason = f"{side} {stage} failed: {message}"
+    return [Verdict(pair.case, "status", "", False, "", pair.baseline_label, pair.candidate_label, False,
+                    _unknown(reason), "failed" if side == "candidate" else "unknown", "none")]
 
 
 def check_plan(settings: CheckSettings, adaptive: bool = True) -> SequentialPlan:
@@ -170,13 +158,13 @@ def check_plan(settings: CheckSettings, adaptive: bool = True) -> SequentialPlan
 
 
 def evaluate(pairs: Sequence[Pair], thresholds: ThresholdSet, plan: SequentialPlan,
-             looks: dict[str, int] | None = None) -> list[dict[str, Any]]:
+             looks: dict[str, int] | None = None) -> list[Verdict]:
     """Every row of every pair; latency of ``pair`` at the levels of its look ``looks[pair.case]``
     (default 1), compile time at the levels of a single look (it is measured once)."""
     once = (plan.alpha, 1.0 - plan.alpha if plan.confidence is None else plan.confidence)
-    rows: list[dict[str, Any]] = []
+    rows: list[Verdict] = []
     for index, pair in enumerate(pairs):
-        if pair.baseline.get("status") != "ok" or pair.candidate.get("status") != "ok":
+        if not pair.baseline.ok or not pair.candidate.ok:
             rows += failed_rows(pair)
         else:
             look = (looks or {}).get(pair.case, 1)
@@ -189,55 +177,57 @@ def evaluate(pairs: Sequence[Pair], thresholds: ThresholdSet, plan: SequentialPl
 FAMILIES = tuple(name for name, spec in METRICS.items() if spec.noisy)
 
 
-def control_false_discoveries(rows: list[dict[str, Any]], plan: SequentialPlan) -> None:
+def control_false_discoveries(rows: list[Verdict], plan: SequentialPlan) -> list[Verdict]:
     """Benjamini-Hochberg at ``plan.alpha`` within each family (latency; compile time) over the
     p-values on the scale of the whole sequence (``plan.sequential_p``: a comparison made at a look
     of level a_k counts as ``p * alpha / a_k``); a DIFFERENT whose adjusted p-value misses becomes
-    UNKNOWN. Deterministic metrics (memory, sizes, node count) have no test and no family."""
+    UNKNOWN. Deterministic metrics (memory, sizes, node count) have no test and no family.
+    Returns the rows, in order, with ``bh_adjusted_p`` set."""
+    rows = list(rows)
     for family in FAMILIES:
-        members = [r for r in rows if r["metric"] == family and r["comparison"].get("p_value") is not None]
+        members = [i for i, r in enumerate(rows) if r.metric == family and math.isfinite(r.comparison.p_value)]
         if not members:
             continue
-        sequential = [plan.sequential_p(r["comparison"]["p_value"], r["comparison"]["alpha"]) for r in members]
-        for row, p_adj in zip(members, bh_adjust(sequential), strict=True):
-            row["bh_adjusted_p"] = p_adj
-            if row["decision"] == "different" and p_adj > plan.alpha:
-                row["decision"] = "unknown"
-                row["direction"] = "none"
-                row["comparison"]["reason"] += (
-                    f"; not significant after false-discovery control over the {len(members)} {family} "
-                    f"comparisons (BH-adjusted p={p_adj:.3g} > {plan.alpha:g})")
+        sequential = [plan.sequential_p(rows[i].comparison.p_value, rows[i].comparison.alpha) for i in members]
+        for i, p_adj in zip(members, bh_adjust(sequential), strict=True):
+            row = dataclasses.replace(rows[i], bh_adjusted_p=p_adj)
+            if row.decision == "different" and p_adj > plan.alpha:
+                reason = (f"{row.comparison.reason}; not significant after false-discovery control over the "
+                          f"{len(members)} {family} comparisons (BH-adjusted p={p_adj:.3g} > {plan.alpha:g})")
+                row = dataclasses.replace(row, decision="unknown", direction="none",
+                                          comparison=dataclasses.replace(row.comparison, reason=reason))
+            rows[i] = row
+    return rows
 
 
 def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[str], int], None],
                    thresholds: ThresholdSet, settings: CheckSettings,
-                   variant_ids: Callable[[Pair], set[str]] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                   adaptive: bool) -> tuple[list[Verdict], JsonObject]:
     """Looks at the data, adds workers to undecided paired comparisons, decides: the one sequential
     loop of every check, compare and bisection probe (``stats.adaptive.sequential_sampling``).
 
     ``pairs_of`` rebuilds the pairs from the current entries; ``remeasure(ids, n)`` measures ``n``
-    more workers for the variants ``ids``; ``variant_ids`` maps a pair to its variants (None: no
-    adaptive sampling, e.g. a stored baseline: one look at ``alpha``). A pair's latency is tested
+    more workers for the variants ``ids`` (a pair's ``variants``); without ``adaptive`` (a stored
+    baseline) there is one look at ``alpha``. A pair's latency is tested
     at the level of its own look (how many batches of workers it has had), so a pair decided
     early keeps the level it was decided at."""
-    plan = check_plan(settings, adaptive=variant_ids is not None)
+    plan = check_plan(settings, adaptive=adaptive)
     looks: dict[str, int] = {}
     state: dict[str, Any] = {}
 
     def look(_: int) -> set[str]:
         pairs = pairs_of()
-        rows = evaluate(pairs, thresholds, plan, looks)
         # A DIFFERENT that false-discovery control would demote is undecided: sample it further.
-        control_false_discoveries(rows, plan)
+        rows = control_false_discoveries(evaluate(pairs, thresholds, plan, looks), plan)
         state.update(pairs=pairs, rows=rows)
-        return {r["case"] for r in rows if r["metric"] == "latency" and r["paired"] and r["decision"] == "unknown"}
+        return {r.case for r in rows if r.metric == "latency" and r.paired and r.decision == "unknown"}
 
     def more(undecided: Collection[str], n: int) -> bool:
-        assert variant_ids is not None  # one look when there is nothing to re-measure
+        assert adaptive  # one look when there is nothing to re-measure
         ids: set[str] = set()
         for pair in state["pairs"]:
             if pair.case in undecided:
-                ids |= variant_ids(pair)
+                ids |= pair.variants
                 looks[pair.case] = looks.get(pair.case, 1) + 1
         remeasure(ids, n)
         return True
@@ -250,55 +240,12 @@ def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[
     return state["rows"], info
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counts, and the suite-wide geometric-mean latency change with an interval."""
-    counts = {"regressions": 0, "improvements": 0, "same": 0, "unknown": 0, "unknown_latency": 0, "failed": 0}
-    for row in rows:
-        if row["decision"] == "unknown" and row["metric"] == "latency":
-            counts["unknown_latency"] += 1
-        if row["decision"] == "failed":
-            counts["failed"] += 1
-        elif row["decision"] == "different":
-            counts["regressions" if row["direction"] == "regression" else "improvements"] += 1
-        elif row["decision"] == "same":
-            counts["same"] += 1
-        else:
-            counts["unknown"] += 1
-    logs, lows, highs = [], [], []
-    for row in rows:
-        c = row["comparison"]
-        if row["metric"] == "latency" and c.get("ratio") and c.get("ci_low") and c.get("ci_high"):
-            logs.append(math.log(c["ratio"]))
-            # Half-widths combine as independent errors of a mean of logs.
-            lows.append(math.log(c["ratio"]) - math.log(c["ci_low"]))
-            highs.append(math.log(c["ci_high"]) - math.log(c["ratio"]))
-    geomean = None
-    if logs:
-        mean = sum(logs) / len(logs)
-        low = math.sqrt(sum(x * x for x in lows)) / len(logs)
-        high = math.sqrt(sum(x * x for x in highs)) / len(logs)
-        geomean = {"ratio": math.exp(mean), "ci_low": math.exp(mean - low), "ci_high": math.exp(mean + high),
-                   "cases": len(logs)}
-    return {**counts, "latency_geomean": geomean}
-
-
-def verdict_document(mode: dict[str, Any], rows: list[dict[str, Any]], settings: dict[str, Any],
-                     results: dict[str, dict[str, Any]], warnings: list[str]) -> dict[str, Any]:
-    return {
-        "version": VERDICTS_VERSION,
-        "tool": {"name": "perfguard", "version": __version__},
-        "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "mode": mode, "settings": settings, "summary": summarize(rows), "warnings": warnings,
-        "verdicts": rows, "results": results,
-    }
-
-
-def exit_code(document: dict[str, Any], fail_on_unknown: bool) -> ExitCode:
+def exit_code(document: VerdictsDocument, fail_on_unknown: bool) -> ExitCode:
     """0 no regression; 1 a regression (or a failed candidate); 3 an undecided latency verdict with
     --fail-on-unknown (compile time is gated loosely and often stays undecided; it never sets 3)."""
-    summary = document["summary"]
-    if summary["regressions"] or summary["failed"]:
+    summary = document.summary
+    if summary.regressions or summary.failed:
         return ExitCode.REGRESSION
-    if fail_on_unknown and summary["unknown_latency"]:
+    if fail_on_unknown and summary.unknown_latency:
         return ExitCode.UNKNOWN
     return ExitCode.OK

@@ -6,22 +6,19 @@ A compiled case carries the result-document entry that the measure stage fills i
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from perfguard.backends import Artifact, get_backend
 from perfguard.errors import UserError
+from perfguard.jsonfields import JsonObject
 from perfguard.measure.engine import run_worker
 from perfguard.measure.progress import Progress
 from perfguard.measure.protocol import CompileRequest
 from perfguard.measure.protocol import variant_id as _variant_id
 from perfguard.measure.requests import compile_request, memory_request
 from perfguard.models.loader import LoadedModel
-from perfguard.results import utc_now
+from perfguard.results import ArtifactInfo, CaseEntry, CaseKey, CompilerInfo, Trace, utc_now
 from perfguard.runners.fingerprint import fingerprint_hash
 from perfguard.suite import CaseSpec, Suite
 
@@ -30,7 +27,7 @@ from perfguard.suite import CaseSpec, Suite
 class CompiledCase:
     case: CaseSpec
     model: LoadedModel
-    entry: dict[str, Any]
+    entry: CaseEntry
     artifact: Artifact | None = None
     side: str = "head"
 
@@ -53,9 +50,9 @@ class Side:
     prefix_path: Path | None = None
     prefix_len: int = 0
 
-    def to_json(self) -> dict[str, Any]:
-        return {"label": self.label, "commit": self.commit, "subject": self.subject,
-                "pass_path": str(self.compiler_path) if self.compiler_path else None}
+    def info(self) -> CompilerInfo:
+        return CompilerInfo(self.label, self.commit, self.subject,
+                            str(self.compiler_path) if self.compiler_path else None)
 
 
 @dataclass
@@ -64,26 +61,20 @@ class RunContext:
     cases: list[CaseSpec]
     workdir: Path
     progress: Progress = field(default_factory=Progress)
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, JsonObject] = field(default_factory=dict)
     sides: list[Side] = field(default_factory=list)
 
 
 def case_key(case: CaseSpec, model: LoadedModel, versions: dict[str, str], runner_hash: str,
-             runner_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "model": {"name": model.spec.name, "sha256": model.sha256, "source": model.spec.source()},
-        "pipeline": {"name": case.pipeline.name, "passes": list(case.pipeline.passes),
-                     "options": dict(case.pipeline.options), "sha256": case.pipeline.sha256},
-        "backend": {"name": case.pipeline.backend, "versions": versions},
-        "runner": {"name": case.runner, "fingerprint_sha256": runner_hash, "options": runner_options},
-        "measure": case.measure.to_json(),
-    }
-
-
-def key_hash(key: dict[str, Any]) -> str:
-    """Hash of what decides a measurement: model, pipeline, backend versions, runner fingerprint."""
-    part = {k: key[k] for k in ("model", "pipeline", "backend", "runner")}
-    return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
+             runner_options: JsonObject | None = None) -> CaseKey:
+    return CaseKey(
+        model={"name": model.spec.name, "sha256": model.sha256, "source": model.spec.source()},
+        pipeline={"name": case.pipeline.name, "passes": list(case.pipeline.passes),
+                  "options": dict(case.pipeline.options), "sha256": case.pipeline.sha256},
+        backend={"name": case.pipeline.backend, "versions": versions},
+        runner={"name": case.runner, "fingerprint_sha256": runner_hash, "options": runner_options},
+        measure=case.measure.to_json(),
+    )
 
 
 def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int,
@@ -93,11 +84,7 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
     versions = get_backend(case.pipeline.backend).versions()
     key = case_key(case, model, versions, fingerprint_hash(runner_fp),
                    ctx.suite.runner_options(case.runner).to_json())
-    entry: dict[str, Any] = {
-        "id": case.id, "model": model.spec.name, "pipeline": case.pipeline.name, "runner": case.runner,
-        "status": "ok", "error": None, "key": key, "key_hash": key_hash(key), "trace": None, "correctness": None,
-        "metrics": {}, "measurement": None, "started_at": utc_now(),
-    }
+    entry = CaseEntry(case.id, model.spec.name, case.pipeline.name, case.runner, key, key.hash(), utc_now())
     request = compile_request(ctx.suite, case, model.path, model.inputs, compiler_path=side.compiler_path,
                               out_dir=ctx.workdir / "artifacts" / side.label / f"{index:03d}",
                               reference_cache=ctx.workdir / "refs" / f"{model.sha256[:16]}-{case.tolerance.seed}.npz")
@@ -116,22 +103,16 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
         return mark_failed(compiled, stage, message)
     response = outcome.response
     if response is not None:
-        entry["trace"] = dict(response.trace)
+        trace = Trace.from_json(response.trace)
         if prefix_trace is not None:
-            for record in entry["trace"]["passes"]:
-                record["index"] += side.prefix_len
-            entry["trace"]["passes"] = prefix_trace["passes"] + entry["trace"]["passes"]
-            entry["trace"]["input_hash"] = prefix_trace["input_hash"]
-            entry["trace"]["total_time_s"] += prefix_trace["total_time_s"]
-        entry["correctness"] = response.correctness.to_json()
+            trace = trace.after_prefix(prefix_trace, side.prefix_len)
         artifact = response.artifact
-        cached = bool(response.trace.get("cache_hit"))
         # A compile served from a backend's artifact cache timed a file copy: keep it out of the gate.
-        entry["metrics"].update(compile_time_s=response.compile_time_s,
-                                compile_times_s=[] if cached else list(response.compile_times_s),
-                                artifact_size_bytes=artifact.size_bytes, node_count=artifact.node_count)
-        entry["artifact"] = {"sha256": artifact.sha256, "size_bytes": artifact.size_bytes,
-                             "node_count": artifact.node_count, "settings": artifact.settings}
+        compile_times = () if trace.cache_hit else tuple(response.compile_times_s)
+        compiled.entry = replace(entry, trace=trace, correctness=response.correctness,
+                                 artifact=ArtifactInfo.of(artifact)).with_metrics(
+            compile_time_s=response.compile_time_s, compile_times_s=compile_times,
+            artifact_size_bytes=artifact.size_bytes, node_count=artifact.node_count)
     if outcome.error is not None:
         return mark_failed(compiled, outcome.error.stage, outcome.error.message)
     assert response is not None  # a worker without an error always sends its body
@@ -152,12 +133,12 @@ def probe_memory(ctx: RunContext, compiled: CompiledCase) -> None:
         if outcome.response is not None:
             peaks.append(outcome.response.peak_rss_bytes)
     if peaks:
-        compiled.entry["metrics"]["peak_rss_bytes_probes"] = peaks
-        compiled.entry["metrics"]["peak_rss_bytes"] = int(sorted(peaks)[len(peaks) // 2])
+        compiled.entry = compiled.entry.with_metrics(peak_rss_bytes_probes=tuple(peaks),
+                                                     peak_rss_bytes=int(sorted(peaks)[len(peaks) // 2]))
 
 
 def _compile_prefix(ctx: RunContext, request: CompileRequest, side: Side,
-                    timeout: float) -> tuple[Mapping[str, Any] | None, CompileRequest, str]:
+                    timeout: float) -> tuple[Trace | None, CompileRequest, str]:
     """Stage 1 of a hybrid compile: the first passes with the prefix compiler, no ORT options,
     under the case's ``compile_timeout``. Returns its trace, the stage-2 request (the remaining
     passes, from the stage-1 model) and the failure message ("" when it compiled)."""
@@ -169,11 +150,10 @@ def _compile_prefix(ctx: RunContext, request: CompileRequest, side: Side,
     if outcome.failure or outcome.error or response is None:
         reason = outcome.failure or (outcome.error.message if outcome.error else "no artifact")
         return None, request, f"hybrid prefix ({side.prefix_len} passes from {side.prefix_path}) failed: {reason}"
-    return response.trace, rest.with_model(response.artifact.path), ""
+    return Trace.from_json(response.trace), rest.with_model(response.artifact.path), ""
 
 
 def mark_failed(compiled: CompiledCase, stage: str, message: str) -> CompiledCase:
     """Record that ``compiled`` failed at ``stage`` (compile, verify, measure...) with ``message``."""
-    compiled.entry["status"] = "failed"
-    compiled.entry["error"] = {"stage": stage, "message": message}
+    compiled.entry = compiled.entry.failed(stage, message)
     return compiled

@@ -12,7 +12,6 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from perfguard import __version__
 from perfguard.compile.case import CompiledCase, RunContext, Side, compile_case, mark_failed
@@ -22,7 +21,7 @@ from perfguard.measure.progress import Progress
 from perfguard.measure.protocol import MeasureVariant
 from perfguard.measure.requests import measure_request
 from perfguard.models.loader import LoadedModel, materialize
-from perfguard.results import RESULT_VERSION, summarize, utc_now
+from perfguard.results import Latency, Measurement, ModelInfo, ResultDocument, SuiteInfo, utc_now
 from perfguard.runners import get_runner
 from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
 from perfguard.suite import CaseSpec, Suite
@@ -34,35 +33,28 @@ def _group_key(compiled: CompiledCase) -> tuple[str, str, str]:
 
 
 def fill_measurement(compiled: CompiledCase, values: VariantValues, group_id: str, requested: int) -> None:
-    entry = compiled.entry
-    flat = [v for worker in values.per_worker for v in worker]
     measure = compiled.case.measure
-    entry["measurement"] = {
-        "group": group_id, "workers_requested": requested, "workers_ok": len(values.per_worker),
-        "worker_ids": values.worker_ids, "loops": values.loops, "warmup": measure.warmup, "rounds": measure.rounds,
-        "min_time_s": measure.min_time, "threads": measure.threads, "failures": values.failures,
-        # Why this variant stopped being measured (it crashed or hung its worker), or None.
-        "dropped": values.dropped,
-    }
     # Device state during the timed rounds (GPU clocks, throttling): see perfguard.runners.telemetry.
     telemetry = summarize_telemetry(values.telemetry)
-    entry["measurement"]["telemetry"] = {"summary": telemetry, "per_worker": values.telemetry} if telemetry else None
-    entry["measurement"]["device_state"] = judge_device_state(telemetry).to_json()
-    if not flat:
+    measurement = Measurement(
+        group_id, requested, len(values.per_worker), tuple(values.worker_ids), values.loops, measure.warmup,
+        measure.rounds, measure.min_time, measure.threads, tuple(values.failures), values.dropped,
+        telemetry={"summary": telemetry, "per_worker": values.telemetry} if telemetry else None,
+        device_state=judge_device_state(telemetry).to_json())
+    compiled.entry = dataclasses.replace(compiled.entry, measurement=measurement)
+    if not any(values.per_worker):
         reason = values.failures[-1] if values.failures else "no values were taken"
         mark_failed(compiled, "measure", f"no worker finished: {reason}")
         return
-    latency = summarize(flat)
-    latency["per_worker"] = values.per_worker  # type: ignore[assignment]
-    entry["metrics"]["latency_s"] = latency
-    entry["metrics"]["throughput_per_s"] = 1.0 / float(latency["median"])
-    entry["metrics"]["session_rss_bytes"] = int(sorted(values.rss_delta_bytes)[len(values.rss_delta_bytes) // 2])
-    entry["metrics"]["session_rss_bytes_per_worker"] = list(values.rss_delta_bytes)
-    entry["metrics"]["worker_peak_rss_bytes"] = int(max(values.peak_rss_bytes))
+    latency = Latency.from_values(values.per_worker)
+    rss = values.rss_delta_bytes
+    compiled.entry = compiled.entry.with_metrics(
+        latency_s=latency, throughput_per_s=1.0 / latency.median, session_rss_bytes=int(sorted(rss)[len(rss) // 2]),
+        session_rss_bytes_per_worker=tuple(rss), worker_peak_rss_bytes=int(max(values.peak_rss_bytes)))
 
 
 def run_suite(suite: Suite, cases: list[CaseSpec], *, workdir: Path | None = None,
-              progress: Progress | None = None, repo: Path | None = None) -> dict[str, Any]:
+              progress: Progress | None = None, repo: Path | None = None) -> ResultDocument:
     """Run ``cases`` of ``suite`` and return the result document (not yet written)."""
     job = Job(suite, cases, workdir=workdir, progress=progress, repo=repo)
     try:
@@ -120,8 +112,8 @@ class Job:
                 ctx.progress.advance(f"compile {case.id}{label}")
                 compiled = compile_case(ctx, case, self.models[case.model.name], index, side)
                 self.compiled.append(compiled)
-                if compiled.entry["status"] == "failed":
-                    ctx.progress.log(f"[red]FAILED[/red] {case.id}{label}: {compiled.entry['error']['message']}")
+                if compiled.entry.error is not None:
+                    ctx.progress.log(f"[red]FAILED[/red] {case.id}{label}: {compiled.entry.error.message}")
 
     def groups(self) -> dict[tuple[str, str, str], list[CompiledCase]]:
         """Variants measured together: every side and pipeline of one model on one runner."""
@@ -162,28 +154,26 @@ class Job:
                 merged.dropped = new.dropped or merged.dropped
                 merged.telemetry.extend(new.telemetry)
                 fill_measurement(member, merged, group_id, self.workers_used[key])
-                if member.entry["status"] == "failed" and member.entry["error"]["stage"] == "measure":
-                    ctx.progress.log(f"[red]FAILED[/red] {member.variant_id}: {member.entry['error']['message']}")
+                error = member.entry.error
+                if error is not None and error.stage == "measure":
+                    ctx.progress.log(f"[red]FAILED[/red] {member.variant_id}: {error.message}")
 
-    def documents(self) -> dict[str, dict[str, Any]]:
+    def model_infos(self) -> dict[str, ModelInfo]:
+        return {name: ModelInfo(m.sha256, m.node_count, m.opset, m.spec.source(), tuple(m.inputs))
+                for name, m in self.models.items()}
+
+    def documents(self) -> dict[str, ResultDocument]:
         """One result document per side."""
         finished = utc_now()
+        suite = self.ctx.suite
+        models = self.model_infos()
         documents = {}
         for side in self.ctx.sides:
-            entries = [c.entry for c in self.compiled if c.side == side.label]
-            for entry in entries:
-                entry.setdefault("finished_at", finished)
-            documents[side.label] = {
-                "version": RESULT_VERSION,
-                "tool": {"name": "perfguard", "version": __version__},
-                "suite": {"name": self.ctx.suite.name, "path": str(self.ctx.suite.path),
-                          "sha256": self.ctx.suite.sha256},
-                "compiler": side.to_json(),
-                "started_at": self.started, "finished_at": finished,
-                "environment": self.ctx.environment,
-                "models": {name: {"sha256": m.sha256, "nodes": m.node_count, "opset": m.opset,
-                                  "source": m.spec.source(), "inputs": [s.to_json() for s in m.inputs]}
-                           for name, m in self.models.items()},
-                "cases": entries,
-            }
+            for compiled in self.compiled:
+                if compiled.side == side.label:
+                    compiled.entry = compiled.entry.finished(finished)
+            documents[side.label] = ResultDocument(
+                SuiteInfo(suite.name, str(suite.path), suite.sha256), self.started, finished,
+                dict(self.ctx.environment), dict(models),
+                tuple(c.entry for c in self.compiled if c.side == side.label), __version__, compiler=side.info())
         return documents

@@ -33,25 +33,59 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
-from perfguard.measure._fields import (
+from perfguard.jsonfields import (
     ProtocolError,
-    _artifact,
-    _bool,
-    _float,
-    _get,
-    _input_specs,
-    _int,
-    _int_map,
-    _list,
-    _object,
-    _opt_float,
-    _opt_int,
-    _opt_object,
-    _opt_str,
-    _options,
-    _specs_json,
-    _str,
-    _wrong,
+)
+from perfguard.jsonfields import (
+    array as _list,
+)
+from perfguard.jsonfields import (
+    artifact as _artifact,
+)
+from perfguard.jsonfields import (
+    boolean as _bool,
+)
+from perfguard.jsonfields import (
+    field as _get,
+)
+from perfguard.jsonfields import (
+    input_specs as _input_specs,
+)
+from perfguard.jsonfields import (
+    int_map as _int_map,
+)
+from perfguard.jsonfields import (
+    integer as _int,
+)
+from perfguard.jsonfields import (
+    number as _float,
+)
+from perfguard.jsonfields import (
+    obj as _object,
+)
+from perfguard.jsonfields import (
+    opt_integer as _opt_int,
+)
+from perfguard.jsonfields import (
+    opt_number as _opt_float,
+)
+from perfguard.jsonfields import (
+    opt_obj as _opt_object,
+)
+from perfguard.jsonfields import (
+    opt_string as _opt_str,
+)
+from perfguard.jsonfields import (
+    options as _options,
+)
+from perfguard.jsonfields import (
+    specs_json as _specs_json,
+)
+from perfguard.jsonfields import (
+    string as _str,
+)
+from perfguard.jsonfields import (
+    wrong_type as _wrong,
 )
 
 if TYPE_CHECKING:

@@ -16,47 +16,51 @@ documents and nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from perfguard.atomic import write_atomic
 from perfguard.errors import StorageError
-from perfguard.report.model import Report, build_report, document_kind
+from perfguard.report.model import Document, Report, build_report, document_kind
 
-__all__ = ["Report", "build_report", "document_kind", "load_document", "write_report"]
+__all__ = ["Document", "Report", "build_report", "document_kind", "load_document", "parse_document",
+           "write_report"]
 
 #: The newest format version of each document kind this perfguard reads.
 READS = {"verdicts": 1, "result": 1, "bisect": 1}
 
 
-def load_document(path: str | Path) -> dict[str, Any]:
+def parse_document(data: Any, path: str | Path = "<document>") -> Document:
+    """A result, verdicts or bisect document from its JSON value (read from ``path``), typed,
+    validated by its own loader; anything else is refused with a one-line ``StorageError``."""
+    from perfguard.compare.verdicts import parse_verdicts
+    from perfguard.results.result import parse_result
+
+    kind = document_kind(data)
+    if kind is None:
+        raise StorageError(f"{path}: not a perfguard result, verdicts or bisect document")
+    if data["version"] > READS[kind]:
+        raise StorageError(f"{path}: {kind} format version {data['version']} is newer than this perfguard "
+                           f"reads ({READS[kind]}); upgrade perfguard")
+    if kind == "result":
+        return parse_result(data, path)
+    if kind == "verdicts":
+        return parse_verdicts(data, path)
+    bisect: dict[str, Any] = data
+    return bisect
+
+
+def load_document(path: str | Path) -> Document:
     """Read a result, verdicts or bisect document; refuse anything else with a one-line error."""
-    from perfguard.results import load_result, schema_errors
     from perfguard.results.documents import read_json
 
     path = Path(path)
-    document = read_json(path, missing="{path}: file not found", not_json="{path}: not JSON ({exc})")
-    kind = document_kind(document)
-    if kind is None:
-        raise StorageError(f"{path}: not a perfguard result, verdicts or bisect document")
-    if document["version"] > READS[kind]:
-        raise StorageError(f"{path}: {kind} format version {document['version']} is newer than this perfguard "
-                           f"reads ({READS[kind]}); upgrade perfguard")
-    if kind == "result":
-        return load_result(path)
-    if kind == "verdicts":
-        errors = schema_errors(document, "verdicts")
-        if errors:
-            raise StorageError(f"{path}: corrupt verdicts document: {errors[0]}")
-        for label, result in document["results"].items():
-            errors = schema_errors(result)
-            if errors:
-                raise StorageError(f"{path}: corrupt result {label!r} inside the verdicts: {errors[0]}")
-    loaded: dict[str, Any] = document
-    return loaded
+    return parse_document(read_json(path, missing="{path}: file not found", not_json="{path}: not JSON ({exc})"),
+                          path)
 
 
-def write_report(documents: list[dict[str, Any]], out_dir: str | Path, *, labels: list[str] | None = None,
+def write_report(documents: Sequence[Document], out_dir: str | Path, *, labels: list[str] | None = None,
                  report_url: str | None = None) -> dict[str, Path]:
     """Write ``index.html``, ``summary.md`` and ``comment.md`` into ``out_dir``; return their paths."""
     from perfguard.report.html import render_html

@@ -12,9 +12,11 @@ from typing import Any
 
 from markupsafe import Markup
 
+from perfguard.jsonfields import JsonObject
 from perfguard.report import format as fmt
 from perfguard.report import svg
 from perfguard.report.rows import SEVERITY, VerdictRow
+from perfguard.results import CaseEntry
 
 
 @dataclass
@@ -22,8 +24,8 @@ class SideView:
     """One side of a case: a label, its result entry and the document's environment."""
 
     label: str
-    entry: dict[str, Any]
-    environment: dict[str, Any]
+    entry: CaseEntry
+    environment: dict[str, JsonObject]
     document_index: int
     tone: str = "base"
 
@@ -91,18 +93,19 @@ class CaseDetail:
         return self.state in ("regression", "failed")
 
 
-def _per_worker(entry: dict[str, Any] | None) -> list[list[float]]:
-    latency = ((entry or {}).get("metrics") or {}).get("latency_s") or {}
-    return [list(worker) for worker in latency.get("per_worker") or []]
+def _per_worker(entry: CaseEntry) -> list[list[float]]:
+    latency = entry.metrics.latency_s
+    return [list(worker) for worker in latency.per_worker] if latency else []
 
 
 def _stats(side: SideView) -> dict[str, str]:
-    latency = (side.entry.get("metrics") or {}).get("latency_s") or {}
-    workers = _per_worker(side.entry)
-    return {"label": side.label, "n": str(latency.get("n", "")), "workers": str(len(workers)),
-            "median": fmt.seconds(latency.get("median")), "p10": fmt.seconds(latency.get("p10")),
-            "p90": fmt.seconds(latency.get("p90")), "cv": fmt.percent(latency.get("cv")),
-            "status": str(side.entry.get("status", ""))}
+    latency = side.entry.metrics.latency_s
+    if latency is None:
+        return {"label": side.label, "n": "", "workers": "0", "median": fmt.seconds(None), "p10": fmt.seconds(None),
+                "p90": fmt.seconds(None), "cv": fmt.percent(None), "status": side.entry.status}
+    return {"label": side.label, "n": str(latency.n), "workers": str(len(latency.per_worker)),
+            "median": fmt.seconds(latency.median), "p10": fmt.seconds(latency.p10),
+            "p90": fmt.seconds(latency.p90), "cv": fmt.percent(latency.cv), "status": side.entry.status}
 
 
 def _distribution(sides: list[SideView]) -> Markup | None:
@@ -114,11 +117,11 @@ def _distribution(sides: list[SideView]) -> Markup | None:
 
 def trace_view(sides: list[SideView]) -> TraceView | None:
     """The pass traces of every side, aligned by position."""
-    traces = [side.entry.get("trace") for side in sides]
+    traces = [side.entry.trace for side in sides]
     if not any(traces):
         return None
-    passes = [list((trace or {}).get("passes") or []) for trace in traces]
-    slowest = max((p.get("time_s") or 0.0 for ps in passes for p in ps), default=0.0) or 1.0
+    passes = [list(trace.passes) if trace else [] for trace in traces]
+    slowest = max((p.time_s or 0.0 for ps in passes for p in ps), default=0.0) or 1.0
     rows, first_divergence = [], None
     for index in range(max((len(p) for p in passes), default=0)):
         cells: list[TraceCell | None] = []
@@ -127,10 +130,9 @@ def trace_view(sides: list[SideView]) -> TraceView | None:
                 cells.append(None)
                 continue
             p = ps[index]
-            time_s = fmt.finite(p.get("time_s"))
-            cells.append(TraceCell(str(p.get("name", "")), str(p.get("source", "")), time_s,
-                                   p.get("nodes_before"), p.get("nodes_after"), bool(p.get("changed")),
-                                   str(p.get("ir_hash", "")), svg.bar((time_s or 0.0) / slowest)))
+            time_s = fmt.finite(p.time_s)
+            cells.append(TraceCell(p.name, p.source, time_s, p.nodes_before, p.nodes_after, p.changed, p.ir_hash,
+                                   svg.bar((time_s or 0.0) / slowest)))
         present = [c for c in cells if c is not None]
         names = {c.name for c in present}
         differs = len(present) != len(cells) or len(names) > 1
@@ -138,9 +140,9 @@ def trace_view(sides: list[SideView]) -> TraceView | None:
         if diverges and first_divergence is None:
             first_divergence = index
         rows.append(TraceRow(index, cells, diverges, differs and len(cells) > 1))
-    totals = [{"total": fmt.seconds((t or {}).get("total_time_s")), "input": str((t or {}).get("input_hash", "")),
-               "final": str((t or {}).get("final_hash", "")), "exact": (t or {}).get("exact", True),
-               "note": str((t or {}).get("note") or "")} for t in traces]
+    totals = [{"total": fmt.seconds(t.total_time_s), "input": t.input_hash, "final": t.final_hash,
+               "exact": t.exact, "note": t.note} if t else
+              {"total": fmt.seconds(None), "input": "", "final": "", "exact": True, "note": ""} for t in traces]
     finals = {t["final"] for t in totals}
     return TraceView([s.label for s in sides], rows, totals, first_divergence, len(finals) == 1 and len(totals) > 1)
 
@@ -187,13 +189,12 @@ def environment_diff(sides: list[SideView], runner: str) -> tuple[list[EnvRow], 
 def _errors(sides: list[SideView]) -> list[dict[str, str]]:
     errors = []
     for side in sides:
-        error = side.entry.get("error")
+        error = side.entry.error
         if error:
-            errors.append({"label": side.label, "stage": str(error.get("stage", "?")),
-                           "message": str(error.get("message", ""))})
-        correctness = side.entry.get("correctness") or {}
-        if correctness.get("passed") is False and not error:
-            errors.append({"label": side.label, "stage": "correctness", "message": str(correctness.get("reason", ""))})
+            errors.append({"label": side.label, "stage": error.stage, "message": error.message})
+        correctness = side.entry.correctness
+        if correctness is not None and not correctness.passed and not error:
+            errors.append({"label": side.label, "stage": "correctness", "message": correctness.reason})
     return errors
 
 
@@ -202,9 +203,9 @@ def blind_checks(sides: list[SideView]) -> list[dict[str, str]]:
     the reference, but the reference cannot tell a wrong pass apart: never shown as verified."""
     out = []
     for side in sides:
-        correctness = side.entry.get("correctness") or {}
-        if correctness.get("status") == "blind":
-            out.append({"label": side.label, "reason": str(correctness.get("reason") or "")})
+        correctness = side.entry.correctness
+        if correctness is not None and correctness.status == "blind":
+            out.append({"label": side.label, "reason": correctness.reason})
     return out
 
 
@@ -214,9 +215,9 @@ def device_states(sides: list[SideView]) -> list[dict[str, Any]]:
     power, throttling). Empty when no side carries telemetry (CPU runners)."""
     out = []
     for side in sides:
-        measurement = side.entry.get("measurement") or {}
-        state = measurement.get("device_state") or {}
-        summary = (measurement.get("telemetry") or {}).get("summary") or {}
+        measurement = side.entry.measurement
+        state = (measurement.device_state if measurement else None) or {}
+        summary = (measurement.telemetry_summary if measurement else None) or {}
         if not summary and state.get("state") in (None, "unmonitored"):
             continue
         ranges = []
@@ -240,8 +241,9 @@ def case_detail(anchor: str, case: str, runner: str, rows: list[VerdictRow], sid
     if rows:
         state, note = min((r.state for r in rows), key=lambda s: SEVERITY[s]), ""
     else:  # plain results: no verdict, only whether every side was measured
-        state = "failed" if any(s.entry.get("status") != "ok" for s in sides) else "ok"
-        medians = [fmt.seconds(((s.entry.get("metrics") or {}).get("latency_s") or {}).get("median")) for s in sides]
+        state = "failed" if any(not s.entry.ok for s in sides) else "ok"
+        medians = [fmt.seconds(s.entry.metrics.latency_s.median if s.entry.metrics.latency_s else None)
+                   for s in sides]
         note = "median " + " → ".join(m or "—" for m in medians) if any(medians) else ""
     env_rows, same_env = environment_diff(sides, runner)
     return CaseDetail(anchor, case, runner, state, rows, sides, _distribution(sides),

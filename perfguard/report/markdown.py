@@ -69,8 +69,8 @@ def _counts(report: Report) -> str:
     text = " · ".join(parts)
     if h.geomean:
         g = h.geomean
-        text += (f" — latency geometric mean **{fmt.change(g.get('ratio'))}** "
-                 f"{fmt.interval(g.get('ci_low'), g.get('ci_high'))} over {_plural(int(g.get('cases') or 0), 'case')}")
+        text += (f" — latency geometric mean **{fmt.change(g.ratio)}** "
+                 f"{fmt.interval(g.ci_low, g.ci_high)} over {_plural(g.cases, 'case')}")
     return text
 
 

@@ -16,16 +16,22 @@ Nothing here escapes text: the HTML writer autoescapes, the Markdown writer esca
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from markupsafe import Markup
 
+from perfguard.compare.verdicts import Geomean, Summary, Verdict, VerdictsDocument
 from perfguard.report import format as fmt
 from perfguard.report import svg
 from perfguard.report.bisect import BisectView, bisect_view
 from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fingerprint
 from perfguard.report.rows import SEVERITY, VerdictRow, state_of
+from perfguard.results import CaseEntry, ResultDocument
+
+#: What a report is built from: verdicts, results and bisections (bisections: their JSON object).
+Document = VerdictsDocument | ResultDocument | dict[str, Any]
 
 
 def document_kind(document: Any) -> str | None:
@@ -58,7 +64,7 @@ class ComparisonView:
     title: str
     kind: str
     facts: list[tuple[str, str]]
-    summary: dict[str, Any]
+    summary: Summary
     rows: list[VerdictRow]
     forest: list[ForestRow]
     forest_axis: Markup | None
@@ -91,7 +97,7 @@ class Headline:
     same: int = 0
     unknown: int = 0
     failed: int = 0
-    geomean: dict[str, Any] | None = None
+    geomean: Geomean | None = None
     comparisons: int = 0
     cases_ok: int = 0
     cases_failed: int = 0
@@ -129,29 +135,29 @@ class Report:
 
 # --- helpers over result documents -------------------------------------------------------------
 
-def _entries(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {entry.get("id", ""): entry for entry in document.get("cases", [])}
+def _entries(document: ResultDocument) -> dict[str, CaseEntry]:
+    return {entry.id: entry for entry in document.cases}
 
 
-def _case_parts(entry: dict[str, Any] | None, case_id: str) -> tuple[str, str]:
+def _case_parts(entry: CaseEntry | None, case_id: str) -> tuple[str, str]:
     """(model/pipeline, runner) from the entry's own fields; the whole id when they are missing."""
-    if entry and entry.get("model") and entry.get("pipeline") and entry.get("runner"):
-        return f"{entry['model']}/{entry['pipeline']}", str(entry["runner"])
+    if entry and entry.model and entry.pipeline and entry.runner:
+        return f"{entry.model}/{entry.pipeline}", entry.runner
     return case_id, ""
 
 
-def _side_documents(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    results = document.get("results") or {}
+def _side_documents(document: VerdictsDocument) -> list[tuple[str, ResultDocument]]:
+    results = document.results
     for base, cand in (("base", "head"), ("baseline", "candidate")):
         if base in results and cand in results:
             return [(base, results[base]), (cand, results[cand])]
     return sorted(results.items())
 
 
-def _pair_entries(document: dict[str, Any], row: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None, int, int]:
+def _pair_entries(document: VerdictsDocument, row: Verdict) -> tuple[CaseEntry | None, CaseEntry | None, int, int]:
     """The baseline and candidate entries of a verdict row and the indices of their documents."""
     sides = _side_documents(document)
-    case = row["case"]
+    case = row.case
     if len(sides) >= 2:
         return _entries(sides[0][1]).get(case), _entries(sides[1][1]).get(case), 0, 1
     if not sides:
@@ -161,8 +167,7 @@ def _pair_entries(document: dict[str, Any], row: dict[str, Any]) -> tuple[dict[s
     baseline = None
     if candidate is not None:
         for entry in entries.values():
-            if (entry.get("model"), entry.get("runner"), entry.get("pipeline")) == (
-                    candidate.get("model"), candidate.get("runner"), row.get("baseline")):
+            if (entry.model, entry.runner, entry.pipeline) == (candidate.model, candidate.runner, row.baseline):
                 baseline = entry
                 break
     return baseline, candidate, 0, 0
@@ -170,28 +175,27 @@ def _pair_entries(document: dict[str, Any], row: dict[str, Any]) -> tuple[dict[s
 
 # --- verdict documents ----------------------------------------------------------------------------
 
-def _verdict_row(row: dict[str, Any], candidate: dict[str, Any] | None) -> VerdictRow:
-    c = row.get("comparison") or {}
-    case_label, runner = _case_parts(candidate, row["case"])
-    noisy = bool(row.get("noisy"))
+def _verdict_row(row: Verdict, candidate: CaseEntry | None) -> VerdictRow:
+    c = row.comparison
+    case_label, runner = _case_parts(candidate, row.case)
+    noisy = row.noisy
     return VerdictRow(
-        case=row["case"], case_label=case_label, runner=runner, metric=row["metric"], unit=row.get("unit", ""),
-        noisy=noisy, state=state_of(row), baseline_label=str(row.get("baseline", "")),
-        candidate_label=str(row.get("candidate", "")), baseline_value=fmt.finite(c.get("baseline_median")),
-        candidate_value=fmt.finite(c.get("candidate_median")), ratio=fmt.finite(c.get("ratio")),
-        ci_low=fmt.finite(c.get("ci_low")) if noisy else None, ci_high=fmt.finite(c.get("ci_high")) if noisy else None,
-        p_value=fmt.finite(c.get("p_value")) if noisy else None,
-        mde=(c.get("mde") if c.get("mde") is not None else math.inf) if noisy else None,
-        floor=fmt.finite(c.get("floor")), gate=str(row.get("gate", "")), reason=str(c.get("reason", "")))
+        case=row.case, case_label=case_label, runner=runner, metric=row.metric, unit=row.unit,
+        noisy=noisy, state=state_of(row), baseline_label=row.baseline, candidate_label=row.candidate,
+        baseline_value=fmt.finite(c.baseline_median), candidate_value=fmt.finite(c.candidate_median),
+        ratio=fmt.finite(c.ratio), ci_low=fmt.finite(c.ci_low) if noisy else None,
+        ci_high=fmt.finite(c.ci_high) if noisy else None, p_value=fmt.finite(c.p_value) if noisy else None,
+        mde=(c.mde if not math.isnan(c.mde) else math.inf) if noisy else None,
+        floor=fmt.finite(c.floor), gate=row.gate, reason=c.reason)
 
 
-def _comparison_title(document: dict[str, Any]) -> str:
-    mode = document.get("mode") or {}
+def _comparison_title(document: VerdictsDocument) -> str:
+    mode = document.mode
     return f"{mode.get('candidate', 'candidate')} vs {mode.get('baseline', 'baseline')}"
 
 
-def _mode_facts(document: dict[str, Any]) -> list[tuple[str, str]]:
-    mode, settings = document.get("mode") or {}, document.get("settings") or {}
+def _mode_facts(document: VerdictsDocument) -> list[tuple[str, str]]:
+    mode, settings = document.mode, document.settings
     facts = [("baseline", str(mode.get("baseline", ""))), ("candidate", str(mode.get("candidate", "")))]
     if mode.get("base_commit"):
         facts.append(("base commit", f"{mode['base_commit'][:10]} {mode.get('base_subject', '')}".strip()))
@@ -205,26 +209,22 @@ def _mode_facts(document: dict[str, Any]) -> list[tuple[str, str]]:
                       f" (looks planned: {settings.get('looks_planned')})"))
     if settings.get("alpha") is not None:
         facts.append(("false-discovery level", f"{settings['alpha']:g}"))
-    facts.append(("created", fmt.timestamp(document.get("created_at", ""))))
+    facts.append(("created", fmt.timestamp(document.created_at)))
     return facts
 
 
-def _suite_name(documents: list[dict[str, Any]]) -> str:
-    for document in documents:
-        name = (document.get("suite") or {}).get("name") if isinstance(document.get("suite"), dict) else None
-        if name:
-            return str(name)
-    return ""
+def _suite_name(documents: Sequence[ResultDocument]) -> str:
+    return next((d.suite.name for d in documents if d.suite.name), "")
 
 
-def comparison_view(document: dict[str, Any], details: list[CaseDetail]) -> ComparisonView:
+def comparison_view(document: VerdictsDocument, details: list[CaseDetail]) -> ComparisonView:
     """The comparison of one verdict document; appends its case details to ``details``."""
     sides_docs = _side_documents(document)
     suite = _suite_name([d for _, d in sides_docs])
     by_case: dict[str, list[VerdictRow]] = {}
-    pairs: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None, int, int, str, str]] = {}
+    pairs: dict[str, tuple[CaseEntry | None, CaseEntry | None, int, int, str, str]] = {}
     rows = []
-    for raw in document.get("verdicts", []):
+    for raw in document.verdicts:
         base, cand, base_doc, cand_doc = _pair_entries(document, raw)
         row = _verdict_row(raw, cand)
         rows.append(row)
@@ -238,32 +238,30 @@ def comparison_view(document: dict[str, Any], details: list[CaseDetail]) -> Comp
         latency = next((r for r in case_rows if r.metric == "latency"), None)
         sides = []
         if base is not None:
-            sides.append(SideView(base_label, base, sides_docs[base_doc][1].get("environment") or {}, base_doc))
+            sides.append(SideView(base_label, base, sides_docs[base_doc][1].environment, base_doc))
         if cand is not None:
-            sides.append(SideView(cand_label, cand, sides_docs[cand_doc][1].get("environment") or {}, cand_doc,
+            sides.append(SideView(cand_label, cand, sides_docs[cand_doc][1].environment, cand_doc,
                                   _tone(latency.state) if latency else "neutral"))
         details.append(case_detail(anchor, case, rows_runner(case_rows), case_rows, sides))
     rows.sort(key=lambda r: r.sort_key)
     latency_rows = [r for r in rows if r.metric == "latency"]
     latency_rows.sort(key=lambda r: (SEVERITY[r.state], -(r.ratio or 1.0)))
-    summary = dict(document.get("summary") or {})
-    geomean = summary.get("latency_geomean")
+    summary = document.summary
+    geomean = summary.latency_geomean
     forest: list[ForestRow] = []
     axis = geo_chart = None
     if latency_rows:
         values = [v for r in latency_rows for v in (r.ratio, r.ci_low, r.ci_high) if v]
         if geomean:
-            values += [geomean.get("ci_low"), geomean.get("ci_high")]
+            values += [geomean.ci_low, geomean.ci_high]
         domain = svg.RatioDomain.covering([v for v in values if v], [r.floor or 0 for r in latency_rows])
         forest = [ForestRow(r, svg.interval(domain, r.ratio, r.ci_low, r.ci_high, r.floor, _tone(r.state)))
                   for r in latency_rows]
         axis = svg.interval_axis(domain)
         if geomean:
-            geo_chart = svg.interval(domain, geomean.get("ratio"), geomean.get("ci_low"), geomean.get("ci_high"),
-                                     None, "neutral")
-    return ComparisonView(_comparison_title(document), str((document.get("mode") or {}).get("kind", "")),
-                          _mode_facts(document), summary, rows, forest, axis, geo_chart,
-                          [str(w) for w in document.get("warnings", [])], suite)
+            geo_chart = svg.interval(domain, geomean.ratio, geomean.ci_low, geomean.ci_high, None, "neutral")
+    return ComparisonView(_comparison_title(document), document.kind, _mode_facts(document), summary, rows, forest,
+                          axis, geo_chart, list(document.warnings), suite)
 
 
 def rows_runner(rows: list[VerdictRow]) -> str:
@@ -272,44 +270,50 @@ def rows_runner(rows: list[VerdictRow]) -> str:
 
 # --- result documents -----------------------------------------------------------------------------
 
-def _run_cell(entry: dict[str, Any] | None, first_median: float | None) -> dict[str, str]:
+def _median(entry: CaseEntry | None) -> float | None:
+    latency = entry.metrics.latency_s if entry else None
+    return fmt.finite(latency.median) if latency else None
+
+
+def _run_cell(entry: CaseEntry | None, first_median: float | None) -> dict[str, str]:
     if entry is None:
         return {"status": "absent"}
-    metrics = entry.get("metrics") or {}
-    latency = metrics.get("latency_s") or {}
-    cell = {"status": str(entry.get("status", "")), "median": fmt.seconds(latency.get("median")),
-            "p90": fmt.seconds(latency.get("p90")), "cv": fmt.percent(latency.get("cv")),
-            "nodes": fmt.quantity(metrics.get("node_count"), "nodes"),
-            "compile": fmt.seconds(metrics.get("compile_time_s")),
-            "size": fmt.quantity(metrics.get("artifact_size_bytes"), "B"), "vs_first": ""}
-    median = fmt.finite(latency.get("median"))
+    metrics = entry.metrics
+    latency = metrics.latency_s
+    cell = {"status": entry.status, "median": fmt.seconds(latency.median if latency else None),
+            "p90": fmt.seconds(latency.p90 if latency else None), "cv": fmt.percent(latency.cv if latency else None),
+            "nodes": fmt.quantity(metrics.node_count, "nodes"), "compile": fmt.seconds(metrics.compile_time_s),
+            "size": fmt.quantity(metrics.artifact_size_bytes, "B"), "vs_first": ""}
+    median = _median(entry)
     if median and first_median:
         cell["vs_first"] = fmt.change(median / first_median)
-    error = entry.get("error")
-    if error:
-        cell["error"] = f"{error.get('stage', '?')}: {error.get('message', '')}"
-    cell["correctness"] = str((entry.get("correctness") or {}).get("status") or "")
+    if entry.error:
+        cell["error"] = f"{entry.error.stage}: {entry.error.message}"
+    cell["correctness"] = (entry.correctness.status or "") if entry.correctness else ""
     return cell
 
 
-def _first_medians(document: dict[str, Any]) -> dict[str, float]:
+def _group(entry: CaseEntry | None) -> str | None:
+    return entry.measurement.group if entry and entry.measurement else None
+
+
+def _first_medians(document: ResultDocument) -> dict[str, float]:
     """The median of the first case of each measurement group (the table's 'vs first' reference)."""
     firsts: dict[str, float] = {}
-    for entry in document.get("cases", []):
-        group = (entry.get("measurement") or {}).get("group")
-        median = fmt.finite(((entry.get("metrics") or {}).get("latency_s") or {}).get("median"))
-        if group and median and entry.get("status") == "ok":
+    for entry in document.cases:
+        group, median = _group(entry), _median(entry)
+        if group and median and entry.ok:
             firsts.setdefault(group, median)
     return firsts
 
 
-def run_view(documents: list[tuple[str, dict[str, Any]]], details: list[CaseDetail]) -> RunView:
+def run_view(documents: list[tuple[str, ResultDocument]], details: list[CaseDetail]) -> RunView:
     """The run table of result documents, one column group per document."""
     order: list[str] = []
     for _, document in documents:
-        for entry in document.get("cases", []):
-            if entry.get("id") not in order:
-                order.append(entry.get("id", ""))
+        for entry in document.cases:
+            if entry.id not in order:
+                order.append(entry.id)
     entries = [_entries(d) for _, d in documents]
     firsts = [_first_medians(d) for _, d in documents]
     rows = []
@@ -318,70 +322,66 @@ def run_view(documents: list[tuple[str, dict[str, Any]]], details: list[CaseDeta
         cells: list[dict[str, str]] = []
         sides: list[SideView] = []
         for index, ((label, document), by_id) in enumerate(zip(documents, entries, strict=True)):
-            entry = by_id.get(case)
-            group = ((entry or {}).get("measurement") or {}).get("group")
-            cells.append(_run_cell(entry, firsts[index].get(group) if group else None))
-            if entry is not None:
-                sides.append(SideView(label, entry, document.get("environment") or {}, index,
-                                      "base" if not sides else "neutral"))
-        medians = [fmt.finite(((by_id.get(case) or {}).get("metrics") or {}).get("latency_s", {}).get("median"))
-                   for by_id in entries]
-        vs_first = [fmt.change(m / medians[0]) if m and medians[0] else "" for m in medians[1:]]
-        entry = next((by_id[case] for by_id in entries if case in by_id), None)
-        case_label, runner = _case_parts(entry, case)
+            found = by_id.get(case)
+            group = _group(found)
+            cells.append(_run_cell(found, firsts[index].get(group) if group else None))
+            if found is not None:
+                sides.append(SideView(label, found, document.environment, index, "base" if not sides else "neutral"))
+        medians = [_median(by_id.get(case)) for by_id in entries]
+        vs_first = [fmt.change(m / first) if m and (first := medians[0]) else "" for m in medians[1:]]
+        case_label, runner = _case_parts(next((by_id[case] for by_id in entries if case in by_id), None), case)
         details.append(case_detail(anchor, case, runner, [], sides))
         rows.append(RunRow(case, anchor, cells, vs_first))
-    facts = [[("suite", str((d.get("suite") or {}).get("name", ""))), ("started", fmt.timestamp(d.get("started_at"))),
-              ("finished", fmt.timestamp(d.get("finished_at"))),
-              ("compiler", " ".join(x for x in (str((d.get("compiler") or {}).get("commit") or "")[:10],
-                                                str((d.get("compiler") or {}).get("subject") or "")) if x))]
+    facts = [[("suite", d.suite.name), ("started", fmt.timestamp(d.started_at)),
+              ("finished", fmt.timestamp(d.finished_at)),
+              ("compiler", " ".join(x for x in ((d.compiler.commit or "")[:10] if d.compiler else "",
+                                                d.compiler.subject if d.compiler else "") if x))]
              for _, d in documents]
     return RunView([label for label, _ in documents], rows, facts)
 
 
 # --- the whole report -----------------------------------------------------------------------------
 
-def build_report(documents: list[dict[str, Any]], labels: list[str] | None = None) -> Report:
+def build_report(documents: Sequence[Document], labels: list[str] | None = None) -> Report:
     """The report of ``documents`` (verdicts, results and bisections in any mix).
 
     ``labels`` name the documents (e.g. their file names) where the report needs a name for a
     result document; by default ``result 1``, ``result 2``, ..."""
     from perfguard import __version__
-    from perfguard.compare.check import summarize
 
     labels = labels or [f"result {i + 1}" for i in range(len(documents))]
     details: list[CaseDetail] = []
     comparisons, bisections, results = [], [], []
+    verdict_documents: list[VerdictsDocument] = []
+    environments = []
     for document, label in zip(documents, labels, strict=True):
-        kind = document_kind(document)
-        if kind == "verdicts":
+        sources: list[tuple[str, ResultDocument]] = []
+        if isinstance(document, VerdictsDocument):
             comparisons.append(comparison_view(document, details))
-        elif kind == "bisect":
-            bisections.append(bisect_view(document))
-        elif kind == "result":
+            verdict_documents.append(document)
+            sources = _side_documents(document)
+        elif isinstance(document, ResultDocument):
             results.append((label, document))
+            sources = [(label, document)]
+        else:
+            bisections.append(bisect_view(document))
+        for side_label, source in sources:
+            for runner, fingerprint in source.environment.items():
+                environments.append((side_label, str(runner), flatten_fingerprint(fingerprint)))
     run = run_view(results, details) if results else None
     headline = Headline(comparisons=len(comparisons))
-    verdict_documents = [d for d in documents if document_kind(d) == "verdicts"]
     if verdict_documents:
-        rows = [r for d in verdict_documents for r in d.get("verdicts", [])]
-        summary = verdict_documents[0]["summary"] if len(verdict_documents) == 1 else summarize(rows)
+        summary = (verdict_documents[0].summary if len(verdict_documents) == 1
+                   else Summary.of(r for d in verdict_documents for r in d.verdicts))
         for key in ("regressions", "improvements", "same", "unknown", "failed"):
-            setattr(headline, key, int(summary.get(key, 0)))
-        headline.geomean = summary.get("latency_geomean")
+            setattr(headline, key, getattr(summary, key))
+        headline.geomean = summary.latency_geomean
     for _, document in results:
-        for entry in document.get("cases", []):
-            if entry.get("status") == "ok":
+        for entry in document.cases:
+            if entry.ok:
                 headline.cases_ok += 1
             else:
                 headline.cases_failed += 1
-    environments = []
-    for document, label in zip(documents, labels, strict=True):
-        kind = document_kind(document)
-        sources = _side_documents(document) if kind == "verdicts" else [(label, document)] if kind == "result" else []
-        for side_label, source in sources:
-            for runner, fingerprint in (source.get("environment") or {}).items():
-                environments.append((side_label, str(runner), flatten_fingerprint(fingerprint)))
     suite = next((c.suite for c in comparisons if c.suite), "") or _suite_name([d for _, d in results]) or next(
         (b.suite for b in bisections if b.suite), "")
     if comparisons:
@@ -390,7 +390,8 @@ def build_report(documents: list[dict[str, Any]], labels: list[str] | None = Non
         title = "run" if len(results) == 1 else f"{len(results)} runs side by side"
     else:
         title = "bisection"
-    created = max((str(d.get("created_at") or d.get("finished_at") or "") for d in documents), default="")
+    created = max((d.created_at if isinstance(d, VerdictsDocument) else d.finished_at if isinstance(d, ResultDocument)
+                   else str(d.get("created_at") or d.get("finished_at") or "") for d in documents), default="")
     warnings = [w for c in comparisons for w in c.warnings]
     blind = [f"{d.case} ({', '.join(b['label'] for b in d.blind)})" if len(d.sides) > 1 else d.case
              for d in details if d.blind]

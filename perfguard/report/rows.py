@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perfguard.compare.verdicts import Verdict
 
 #: Display order of verdict states: what needs attention first.
 SEVERITY = {"failed": 0, "regression": 1, "unknown": 2, "improvement": 3, "same": 4}
@@ -17,13 +20,13 @@ STATE_LABELS = {"failed": "failed", "regression": "regression", "unknown": "unde
 METRIC_ORDER = {"status": 0, "latency": 1, "memory": 2, "compile_time": 3, "node_count": 4, "artifact_size": 5}
 
 
-def state_of(row: dict[str, Any]) -> str:
+def state_of(row: Verdict) -> str:
     """One word per verdict row: failed, regression, improvement, same or unknown."""
-    if row.get("decision") == "failed":
+    if row.decision == "failed":
         return "failed"
-    if row.get("decision") == "different":
-        return row["direction"] if row.get("direction") in ("regression", "improvement") else "unknown"
-    return "same" if row.get("decision") == "same" else "unknown"
+    if row.decision == "different":
+        return row.direction if row.direction in ("regression", "improvement") else "unknown"
+    return "same" if row.decision == "same" else "unknown"
 
 
 @dataclass

@@ -24,26 +24,87 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfguard import jsonfields as f
 from perfguard.backends.base import Artifact
 from perfguard.compile.case import CompiledCase
 from perfguard.errors import StorageError, UserError
+from perfguard.jsonfields import JsonObject
 from perfguard.measure.engine import run_worker
 from perfguard.measure.job import Job
 from perfguard.measure.progress import Progress
 from perfguard.measure.requests import verify_request
-from perfguard.models.inputs import InputSpec
 from perfguard.models.loader import LoadedModel
 from perfguard.models.onnx_files import artifact_sha256
-from perfguard.results import utc_now, write_json_atomic
+from perfguard.results import (
+    CaseEntry,
+    ModelInfo,
+    ResultDocument,
+    SuiteInfo,
+    read_json,
+    utc_now,
+    write_json_atomic,
+)
+from perfguard.results.documents import current_format, typed_document
+from perfguard.results.result import ArtifactsOrigin
 from perfguard.suite import CaseSpec, Suite, load_suite
 
 MANIFEST_VERSION = 1
+_MIGRATIONS: dict[int, Callable[[JsonObject], JsonObject]] = {}
 
 
-def compile_to_dir(suite: Suite, cases: list[CaseSpec], out: Path, progress: Progress) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ManifestCase:
+    """One case of the manifest: its result entry as compiled, and the artifact file (relative to
+    the folder; None when the case failed to compile)."""
+
+    entry: CaseEntry
+    artifact_file: Artifact | None
+
+    def to_json(self) -> JsonObject:
+        out = self.entry.to_json()
+        if self.artifact_file is not None:
+            out["artifact_file"] = self.artifact_file.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ManifestCase:
+        artifact = data.get("artifact_file")
+        entry = {k: v for k, v in data.items() if k != "artifact_file"}
+        return cls(CaseEntry.from_json(entry), None if artifact is None else Artifact.from_json(artifact))
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """``manifest.json`` of an artifact folder."""
+
+    created_at: str
+    suite: SuiteInfo
+    environment: dict[str, JsonObject]
+    models: dict[str, ModelInfo]
+    cases: tuple[ManifestCase, ...]
+    version: int = MANIFEST_VERSION
+
+    def to_json(self) -> JsonObject:
+        return {"version": self.version, "created_at": self.created_at, "suite": self.suite.to_json(),
+                "environment": self.environment, "models": {n: m.to_json() for n, m in self.models.items()},
+                "cases": [c.to_json() for c in self.cases]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Manifest:
+        kind = "manifest"
+        return cls(f.string(data, "created_at", kind), SuiteInfo.from_json(f.obj(data, "suite", kind)),
+                   dict(f.obj(data, "environment", kind)),
+                   {n: ModelInfo.from_json(m) for n, m in f.obj(data, "models", kind).items()},
+                   tuple(ManifestCase.from_json(c) for c in f.objects(data, "cases", kind)),
+                   f.integer(data, "version", kind))
+
+
+def compile_to_dir(suite: Suite, cases: list[CaseSpec], out: Path, progress: Progress) -> Manifest:
     """Compile ``cases`` and write the artifact folder; return the manifest."""
     if out.exists() and any(out.iterdir()):
         raise UserError(f"--out {out}: the folder exists and is not empty; choose a new one")
@@ -52,67 +113,58 @@ def compile_to_dir(suite: Suite, cases: list[CaseSpec], out: Path, progress: Pro
     job.compile()
     entries = []
     for index, compiled in enumerate(job.compiled):
-        entry = dict(compiled.entry)
+        artifact = None
         if compiled.artifact is not None:
             source = Path(compiled.artifact.path)
             target = out / "artifacts" / f"{index:03d}"
             shutil.copytree(source.parent, target)
             artifact = dataclasses.replace(compiled.artifact, path=str(Path("artifacts") / f"{index:03d}" / source.name))
-            entry["artifact_file"] = artifact.to_json()
-        entries.append(entry)
+        entries.append(ManifestCase(compiled.entry, artifact))
     if (work / "refs").is_dir():
         shutil.copytree(work / "refs", out / "refs")
     shutil.copyfile(suite.path, out / "suite.toml")
-    manifest = {
-        "version": MANIFEST_VERSION, "created_at": utc_now(),
-        "suite": {"name": suite.name, "path": str(suite.path), "sha256": suite.sha256},
-        "environment": job.ctx.environment,
-        "models": {name: {"sha256": m.sha256, "nodes": m.node_count, "opset": m.opset, "source": m.spec.source(),
-                          "inputs": [s.to_json() for s in m.inputs]} for name, m in job.models.items()},
-        "cases": entries,
-    }
-    write_json_atomic(out / "manifest.json", manifest)
+    manifest = Manifest(utc_now(), SuiteInfo(suite.name, str(suite.path), suite.sha256), job.ctx.environment,
+                        job.model_infos(), tuple(entries))
+    write_json_atomic(out / "manifest.json", manifest.to_json())
     shutil.rmtree(work, ignore_errors=True)
     return manifest
 
 
-def load_manifest(folder: Path) -> dict[str, Any]:
-    from perfguard.results.documents import read_json
-
+def load_manifest(folder: Path) -> Manifest:
+    """The manifest of an artifact folder, with every artifact file checked against its sha256."""
     path = folder / "manifest.json"
-    manifest = read_json(path, missing=f"{folder}: no manifest.json; write the folder with perfguard compile",
-                         unreadable="{path}: corrupt manifest ({exc})", not_json="{path}: corrupt manifest ({exc})")
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("version"), int):
-        raise StorageError(f"{path}: not a perfguard artifact manifest")
-    if manifest["version"] > MANIFEST_VERSION:
-        raise StorageError(f"{path}: manifest version {manifest['version']} is newer than this perfguard reads; "
-                           "upgrade perfguard")
-    for entry in manifest["cases"]:
-        artifact = entry.get("artifact_file")
+    data = read_json(path, missing=f"{folder}: no manifest.json; write the folder with perfguard compile",
+                     unreadable="{path}: corrupt manifest ({exc})", not_json="{path}: corrupt manifest ({exc})")
+    data = current_format(data, path, kind="manifest", title="perfguard artifact manifest", version=MANIFEST_VERSION,
+                          migrations=_MIGRATIONS)
+    manifest = typed_document(data, path, Manifest.from_json, corrupt="manifest")
+    for case in manifest.cases:
+        artifact = case.artifact_file
         if artifact is None:
             continue
-        file = folder / artifact["path"]
+        case_id = case.entry.id
+        file = folder / artifact.path
         if not file.is_file():
-            raise StorageError(f"{folder}: artifact of {entry['id']} is missing: {artifact['path']}")
+            raise StorageError(f"{folder}: artifact of {case_id} is missing: {artifact.path}")
         try:
             digest = artifact_sha256(file)
         except FileNotFoundError as exc:
-            raise StorageError(f"{folder}: artifact of {entry['id']}: {exc}; copy the whole artifact folder") from None
-        if digest != artifact["sha256"]:
-            raise StorageError(f"{folder}: artifact of {entry['id']} does not match its sha256 (damaged in transit?)")
+            raise StorageError(f"{folder}: artifact of {case_id}: {exc}; copy the whole artifact folder") from None
+        if digest != artifact.sha256:
+            raise StorageError(f"{folder}: artifact of {case_id} does not match its sha256 (damaged in transit?)")
     return manifest
 
 
 def run_from_dir(folder: Path, progress: Progress, *, workers: int | None = None,
-                 rounds: int | None = None) -> dict[str, Any]:
+                 rounds: int | None = None) -> ResultDocument:
     """Verify and measure the artifacts of ``folder`` on this machine; return a result document."""
     manifest = load_manifest(folder)
     suite = load_suite(folder / "suite.toml")
     by_id = {c.id: c for c in suite.cases}
     cases: list[CaseSpec] = []
-    for entry in manifest["cases"]:
-        if entry["status"] == "ok" and entry["id"] in by_id:
-            case = by_id[entry["id"]]
+    for item in manifest.cases:
+        if item.entry.ok and item.entry.id in by_id:
+            case = by_id[item.entry.id]
             if workers or rounds:
                 case = dataclasses.replace(case, measure=dataclasses.replace(
                     case.measure, workers=workers or case.measure.workers, rounds=rounds or case.measure.rounds))
@@ -123,18 +175,15 @@ def run_from_dir(folder: Path, progress: Progress, *, workers: int | None = None
     try:
         job.ctx.environment = {name: _fingerprint(job, name) for name in sorted({c.runner for c in cases})}
         progress.start(len(cases) + len({c.model.name for c in cases}))
-        entries = {e["id"]: e for e in manifest["cases"]}
+        items = {c.entry.id: c for c in manifest.cases}
         for case in cases:
-            entry = dict(entries[case.id])
-            model_info = manifest["models"][case.model.name]
-            model = LoadedModel(case.model, Path(), model_info["sha256"],
-                                [InputSpec.from_json(s) for s in model_info["inputs"]], model_info["nodes"],
-                                model_info["opset"])
-            artifact = Artifact.from_json(dict(entry.pop("artifact_file"),
-                                               path=str(folder / entries[case.id]["artifact_file"]["path"])))
-            entry.update(metrics={k: v for k, v in entry["metrics"].items()}, measurement=None,
-                         started_at=utc_now(), compiled_on=manifest["environment"])
-            entry.pop("finished_at", None)
+            item = items[case.id]
+            info = manifest.models[case.model.name]
+            model = LoadedModel(case.model, Path(), info.sha256, list(info.inputs), info.nodes, info.opset)
+            assert item.artifact_file is not None  # an ok entry has its artifact
+            artifact = dataclasses.replace(item.artifact_file, path=str(folder / item.artifact_file.path))
+            entry = dataclasses.replace(item.entry, measurement=None, started_at=utc_now(), finished_at=None,
+                                        compiled_on=manifest.environment)
             compiled = CompiledCase(case, model, entry, artifact)
             progress.advance(f"verify {case.id} on {case.runner}")
             _verify_on_runner(job, compiled, folder)
@@ -144,12 +193,11 @@ def run_from_dir(folder: Path, progress: Progress, *, workers: int | None = None
         document = job.documents()["head"]
     finally:
         job.close()
-    document["models"] = {name: manifest["models"][name] for name in document["models"]}
-    document["artifacts"] = {"folder": str(folder), "manifest_created_at": manifest["created_at"]}
-    return document
+    return dataclasses.replace(document, models={name: manifest.models[name] for name in document.models},
+                               artifacts=ArtifactsOrigin(str(folder), manifest.created_at))
 
 
-def _fingerprint(job: Job, runner: str) -> dict[str, Any]:
+def _fingerprint(job: Job, runner: str) -> JsonObject:
     from perfguard.runners import get_runner
 
     return get_runner(runner, options=job.ctx.suite.runner_options(runner)).fingerprint()
@@ -166,12 +214,11 @@ def _verify_on_runner(job: Job, compiled: CompiledCase, folder: Path) -> None:
     response = outcome.response
     if outcome.failure or outcome.error or response is None:
         message = outcome.failure or (outcome.error.message if outcome.error else "no response")
-        compiled.entry.update(status="failed", error={"stage": "correctness", "message": f"on the runner: {message}"})
+        compiled.entry = compiled.entry.failed("correctness", f"on the runner: {message}")
         compiled.artifact = None
         return
-    compiled.entry["correctness_on_runner"] = response.correctness.to_json()
+    compiled.entry = dataclasses.replace(compiled.entry, correctness_on_runner=response.correctness)
     if not response.correctness.passed:
-        compiled.entry.update(status="failed", error={"stage": "correctness", "message":
-                                                       f"wrong answer on runner {case.runner}: "
-                                                       f"{response.correctness.reason}"})
+        compiled.entry = compiled.entry.failed("correctness", f"wrong answer on runner {case.runner}: "
+                                                              f"{response.correctness.reason}")
         compiled.artifact = None

@@ -1,13 +1,9 @@
-"""The result document: one versioned JSON file per run, validated by a shipped JSON Schema.
+"""What every persisted document shares: the JSON reader with one-line errors, the shipped JSON
+Schemas, the atomic writers (sorted keys), the output-path check and UTC time stamps.
 
-Format history (``RESULT_VERSION``):
-
-1. First format: suite, environment per runner, and per case its full key (model hash, pipeline
-   name + ordered passes + hash, backend and settings, runner fingerprint hash), pass trace,
-   correctness check, raw latency values per worker process, and summary metrics.
-
-Readers refuse a newer version ("upgrade perfguard") and migrate older ones step by step
-(``_MIGRATIONS[n]`` turns version n into n + 1). Files are written with sorted keys, atomically.
+The documents themselves are owned by one module each: ``perfguard.results.result`` (result),
+``perfguard.compare.verdicts`` (verdicts), ``perfguard.results.artifacts`` (manifest),
+``perfguard.bisect`` (bisection state and result).
 """
 
 from __future__ import annotations
@@ -15,39 +11,22 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import Any, TypeVar
 
 from perfguard.atomic import write_atomic
 from perfguard.atomic import write_json_atomic as write_json_atomic
 from perfguard.errors import StorageError
 
-RESULT_VERSION = 1
-_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
-
+T = TypeVar("T")
 
 def utc_now() -> str:
     """The time stamp of result documents: UTC, ISO 8601, microseconds, ``Z``."""
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def summarize(values: Sequence[float]) -> dict[str, float | int]:
-    """Median, mean, spread and percentiles of raw values (all values are kept elsewhere)."""
-    data = np.asarray(values, dtype=float)
-    if data.size == 0:
-        return {"n": 0}
-    p10, p25, median, p75, p90, p99 = np.percentile(data, [10, 25, 50, 75, 90, 99])
-    mean = float(data.mean())
-    stdev = float(data.std(ddof=1)) if data.size > 1 else 0.0
-    return {"n": int(data.size), "median": float(median), "mean": mean, "stdev": stdev,
-            "cv": stdev / mean if mean > 0 else 0.0, "min": float(data.min()), "max": float(data.max()),
-            "p10": float(p10), "p25": float(p25), "p75": float(p75), "p90": float(p90), "p99": float(p99)}
 
 
 # The one atomic writer lives in perfguard.atomic (no numpy, so workers use it cheaply); these
@@ -132,22 +111,36 @@ def read_json(path: Path, *, missing: str, not_json: str, unreadable: str = "{pa
         raise StorageError(message(not_json, exc)) from None
 
 
-def load_result(path: str | Path) -> dict[str, Any]:
-    """Read a result file: refuse newer versions, migrate older ones, validate against the schema."""
-    path = Path(path)
-    document = read_json(path, missing="{path}: result file not found",
-                         not_json="{path}: corrupt result file (not JSON: {exc}); re-run perfguard run")
-    if not isinstance(document, dict) or not isinstance(document.get("version"), int):
-        raise StorageError(f"{path}: not a perfguard result (no integer 'version')")
-    version = document["version"]
-    if version > RESULT_VERSION:
-        raise StorageError(f"{path}: result format version {version} is newer than this perfguard reads "
-                           f"({RESULT_VERSION}); upgrade perfguard")
-    while version < RESULT_VERSION:
-        document = _MIGRATIONS[version](document)
-        version = document["version"]
-    errors = schema_errors(document)
-    if errors:
-        raise StorageError(f"{path}: corrupt result file: {errors[0]}")
-    result: dict[str, Any] = document
-    return result
+def current_format(data: Any, path: str | Path, *, kind: str, title: str, version: int,
+                   migrations: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]) -> dict[str, Any]:
+    """The JSON object ``data`` of a versioned document (``kind`` in messages, ``title`` what it
+    is, e.g. "perfguard result") at format ``version``: refuses a value that is not such a
+    document and a newer version ("upgrade perfguard"), and migrates an older one step by step
+    (``migrations[n]`` turns version n into n + 1). Every failure is a one-line ``StorageError``."""
+    if not isinstance(data, dict) or not isinstance(data.get("version"), int):
+        raise StorageError(f"{path}: not a {title} (no integer 'version')")
+    found = data["version"]
+    if found > version:
+        raise StorageError(f"{path}: {kind} format version {found} is newer than this perfguard reads "
+                           f"({version}); upgrade perfguard")
+    current: dict[str, Any] = data
+    while found < version:
+        current = migrations[found](current)
+        found = current["version"]
+    return current
+
+
+def typed_document(data: dict[str, Any], path: str | Path, parse: Callable[[dict[str, Any]], T], *,
+                   corrupt: str, schemas: Mapping[str, Any] = {}) -> T:
+    """``parse(data)`` after checking each ``schemas`` entry (label -> (schema name, JSON value)),
+    with every failure one line: ``{path}: corrupt {corrupt}: ...``."""
+    from perfguard.jsonfields import FieldError
+
+    for label, (schema, value) in schemas.items():
+        errors = schema_errors(value, schema)
+        if errors:
+            raise StorageError(f"{path}: corrupt {label}: {errors[0]}")
+    try:
+        return parse(data)
+    except (FieldError, TypeError) as exc:  # TypeError: an object that is not what its field holds
+        raise StorageError(f"{path}: corrupt {corrupt}: {exc}") from None

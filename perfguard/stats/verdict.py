@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -93,6 +94,19 @@ class Comparison:
                 value = None
             out[key] = value
         return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Comparison:
+        """The inverse of :meth:`to_json`: a null float is NaN again (``mde``: infinity)."""
+        values: dict[str, Any] = {}
+        for item in dataclasses.fields(cls):
+            if item.name not in data:
+                continue  # a default (statistic, alpha, confidence)
+            value = data[item.name]
+            if value is None and item.type in ("float", float):
+                value = math.inf if item.name == "mde" else math.nan
+            values[item.name] = value
+        return cls(**values)
 
 
 def direction_of(change: float, higher_is_worse: bool) -> Direction:

@@ -1,0 +1,227 @@
+"""The verdicts document of ``perfguard check`` and ``perfguard compare``, typed.
+
+One ``Verdict`` per case and metric (a row of the terminal table and of the HTML report), the
+``Summary`` counts with the suite-wide geometric-mean latency change, and the ``VerdictsDocument``
+that holds them with the mode, the settings and the result documents compared.
+
+Format history (``VERDICTS_VERSION``):
+
+1. First format: mode, settings, summary, verdicts[] (case, metric, comparison, gate), results.
+
+The loader refuses a newer version ("upgrade perfguard") and migrates older ones
+(``_MIGRATIONS[n]`` turns version n into n + 1); ``to_json(from_json(d)) == d`` for every valid
+version-1 document (``tests/golden/v1``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from perfguard import __version__
+from perfguard import jsonfields as f
+from perfguard.jsonfields import FieldError, JsonObject
+from perfguard.results import ResultDocument, read_json
+from perfguard.results.documents import current_format, typed_document
+from perfguard.stats.verdict import Comparison
+
+VERDICTS_VERSION = 1
+_MIGRATIONS: dict[int, Callable[[JsonObject], JsonObject]] = {}
+
+#: A row's decision: the comparison's three-way decision, or ``failed`` (a side did not run).
+RowDecision = Literal["same", "different", "unknown", "failed"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict on one metric of one case: the comparison and the decision that gates.
+
+    ``decision`` is the comparison's, except where false-discovery control demoted a DIFFERENT to
+    ``unknown`` (the comparison keeps what the test said; its reason says why) or a side failed."""
+
+    case: str
+    metric: str
+    unit: str
+    noisy: bool
+    gate: str
+    baseline: str
+    candidate: str
+    paired: bool
+    comparison: Comparison
+    decision: RowDecision
+    direction: str
+    bh_adjusted_p: float | None = None
+
+    @property
+    def is_regression(self) -> bool:
+        return self.decision == "different" and self.direction == "regression"
+
+    def to_json(self) -> JsonObject:
+        return {"case": self.case, "metric": self.metric, "unit": self.unit, "noisy": self.noisy, "gate": self.gate,
+                "baseline": self.baseline, "candidate": self.candidate, "paired": self.paired,
+                "comparison": self.comparison.to_json(), "decision": self.decision, "direction": self.direction,
+                "bh_adjusted_p": self.bh_adjusted_p}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Verdict:
+        kind = "verdict"
+        decision = f.string(data, "decision", kind)
+        if decision not in ("same", "different", "unknown", "failed"):
+            raise f.wrong_type(kind, "decision", "same, different, unknown or failed", decision)
+        try:
+            comparison = Comparison.from_json(f.obj(data, "comparison", kind))
+        except TypeError as exc:
+            raise FieldError(f"{kind}: field 'comparison' is not a comparison: {exc}") from None
+        return cls(f.string(data, "case", kind), f.string(data, "metric", kind), f.string(data, "unit", kind),
+                   f.boolean(data, "noisy", kind), f.string(data, "gate", kind), f.string(data, "baseline", kind),
+                   f.string(data, "candidate", kind), f.boolean(data, "paired", kind), comparison,
+                   "same" if decision == "same" else "different" if decision == "different"
+                   else "unknown" if decision == "unknown" else "failed",
+                   f.string(data, "direction", kind), f.opt_number(data, "bh_adjusted_p", kind))
+
+
+@dataclass(frozen=True)
+class Geomean:
+    """The suite-wide geometric-mean latency ratio with its interval, over ``cases`` cases."""
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+    cases: int
+
+    def to_json(self) -> JsonObject:
+        return {"ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high, "cases": self.cases}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Geomean:
+        kind = "latency_geomean"
+        return cls(f.number(data, "ratio", kind), f.number(data, "ci_low", kind), f.number(data, "ci_high", kind),
+                   f.integer(data, "cases", kind))
+
+
+_COUNTS = ("regressions", "improvements", "same", "unknown", "unknown_latency", "failed")
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Counts of the rows by decision, and the geometric-mean latency change."""
+
+    regressions: int = 0
+    improvements: int = 0
+    same: int = 0
+    unknown: int = 0
+    unknown_latency: int = 0
+    failed: int = 0
+    latency_geomean: Geomean | None = None
+
+    @classmethod
+    def of(cls, rows: Iterable[Verdict]) -> Summary:
+        rows = list(rows)
+        counts = dict.fromkeys(_COUNTS, 0)
+        for row in rows:
+            if row.decision == "unknown" and row.metric == "latency":
+                counts["unknown_latency"] += 1
+            if row.decision == "failed":
+                counts["failed"] += 1
+            elif row.decision == "different":
+                counts["regressions" if row.direction == "regression" else "improvements"] += 1
+            elif row.decision == "same":
+                counts["same"] += 1
+            else:
+                counts["unknown"] += 1
+        logs, lows, highs = [], [], []
+        for row in rows:
+            c = row.comparison
+            if row.metric == "latency" and all(math.isfinite(v) and v for v in (c.ratio, c.ci_low, c.ci_high)):
+                logs.append(math.log(c.ratio))
+                # Half-widths combine as independent errors of a mean of logs.
+                lows.append(math.log(c.ratio) - math.log(c.ci_low))
+                highs.append(math.log(c.ci_high) - math.log(c.ratio))
+        geomean = None
+        if logs:
+            mean = sum(logs) / len(logs)
+            low = math.sqrt(sum(x * x for x in lows)) / len(logs)
+            high = math.sqrt(sum(x * x for x in highs)) / len(logs)
+            geomean = Geomean(math.exp(mean), math.exp(mean - low), math.exp(mean + high), len(logs))
+        return cls(**counts, latency_geomean=geomean)
+
+    def to_json(self) -> JsonObject:
+        return {**{k: getattr(self, k) for k in _COUNTS},
+                "latency_geomean": None if self.latency_geomean is None else self.latency_geomean.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Summary:
+        geomean = f.opt_obj(data, "latency_geomean", "summary")
+        return cls(**{k: f.integer(data, k, "summary") for k in _COUNTS},
+                   latency_geomean=None if geomean is None else Geomean.from_json(geomean))
+
+
+@dataclass(frozen=True)
+class VerdictsDocument:
+    """What a check or compare decided: ``mode`` (``kind``, ``baseline``, ``candidate`` and the
+    kind's own keys), the statistical ``settings`` and sampling history, the verdicts, warnings,
+    and the result document of each side (``results``, by side label)."""
+
+    mode: JsonObject
+    settings: JsonObject
+    verdicts: tuple[Verdict, ...]
+    results: dict[str, ResultDocument]
+    warnings: tuple[str, ...] = ()
+    summary: Summary = field(default_factory=Summary)
+    created_at: str = ""
+    tool_version: str = __version__
+    version: int = VERDICTS_VERSION
+
+    @classmethod
+    def of(cls, mode: JsonObject, rows: Iterable[Verdict], settings: JsonObject,
+           results: Mapping[str, ResultDocument], warnings: Iterable[str]) -> VerdictsDocument:
+        rows = tuple(rows)
+        return cls(mode, settings, rows, dict(results), tuple(warnings), Summary.of(rows),
+                   datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+
+    @property
+    def kind(self) -> str:
+        return str(self.mode.get("kind", ""))
+
+    def to_json(self) -> JsonObject:
+        return {"version": self.version, "tool": {"name": "perfguard", "version": self.tool_version},
+                "created_at": self.created_at, "mode": self.mode, "settings": self.settings,
+                "summary": self.summary.to_json(), "warnings": list(self.warnings),
+                "verdicts": [v.to_json() for v in self.verdicts],
+                "results": {label: r.to_json() for label, r in self.results.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> VerdictsDocument:
+        kind = "verdicts"
+        return cls(f.obj(data, "mode", kind), f.obj(data, "settings", kind),
+                   tuple(Verdict.from_json(v) for v in f.objects(data, "verdicts", kind)),
+                   {label: ResultDocument.from_json(r) for label, r in f.obj(data, "results", kind).items()},
+                   f.string_list(data, "warnings", kind), Summary.from_json(f.obj(data, "summary", kind)),
+                   f.string(data, "created_at", kind), f.string(f.obj(data, "tool", kind), "version", "tool"),
+                   f.integer(data, "version", kind))
+
+    def with_verdicts(self, rows: Iterable[Verdict]) -> VerdictsDocument:
+        rows = tuple(rows)
+        return replace(self, verdicts=rows, summary=Summary.of(rows))
+
+
+def parse_verdicts(data: Any, path: str | Path) -> VerdictsDocument:
+    """A verdicts document from its JSON value (already read from ``path``): refuses a newer
+    version, migrates older ones, validates against the schema; one-line ``StorageError``s."""
+    data = current_format(data, path, kind="verdicts", title="perfguard verdicts document",
+                          version=VERDICTS_VERSION, migrations=_MIGRATIONS)
+    embedded = data.get("results") if isinstance(data.get("results"), dict) else {}
+    schemas = {"verdicts document": ("verdicts", data),
+               **{f"result {label!r} inside the verdicts": ("result", r) for label, r in embedded.items()}}
+    return typed_document(data, path, VerdictsDocument.from_json, corrupt="verdicts document", schemas=schemas)
+
+
+def load_verdicts(path: str | Path) -> VerdictsDocument:
+    """The one reader of verdicts files (``perfguard check --json``, ``perfguard compare --json``)."""
+    data = read_json(Path(path), missing="{path}: verdicts file not found",
+                     not_json="{path}: corrupt verdicts file (not JSON: {exc})")
+    return parse_verdicts(data, path)

@@ -1,0 +1,573 @@
+"""The result document, typed: one ``ResultDocument`` per run, one ``CaseEntry`` per case.
+
+The file is versioned JSON validated by a shipped JSON Schema (``perfguard/schemas``). This module
+owns the format: its version and history, the frozen dataclasses that hold it in memory, their
+``to_json``/``from_json``, and the one loader. Every stage after compile passes these objects, not
+dicts; free-form parts whose keys are not perfguard's (a runner's fingerprint, a model's source
+parameters, a backend's settings, device telemetry) stay ``JsonObject``.
+
+Format history (``RESULT_VERSION``):
+
+1. First format: suite, environment per runner, and per case its full key (model hash, pipeline
+   name + ordered passes + hash, backend and settings, runner fingerprint hash), pass trace,
+   correctness check, raw latency values per worker process, and summary metrics.
+
+Readers refuse a newer version ("upgrade perfguard") and migrate older ones step by step
+(``_MIGRATIONS[n]`` turns version n into n + 1). ``to_json(from_json(d)) == d`` for every valid
+version-1 document (``tests/golden/v1`` holds files of today's format that prove it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from perfguard import jsonfields as f
+from perfguard.backends.base import Artifact, PassRecord
+from perfguard.jsonfields import FieldError, JsonObject
+from perfguard.measure.protocol import CorrectnessCheck
+from perfguard.models.inputs import InputSpec
+from perfguard.results.documents import current_format, read_json, typed_document
+
+RESULT_VERSION = 1
+_MIGRATIONS: dict[int, Callable[[JsonObject], JsonObject]] = {}
+
+Status = Literal["ok", "failed"]
+
+
+def _drop_none(data: Mapping[str, Any]) -> JsonObject:
+    return {k: v for k, v in data.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Latency in seconds: every value per worker process, and their summary."""
+
+    per_worker: tuple[tuple[float, ...], ...]
+    n: int
+    median: float
+    mean: float
+    stdev: float
+    cv: float
+    min: float
+    max: float
+    p90: float
+    p99: float
+    p10: float | None = None
+    p25: float | None = None
+    p75: float | None = None
+
+    @classmethod
+    def from_values(cls, per_worker: Sequence[Sequence[float]]) -> Latency:
+        """Median, mean, spread and percentiles of every value (at least one value)."""
+        data = np.asarray([v for worker in per_worker for v in worker], dtype=float)
+        if data.size == 0:
+            raise ValueError("a latency summary needs at least one value")
+        p10, p25, median, p75, p90, p99 = (float(p) for p in np.percentile(data, [10, 25, 50, 75, 90, 99]))
+        mean = float(data.mean())
+        stdev = float(data.std(ddof=1)) if data.size > 1 else 0.0
+        return cls(tuple(tuple(float(v) for v in w) for w in per_worker), int(data.size), median, mean, stdev,
+                   stdev / mean if mean > 0 else 0.0, float(data.min()), float(data.max()), p90, p99, p10, p25, p75)
+
+    @property
+    def values(self) -> list[float]:
+        return [v for worker in self.per_worker for v in worker]
+
+    def to_json(self) -> JsonObject:
+        summary = {"n": self.n, "median": self.median, "mean": self.mean, "stdev": self.stdev, "cv": self.cv,
+                   "min": self.min, "max": self.max, "p10": self.p10, "p25": self.p25, "p75": self.p75,
+                   "p90": self.p90, "p99": self.p99}
+        return {**_drop_none(summary), "per_worker": [list(w) for w in self.per_worker]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Latency:
+        kind = "latency"
+        workers = f.array(data, "per_worker", kind)
+        return cls(tuple(f.number_list({"values": w}, "values", kind) for w in workers), f.integer(data, "n", kind),
+                   *(f.number(data, k, kind) for k in ("median", "mean", "stdev", "cv", "min", "max", "p90", "p99")),
+                   *(f.opt_number(data, k, kind) for k in ("p10", "p25", "p75")))
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """What was measured of one case; ``None`` where it was not (yet) measured.
+
+    Filled by stage: compile (``compile_time_s``, ``compile_times_s``, ``artifact_size_bytes``,
+    ``node_count``), memory probes (``peak_rss_bytes``...), measurement (``latency_s``...)."""
+
+    compile_time_s: float | None = None
+    compile_times_s: tuple[float, ...] | None = None
+    artifact_size_bytes: int | None = None
+    # Present (possibly null: the backend cannot count) whenever the case compiled.
+    node_count: int | None = None
+    peak_rss_bytes: int | None = None
+    peak_rss_bytes_probes: tuple[int, ...] | None = None
+    latency_s: Latency | None = None
+    throughput_per_s: float | None = None
+    session_rss_bytes: int | None = None
+    session_rss_bytes_per_worker: tuple[int, ...] | None = None
+    worker_peak_rss_bytes: int | None = None
+
+    @property
+    def compiled(self) -> bool:
+        return self.compile_time_s is not None
+
+    def value(self, key: str) -> float | None:
+        """A deterministic metric by its document key (``artifact_size_bytes``, ``node_count``,
+        ``peak_rss_bytes``), or None."""
+        value = getattr(self, key)
+        return None if value is None else float(value)
+
+    def to_json(self) -> JsonObject:
+        out = _drop_none({
+            "compile_time_s": self.compile_time_s,
+            "compile_times_s": None if self.compile_times_s is None else list(self.compile_times_s),
+            "artifact_size_bytes": self.artifact_size_bytes, "node_count": self.node_count,
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "peak_rss_bytes_probes": None if self.peak_rss_bytes_probes is None else list(self.peak_rss_bytes_probes),
+            "latency_s": None if self.latency_s is None else self.latency_s.to_json(),
+            "throughput_per_s": self.throughput_per_s, "session_rss_bytes": self.session_rss_bytes,
+            "session_rss_bytes_per_worker": (None if self.session_rss_bytes_per_worker is None
+                                             else list(self.session_rss_bytes_per_worker)),
+            "worker_peak_rss_bytes": self.worker_peak_rss_bytes,
+        })
+        if self.compiled:
+            out["node_count"] = self.node_count
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Metrics:
+        kind = "metrics"
+
+        def ints(key: str) -> tuple[int, ...] | None:
+            return None if data.get(key) is None else f.int_list(data, key, kind)
+
+        latency = data.get("latency_s")
+        return cls(
+            compile_time_s=f.opt_number(data, "compile_time_s", kind),
+            compile_times_s=None if data.get("compile_times_s") is None else f.number_list(data, "compile_times_s", kind),
+            artifact_size_bytes=f.opt_integer(data, "artifact_size_bytes", kind),
+            node_count=f.opt_integer(data, "node_count", kind),
+            peak_rss_bytes=f.opt_integer(data, "peak_rss_bytes", kind),
+            peak_rss_bytes_probes=ints("peak_rss_bytes_probes"),
+            latency_s=None if latency is None else Latency.from_json(latency),
+            throughput_per_s=f.opt_number(data, "throughput_per_s", kind),
+            session_rss_bytes=f.opt_integer(data, "session_rss_bytes", kind),
+            session_rss_bytes_per_worker=ints("session_rss_bytes_per_worker"),
+            worker_peak_rss_bytes=f.opt_integer(data, "worker_peak_rss_bytes", kind),
+        )
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """How the latency values were taken: the group measured together, workers, loops, failures,
+    device telemetry and the judgement of the device state (``perfguard.runners.telemetry``)."""
+
+    group: str
+    workers_requested: int
+    workers_ok: int
+    worker_ids: tuple[int, ...]
+    loops: int | None
+    warmup: int
+    rounds: int
+    min_time_s: float
+    threads: int
+    failures: tuple[str, ...] = ()
+    # Why this variant stopped being measured (it crashed or hung its worker), or None.
+    dropped: str | None = None
+    telemetry: JsonObject | None = None
+    device_state: JsonObject | None = None
+
+    @property
+    def telemetry_summary(self) -> JsonObject | None:
+        summary = (self.telemetry or {}).get("summary")
+        return summary if isinstance(summary, dict) else None
+
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
+            "group": self.group, "workers_requested": self.workers_requested, "workers_ok": self.workers_ok,
+            "worker_ids": list(self.worker_ids), "loops": self.loops, "warmup": self.warmup, "rounds": self.rounds,
+            "min_time_s": self.min_time_s, "threads": self.threads, "failures": list(self.failures),
+            "dropped": self.dropped, "telemetry": self.telemetry,
+        }
+        if self.device_state is not None:
+            out["device_state"] = self.device_state
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Measurement:
+        kind = "measurement"
+        return cls(f.string(data, "group", kind), f.integer(data, "workers_requested", kind),
+                   f.integer(data, "workers_ok", kind), f.int_list(data, "worker_ids", kind),
+                   f.opt_integer(data, "loops", kind), f.integer(data, "warmup", kind), f.integer(data, "rounds", kind),
+                   f.number(data, "min_time_s", kind), f.integer(data, "threads", kind),
+                   f.string_list(data, "failures", kind) if "failures" in data else (),
+                   f.opt_string(data, "dropped", kind), f.opt_obj(data, "telemetry", kind),
+                   f.opt_obj(data, "device_state", kind))
+
+
+def _pass_record(data: Mapping[str, Any]) -> PassRecord:
+    kind = "pass record"
+    return PassRecord(f.integer(data, "index", kind), f.string(data, "name", kind), f.string(data, "source", kind),
+                      f.number(data, "time_s", kind), f.integer(data, "nodes_before", kind),
+                      f.integer(data, "nodes_after", kind), f.int_map(data, "op_histogram", kind),
+                      f.string(data, "ir_hash", kind), f.boolean(data, "changed", kind))
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The pass trace of one compile: one record per pass, in pipeline order.
+
+    ``mode``, ``pass_times`` and ``cache_hit`` are IREE's (``perfguard.backends.iree_trace``);
+    ``extra`` keeps any other key a third-party backend's trace adds, so it is written back."""
+
+    passes: tuple[PassRecord, ...] = ()
+    input_hash: str = ""
+    final_hash: str = ""
+    total_time_s: float = 0.0
+    exact: bool = True
+    note: str = ""
+    mode: str | None = None
+    pass_times: tuple[JsonObject, ...] | None = None
+    cache_hit: bool | None = None
+    extra: JsonObject = field(default_factory=dict)
+
+    def after_prefix(self, prefix: Trace, shift: int) -> Trace:
+        """This trace (stage 2 of a hybrid compile, its passes renumbered from ``shift``) behind the
+        records of the ``prefix`` compile (stage 1)."""
+        return replace(self, passes=prefix.passes + tuple(replace(p, index=p.index + shift) for p in self.passes),
+                       input_hash=prefix.input_hash, total_time_s=self.total_time_s + prefix.total_time_s)
+
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"passes": [_pass_json(p) for p in self.passes], "input_hash": self.input_hash,
+                           "final_hash": self.final_hash, "total_time_s": self.total_time_s, "exact": self.exact,
+                           "note": self.note}
+        return {**self.extra, **out, **_drop_none({"mode": self.mode, "cache_hit": self.cache_hit,
+                                                   "pass_times": None if self.pass_times is None
+                                                   else list(self.pass_times)})}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Trace:
+        kind = "trace"
+        pass_times = data.get("pass_times")
+        return cls(tuple(_pass_record(p) for p in f.objects(data, "passes", kind)), f.string(data, "input_hash", kind),
+                   f.string(data, "final_hash", kind), f.number(data, "total_time_s", kind),
+                   f.boolean(data, "exact", kind), f.string(data, "note", kind), f.opt_string(data, "mode", kind),
+                   None if pass_times is None else tuple(f.objects(data, "pass_times", kind)),
+                   None if data.get("cache_hit") is None else f.boolean(data, "cache_hit", kind),
+                   {k: v for k, v in data.items() if k not in _TRACE_KEYS})
+
+
+_TRACE_KEYS = frozenset({"passes", "input_hash", "final_hash", "total_time_s", "exact", "note", "mode", "pass_times",
+                         "cache_hit"})
+
+
+def _pass_json(record: PassRecord) -> JsonObject:
+    return {"index": record.index, "name": record.name, "source": record.source, "time_s": record.time_s,
+            "nodes_before": record.nodes_before, "nodes_after": record.nodes_after,
+            "op_histogram": dict(record.op_histogram), "ir_hash": record.ir_hash, "changed": record.changed}
+
+
+@dataclass(frozen=True)
+class CaseError:
+    """Where a case failed (``compile``, ``verify``, ``correctness``, ``measure``...) and why."""
+
+    stage: str
+    message: str
+
+    def to_json(self) -> JsonObject:
+        return {"stage": self.stage, "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CaseError:
+        return cls(f.string(data, "stage", "error"), f.string(data, "message", "error"))
+
+
+@dataclass(frozen=True)
+class ArtifactInfo:
+    """The compiled artifact as the result records it (no path: the file is gone after the run)."""
+
+    sha256: str
+    size_bytes: int
+    node_count: int | None
+    settings: JsonObject
+
+    @classmethod
+    def of(cls, artifact: Artifact) -> ArtifactInfo:
+        return cls(artifact.sha256, artifact.size_bytes, artifact.node_count, dict(artifact.settings))
+
+    def to_json(self) -> JsonObject:
+        return {"sha256": self.sha256, "size_bytes": self.size_bytes, "node_count": self.node_count,
+                "settings": self.settings}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ArtifactInfo:
+        kind = "artifact"
+        return cls(f.string(data, "sha256", kind), f.integer(data, "size_bytes", kind),
+                   f.opt_integer(data, "node_count", kind), f.obj(data, "settings", kind))
+
+
+@dataclass(frozen=True)
+class CaseKey:
+    """What decides a measurement: model, pipeline, backend versions, runner (and how it was measured)."""
+
+    model: JsonObject
+    pipeline: JsonObject
+    backend: JsonObject
+    runner: JsonObject
+    measure: JsonObject
+
+    @property
+    def passes(self) -> tuple[str, ...]:
+        return tuple(self.pipeline.get("passes") or ())
+
+    @property
+    def backend_name(self) -> str:
+        return str(self.backend.get("name", ""))
+
+    def hash(self) -> str:
+        """Hash of model, pipeline, backend versions and runner fingerprint (not of ``measure``)."""
+        part = {"model": self.model, "pipeline": self.pipeline, "backend": self.backend, "runner": self.runner}
+        return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_json(self) -> JsonObject:
+        return {"model": self.model, "pipeline": self.pipeline, "backend": self.backend, "runner": self.runner,
+                "measure": self.measure}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CaseKey:
+        kind = "case key"
+        return cls(*(f.obj(data, k, kind) for k in ("model", "pipeline", "backend", "runner", "measure")))
+
+
+@dataclass(frozen=True)
+class CaseEntry:
+    """One case of a result document: what ran (``key``), how it compiled (``trace``,
+    ``correctness``, ``artifact``), what was measured (``metrics``, ``measurement``) and whether
+    it failed (``status``, ``error``). ``compiled_on`` and ``correctness_on_runner`` are set when
+    the artifact was compiled on another machine (``perfguard run --artifacts``)."""
+
+    id: str
+    model: str
+    pipeline: str
+    runner: str
+    key: CaseKey
+    key_hash: str
+    started_at: str
+    status: Status = "ok"
+    error: CaseError | None = None
+    trace: Trace | None = None
+    correctness: CorrectnessCheck | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    measurement: Measurement | None = None
+    finished_at: str | None = None
+    artifact: ArtifactInfo | None = None
+    compiled_on: dict[str, JsonObject] | None = None
+    correctness_on_runner: CorrectnessCheck | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def failed(self, stage: str, message: str) -> CaseEntry:
+        return replace(self, status="failed", error=CaseError(stage, message))
+
+    def finished(self, stamp: str) -> CaseEntry:
+        """This entry with ``finished_at`` set to ``stamp`` unless it is already set."""
+        return self if self.finished_at else replace(self, finished_at=stamp)
+
+    def with_metrics(self, **values: Any) -> CaseEntry:
+        return replace(self, metrics=replace(self.metrics, **values))
+
+    def latency_by_worker(self) -> dict[int, list[float]]:
+        """Per-worker latency values keyed by worker id (the key two sides are paired by)."""
+        latency = self.metrics.latency_s
+        if latency is None:
+            return {}
+        ids = (self.measurement.worker_ids if self.measurement else ()) or tuple(range(len(latency.per_worker)))
+        return {i: list(w) for i, w in zip(ids, latency.per_worker, strict=False)}
+
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
+            "id": self.id, "model": self.model, "pipeline": self.pipeline, "runner": self.runner,
+            "status": self.status, "error": None if self.error is None else self.error.to_json(),
+            "key": self.key.to_json(), "key_hash": self.key_hash,
+            "trace": None if self.trace is None else self.trace.to_json(),
+            "correctness": None if self.correctness is None else self.correctness.to_json(),
+            "metrics": self.metrics.to_json(),
+            "measurement": None if self.measurement is None else self.measurement.to_json(),
+            "started_at": self.started_at,
+        }
+        optional = {"finished_at": self.finished_at,
+                    "artifact": None if self.artifact is None else self.artifact.to_json(),
+                    "compiled_on": self.compiled_on,
+                    "correctness_on_runner": (None if self.correctness_on_runner is None
+                                              else self.correctness_on_runner.to_json())}
+        return {**out, **_drop_none(optional)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CaseEntry:
+        kind = "case"
+        status = f.string(data, "status", kind)
+        if status not in ("ok", "failed"):
+            raise f.wrong_type(kind, "status", "'ok' or 'failed'", status)
+
+        def optional(key: str, parse: Callable[[Mapping[str, Any]], Any]) -> Any:
+            value = f.opt_obj(data, key, kind)
+            return None if value is None else parse(value)
+
+        return cls(
+            id=f.string(data, "id", kind), model=f.string(data, "model", kind),
+            pipeline=f.string(data, "pipeline", kind), runner=f.string(data, "runner", kind),
+            key=CaseKey.from_json(f.obj(data, "key", kind)), key_hash=f.string(data, "key_hash", kind),
+            started_at=f.string(data, "started_at", kind), status="ok" if status == "ok" else "failed",
+            error=optional("error", CaseError.from_json), trace=optional("trace", Trace.from_json),
+            correctness=optional("correctness", CorrectnessCheck.from_json),
+            metrics=Metrics.from_json(f.obj(data, "metrics", kind)),
+            measurement=optional("measurement", Measurement.from_json),
+            finished_at=f.opt_string(data, "finished_at", kind), artifact=optional("artifact", ArtifactInfo.from_json),
+            compiled_on=f.opt_obj(data, "compiled_on", kind),
+            correctness_on_runner=optional("correctness_on_runner", CorrectnessCheck.from_json),
+        )
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A benchmark model as the run saw it: hash, size, opset, where it came from, its inputs."""
+
+    sha256: str
+    nodes: int
+    opset: int
+    source: JsonObject
+    inputs: tuple[InputSpec, ...]
+
+    def to_json(self) -> JsonObject:
+        return {"sha256": self.sha256, "nodes": self.nodes, "opset": self.opset, "source": self.source,
+                "inputs": [s.to_json() for s in self.inputs]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelInfo:
+        kind = "model"
+        try:
+            inputs = tuple(InputSpec.from_json(s) for s in f.objects(data, "inputs", kind))
+        except (KeyError, TypeError) as exc:
+            raise FieldError(f"{kind}: field 'inputs' holds an entry that is not an input spec: {exc}") from None
+        return cls(f.string(data, "sha256", kind), f.integer(data, "nodes", kind), f.integer(data, "opset", kind),
+                   f.obj(data, "source", kind), inputs)
+
+
+@dataclass(frozen=True)
+class SuiteInfo:
+    name: str
+    path: str
+    sha256: str
+
+    def to_json(self) -> JsonObject:
+        return {"name": self.name, "path": self.path, "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SuiteInfo:
+        return cls(*(f.string(data, k, "suite") for k in ("name", "path", "sha256")))
+
+
+@dataclass(frozen=True)
+class CompilerInfo:
+    """Which version of the compiler under test this document measured (a side of a check)."""
+
+    label: str
+    commit: str | None = None
+    subject: str = ""
+    pass_path: str | None = None
+
+    def to_json(self) -> JsonObject:
+        return {"label": self.label, "commit": self.commit, "subject": self.subject, "pass_path": self.pass_path}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CompilerInfo:
+        kind = "compiler"
+        return cls(f.string(data, "label", kind), f.opt_string(data, "commit", kind),
+                   str(data.get("subject") or ""), f.opt_string(data, "pass_path", kind))
+
+
+@dataclass(frozen=True)
+class ArtifactsOrigin:
+    """Set when the run measured an artifact folder compiled elsewhere (``perfguard run --artifacts``)."""
+
+    folder: str
+    manifest_created_at: str
+
+    def to_json(self) -> JsonObject:
+        return {"folder": self.folder, "manifest_created_at": self.manifest_created_at}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ArtifactsOrigin:
+        return cls(f.string(data, "folder", "artifacts"), f.string(data, "manifest_created_at", "artifacts"))
+
+
+@dataclass(frozen=True)
+class ResultDocument:
+    """One run: the suite, each runner's environment fingerprint, the models and every case."""
+
+    suite: SuiteInfo
+    started_at: str
+    finished_at: str
+    environment: dict[str, JsonObject]
+    models: dict[str, ModelInfo]
+    cases: tuple[CaseEntry, ...]
+    tool_version: str
+    compiler: CompilerInfo | None = None
+    artifacts: ArtifactsOrigin | None = None
+    version: int = RESULT_VERSION
+
+    def case(self, case_id: str) -> CaseEntry | None:
+        return next((c for c in self.cases if c.id == case_id), None)
+
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
+            "version": self.version, "tool": {"name": "perfguard", "version": self.tool_version},
+            "suite": self.suite.to_json(), "started_at": self.started_at, "finished_at": self.finished_at,
+            "environment": self.environment, "models": {n: m.to_json() for n, m in self.models.items()},
+            "cases": [c.to_json() for c in self.cases],
+        }
+        if self.compiler is not None:
+            out["compiler"] = self.compiler.to_json()
+        if self.artifacts is not None:
+            out["artifacts"] = self.artifacts.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ResultDocument:
+        kind = "result"
+        compiler, artifacts = f.opt_obj(data, "compiler", kind), f.opt_obj(data, "artifacts", kind)
+        return cls(
+            suite=SuiteInfo.from_json(f.obj(data, "suite", kind)), started_at=f.string(data, "started_at", kind),
+            finished_at=f.string(data, "finished_at", kind), environment=dict(f.obj(data, "environment", kind)),
+            models={n: ModelInfo.from_json(m) for n, m in f.obj(data, "models", kind).items()},
+            cases=tuple(CaseEntry.from_json(c) for c in f.objects(data, "cases", kind)),
+            tool_version=f.string(f.obj(data, "tool", kind), "version", "tool"),
+            compiler=None if compiler is None else CompilerInfo.from_json(compiler),
+            artifacts=None if artifacts is None else ArtifactsOrigin.from_json(artifacts),
+            version=f.integer(data, "version", kind),
+        )
+
+
+def parse_result(data: Any, path: str | Path = "<result>") -> ResultDocument:
+    """A result document from its JSON value (read from ``path``): refuses newer versions,
+    migrates older ones, validates against the schema. Every failure is a one-line ``StorageError``."""
+    data = current_format(data, path, kind="result", title="perfguard result", version=RESULT_VERSION,
+                          migrations=_MIGRATIONS)
+    return typed_document(data, path, ResultDocument.from_json, corrupt="result file",
+                          schemas={"result file": ("result", data)})
+
+
+def load_result(path: str | Path) -> ResultDocument:
+    """The one reader of result files (``perfguard run``, baselines)."""
+    data = read_json(Path(path), missing="{path}: result file not found",
+                     not_json="{path}: corrupt result file (not JSON: {exc}); re-run perfguard run")
+    return parse_result(data, path)
