@@ -21,6 +21,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from perfguard.bisect.document import BisectResult
 from perfguard.report import format as fmt
 from perfguard.report import svg
 from perfguard.report.bisect import BisectView, bisect_view
@@ -357,7 +358,7 @@ def build_report(documents: list[dict[str, Any]], labels: list[str] | None = Non
         if kind == "verdicts":
             comparisons.append(comparison_view(document, details))
         elif kind == "bisect":
-            bisections.append(bisect_view(document))
+            bisections.append(bisect_view(BisectResult.from_json(document)))
         elif kind == "result":
             results.append((label, document))
     run = run_view(results, details) if results else None
