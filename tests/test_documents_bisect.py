@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.bisect.document import BISECT_VERSION, BisectResult, StateFile, StateHeader, load_bisect
-from perfguard.bisect.state import BisectState
+from perfguard.bisect.document import BISECT_VERSION, BisectResult, load_bisect
+from perfguard.bisect.state import BisectState, StateFile, StateHeader
 from perfguard.errors import StorageError
 from perfguard.report import build_report, load_document
 from perfguard.report.html import render_html

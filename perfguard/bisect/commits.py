@@ -15,15 +15,12 @@ from perfguard.bisect.document import (
     Effect,
     Json,
     Probe,
-    ProbeEntry,
-    ProbeRecord,
     ProbeRow,
-    StateHeader,
     VerdictSummary,
 )
 from perfguard.bisect.probe import Variant, checkouts, run_probe, side_of
 from perfguard.bisect.search import SequenceBisector
-from perfguard.bisect.state import BisectState, state_key
+from perfguard.bisect.state import BisectState, ProbeEntry, ProbeRecord, StateHeader, state_key
 from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root, resolve_commit
 from perfguard.errors import UserError
 from perfguard.measure.progress import Progress
@@ -99,7 +96,8 @@ def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: 
     def document(status: str, culprits: list[Culprit], probes: list[Json], skipped: list[CommitInfo] | None
                  ) -> BisectResult:
         return BisectResult("commits", status, suite.name, case.id, len(probes), time.perf_counter() - started,
-                            good=dataclasses.replace(commits[0], ref=good), bad=dataclasses.replace(commits[-1], ref=bad),
+                            good=dataclasses.replace(commits[0], ref=good),
+                            bad=dataclasses.replace(commits[-1], ref=bad),
                             endpoints=endpoint, culprits=culprits, probes=_probe_rows(probes, name),
                             commits=len(shas) - 1, state_file=str(path), measured_probes=probes_measured,
                             skipped=skipped)

@@ -1,10 +1,8 @@
-"""The bisect documents: the result ``perfguard bisect --json`` writes, and the state file.
+"""The bisect document: what ``perfguard bisect --json`` writes (the state file is
+:mod:`perfguard.bisect.state`'s, built from the same pieces).
 
 Format history of the bisect result (``BISECT_VERSION``), written in every mode (``commits``,
 ``passes`` between commits, ``pipelines``): 1. first format.
-
-Format history of the bisection state (``STATE_VERSION``, :mod:`perfguard.bisect.state`): 1. first
-format.
 
 Each class owns its JSON: ``from_json`` reads it, ``to_json`` writes exactly the keys today's
 writers write (``to_json(from_json(d)) == d`` for every document perfguard writes; the golden files
@@ -27,7 +25,6 @@ from typing import Any, TypeVar
 from perfguard.errors import StorageError
 
 BISECT_VERSION = 1
-STATE_VERSION = 1
 
 Json = dict[str, Any]
 """A JSON object as read from or written to a file."""
@@ -42,56 +39,56 @@ _MIGRATIONS: dict[int, Callable[[Json], Json]] = {}
 T = TypeVar("T")
 
 
-# --- reading helpers: one-line errors naming the key ----------------------------------------------
+# --- reading helpers (the state file's too): one-line errors that name the key ------------------------
 
-def _fail(key: str, what: str, value: Any) -> StorageError:
-    return StorageError(f"bisect document: {key!r} must be {what}, found {type(value).__name__} {value!r:.60}")
+def fail(key: str, what: str, value: Any) -> StorageError:
+    return StorageError(f"{key!r} must be {what}, found {type(value).__name__} {value!r:.60}")
 
 
-def _obj(value: Any, key: str) -> Json:
+def as_object(value: Any, key: str) -> Json:
     if not isinstance(value, dict):
-        raise _fail(key, "an object", value)
+        raise fail(key, "an object", value)
     return value
 
 
-def _str(d: Json, key: str, default: str | None = None) -> str | None:
+def get_str(d: Json, key: str, default: str | None = None) -> str | None:
     value = d.get(key, default)
     if value is not None and not isinstance(value, str):
-        raise _fail(key, "a string", value)
+        raise fail(key, "a string", value)
     return value
 
 
-def _int(d: Json, key: str) -> int | None:
+def get_int(d: Json, key: str) -> int | None:
     value = d.get(key)
     if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-        raise _fail(key, "an integer", value)
+        raise fail(key, "an integer", value)
     return value
 
 
-def _num(d: Json, key: str) -> float | None:
+def get_number(d: Json, key: str) -> float | None:
     value = d.get(key)
     if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
-        raise _fail(key, "a number", value)
+        raise fail(key, "a number", value)
     return value
 
 
-def _bool(d: Json, key: str, default: bool | None) -> bool | None:
+def get_bool(d: Json, key: str, default: bool | None) -> bool | None:
     value = d.get(key, default)
     if value is not None and not isinstance(value, bool):
-        raise _fail(key, "true or false", value)
+        raise fail(key, "true or false", value)
     return value
 
 
-def _list(d: Json, key: str, item: Callable[[Any], T]) -> list[T]:
+def get_list(d: Json, key: str, item: Callable[[Any], T]) -> list[T]:
     value = d.get(key)
     if value is None:
         return []
     if not isinstance(value, list):
-        raise _fail(key, "a list", value)
+        raise fail(key, "a list", value)
     return [item(v) for v in value]
 
 
-def _opt(value: Any, read: Callable[[Any], T]) -> T | None:
+def optional(value: Any, read: Callable[[Any], T]) -> T | None:
     return None if value is None else read(value)
 
 
@@ -123,13 +120,19 @@ class VerdictSummary:
 
     @classmethod
     def from_json(cls, value: Any) -> VerdictSummary:
-        d = _obj(value, "verdict")
-        return cls(_str(d, "baseline"), _str(d, "candidate"), _str(d, "decision"), _str(d, "direction"),
-                   _num(d, "ratio"), _num(d, "ci_low"), _num(d, "ci_high"), _num(d, "p_value"), _num(d, "mde"),
-                   _int(d, "workers"), _str(d, "reason"))
+        d = as_object(value, "verdict")
+        return cls(get_str(d, "baseline"), get_str(d, "candidate"), get_str(d, "decision"), get_str(d, "direction"),
+                   get_number(d, "ratio"), get_number(d, "ci_low"), get_number(d, "ci_high"), get_number(d, "p_value"),
+                   get_number(d, "mde"),
+                   get_int(d, "workers"), get_str(d, "reason"))
 
     def to_json(self) -> Json:
         return dict(self.__dict__)
+
+
+def summaries(value: Any) -> dict[str, VerdictSummary]:
+    """A probe's verdict summaries by comparison (``"A->B"``); absent reads as none."""
+    return {str(k): VerdictSummary.from_json(v) for k, v in as_object(value or {}, "verdicts").items()}
 
 
 @dataclass(frozen=True)
@@ -151,10 +154,11 @@ class Effect:
     @classmethod
     def from_json(cls, value: Any) -> Effect | VerdictSummary:
         """An effect as written: cut (commits mode) or a whole verdict summary (passes mode)."""
-        d = _obj(value, "effect")
+        d = as_object(value, "effect")
         if "decision" in d:
             return VerdictSummary.from_json(d)
-        return cls(_num(d, "ratio"), _num(d, "ci_low"), _num(d, "ci_high"), _num(d, "p_value"), _int(d, "workers"))
+        return cls(get_number(d, "ratio"), get_number(d, "ci_low"), get_number(d, "ci_high"), get_number(d, "p_value"),
+                   get_int(d, "workers"))
 
     def to_json(self) -> Json:
         return dict(self.__dict__)
@@ -179,8 +183,9 @@ class CommitInfo:
         if isinstance(value, str):  # a bare ref in a hand-written document
             is_sha = len(value) >= 7 and all(c in "0123456789abcdef" for c in value)
             return cls(value if is_sha else "", ref=value)
-        d = _obj(value, "commit")
-        return cls(_str(d, "sha", "") or "", _str(d, "subject"), _str(d, "author"), _str(d, "date"), _str(d, "ref"))
+        d = as_object(value, "commit")
+        return cls(get_str(d, "sha", "") or "", get_str(d, "subject"), get_str(d, "author"), get_str(d, "date"),
+                   get_str(d, "ref"))
 
     def to_json(self) -> Json:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -197,9 +202,9 @@ class PassCulprit:
 
     @classmethod
     def from_json(cls, value: Any) -> PassCulprit:
-        d = _obj(value, "pass")
-        return cls(_str(d, "name", "") or "", _int(d, "position"), _bool(d, "confirmed", None),
-                   _opt(d.get("effect"), VerdictSummary.from_json))
+        d = as_object(value, "pass")
+        return cls(get_str(d, "name", "") or "", get_int(d, "position"), get_bool(d, "confirmed", None),
+                   optional(d.get("effect"), VerdictSummary.from_json))
 
     def to_json(self) -> Json:
         return {"name": self.name, "position": self.position, "confirmed": self.confirmed,
@@ -230,15 +235,15 @@ class PassSearch:
 
     @classmethod
     def from_json(cls, value: Any) -> PassSearch:
-        d = _obj(value, "pass_search")
-        divergence = _opt(d.get("first_divergence"), lambda v: _obj(v, "first_divergence"))
+        d = as_object(value, "pass_search")
+        divergence = optional(d.get("first_divergence"), lambda v: as_object(v, "first_divergence"))
         probes = d.get("probes")
-        return cls(_str(d, "status", "unknown") or "unknown",
-                   FirstDivergence(_int(divergence, "index") or 0, _str(divergence, "name", "") or "")
+        return cls(get_str(d, "status", "unknown") or "unknown",
+                   FirstDivergence(get_int(divergence, "index") or 0, get_str(divergence, "name", "") or "")
                    if divergence is not None else None,
-                   _opt(d.get("culprit"), PassCulprit.from_json), _list(d, "culprits", PassCulprit.from_json),
-                   len(probes) if isinstance(probes, list) else _int(d, "probes") or 0,
-                   _int(d, "measured_probes") or 0)
+                   optional(d.get("culprit"), PassCulprit.from_json), get_list(d, "culprits", PassCulprit.from_json),
+                   len(probes) if isinstance(probes, list) else get_int(d, "probes") or 0,
+                   get_int(d, "measured_probes") or 0)
 
     def to_json(self) -> Json:
         if self.status == "no-divergence":  # written before any probe: the probes are an empty list
@@ -263,11 +268,12 @@ class Culprit:
 
     @classmethod
     def from_json(cls, value: Any) -> Culprit:
-        d = _obj(value, "culprit")
-        return cls(_opt(d.get("commit"), CommitInfo.from_json), _opt(d.get("effect"), Effect.from_json),
-                   _opt(d.get("pass"), PassCulprit.from_json), bool(_bool(d, "confirmed", True)),
-                   _int(d, "position"), _list(d, "range", CommitInfo.from_json) if d.get("range") is not None else None,
-                   _opt(d.get("pass_search"), PassSearch.from_json))
+        d = as_object(value, "culprit")
+        return cls(optional(d.get("commit"), CommitInfo.from_json), optional(d.get("effect"), Effect.from_json),
+                   optional(d.get("pass"), PassCulprit.from_json), bool(get_bool(d, "confirmed", True)),
+                   get_int(d, "position"),
+                   get_list(d, "range", CommitInfo.from_json) if d.get("range") is not None else None,
+                   optional(d.get("pass_search"), PassSearch.from_json))
 
     def to_json(self) -> Json:
         out: Json = {"commit": _json(self.commit), "effect": _json(self.effect), "pass": _json(self.pass_),
@@ -290,8 +296,8 @@ class MinimalEdit:
     def from_json(cls, value: Any) -> MinimalEdit:
         if isinstance(value, str):
             return cls("", value)
-        d = _obj(value, "minimal")
-        return cls(_str(d, "kind", "") or "", _str(d, "describe", "") or "")
+        d = as_object(value, "minimal")
+        return cls(get_str(d, "kind", "") or "", get_str(d, "describe", "") or "")
 
     def to_json(self) -> Json:
         return {"kind": self.kind, "describe": self.describe}
@@ -313,10 +319,10 @@ class ProbeRow:
 
     @classmethod
     def from_json(cls, d: Json) -> ProbeRow:
-        return cls(_str(d, "kind", "") or "", _list(d, "commits", str), _str(d, "status", "") or "",
-                   _str(d, "reason"), bool(_bool(d, "uncertain", False)),
-                   {str(k): VerdictSummary.from_json(v) for k, v in _obj(d.get("verdicts") or {}, "verdicts").items()},
-                   _list(d, "looks", lambda v: _obj(v, "looks")))
+        return cls(get_str(d, "kind", "") or "", get_list(d, "commits", str), get_str(d, "status", "") or "",
+                   get_str(d, "reason"), bool(get_bool(d, "uncertain", False)),
+                   summaries(d.get("verdicts")),
+                   get_list(d, "looks", lambda v: as_object(v, "looks")))
 
     def to_json(self) -> Json:
         return {"kind": self.kind, "commits": self.commits, "status": self.status, "reason": self.reason,
@@ -336,8 +342,8 @@ class PipelineProbe:
 
     @classmethod
     def from_json(cls, d: Json) -> PipelineProbe:
-        return cls(_list(d, "edits", int), _list(d, "passes", str), _str(d, "outcome", "") or "",
-                   _opt(d.get("verdict"), VerdictSummary.from_json), _str(d, "reason"))
+        return cls(get_list(d, "edits", int), get_list(d, "passes", str), get_str(d, "outcome", "") or "",
+                   optional(d.get("verdict"), VerdictSummary.from_json), get_str(d, "reason"))
 
     def to_json(self) -> Json:
         return {"edits": self.edits, "passes": self.passes, "outcome": self.outcome,
@@ -360,8 +366,9 @@ class SummaryProbe:
 
     @classmethod
     def from_json(cls, d: Json) -> SummaryProbe:
-        return cls(_opt(d.get("commit"), CommitInfo.from_json), _str(d, "label"), _str(d, "verdict"),
-                   _num(d, "ratio"), _num(d, "ci_low"), _num(d, "ci_high"), _int(d, "workers"), _str(d, "reason"))
+        return cls(optional(d.get("commit"), CommitInfo.from_json), get_str(d, "label"), get_str(d, "verdict"),
+                   get_number(d, "ratio"), get_number(d, "ci_low"), get_number(d, "ci_high"), get_int(d, "workers"),
+                   get_str(d, "reason"))
 
     def to_json(self) -> Json:
         out = {k: v for k, v in self.__dict__.items() if v is not None}
@@ -374,7 +381,7 @@ Probe = ProbeRow | PipelineProbe | SummaryProbe
 
 
 def _probe(value: Any) -> Probe:
-    d = _obj(value, "probes")
+    d = as_object(value, "probes")
     if "passes" in d:
         return PipelineProbe.from_json(d)
     if "commits" in d or "verdicts" in d:
@@ -428,23 +435,25 @@ class BisectResult:
 
     @classmethod
     def from_json(cls, value: Any) -> BisectResult:
-        d = _obj(value, "document")
-        mode = _str(d, "mode") or ("pipelines" if "good_pipeline" in d else "commits")
+        d = as_object(value, "document")
+        mode = get_str(d, "mode") or ("pipelines" if "good_pipeline" in d else "commits")
         effect = d.get("effect")
         return cls(
-            mode=mode, status=_str(d, "status", "unknown") or "unknown", suite=_str(d, "suite", "") or "",
-            case=_str(d, "case", "") or "", total_probes=_int(d, "total_probes"), wall_time_s=_num(d, "wall_time_s"),
-            good=_opt(d.get("good"), CommitInfo.from_json), bad=_opt(d.get("bad"), CommitInfo.from_json),
-            endpoints=_opt(d.get("endpoints"), VerdictSummary.from_json),
-            culprits=_list(d, "culprits", Culprit.from_json), probes=_list(d, "probes", _probe),
-            commits=_int(d, "commits"), state_file=_str(d, "state_file"), measured_probes=_int(d, "measured_probes"),
-            skipped=_list(d, "skipped", CommitInfo.from_json) if d.get("skipped") is not None else None,
-            pass_search=_opt(d.get("pass_search"), PassSearch.from_json),
-            good_pipeline=_str(d, "good_pipeline", "") or "", bad_pipeline=_str(d, "bad_pipeline", "") or "",
-            edits=_list(d, "edits", str), minimal=_list(d, "minimal", MinimalEdit.from_json),
+            mode=mode, status=get_str(d, "status", "unknown") or "unknown", suite=get_str(d, "suite", "") or "",
+            case=get_str(d, "case", "") or "", total_probes=get_int(d, "total_probes"),
+            wall_time_s=get_number(d, "wall_time_s"),
+            good=optional(d.get("good"), CommitInfo.from_json), bad=optional(d.get("bad"), CommitInfo.from_json),
+            endpoints=optional(d.get("endpoints"), VerdictSummary.from_json),
+            culprits=get_list(d, "culprits", Culprit.from_json), probes=get_list(d, "probes", _probe),
+            commits=get_int(d, "commits"), state_file=get_str(d, "state_file"),
+            measured_probes=get_int(d, "measured_probes"),
+            skipped=get_list(d, "skipped", CommitInfo.from_json) if d.get("skipped") is not None else None,
+            pass_search=optional(d.get("pass_search"), PassSearch.from_json),
+            good_pipeline=get_str(d, "good_pipeline", "") or "", bad_pipeline=get_str(d, "bad_pipeline", "") or "",
+            edits=get_list(d, "edits", str), minimal=get_list(d, "minimal", MinimalEdit.from_json),
             # a hand-written effect may be cut to its estimate; it reads as a summary without a decision
-            effect=_opt(effect, VerdictSummary.from_json),
-            version=_int(d, "version") or BISECT_VERSION)
+            effect=optional(effect, VerdictSummary.from_json),
+            version=get_int(d, "version") or BISECT_VERSION)
 
     def to_json(self) -> Json:
         out: Json = {"version": self.version, "kind": "bisect", "mode": self.mode, "status": self.status,
@@ -483,7 +492,7 @@ def bisect_from_json(document: Any, source: str | Path) -> BisectResult:
     try:
         return BisectResult.from_json(document)
     except StorageError as exc:
-        raise StorageError(f"{source}: corrupt {exc}") from None
+        raise StorageError(f"{source}: corrupt bisect document: {exc}") from None
 
 
 def load_bisect(path: str | Path) -> BisectResult:
@@ -493,99 +502,3 @@ def load_bisect(path: str | Path) -> BisectResult:
     path = Path(path)
     document = read_json(path, missing="{path}: bisect file not found", not_json="{path}: not JSON ({exc})")
     return bisect_from_json(document, path)
-
-
-# --- the state file -------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ProbeEntry:
-    """What a probe keeps of one variant's case entry: enough to search its passes later."""
-
-    trace: Trace | None = None
-    median_s: float | None = None
-    node_count: int | None = None
-
-    @classmethod
-    def from_json(cls, value: Any) -> ProbeEntry:
-        d = _obj(value, "entries")
-        return cls(_opt(d.get("trace"), lambda v: _obj(v, "trace")), _num(d, "median_s"), _int(d, "node_count"))
-
-    def to_json(self) -> Json:
-        return {"trace": self.trace, "median_s": self.median_s, "node_count": self.node_count}
-
-
-@dataclass(frozen=True)
-class ProbeRecord:
-    """One probe's outcome: ``ok`` with a summary per comparison (``"A->B"``), or ``skip`` with a reason.
-
-    ``uncertain`` is kept where a state file of an earlier run has it (the search used to mark the
-    stored outcome after recording it); it is written only when true."""
-
-    status: str
-    reason: str | None = None
-    verdicts: dict[str, VerdictSummary] = field(default_factory=dict)
-    entries: dict[str, ProbeEntry] = field(default_factory=dict)
-    looks: list[Look] = field(default_factory=list)
-    uncertain: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    @classmethod
-    def from_json(cls, value: Any) -> ProbeRecord:
-        d = _obj(value, "probe")
-        return cls(_str(d, "status", "") or "", _str(d, "reason"),
-                   {str(k): VerdictSummary.from_json(v) for k, v in _obj(d.get("verdicts") or {}, "verdicts").items()},
-                   {str(k): ProbeEntry.from_json(v) for k, v in _obj(d.get("entries") or {}, "entries").items()},
-                   _list(d, "looks", lambda v: _obj(v, "looks")), bool(_bool(d, "uncertain", False)))
-
-    def to_json(self) -> Json:
-        out: Json = ({"status": self.status, "verdicts": {k: v.to_json() for k, v in self.verdicts.items()},
-                      "entries": {k: v.to_json() for k, v in self.entries.items()}, "looks": self.looks}
-                     if self.ok else {"status": self.status, "reason": self.reason})
-        if self.uncertain:
-            out["uncertain"] = True
-        return out
-
-
-@dataclass(frozen=True)
-class StateHeader:
-    """What the state file says it bisects: suite, case and refs (commits mode) or the key's parts."""
-
-    suite: str | None = None
-    case: str | None = None
-    good: str | None = None
-    bad: str | None = None
-    parts: list[str] | None = None
-
-    @classmethod
-    def from_json(cls, value: Any) -> StateHeader:
-        d = _obj(value, "header")
-        return cls(_str(d, "suite"), _str(d, "case"), _str(d, "good"), _str(d, "bad"),
-                   _list(d, "parts", str) if d.get("parts") is not None else None)
-
-    def to_json(self) -> Json:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
-
-
-@dataclass(frozen=True)
-class StateFile:
-    """The bisection state file: probe records by key, and the order they were measured in."""
-
-    key: str
-    header: StateHeader
-    probes: dict[str, ProbeRecord]
-    order: list[str]
-    version: int = STATE_VERSION
-
-    @classmethod
-    def from_json(cls, value: Any) -> StateFile:
-        d = _obj(value, "state")
-        return cls(_str(d, "key", "") or "", StateHeader.from_json(d.get("header") or {}),
-                   {str(k): ProbeRecord.from_json(v) for k, v in _obj(d.get("probes") or {}, "probes").items()},
-                   _list(d, "order", str), _int(d, "version") or STATE_VERSION)
-
-    def to_json(self) -> Json:
-        return {"version": self.version, "key": self.key, "header": self.header.to_json(),
-                "probes": {k: v.to_json() for k, v in self.probes.items()}, "order": self.order}

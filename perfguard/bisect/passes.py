@@ -27,14 +27,12 @@ from perfguard.bisect.document import (
     PassCulprit,
     PassSearch,
     PipelineProbe,
-    ProbeEntry,
-    ProbeRecord,
     Trace,
     VerdictSummary,
 )
 from perfguard.bisect.probe import Variant, checkouts, run_probe
 from perfguard.bisect.search import SequenceBisector
-from perfguard.bisect.state import BisectState
+from perfguard.bisect.state import BisectState, ProbeEntry, ProbeRecord
 from perfguard.compile.case import Side
 from perfguard.compile.checkout import CompilerCheckout
 from perfguard.measure.progress import Progress

@@ -115,8 +115,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
 
 def _state(path: Path | None, *parts: str) -> BisectState:
-    from perfguard.bisect.document import StateHeader
-    from perfguard.bisect.state import BisectState, state_key
+    from perfguard.bisect.state import BisectState, StateHeader, state_key
 
     key = state_key(*parts)
     return BisectState(path or Path(".perfguard") / f"bisect-{key}.json", key, StateHeader(parts=list(parts)))
@@ -142,9 +141,10 @@ def _versions(suite: Any, case: Any, args: argparse.Namespace, settings: Any, na
               state_path: Path | None) -> BisectResult:
     import time
 
-    from perfguard.bisect.document import BisectResult, CommitInfo, Culprit, PassSearch, ProbeRecord
+    from perfguard.bisect.document import BisectResult, CommitInfo, Culprit, PassSearch
     from perfguard.bisect.passes import bisect_passes_between
     from perfguard.bisect.probe import Variant, checkouts, run_probe, side_of
+    from perfguard.bisect.state import ProbeRecord
     from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root, resolve_commit
 
     started = time.perf_counter()

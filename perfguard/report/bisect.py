@@ -102,6 +102,8 @@ class BisectView:
 
 
 class _Estimate(Protocol):
+    """Anything that carries an estimate: a verdict summary, a culprit's effect, a flat probe row."""
+
     @property
     def ratio(self) -> float | None: ...
     @property
