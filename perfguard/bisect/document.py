@@ -41,41 +41,41 @@ T = TypeVar("T")
 
 # --- reading helpers (the state file's too): one-line errors that name the key ------------------------
 
-def fail(key: str, what: str, value: Any) -> StorageError:
+def _fail(key: str, what: str, value: Any) -> StorageError:
     return StorageError(f"{key!r} must be {what}, found {type(value).__name__} {value!r:.60}")
 
 
 def as_object(value: Any, key: str) -> Json:
     if not isinstance(value, dict):
-        raise fail(key, "an object", value)
+        raise _fail(key, "an object", value)
     return value
 
 
 def get_str(d: Json, key: str, default: str | None = None) -> str | None:
     value = d.get(key, default)
     if value is not None and not isinstance(value, str):
-        raise fail(key, "a string", value)
+        raise _fail(key, "a string", value)
     return value
 
 
 def get_int(d: Json, key: str) -> int | None:
     value = d.get(key)
     if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-        raise fail(key, "an integer", value)
+        raise _fail(key, "an integer", value)
     return value
 
 
 def get_number(d: Json, key: str) -> float | None:
     value = d.get(key)
     if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
-        raise fail(key, "a number", value)
+        raise _fail(key, "a number", value)
     return value
 
 
 def get_bool(d: Json, key: str, default: bool | None) -> bool | None:
     value = d.get(key, default)
     if value is not None and not isinstance(value, bool):
-        raise fail(key, "true or false", value)
+        raise _fail(key, "true or false", value)
     return value
 
 
@@ -84,7 +84,7 @@ def get_list(d: Json, key: str, item: Callable[[Any], T]) -> list[T]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise fail(key, "a list", value)
+        raise _fail(key, "a list", value)
     return [item(v) for v in value]
 
 
