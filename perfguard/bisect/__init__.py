@@ -1,7 +1,7 @@
 """Bisection: attribute a regression to a commit and a pass (see perfguard.cli.bisect).
 
-Format history of the bisect document (``BISECT_VERSION``), written by ``perfguard bisect --json``
-in every mode (``commits``, ``passes`` between commits or pipelines): 1. first format.
+The documents it writes, the result of ``perfguard bisect --json`` and the state file, their
+format versions and histories live in :mod:`perfguard.bisect.document`.
 """
 
-BISECT_VERSION = 1
+from perfguard.bisect.document import BISECT_VERSION as BISECT_VERSION

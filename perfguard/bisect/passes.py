@@ -16,13 +16,23 @@ from __future__ import annotations
 
 import difflib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from perfguard.bisect import BISECT_VERSION
+from perfguard.bisect.document import (
+    BisectResult,
+    FirstDivergence,
+    Json,
+    MinimalEdit,
+    PassCulprit,
+    PassSearch,
+    PipelineProbe,
+    Trace,
+    VerdictSummary,
+)
 from perfguard.bisect.probe import Variant, checkouts, run_probe
-from perfguard.bisect.search import SequenceBisector, is_regression
-from perfguard.bisect.state import BisectState
+from perfguard.bisect.search import SequenceBisector
+from perfguard.bisect.state import BisectState, ProbeEntry, ProbeRecord
 from perfguard.compile.case import Side
 from perfguard.compile.checkout import CompilerCheckout
 from perfguard.measure.progress import Progress
@@ -30,7 +40,7 @@ from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
 
 
-def first_divergence(good_trace: dict[str, Any] | None, bad_trace: dict[str, Any] | None) -> int | None:
+def first_divergence(good_trace: Trace | None, bad_trace: Trace | None) -> int | None:
     """Index of the first pass whose output IR hash differs (None: identical or no traces)."""
     if not good_trace or not bad_trace:
         return None
@@ -43,17 +53,18 @@ def first_divergence(good_trace: dict[str, Any] | None, bad_trace: dict[str, Any
 
 
 def bisect_passes_between(suite: Suite, case: CaseSpec, good_sha: str, bad_sha: str, settings: CheckSettings,
-                          progress: Progress, state: BisectState, entries: dict[str, Any],
-                          labels: tuple[str, str]) -> dict[str, Any]:
-    """Find the pass of ``case.pipeline`` that turned ``good_sha`` into ``bad_sha``'s regression."""
+                          progress: Progress, state: BisectState, entries: dict[str, ProbeEntry],
+                          labels: tuple[str, str]) -> PassSearch:
+    """Find the pass of ``case.pipeline`` that turned ``good_sha`` into ``bad_sha``'s regression.
+
+    ``entries`` are the probe entries of good and bad by label (``labels``): their pass traces."""
     passes = list(case.pipeline.passes)
-    good_trace = (entries.get(labels[0]) or {}).get("trace")
-    bad_trace = (entries.get(labels[1]) or {}).get("trace")
-    first = first_divergence(good_trace, bad_trace)
+    good_entry, bad_entry = entries.get(labels[0]), entries.get(labels[1])
+    first = first_divergence(good_entry.trace if good_entry else None, bad_entry.trace if bad_entry else None)
     if first is None:
         progress.log("pass search: every pass produced the same IR in both versions; the change is outside "
                      "the pipeline's passes (runtime, build settings)")
-        return {"status": "no-divergence", "first_divergence": None, "culprit": None, "probes": []}
+        return PassSearch("no-divergence")
     progress.log(f"pass search: first IR divergence after pass #{first + 1} {passes[first]!r}; confirming by timing")
 
     def name(k: int) -> str:
@@ -61,22 +72,22 @@ def bisect_passes_between(suite: Suite, case: CaseSpec, good_sha: str, bad_sha: 
 
     measured = 0
 
-    def probe(positions: list[int], comparisons: list[tuple[int, int]]) -> dict[str, Any]:
+    def probe(positions: list[int], comparisons: list[tuple[int, int]]) -> Json:
         nonlocal measured
         key = f"hybrid:{good_sha}:{bad_sha}:" + ":".join(str(first + k) for k in positions)
         cached = state.get(key)
         if cached is not None:
-            return cached
+            return cached.to_json()
         measured += 1
         with checkouts(suite, [good_sha, bad_sha]) as trees:
             good_tree, bad_tree = trees[good_sha], trees[bad_sha]
             assert isinstance(good_tree, CompilerCheckout) and isinstance(bad_tree, CompilerCheckout)
             variants = [Variant(name(k), Side(name(k), good_tree.pass_path, prefix_path=bad_tree.pass_path,
                                               prefix_len=first + k)) for k in positions]
-            result = run_probe(suite, case, variants, [(name(a), name(b)) for a, b in comparisons], settings,
-                               progress)
+            result = ProbeRecord.from_json(run_probe(suite, case, variants,
+                                                     [(name(a), name(b)) for a, b in comparisons], settings, progress))
         state.record(key, result)
-        return result
+        return result.to_json()
 
     # Position k of the search is H(first + k): H(first) equals good (the passes before the first
     # divergence produce identical IR), H(len(passes)) equals bad.
@@ -85,15 +96,15 @@ def bisect_passes_between(suite: Suite, case: CaseSpec, good_sha: str, bad_sha: 
     culprits = []
     for culprit in result.culprits:
         position = first + culprit["position"]
-        culprits.append({"name": passes[position - 1], "position": position, "confirmed": culprit.get("confirmed"),
-                         "effect": culprit.get("confirmation")})
+        confirmation = culprit.get("confirmation")
+        culprits.append(PassCulprit(passes[position - 1], position, culprit.get("confirmed"),
+                                    VerdictSummary.from_json(confirmation) if confirmation is not None else None))
     chosen = culprits[0] if culprits else None
     if chosen:
-        progress.log(f"pass search: culprit pass #{chosen['position']} {chosen['name']!r}"
-                     + ("" if chosen["confirmed"] else " (not confirmed by timing)"))
-    return {"status": "found" if chosen and chosen["confirmed"] else "inconclusive", "first_divergence":
-            {"index": first, "name": passes[first]}, "culprit": chosen, "culprits": culprits,
-            "probes": len(result.probes), "measured_probes": measured}
+        progress.log(f"pass search: culprit pass #{chosen.position} {chosen.name!r}"
+                     + ("" if chosen.confirmed else " (not confirmed by timing)"))
+    return PassSearch("found" if chosen and chosen.confirmed else "inconclusive", FirstDivergence(first, passes[first]),
+                      chosen, culprits, len(result.probes), measured)
 
 
 @dataclass(frozen=True)
@@ -163,7 +174,7 @@ def apply_edits(good: list[str], bad: list[str], edits: list[Edit], chosen: froz
 
 
 def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipeline: str, settings: CheckSettings,
-                     progress: Progress, state: BisectState) -> dict[str, Any]:
+                     progress: Progress, state: BisectState) -> BisectResult:
     """ddmin over the edit script from ``good_pipeline`` to ``bad_pipeline`` on ``case``'s model."""
     started = time.perf_counter()
     good = list(suite.pipelines[good_pipeline].passes)
@@ -172,7 +183,7 @@ def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipel
     progress.log(f"edit script {good_pipeline} -> {bad_pipeline}: " + "; ".join(e.describe for e in edits))
     side = Side("head", suite.compiler.path)
     memo: dict[tuple[str, ...], str] = {}
-    probes: list[dict[str, Any]] = []
+    probes: list[PipelineProbe] = []
 
     def test(chosen: frozenset[int]) -> str:
         passes = tuple(apply_edits(good, bad, edits, chosen))
@@ -182,38 +193,36 @@ def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipel
         result = state.get(key)
         if result is None:
             variants = [Variant("good", side, tuple(good)), Variant("candidate", side, passes)]
-            result = run_probe(suite, case, variants, [("good", "candidate")], settings, progress)
+            result = ProbeRecord.from_json(run_probe(suite, case, variants, [("good", "candidate")], settings,
+                                                     progress))
             state.record(key, result)
-        if result["status"] != "ok":
+        verdict = result.verdicts.get("good->candidate")
+        if not result.ok:
             outcome = "unresolved"
         else:
-            verdict = result["verdicts"]["good->candidate"]
-            outcome = "fail" if is_regression(verdict) else "pass"
+            outcome = "fail" if result.verdicts["good->candidate"].is_regression else "pass"
         memo[passes] = outcome
-        probes.append({"edits": sorted(chosen), "passes": list(passes), "outcome": outcome,
-                       "verdict": (result.get("verdicts") or {}).get("good->candidate"), "reason": result.get("reason")})
+        probes.append(PipelineProbe(sorted(chosen), list(passes), outcome, verdict, result.reason))
         progress.log(f"  {{{', '.join(edits[i].describe for i in sorted(chosen)) or 'no edits'}}}: {outcome}")
         return outcome
 
+    def document(status: str, minimal: list[MinimalEdit], effect: VerdictSummary | None) -> BisectResult:
+        return BisectResult("pipelines", status, suite.name, case.id, len(probes), time.perf_counter() - started,
+                            probes=list(probes), good_pipeline=good_pipeline, bad_pipeline=bad_pipeline,
+                            edits=[e.describe for e in edits], minimal=minimal, effect=effect)
+
     everything = frozenset(e.index for e in edits)
     if not edits or test(everything) != "fail":
-        return {"version": BISECT_VERSION, "kind": "bisect", "mode": "pipelines", "status": "no-regression",
-                "suite": suite.name, "case": case.id, "good_pipeline": good_pipeline, "bad_pipeline": bad_pipeline, "edits": [e.describe for e in edits],
-                "minimal": [], "probes": probes, "total_probes": len(probes), "wall_time_s": time.perf_counter() - started}
+        return document("no-regression", [], None)
     minimal = ddmin(sorted(everything), test)
     chosen = [edits[i] for i in minimal]
     final = probes[-1] if probes else None
-    confirm = next((p for p in reversed(probes) if p["edits"] == sorted(minimal)), final)
+    confirm = next((p for p in reversed(probes) if p.edits == sorted(minimal)), final)
     progress.log("smallest set of edits that reproduces the regression: " + "; ".join(e.describe for e in chosen))
-    return {"version": BISECT_VERSION, "kind": "bisect", "mode": "pipelines", "status": "found", "suite": suite.name,
-            "case": case.id,
-            "good_pipeline": good_pipeline, "bad_pipeline": bad_pipeline, "edits": [e.describe for e in edits],
-            "minimal": [{"kind": e.kind, "describe": e.describe} for e in chosen],
-            "effect": confirm["verdict"] if confirm else None, "probes": probes, "total_probes": len(probes),
-            "wall_time_s": time.perf_counter() - started}
+    return document("found", [MinimalEdit(e.kind, e.describe) for e in chosen], confirm.verdict if confirm else None)
 
 
-def ddmin(items: list[int], test: Any) -> list[int]:
+def ddmin(items: list[int], test: Callable[[frozenset[int]], str]) -> list[int]:
     """Zeller's ddmin: a 1-minimal subset of ``items`` for which ``test`` says "fail".
 
     Short scripts (<= 4 edits) start with leave-one-out: an edit whose removal stops the failure is

@@ -19,9 +19,13 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfguard.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from perfguard.bisect.document import BisectResult
+    from perfguard.bisect.state import BisectState
 
 HELP = "find the commit and the pass behind a regression"
 
@@ -105,21 +109,21 @@ def run(args: argparse.Namespace) -> ExitCode:
         report = _versions(suite, case, args, settings, narrator, state_path)
     _print_summary(report)
     if args.json:
-        write_json_atomic(args.json, report)
+        write_json_atomic(args.json, report.to_json())
         print(f"bisection written to {args.json}")
-    return {"found": ExitCode.FOUND, "no-regression": ExitCode.NO_REGRESSION}.get(report["status"],
+    return {"found": ExitCode.FOUND, "no-regression": ExitCode.NO_REGRESSION}.get(report.status,
                                                                               ExitCode.INCONCLUSIVE)
 
 
-def _state(path: Path | None, *parts: str) -> Any:
-    from perfguard.bisect.state import BisectState, state_key
+def _state(path: Path | None, *parts: str) -> BisectState:
+    from perfguard.bisect.state import BisectState, StateHeader, state_key
 
     key = state_key(*parts)
-    return BisectState(path or Path(".perfguard") / f"bisect-{key}.json", key, {"parts": list(parts)})
+    return BisectState(path or Path(".perfguard") / f"bisect-{key}.json", key, StateHeader(parts=list(parts)))
 
 
 def _pipelines(suite: Any, case: Any, args: argparse.Namespace, settings: Any, narrator: Any,
-               state_path: Path | None) -> dict[str, Any]:
+               state_path: Path | None) -> BisectResult:
     import dataclasses
 
     from perfguard.bisect.passes import bisect_pipelines
@@ -135,12 +139,13 @@ def _pipelines(suite: Any, case: Any, args: argparse.Namespace, settings: Any, n
 
 
 def _versions(suite: Any, case: Any, args: argparse.Namespace, settings: Any, narrator: Any,
-              state_path: Path | None) -> dict[str, Any]:
+              state_path: Path | None) -> BisectResult:
     import time
 
-    from perfguard.bisect import BISECT_VERSION
+    from perfguard.bisect.document import BisectResult, CommitInfo, Culprit, PassSearch
     from perfguard.bisect.passes import bisect_passes_between
     from perfguard.bisect.probe import Variant, checkouts, run_probe, side_of
+    from perfguard.bisect.state import ProbeRecord
     from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root, resolve_commit
 
     started = time.perf_counter()
@@ -152,28 +157,25 @@ def _versions(suite: Any, case: Any, args: argparse.Namespace, settings: Any, na
     if result is None:
         with checkouts(suite, [good, bad]) as trees:
             if not all(isinstance(trees[s], CompilerCheckout) for s in (good, bad)):
-                result = {"status": "skip", "reason": "a version does not build"}
+                result = ProbeRecord("skip", "a version does not build")
             else:
                 variants = [Variant(labels[0], side_of(trees[good], labels[0])),  # type: ignore[arg-type]
                             Variant(labels[1], side_of(trees[bad], labels[1]))]  # type: ignore[arg-type]
-                result = run_probe(suite, case, variants, [labels], settings, narrator)
+                result = ProbeRecord.from_json(run_probe(suite, case, variants, [labels], settings, narrator))
         state.record(f"pair:{good}:{bad}", result)
-    verdict = (result.get("verdicts") or {}).get(f"{labels[0]}->{labels[1]}")
-    report: dict[str, Any] = {"version": BISECT_VERSION, "kind": "bisect", "mode": "passes", "suite": suite.name,
-                              "case": case.id, "good": {"sha": good}, "bad": {"sha": bad}, "endpoints": verdict}
-    from perfguard.bisect.search import is_regression
+    verdict = result.verdicts.get(f"{labels[0]}->{labels[1]}")
 
-    if result["status"] != "ok" or not is_regression(verdict):
-        report.update(status="no-regression", culprits=[], total_probes=1, wall_time_s=time.perf_counter() - started)
-        return report
-    search = bisect_passes_between(suite, case, good, bad, settings, narrator, state, result["entries"], labels)
-    report.update(status=search["status"], pass_search=search,
-                  culprits=[{"commit": {"sha": bad}, "pass": search.get("culprit"), "effect": verdict,
-                             "confirmed": search["status"] == "found"}],
-                  # the endpoints probe, then the pass search's ("probes" is a list when it found no divergence)
-                  total_probes=1 + (len(search["probes"]) if isinstance(search["probes"], list) else search["probes"]),
-                  wall_time_s=time.perf_counter() - started)
-    return report
+    def document(status: str, total_probes: int, culprits: list[Culprit], search: PassSearch | None) -> BisectResult:
+        return BisectResult("passes", status, suite.name, case.id, total_probes, time.perf_counter() - started,
+                            good=CommitInfo(good), bad=CommitInfo(bad), endpoints=verdict, culprits=culprits,
+                            pass_search=search)
+
+    if not result.ok or verdict is None or not verdict.is_regression:
+        return document("no-regression", 1, [], None)
+    search = bisect_passes_between(suite, case, good, bad, settings, narrator, state, result.entries, labels)
+    culprit = Culprit(CommitInfo(bad), verdict, search.culprit, search.status == "found")
+    # the endpoints probe, then the pass search's
+    return document(search.status, 1 + search.probes, [culprit], search)
 
 
 def _step(suite: Any, args: argparse.Namespace) -> ExitCode:
@@ -215,27 +217,28 @@ def _step(suite: Any, args: argparse.Namespace) -> ExitCode:
     return ExitCode.STEP_GOOD
 
 
-def _print_summary(report: dict[str, Any]) -> None:
+def _print_summary(report: BisectResult) -> None:
     def pct(value: float | None) -> str:
         return "n/a" if value is None else f"{(value - 1) * 100:+.1f}%"
 
     print()
-    if report["status"] == "no-regression":
+    if report.status == "no-regression":
         print("no reproducible regression between good and bad: nothing to bisect")
-    for culprit in report.get("culprits", []):
-        commit = culprit.get("commit") or {}
-        effect = culprit.get("effect") or {}
-        where = (f"range {', '.join(c['sha'][:10] for c in culprit['range'])}" if culprit.get("range")
-                 else f"commit {commit.get('sha', '')[:10]} {commit.get('subject', '')!r}")
-        print(f"culprit: {where} by {commit.get('author', '?')}: {pct(effect.get('ratio'))} "
-              f"[{pct(effect.get('ci_low'))}, {pct(effect.get('ci_high'))}]"
-              + ("" if culprit.get("confirmed") else " (not confirmed)"))
-        if culprit.get("pass"):
-            p = culprit["pass"]
-            print(f"  pass #{p['position']} {p['name']!r}" + ("" if p.get("confirmed") else " (not confirmed)"))
-    for edit in report.get("minimal", []):
-        print(f"edit: {edit['describe']}")
-    if report.get("effect"):
-        e = report["effect"]
-        print(f"effect: {pct(e.get('ratio'))} [{pct(e.get('ci_low'))}, {pct(e.get('ci_high'))}]")
-    print(f"probes: {report.get('total_probes', '?')}, wall time {report.get('wall_time_s', 0):.1f} s")
+    for culprit in report.culprits:
+        commit, effect = culprit.commit, culprit.effect
+        where = (f"range {', '.join(c.sha[:10] for c in culprit.range)}" if culprit.range
+                 else f"commit {commit.sha[:10] if commit else ''} {(commit.subject if commit else None) or ''!r}")
+        author = commit.author if commit and commit.author is not None else "?"
+        print(f"culprit: {where} by {author}: {pct(effect.ratio if effect else None)} "
+              f"[{pct(effect.ci_low if effect else None)}, {pct(effect.ci_high if effect else None)}]"
+              + ("" if culprit.confirmed else " (not confirmed)"))
+        if culprit.pass_:
+            p = culprit.pass_
+            print(f"  pass #{p.position} {p.name!r}" + ("" if p.confirmed else " (not confirmed)"))
+    for edit in report.minimal:
+        print(f"edit: {edit.describe}")
+    if report.effect:
+        e = report.effect
+        print(f"effect: {pct(e.ratio)} [{pct(e.ci_low)}, {pct(e.ci_high)}]")
+    total = "?" if report.total_probes is None else report.total_probes
+    print(f"probes: {total}, wall time {report.wall_time_s or 0:.1f} s")

@@ -34,6 +34,7 @@ READS = {"verdicts": 1, "result": 1, "bisect": 1}
 def parse_document(data: Any, path: str | Path = "<document>") -> Document:
     """A result, verdicts or bisect document from its JSON value (read from ``path``), typed,
     validated by its own loader; anything else is refused with a one-line ``StorageError``."""
+    from perfguard.bisect.document import bisect_from_json
     from perfguard.compare.verdicts import parse_verdicts
     from perfguard.results.result import parse_result
 
@@ -47,8 +48,7 @@ def parse_document(data: Any, path: str | Path = "<document>") -> Document:
         return parse_result(data, path)
     if kind == "verdicts":
         return parse_verdicts(data, path)
-    bisect: dict[str, Any] = data
-    return bisect
+    return bisect_from_json(data, path)
 
 
 def load_document(path: str | Path) -> Document:

@@ -1,20 +1,27 @@
-"""The bisection narrative: a ``perfguard bisect --json`` document as plain data for the writers.
+"""The bisection narrative: a bisect document (:class:`perfguard.bisect.document.BisectResult`)
+as plain data for the writers.
 
-Two modes are read (every field optional, so a partial or interrupted bisection still renders):
-
-* ``commits``: ``good``/``bad`` (a ref string or ``{ref, sha, subject, author, date}``),
-  ``culprits[]`` of ``{commit, effect {ratio, ci_low, ci_high}, pass {name, position} | null,
-  confirmed, range}``, ``probes[]`` either flat (``{commit, label, verdict, ratio, ci_low,
-  ci_high, workers}``) or grouped (``{commits, status, reason, verdicts {"a->b": summary}}``);
-* ``pipelines``: ``good_pipeline``, ``bad_pipeline``, ``edits``, ``minimal[] {describe}``,
-  ``effect`` and ``probes[] {passes, outcome, verdict}``.
+Two shapes are shown: ``commits`` and ``passes`` (good and bad commits, culprits with their effect
+and pass, probe rows) and ``pipelines`` (the edits between two pass lists, the smallest set that
+reproduces the regression, probe rows). The typed document reads absent fields as defaults, so a
+partial or hand-written bisection still renders.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
+from perfguard.bisect.document import (
+    BisectResult,
+    CommitInfo,
+    Culprit,
+    PipelineProbe,
+    Probe,
+    ProbeRow,
+    SummaryProbe,
+    VerdictSummary,
+)
 from perfguard.report import format as fmt
 
 _WORDS = {"fail": "regression", "bad": "regression", "regression": "regression", "pass": "same",
@@ -94,86 +101,81 @@ class BisectView:
         return self.status == "found"
 
 
-def _commit(value: Any) -> CommitView | None:
-    if isinstance(value, str):
-        return CommitView(sha=value if len(value) >= 7 and all(c in "0123456789abcdef" for c in value) else "",
-                          ref=value)
-    if not isinstance(value, dict):
+class _Estimate(Protocol):
+    """Anything that carries an estimate: a verdict summary, a culprit's effect, a flat probe row."""
+
+    @property
+    def ratio(self) -> float | None: ...
+    @property
+    def ci_low(self) -> float | None: ...
+    @property
+    def ci_high(self) -> float | None: ...
+
+
+def _commit(commit: CommitInfo | None) -> CommitView | None:
+    if commit is None:
         return None
-    return CommitView(sha=str(value.get("sha") or ""), subject=str(value.get("subject") or ""),
-                      author=str(value.get("author") or ""), date=str(value.get("date") or ""),
-                      ref=str(value.get("ref") or ""))
+    return CommitView(commit.sha, commit.subject or "", commit.author or "", commit.date or "", commit.ref or "")
 
 
-def _effect(value: Any) -> Effect | None:
-    if not isinstance(value, dict) or fmt.finite(value.get("ratio")) is None:
+def _effect(value: _Estimate | None) -> Effect | None:
+    if value is None or fmt.finite(value.ratio) is None:
         return None
-    return Effect(fmt.finite(value.get("ratio")), fmt.finite(value.get("ci_low")), fmt.finite(value.get("ci_high")))
+    return Effect(fmt.finite(value.ratio), fmt.finite(value.ci_low), fmt.finite(value.ci_high))
 
 
-def _state(value: Any) -> str:
-    if isinstance(value, dict):
-        if value.get("decision") == "different":
-            return "regression" if value.get("direction") == "regression" else "improvement"
-        return _WORDS.get(str(value.get("decision", "")), "unknown")
-    return _WORDS.get(str(value or "").lower(), "unknown")
+def _state(verdict: VerdictSummary | None) -> str:
+    if verdict is None:
+        return "unknown"
+    if verdict.decision == "different":
+        return "regression" if verdict.direction == "regression" else "improvement"
+    return _word(verdict.decision)
 
 
-def _workers(value: Any) -> str:
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else ""
+def _word(word: str | None) -> str:
+    return _WORDS.get((word or "").lower(), "unknown")
 
 
-def _probes(document: dict[str, Any]) -> list[ProbeView]:
-    views = []
-    for probe in document.get("probes") or []:
-        if not isinstance(probe, dict):
-            continue
-        if isinstance(probe.get("verdicts"), dict) and probe["verdicts"]:
-            for pair, verdict in probe["verdicts"].items():
-                views.append(ProbeView(str(pair).replace("->", " → "), _state(verdict), _effect(verdict),
-                                       _workers(verdict.get("workers")), str(verdict.get("reason") or "")))
-        elif "commits" in probe and probe.get("status") not in (None, "ok"):
-            views.append(ProbeView(", ".join(str(c) for c in probe.get("commits") or []), "unknown", None, "",
-                                   str(probe.get("reason") or probe.get("status"))))
-        elif "passes" in probe:  # pipelines mode: one edit set per probe
-            summary: dict[str, Any] = probe["verdict"] if isinstance(probe.get("verdict"), dict) else {}
-            views.append(ProbeView(" → ".join(str(p) for p in probe["passes"]) or "(no passes)",
-                                   _state(probe.get("outcome")), _effect(summary),
-                                   _workers(summary.get("workers")), str(probe.get("reason") or "")))
-        else:
-            commit = _commit(probe.get("commit"))
-            label = str(probe.get("label") or (commit.short if commit else ""))
-            if commit and commit.short and label != commit.short:
-                label = f"{commit.short} {label}"
-            views.append(ProbeView(label, _state(probe.get("verdict")), _effect(probe),
-                                   _workers(probe.get("workers")), str(probe.get("reason") or "")))
-    return views
+def _workers(value: int | None) -> str:
+    return "" if value is None else str(value)
 
 
-def _culprit(value: dict[str, Any]) -> CulpritView:
-    passed = value.get("pass") if isinstance(value.get("pass"), dict) else None
-    position = passed.get("position") if passed else None
-    return CulpritView(_commit(value.get("commit")), _effect(value.get("effect")),
-                       str(passed.get("name")) if passed and passed.get("name") is not None else None,
-                       position if isinstance(position, int) and not isinstance(position, bool) else None,
-                       bool(value.get("confirmed", True)),
-                       [c for c in (_commit(r) for r in value.get("range") or []) if c])
+def _probe_views(probe: Probe) -> list[ProbeView]:
+    if isinstance(probe, ProbeRow):
+        if probe.verdicts:
+            return [ProbeView(pair.replace("->", " → "), _state(verdict), _effect(verdict), _workers(verdict.workers),
+                              verdict.reason or "") for pair, verdict in probe.verdicts.items()]
+        if probe.status not in ("", "ok"):
+            return [ProbeView(", ".join(probe.commits), "unknown", None, "", probe.reason or probe.status)]
+        return [ProbeView("", "unknown", None, "", probe.reason or "")]
+    if isinstance(probe, PipelineProbe):  # one edit set per probe
+        return [ProbeView(" → ".join(probe.passes) or "(no passes)", _word(probe.outcome), _effect(probe.verdict),
+                          _workers(probe.verdict.workers if probe.verdict else None), probe.reason or "")]
+    return [_summary_view(probe)]
 
 
-def bisect_view(document: dict[str, Any]) -> BisectView:
+def _summary_view(probe: SummaryProbe) -> ProbeView:
+    commit = _commit(probe.commit)
+    label = probe.label or (commit.short if commit else "")
+    if commit and commit.short and label != commit.short:
+        label = f"{commit.short} {label}"
+    return ProbeView(label, _word(probe.verdict), _effect(probe), _workers(probe.workers), probe.reason or "")
+
+
+def _culprit(culprit: Culprit) -> CulpritView:
+    found = culprit.pass_
+    return CulpritView(_commit(culprit.commit), _effect(culprit.effect), found.name or None if found else None,
+                       found.position if found else None, culprit.confirmed,
+                       [view for view in (_commit(c) for c in culprit.range or []) if view])
+
+
+def bisect_view(result: BisectResult) -> BisectView:
     """A bisect document as the report shows it."""
-    mode = str(document.get("mode") or ("pipelines" if "good_pipeline" in document else "commits"))
-    total = document.get("total_probes")
     return BisectView(
-        mode=mode, suite=str(document.get("suite") or ""), case=str(document.get("case") or ""),
-        status=str(document.get("status") or "unknown"), good=_commit(document.get("good")),
-        bad=_commit(document.get("bad")),
-        commits=document.get("commits") if isinstance(document.get("commits"), int) else None,
-        culprits=[_culprit(c) for c in document.get("culprits") or [] if isinstance(c, dict)],
-        probes=_probes(document), total_probes=total if isinstance(total, int) else None,
-        wall_time=fmt.duration_long(document.get("wall_time_s")),
-        skipped=[c for c in (_commit(s) for s in document.get("skipped") or []) if c],
-        good_pipeline=str(document.get("good_pipeline") or ""), bad_pipeline=str(document.get("bad_pipeline") or ""),
-        edits=[str(e) for e in document.get("edits") or []],
-        minimal=[str(m.get("describe") if isinstance(m, dict) else m) for m in document.get("minimal") or []],
-        effect=_effect(document.get("effect")))
+        mode=result.mode, suite=result.suite, case=result.case, status=result.status, good=_commit(result.good),
+        bad=_commit(result.bad), commits=result.commits, culprits=[_culprit(c) for c in result.culprits],
+        probes=[view for probe in result.probes for view in _probe_views(probe)], total_probes=result.total_probes,
+        wall_time=fmt.duration_long(result.wall_time_s),
+        skipped=[view for view in (_commit(c) for c in result.skipped or []) if view],
+        good_pipeline=result.good_pipeline, bad_pipeline=result.bad_pipeline, edits=list(result.edits),
+        minimal=[m.describe for m in result.minimal], effect=_effect(result.effect))

@@ -22,6 +22,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from perfguard.bisect.document import BisectResult
 from perfguard.compare.verdicts import Geomean, Summary, Verdict, VerdictsDocument
 from perfguard.report import format as fmt
 from perfguard.report import svg
@@ -30,8 +31,8 @@ from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fi
 from perfguard.report.rows import SEVERITY, VerdictRow, state_of
 from perfguard.results import CaseEntry, ResultDocument
 
-#: What a report is built from: verdicts, results and bisections (bisections: their JSON object).
-Document = VerdictsDocument | ResultDocument | dict[str, Any]
+#: What a report is built from: verdicts, results and bisections.
+Document = VerdictsDocument | ResultDocument | BisectResult
 
 
 def document_kind(document: Any) -> str | None:
@@ -391,7 +392,7 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
     else:
         title = "bisection"
     created = max((d.created_at if isinstance(d, VerdictsDocument) else d.finished_at if isinstance(d, ResultDocument)
-                   else str(d.get("created_at") or d.get("finished_at") or "") for d in documents), default="")
+                   else "" for d in documents), default="")
     warnings = [w for c in comparisons for w in c.warnings]
     blind = [f"{d.case} ({', '.join(b['label'] for b in d.blind)})" if len(d.sides) > 1 else d.case
              for d in details if d.blind]

@@ -1,0 +1,500 @@
+"""The bisect document: what ``perfguard bisect --json`` writes (the state file is
+:mod:`perfguard.bisect.state`'s, built from the same pieces).
+
+Format history of the bisect result (``BISECT_VERSION``), written in every mode (``commits``,
+``passes`` between commits, ``pipelines``): 1. first format.
+
+Each class owns its JSON: ``from_json`` reads it, ``to_json`` writes exactly the keys today's
+writers write (``to_json(from_json(d)) == d`` for every document perfguard writes; the golden files
+under ``tests/golden/v1/`` prove it). Which optional keys a result carries follows its mode and
+status, not whether a value is None: a commits-mode result always has ``endpoints`` (null when
+there is no regression), a pipelines-mode one never has.
+
+``from_json`` also reads what the report has always accepted from hand-written documents: absent
+keys read as their defaults, ``good``/``bad`` may be a bare ref, and probe rows may be flat
+summaries (:class:`SummaryProbe`). A value of the wrong type is a one-line ``StorageError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from perfguard.errors import StorageError
+
+BISECT_VERSION = 1
+
+Json = dict[str, Any]
+"""A JSON object as read from or written to a file."""
+Look = dict[str, Any]
+"""One look of the adaptive comparison (``perfguard.compare.check``'s history row), kept as written."""
+Trace = dict[str, Any]
+"""A case entry's pass trace (``perfguard.compile``), kept as written."""
+
+# _MIGRATIONS[n] turns a version-n result document into version n + 1.
+_MIGRATIONS: dict[int, Callable[[Json], Json]] = {}
+
+T = TypeVar("T")
+
+
+# --- reading helpers (the state file's too): one-line errors that name the key ------------------------
+
+def _fail(key: str, what: str, value: Any) -> StorageError:
+    return StorageError(f"{key!r} must be {what}, found {type(value).__name__} {value!r:.60}")
+
+
+def as_object(value: Any, key: str) -> Json:
+    if not isinstance(value, dict):
+        raise _fail(key, "an object", value)
+    return value
+
+
+def get_str(d: Json, key: str, default: str | None = None) -> str | None:
+    value = d.get(key, default)
+    if value is not None and not isinstance(value, str):
+        raise _fail(key, "a string", value)
+    return value
+
+
+def get_int(d: Json, key: str) -> int | None:
+    value = d.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise _fail(key, "an integer", value)
+    return value
+
+
+def get_number(d: Json, key: str) -> float | None:
+    value = d.get(key)
+    if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
+        raise _fail(key, "a number", value)
+    return value
+
+
+def get_bool(d: Json, key: str, default: bool | None) -> bool | None:
+    value = d.get(key, default)
+    if value is not None and not isinstance(value, bool):
+        raise _fail(key, "true or false", value)
+    return value
+
+
+def get_list(d: Json, key: str, item: Callable[[Any], T]) -> list[T]:
+    value = d.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _fail(key, "a list", value)
+    return [item(v) for v in value]
+
+
+def optional(value: Any, read: Callable[[Any], T]) -> T | None:
+    return None if value is None else read(value)
+
+
+def _json(value: Any) -> Any:
+    return None if value is None else value.to_json()
+
+
+# --- pieces ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class VerdictSummary:
+    """One comparison of a probe, as :func:`perfguard.bisect.probe.run_probe` summarizes a verdict row."""
+
+    baseline: str | None = None
+    candidate: str | None = None
+    decision: str | None = None
+    direction: str | None = None
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    mde: float | None = None
+    workers: int | None = None
+    reason: str | None = None
+
+    @property
+    def is_regression(self) -> bool:
+        return self.decision == "different" and self.direction == "regression"
+
+    @classmethod
+    def from_json(cls, value: Any) -> VerdictSummary:
+        d = as_object(value, "verdict")
+        return cls(get_str(d, "baseline"), get_str(d, "candidate"), get_str(d, "decision"), get_str(d, "direction"),
+                   get_number(d, "ratio"), get_number(d, "ci_low"), get_number(d, "ci_high"), get_number(d, "p_value"),
+                   get_number(d, "mde"),
+                   get_int(d, "workers"), get_str(d, "reason"))
+
+    def to_json(self) -> Json:
+        return dict(self.__dict__)
+
+
+def summaries(value: Any) -> dict[str, VerdictSummary]:
+    """A probe's verdict summaries by comparison (``"A->B"``); absent reads as none."""
+    return {str(k): VerdictSummary.from_json(v) for k, v in as_object(value or {}, "verdicts").items()}
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A commit culprit's effect: the confirming comparison, cut to its estimate."""
+
+    ratio: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    workers: int | None = None
+
+    @classmethod
+    def of(cls, verdict: VerdictSummary | None) -> Effect | None:
+        if verdict is None:
+            return None
+        return cls(verdict.ratio, verdict.ci_low, verdict.ci_high, verdict.p_value, verdict.workers)
+
+    @classmethod
+    def from_json(cls, value: Any) -> Effect | VerdictSummary:
+        """An effect as written: cut (commits mode) or a whole verdict summary (passes mode)."""
+        d = as_object(value, "effect")
+        if "decision" in d:
+            return VerdictSummary.from_json(d)
+        return cls(get_number(d, "ratio"), get_number(d, "ci_low"), get_number(d, "ci_high"), get_number(d, "p_value"),
+                   get_int(d, "workers"))
+
+    def to_json(self) -> Json:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """A commit of the compiler under test; fields a writer did not know are None (and not written)."""
+
+    sha: str
+    subject: str | None = None
+    author: str | None = None
+    date: str | None = None
+    ref: str | None = None
+
+    @property
+    def short(self) -> str:
+        return self.sha[:10] if self.sha else self.ref or ""
+
+    @classmethod
+    def from_json(cls, value: Any) -> CommitInfo:
+        if isinstance(value, str):  # a bare ref in a hand-written document
+            is_sha = len(value) >= 7 and all(c in "0123456789abcdef" for c in value)
+            return cls(value if is_sha else "", ref=value)
+        d = as_object(value, "commit")
+        return cls(get_str(d, "sha", "") or "", get_str(d, "subject"), get_str(d, "author"), get_str(d, "date"),
+                   get_str(d, "ref"))
+
+    def to_json(self) -> Json:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class PassCulprit:
+    """The pass a pass search names: its 1-based position in the pipeline."""
+
+    name: str
+    position: int | None
+    confirmed: bool | None
+    effect: VerdictSummary | None
+
+    @classmethod
+    def from_json(cls, value: Any) -> PassCulprit:
+        d = as_object(value, "pass")
+        return cls(get_str(d, "name", "") or "", get_int(d, "position"), get_bool(d, "confirmed", None),
+                   optional(d.get("effect"), VerdictSummary.from_json))
+
+    def to_json(self) -> Json:
+        return {"name": self.name, "position": self.position, "confirmed": self.confirmed,
+                "effect": _json(self.effect)}
+
+
+@dataclass(frozen=True)
+class FirstDivergence:
+    """The first pass whose output IR differs between good and bad (0-based index)."""
+
+    index: int
+    name: str
+
+    def to_json(self) -> Json:
+        return {"index": self.index, "name": self.name}
+
+
+@dataclass(frozen=True)
+class PassSearch:
+    """The pass search inside one commit (``status`` ``no-divergence``: no pass changed the IR)."""
+
+    status: str
+    first_divergence: FirstDivergence | None = None
+    culprit: PassCulprit | None = None
+    culprits: list[PassCulprit] = field(default_factory=list)
+    probes: int = 0
+    measured_probes: int = 0
+
+    @classmethod
+    def from_json(cls, value: Any) -> PassSearch:
+        d = as_object(value, "pass_search")
+        divergence = optional(d.get("first_divergence"), lambda v: as_object(v, "first_divergence"))
+        probes = d.get("probes")
+        return cls(get_str(d, "status", "unknown") or "unknown",
+                   FirstDivergence(get_int(divergence, "index") or 0, get_str(divergence, "name", "") or "")
+                   if divergence is not None else None,
+                   optional(d.get("culprit"), PassCulprit.from_json), get_list(d, "culprits", PassCulprit.from_json),
+                   len(probes) if isinstance(probes, list) else get_int(d, "probes") or 0,
+                   get_int(d, "measured_probes") or 0)
+
+    def to_json(self) -> Json:
+        if self.status == "no-divergence":  # written before any probe: the probes are an empty list
+            return {"status": self.status, "first_divergence": None, "culprit": None, "probes": []}
+        return {"status": self.status, "first_divergence": _json(self.first_divergence),
+                "culprit": _json(self.culprit), "culprits": [c.to_json() for c in self.culprits],
+                "probes": self.probes, "measured_probes": self.measured_probes}
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """A culprit commit. Commits mode also gives its ``position`` in the range (and ``range``, the
+    commits it could not be told apart from, or None) and, once confirmed, its ``pass_search``."""
+
+    commit: CommitInfo | None
+    effect: Effect | VerdictSummary | None
+    pass_: PassCulprit | None
+    confirmed: bool
+    position: int | None = None
+    range: list[CommitInfo] | None = None
+    pass_search: PassSearch | None = None
+
+    @classmethod
+    def from_json(cls, value: Any) -> Culprit:
+        d = as_object(value, "culprit")
+        return cls(optional(d.get("commit"), CommitInfo.from_json), optional(d.get("effect"), Effect.from_json),
+                   optional(d.get("pass"), PassCulprit.from_json), bool(get_bool(d, "confirmed", True)),
+                   get_int(d, "position"),
+                   get_list(d, "range", CommitInfo.from_json) if d.get("range") is not None else None,
+                   optional(d.get("pass_search"), PassSearch.from_json))
+
+    def to_json(self) -> Json:
+        out: Json = {"commit": _json(self.commit), "effect": _json(self.effect), "pass": _json(self.pass_),
+                     "confirmed": self.confirmed}
+        if self.position is not None:
+            out.update(position=self.position, range=None if self.range is None else [c.to_json() for c in self.range])
+        if self.pass_search is not None:
+            out["pass_search"] = self.pass_search.to_json()
+        return out
+
+
+@dataclass(frozen=True)
+class MinimalEdit:
+    """One edit of a pipelines-mode minimal set (``kind`` insert | delete | replace | move)."""
+
+    kind: str
+    describe: str
+
+    @classmethod
+    def from_json(cls, value: Any) -> MinimalEdit:
+        if isinstance(value, str):
+            return cls("", value)
+        d = as_object(value, "minimal")
+        return cls(get_str(d, "kind", "") or "", get_str(d, "describe", "") or "")
+
+    def to_json(self) -> Json:
+        return {"kind": self.kind, "describe": self.describe}
+
+
+# --- probe rows -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProbeRow:
+    """A commits-mode probe: the versions measured together and each comparison's summary."""
+
+    kind: str
+    commits: list[str]
+    status: str
+    reason: str | None = None
+    uncertain: bool = False
+    verdicts: dict[str, VerdictSummary] = field(default_factory=dict)
+    looks: list[Look] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Json) -> ProbeRow:
+        return cls(get_str(d, "kind", "") or "", get_list(d, "commits", str), get_str(d, "status", "") or "",
+                   get_str(d, "reason"), bool(get_bool(d, "uncertain", False)),
+                   summaries(d.get("verdicts")),
+                   get_list(d, "looks", lambda v: as_object(v, "looks")))
+
+    def to_json(self) -> Json:
+        return {"kind": self.kind, "commits": self.commits, "status": self.status, "reason": self.reason,
+                "uncertain": self.uncertain, "verdicts": {k: v.to_json() for k, v in self.verdicts.items()},
+                "looks": self.looks}
+
+
+@dataclass(frozen=True)
+class PipelineProbe:
+    """A pipelines-mode probe: one set of edits, the pipeline it gives, and the outcome."""
+
+    edits: list[int]
+    passes: list[str]
+    outcome: str
+    verdict: VerdictSummary | None = None
+    reason: str | None = None
+
+    @classmethod
+    def from_json(cls, d: Json) -> PipelineProbe:
+        return cls(get_list(d, "edits", int), get_list(d, "passes", str), get_str(d, "outcome", "") or "",
+                   optional(d.get("verdict"), VerdictSummary.from_json), get_str(d, "reason"))
+
+    def to_json(self) -> Json:
+        return {"edits": self.edits, "passes": self.passes, "outcome": self.outcome,
+                "verdict": _json(self.verdict), "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class SummaryProbe:
+    """A flat probe row of a hand-written document (one version, a verdict word and its estimate);
+    no perfguard writes it, the report reads it (``tests/golden/bisect-example.json``)."""
+
+    commit: CommitInfo | None
+    label: str | None
+    verdict: str | None
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    workers: int | None
+    reason: str | None
+
+    @classmethod
+    def from_json(cls, d: Json) -> SummaryProbe:
+        return cls(optional(d.get("commit"), CommitInfo.from_json), get_str(d, "label"), get_str(d, "verdict"),
+                   get_number(d, "ratio"), get_number(d, "ci_low"), get_number(d, "ci_high"), get_int(d, "workers"),
+                   get_str(d, "reason"))
+
+    def to_json(self) -> Json:
+        out = {k: v for k, v in self.__dict__.items() if v is not None}
+        if self.commit is not None:
+            out["commit"] = self.commit.to_json()
+        return out
+
+
+Probe = ProbeRow | PipelineProbe | SummaryProbe
+
+
+def _probe(value: Any) -> Probe:
+    d = as_object(value, "probes")
+    if "passes" in d:
+        return PipelineProbe.from_json(d)
+    if "commits" in d or "verdicts" in d:
+        return ProbeRow.from_json(d)
+    return SummaryProbe.from_json(d)
+
+
+# --- the result -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BisectResult:
+    """The document ``perfguard bisect --json`` writes. Fields of another mode stay at their defaults.
+
+    * every mode: ``mode``, ``status`` (``found``, ``inconclusive``, ``no-regression``; passes mode
+      also ``no-divergence``), ``suite``, ``case``, ``total_probes``, ``wall_time_s``;
+    * ``commits``: ``good``/``bad`` (with ``ref``), ``commits`` (range length), ``state_file``,
+      ``endpoints`` (good -> bad), ``culprits``, ``probes``, ``measured_probes``, ``skipped`` (None
+      when there was no regression to search);
+    * ``passes``: ``good``/``bad`` (sha only), ``endpoints``, ``culprits`` (one, at the bad commit)
+      and ``pass_search`` (None when there was no regression);
+    * ``pipelines``: ``good_pipeline``, ``bad_pipeline``, ``edits``, ``minimal``, ``probes`` and,
+      when found, ``effect``.
+    """
+
+    mode: str
+    status: str
+    suite: str = ""
+    case: str = ""
+    total_probes: int | None = None
+    wall_time_s: float | None = None
+    good: CommitInfo | None = None
+    bad: CommitInfo | None = None
+    endpoints: VerdictSummary | None = None
+    culprits: list[Culprit] = field(default_factory=list)
+    probes: list[Probe] = field(default_factory=list)
+    commits: int | None = None
+    state_file: str | None = None
+    measured_probes: int | None = None
+    skipped: list[CommitInfo] | None = None
+    pass_search: PassSearch | None = None
+    good_pipeline: str = ""
+    bad_pipeline: str = ""
+    edits: list[str] = field(default_factory=list)
+    minimal: list[MinimalEdit] = field(default_factory=list)
+    effect: VerdictSummary | None = None
+    version: int = BISECT_VERSION
+
+    @property
+    def found(self) -> bool:
+        return self.status == "found"
+
+    @classmethod
+    def from_json(cls, value: Any) -> BisectResult:
+        d = as_object(value, "document")
+        mode = get_str(d, "mode") or ("pipelines" if "good_pipeline" in d else "commits")
+        effect = d.get("effect")
+        return cls(
+            mode=mode, status=get_str(d, "status", "unknown") or "unknown", suite=get_str(d, "suite", "") or "",
+            case=get_str(d, "case", "") or "", total_probes=get_int(d, "total_probes"),
+            wall_time_s=get_number(d, "wall_time_s"),
+            good=optional(d.get("good"), CommitInfo.from_json), bad=optional(d.get("bad"), CommitInfo.from_json),
+            endpoints=optional(d.get("endpoints"), VerdictSummary.from_json),
+            culprits=get_list(d, "culprits", Culprit.from_json), probes=get_list(d, "probes", _probe),
+            commits=get_int(d, "commits"), state_file=get_str(d, "state_file"),
+            measured_probes=get_int(d, "measured_probes"),
+            skipped=get_list(d, "skipped", CommitInfo.from_json) if d.get("skipped") is not None else None,
+            pass_search=optional(d.get("pass_search"), PassSearch.from_json),
+            good_pipeline=get_str(d, "good_pipeline", "") or "", bad_pipeline=get_str(d, "bad_pipeline", "") or "",
+            edits=get_list(d, "edits", str), minimal=get_list(d, "minimal", MinimalEdit.from_json),
+            # a hand-written effect may be cut to its estimate; it reads as a summary without a decision
+            effect=optional(effect, VerdictSummary.from_json),
+            version=get_int(d, "version") or BISECT_VERSION)
+
+    def to_json(self) -> Json:
+        out: Json = {"version": self.version, "kind": "bisect", "mode": self.mode, "status": self.status,
+                     "suite": self.suite, "case": self.case, "total_probes": self.total_probes,
+                     "wall_time_s": self.wall_time_s}
+        if self.mode == "pipelines":
+            out.update(good_pipeline=self.good_pipeline, bad_pipeline=self.bad_pipeline, edits=self.edits,
+                       minimal=[e.to_json() for e in self.minimal], probes=[p.to_json() for p in self.probes])
+            if self.status == "found":
+                out["effect"] = _json(self.effect)
+            return out
+        out.update(good=_json(self.good), bad=_json(self.bad), endpoints=_json(self.endpoints),
+                   culprits=[c.to_json() for c in self.culprits])
+        if self.mode == "commits":
+            out.update(commits=self.commits, state_file=self.state_file, measured_probes=self.measured_probes,
+                       probes=[p.to_json() for p in self.probes])
+            if self.skipped is not None:
+                out["skipped"] = [c.to_json() for c in self.skipped]
+        elif self.pass_search is not None:
+            out["pass_search"] = self.pass_search.to_json()
+        return out
+
+
+def bisect_from_json(document: Any, source: str | Path) -> BisectResult:
+    """A bisect document read from ``source``: refuse a newer version, migrate an older one."""
+    from perfguard.results.documents import current_format
+
+    if not isinstance(document, dict) or document.get("kind") != "bisect":
+        raise StorageError(f"{source}: not a perfguard bisect document (no kind 'bisect' and integer 'version')")
+    document = current_format(document, source, kind="bisect", title="perfguard bisect document",
+                              version=BISECT_VERSION, migrations=_MIGRATIONS)
+    try:
+        return BisectResult.from_json(document)
+    except StorageError as exc:
+        raise StorageError(f"{source}: corrupt bisect document: {exc}") from None
+
+
+def load_bisect(path: str | Path) -> BisectResult:
+    """Read a ``perfguard bisect --json`` file; every failure is a one-line ``StorageError``."""
+    from perfguard.results.documents import read_json
+
+    path = Path(path)
+    document = read_json(path, missing="{path}: bisect file not found", not_json="{path}: not JSON ({exc})")
+    return bisect_from_json(document, path)
