@@ -1,9 +1,14 @@
-"""How long does ``perfguard --help`` take, next to the interpreter's own start?
+"""How long do ``perfguard --help`` and a worker process's imports take, next to the interpreter's
+own start?
 
-Runs ``python -m perfguard --help`` and ``python -c pass`` (the floor no command can go below)
-alternately in fresh processes, and prints the median, minimum and maximum wall time of each, the
-difference of the medians (what perfguard itself costs), and the heavy modules the ``--help``
-process imported (target: at most 0.2 s, and none of onnx, onnxruntime, numpy, scipy, jinja2, git).
+Runs ``python -m perfguard --help``, ``python -c pass`` (the floor no command can go below), the
+import of a worker process (``perfguard.measure.worker``: what each of the 12-20 measurement
+workers of a check pays before its first value) and that import plus SciPy's statistics (what the
+worker imported before its chain stopped going through ``perfguard.stats``) alternately in fresh
+processes, and prints the median, minimum and maximum wall time of each, the difference of the
+medians (what perfguard itself costs), and the heavy modules the ``--help`` process and the worker
+imported (targets: ``--help`` at most 0.2 s, and none of onnx, onnxruntime, numpy, scipy, jinja2,
+git; a worker without scipy).
 
     python benchmarks/cli_startup.py [--runs 21]
 """
@@ -39,7 +44,10 @@ def main() -> int:
     args = parser.parse_args()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
     commands = {"python -m perfguard --help": [sys.executable, "-m", "perfguard", "--help"],
-                "python -c pass": [sys.executable, "-c", "pass"]}
+                "python -c pass": [sys.executable, "-c", "pass"],
+                "worker imports": [sys.executable, "-c", "import perfguard.measure.worker"],
+                "worker imports + scipy.stats": [sys.executable, "-c",
+                                                 "import perfguard.measure.worker, perfguard.stats.compare"]}
     for command in commands.values():  # warm the file cache and the bytecode
         _seconds(command, env)
     times: dict[str, list[float]] = {name: [] for name in commands}
@@ -50,11 +58,17 @@ def main() -> int:
     for name, values in times.items():
         print(f"  {name:28s} median {statistics.median(values) * 1000:7.1f} ms   "
               f"min {min(values) * 1000:7.1f} ms   max {max(values) * 1000:7.1f} ms")
-    help_s, floor_s = (statistics.median(v) for v in times.values())
+    help_s, floor_s, worker_s, before_s = (statistics.median(v) for v in times.values())
     print(f"  perfguard above the floor    {(help_s - floor_s) * 1000:7.1f} ms (median difference)")
+    print(f"  worker start, scipy left out {(before_s - worker_s) * 1000:7.1f} ms saved per worker process "
+          f"(ratio {worker_s / before_s:.2f})")
     heavy = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env,
                            check=True).stdout.strip()
     print(f"  heavy modules after --help:  {heavy or 'none'} (of {', '.join(HEAVY)})")
+    worker = subprocess.run([sys.executable, "-c", "import sys, perfguard.measure.worker\n"
+                             f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"],
+                            capture_output=True, text=True, env=env, check=True).stdout.strip()
+    print(f"  heavy modules in a worker:   {worker or 'none'} (before its first request)")
     print(f"  target <= 200 ms: {'met' if help_s <= 0.2 else 'NOT met'}")
     return 0
 

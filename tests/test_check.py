@@ -58,6 +58,28 @@ def test_against_pipeline_aa_is_never_different_and_unfolded_bn_is_a_regression(
     assert schema_errors(document, "verdicts") == []
     latency = _rows(document)
     assert latency["r/none_again/cpu"]["decision"] != "different"  # A/A: never cry wolf
+    # Two pipelines with no passes compile to one artifact: SAME by execution identity, not timed.
+    aa = latency["r/none_again/cpu"]
+    assert aa["decision"] == "same" and aa["comparison"]["method"] == "identity", aa
+    assert "identical artifact" in aa["comparison"]["reason"]
+    assert _rows(document, "memory")["r/none_again/cpu"]["comparison"]["method"] == "identity"
+    entries = {c["pipeline"]: c for c in document["results"]["head"]["cases"]}
+    assert "latency_s" not in entries["none_again"]["metrics"] and entries["none_again"]["not_measured"]
+    assert "peak_rss_bytes" not in entries["none_again"]["metrics"]
+    # "none" is still timed: bn_unfolded is compared with it.
+    assert "not_measured" not in entries["none"] and entries["none"]["metrics"]["latency_s"]["n"] > 0
+    assert entries["none"]["artifact"]["execution_identity"] == entries["none_again"]["artifact"]["execution_identity"]
+    assert entries["bn_unfolded"]["artifact"]["execution_identity"] != entries["none"]["artifact"]["execution_identity"]
+    assert "1 of 2 comparisons had identical artifacts" in proc.stdout
+    # Compile time from 3 unpaired compiles a side cannot decide its 25 % floor: one summary line,
+    # no undecided row per case (the rows say gated: false).
+    compile_rows = _rows(document, "compile_time")
+    assert all(r["gated"] is False for r in compile_rows.values() if r["decision"] == "unknown")
+    if any(r["decision"] == "unknown" for r in compile_rows.values()):
+        assert "compile time not gated in" in proc.stdout
+        assert document["summary"]["not_gated"] == sum(1 for r in document["verdicts"] if r.get("gated") is False)
+    table = [line for line in proc.stdout.splitlines() if "compile_time" in line]
+    assert all("unknown" not in line for line in table), table
     regression = latency["r/bn_unfolded/cpu"]
     assert regression["decision"] == "different" and regression["direction"] == "regression", regression
     assert regression["comparison"]["ratio"] > 1.1 and regression["comparison"]["ci_low"] > 1.0
@@ -87,8 +109,19 @@ def test_base_ref_check_finds_the_commit_that_slows_a_user_pass(tmp_path):
     assert document["results"]["base"]["compiler"]["commit"] == shas[1]
     # No change between two commits: never DIFFERENT; the worktree is gone afterwards.
     out2 = tmp_path / "same.json"
-    run_cli("check", str(suite), "--base-ref", "HEAD", "--json", str(out2), "--quiet")
-    assert _rows(json.loads(out2.read_text()))["r/mycc/cpu"]["decision"] != "different"
+    same = run_cli("check", str(suite), "--base-ref", "HEAD", "--json", str(out2), "--quiet")
+    unchanged = json.loads(out2.read_text())
+    row = _rows(unchanged)["r/mycc/cpu"]
+    # The passes did not change: the two sides' artifacts are identical, SAME without timing.
+    assert row["decision"] == "same" and row["comparison"]["method"] == "identity", row
+    assert all(c.get("not_measured") and "latency_s" not in c["metrics"]
+               for side in unchanged["results"].values() for c in side["cases"])
+    assert same.returncode == 0
+    # --measure-identical times them anyway: an A/A of the measurement, never DIFFERENT.
+    out3 = tmp_path / "measured.json"
+    run_cli("check", str(suite), "--base-ref", "HEAD", "--json", str(out3), "--quiet", "--measure-identical")
+    measured = _rows(json.loads(out3.read_text()))["r/mycc/cpu"]
+    assert measured["comparison"]["method"] == "paired-wilcoxon" and measured["decision"] != "different", measured
     assert git(repo, "worktree", "list").count("\n") == 0
 
 

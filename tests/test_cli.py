@@ -39,7 +39,7 @@ def test_run_writes_a_valid_result_with_traces_and_prints_a_table(write_suite, t
     assert proc.returncode == 0, proc.stderr
     assert "resnet_t/folded/cpu" in proc.stdout and "median" in proc.stdout
     document = result_json(out)
-    assert document["version"] == 1 and not schema_errors(document)
+    assert document["version"] == 2 and not schema_errors(document)
     assert all(case["trace"] is not None for case in document["cases"])
     assert [c["id"] for c in document["cases"]] == ["resnet_t/none/cpu", "resnet_t/folded/cpu"]
     selected = tmp_path / "one.json"

@@ -1,5 +1,6 @@
 """Typed documents: every version-1 file of today's format loads through its one loader and is
-written back unchanged; newer versions are refused; the report renders each.
+written back unchanged (but for the result format's version, now 2: a version-1 result is a valid
+version-2 result); newer versions are refused; the report renders each.
 
 ``tests/golden/v1`` holds files written by perfguard before the documents were typed (commit
 9c28bc2): ``perfguard run`` (smoke suite, a suite with a failing pass, IREE with an IR trace, an
@@ -46,7 +47,9 @@ def test_the_golden_set_covers_every_document_kind_and_optional_part():
 def test_result_files_load_typed_and_round_trip_exactly(path: Path):
     document = load_result(path)
     assert isinstance(document, ResultDocument) and all(isinstance(c, CaseEntry) for c in document.cases)
-    assert document.to_json() == _raw(path)
+    assert _raw(path)["version"] == 1 and RESULT_VERSION == 2
+    assert document.to_json() == {**_raw(path), "version": 2}
+    assert ResultDocument.from_json(document.to_json()) == document
     for case in document.cases:  # the typed view agrees with the file
         raw = next(c for c in _raw(path)["cases"] if c["id"] == case.id)
         assert case.ok == (raw["status"] == "ok")
@@ -60,7 +63,8 @@ def test_result_files_load_typed_and_round_trip_exactly(path: Path):
 @pytest.mark.parametrize("path", VERDICTS, ids=lambda p: p.name)
 def test_verdict_files_load_typed_and_round_trip_exactly(path: Path):
     document = load_verdicts(path)
-    assert document.to_json() == _raw(path)
+    raw = _raw(path)  # the result documents inside are migrated like result files
+    assert document.to_json() == {**raw, "results": {k: {**r, "version": 2} for k, r in raw["results"].items()}}
     # The summary is a function of the rows: recomputing it from the typed rows gives the file's.
     assert Summary.of(document.verdicts) == document.summary
     for row, raw in zip(document.verdicts, _raw(path)["verdicts"], strict=True):

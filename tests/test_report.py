@@ -104,7 +104,7 @@ def _entry(model: str, pipeline: str, median: float | None, nodes: int, passes: 
 
 def make_result(label: str, commit: str, entries: list[dict[str, Any]], onnxruntime: str = "1.32.0",
                 host: str = "ci-1") -> dict[str, Any]:
-    return {"version": 1, "tool": {"name": "perfguard", "version": "0.1.0"},
+    return {"version": 2, "tool": {"name": "perfguard", "version": "0.1.0"},
             "suite": {"name": "toy", "path": "suites/toy.toml", "sha256": "s" * 16},
             "started_at": "2026-01-02T03:04:05Z", "finished_at": "2026-01-02T03:05:05Z",
             "environment": {"cpu": _fingerprint(onnxruntime, host)},

@@ -61,7 +61,7 @@ def test_schema_rejects_a_case_without_trace_or_with_bad_values():
                     "measure": {}},
             "key_hash": "k", "trace": None, "correctness": None, "metrics": {}, "measurement": None,
             "started_at": "2026-01-01T00:00:00Z", "finished_at": "2026-01-01T00:00:01Z"}
-    document = {"version": 1, "tool": {"name": "perfguard", "version": "0"},
+    document = {"version": 2, "tool": {"name": "perfguard", "version": "0"},
                 "suite": {"name": "s", "path": "s.toml", "sha256": ""}, "started_at": "2026-01-01T00:00:00Z",
                 "finished_at": "2026-01-01T00:00:01Z", "environment": {}, "models": {}, "cases": [case]}
     errors = schema_errors(document)
@@ -71,3 +71,15 @@ def test_schema_rejects_a_case_without_trace_or_with_bad_values():
     assert schema_errors(document) == []
     case["started_at"] = "yesterday"
     assert schema_errors(document)
+
+
+def test_an_ok_case_needs_latency_unless_it_says_why_it_was_not_measured():
+    from pathlib import Path
+
+    document = json.loads((Path(__file__).parent / "golden" / "v1" / "result-run.json").read_text())
+    document["version"] = 2
+    case = document["cases"][0]
+    del case["metrics"]["latency_s"]
+    assert any("latency_s" in e for e in schema_errors(document))
+    case["not_measured"] = "identical artifact to its pair in m/p/cpu"
+    assert schema_errors(document) == []

@@ -388,6 +388,24 @@ def test_production_loop_decides_obvious_regressions_at_the_first_look(shifts: t
     assert all(row.decision == "different" for row, _ in regressed)
 
 
+def test_production_loop_at_a_calibrated_floor_catches_small_regressions_without_false_alarms() -> None:
+    """Issue 12: with a 1.5 % floor (what ``perfguard calibrate`` recommends on a quiet machine),
+    +2 % is called a regression within the 20-worker budget in most checks, and A/A stays at
+    or under 1 % false alarms (two models per check, one regressed)."""
+    checks = simulated_checks(1300, 200, (0.02, 0.0), latency="median:1.5%")
+    regressed = [(r, check[2][r.case]) for check in checks for r in latency_rows(check)[:1]]
+    aa = [r for check in checks for r in latency_rows(check)[1:]]
+    caught = float(np.mean([r.decision == "different" and r.direction == "regression" for r, _ in regressed]))
+    workers = float(np.mean([w for _, w in regressed]))
+    null = simulated_checks(1400, 500, (0.0, 0.0), latency="median:1.5%")
+    alarms = float(np.mean([r.decision == "different" for check in null for r in latency_rows(check)] +
+                           [r.decision == "different" for r in aa]))
+    print(f"production loop, floor 1.5 %: +2 % caught {caught:.3f} (mean workers {workers:.1f}); "
+          f"A/A alarms {alarms:.4f} over {2 * len(null) + len(aa)}")
+    assert caught >= 0.85
+    assert alarms <= 0.01
+
+
 # --------------------------------------------------------------------------------------------
 # full tables (python tests/test_stats_sim.py)
 

@@ -18,6 +18,7 @@ A backend is the adapter to one compiler. It has three jobs:
 from __future__ import annotations
 
 import hashlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -130,6 +131,17 @@ class Backend(ABC):
     @abstractmethod
     def load(self, artifact: Artifact, runner: Runner, threads: int) -> Executable:
         """Load an artifact for timed runs on ``runner`` with ``threads`` threads."""
+
+    def execution_identity(self, artifact: Artifact) -> str:
+        """A hash of everything that decides how ``artifact`` runs, the runner aside: its bytes
+        (``sha256``, external data included), the runtime settings its pipeline pinned, and the
+        versions of the runtime that loads it. Two artifacts with one identity on one runner
+        run the same code, so ``perfguard check`` calls them SAME without timing them (LNT's
+        ``ignore_same_hash``). A backend whose runtime depends on something else (a runtime
+        library built from the compiler under test, say) must add it here."""
+        part = {"backend": self.name, "sha256": artifact.sha256, "settings": artifact.settings,
+                "runtime": self.versions()}
+        return hashlib.sha256(json.dumps(part, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def file_sha256(path: Path) -> str:

@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from perfguard.compare.check import Pair, adaptive_check
+from perfguard.compare.check import Pair, adaptive_check, same_execution, unmeasured_variants
 from perfguard.compare.verdicts import Verdict
 from perfguard.compile.case import CompiledCase, Side
 from perfguard.compile.checkout import CompilerCheckout, checkout_at, run_build
@@ -62,7 +62,7 @@ def run_probe(suite: Suite, case: CaseSpec, variants: Sequence[Variant], compari
     unique_sides = {s.label: s for s in sides}
     job = Job(suite, list(unique_cases.values()), sides=list(unique_sides.values()), progress=progress)
     try:
-        job.compile()
+        job.compile(memory=False)  # a probe judges latency only
         compiled: dict[str, CompiledCase] = {}
         by_variant = {c.variant_id: c for c in job.compiled}
         for variant, vcase in job_cases:
@@ -71,11 +71,16 @@ def run_probe(suite: Suite, case: CaseSpec, variants: Sequence[Variant], compari
                 error = member.entry.error
                 return {"status": "skip", "reason": f"{variant.label}: {error.stage} failed: {error.message}"}
             compiled[variant.label] = member
-        job.measure(only={c.variant_id for c in compiled.values()}, workers=settings.workers)
 
         def pairs() -> list[Pair]:  # the entries as measured so far
             return [Pair(f"{a}->{b}", compiled[a].entry, compiled[b].entry, True, a, b,
-                         frozenset({compiled[a].variant_id, compiled[b].variant_id})) for a, b in comparisons]
+                         frozenset({compiled[a].variant_id, compiled[b].variant_id}),
+                         not settings.measure_identical and same_execution(compiled[a].entry, compiled[b].entry))
+                    for a, b in comparisons]
+
+        # Two versions whose artifacts are identical are the same version: not timed.
+        job.measure(only={c.variant_id for c in compiled.values()}, workers=settings.workers,
+                    skip=unmeasured_variants(pairs()))
 
         rows, info = adaptive_check(pairs, lambda only, n: job.measure(only=only, workers=n), suite.thresholds,
                                     settings, adaptive=True)

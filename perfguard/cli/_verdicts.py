@@ -34,7 +34,7 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
     for column in ("case", "metric", "change", "interval", "p", "mde", "verdict"):
         table.add_column(column, justify="left" if column in ("case", "metric", "verdict") else "right")
     for row in document.verdicts:
-        if not verbose and row.metric != "latency" and row.decision == "same":
+        if not verbose and row.metric != "latency" and (row.decision == "same" or not row.gated):
             continue
         c = row.comparison
         interval = f"[{_pct(c.ci_low)}, {_pct(c.ci_high)}]" if math.isfinite(c.ci_low) and row.noisy else ""
@@ -51,6 +51,16 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
                 f"over {geo.cases} cases") if geo else ""
     console.print(f"{s.regressions} regressions, {s.improvements} improvements, {s.same} same, "
                   f"{s.unknown} undecided, {s.failed} failed{geo_text}", highlight=False)
+    identical = sorted({r.case for r in document.verdicts if r.comparison.method == "identity"})
+    if identical:
+        console.print(f"{len(identical)} of {len({r.case for r in document.verdicts})} comparisons had identical "
+                      "artifacts on both sides: SAME without timing (--measure-identical times them)", highlight=False)
+    ungated = [r for r in document.verdicts if not r.gated]
+    if ungated:
+        metrics = ", ".join(sorted({r.metric.replace("_", " ") for r in ungated}))
+        console.print(f"{metrics} not gated in {len(ungated)} case(s): too few or too noisy samples to decide the "
+                      f"floor ({ungated[0].comparison.reason.rpartition('not gated: ')[2]}); --verbose shows them",
+                      highlight=False)
     for warning in document.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
 

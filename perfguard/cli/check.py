@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict-env", action="store_true", help="refuse a baseline from another environment")
     parser.add_argument("--workers", type=int, metavar="N", help="first-look workers (suite [check] workers)")
     parser.add_argument("--max-workers", type=int, metavar="N", help="worker budget per case ([check] max_workers)")
+    parser.add_argument("--measure-identical", action="store_true",
+                        help="time both sides even where their artifacts are identical (an A/A sentinel; "
+                             "default: identical artifacts are SAME without timing)")
     parser.add_argument("--verbose", action="store_true", help="show every metric row")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -53,6 +56,8 @@ def check_settings(suite: Any, args: argparse.Namespace) -> Any:
         if args.max_workers < settings.workers:
             raise UserError(f"--max-workers ({args.max_workers}) must be >= the first-look workers ({settings.workers})")
         settings = dataclasses.replace(settings, max_workers=args.max_workers)
+    if getattr(args, "measure_identical", False):
+        settings = dataclasses.replace(settings, measure_identical=True)
     return settings
 
 

@@ -14,6 +14,7 @@ Unpaired comparisons (a stored baseline, two result files) also apply the enviro
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable
@@ -21,7 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from perfguard.compare.check import Pair, adaptive_check, check_plan, evaluate
+from perfguard.compare.check import (
+    Pair,
+    adaptive_check,
+    check_plan,
+    evaluate,
+    same_execution,
+    unmeasured_variants,
+)
 from perfguard.compare.verdicts import VerdictsDocument
 from perfguard.compile.case import CompiledCase, Side
 from perfguard.compile.checkout import checkout_at, run_build, working_tree
@@ -44,17 +52,32 @@ def _settings_json(settings: CheckSettings, info: JsonObject) -> JsonObject:
 MakePairs = Callable[[dict[str, CompiledCase]], list[Pair]]
 
 
-def _paired(case: str, baseline: CompiledCase, candidate: CompiledCase, base_label: str, cand_label: str) -> Pair:
+def _paired(case: str, baseline: CompiledCase, candidate: CompiledCase, base_label: str, cand_label: str,
+            settings: CheckSettings) -> Pair:
+    identical = not settings.measure_identical and same_execution(baseline.entry, candidate.entry)
     return Pair(case, baseline.entry, candidate.entry, True, base_label, cand_label,
-                frozenset({baseline.variant_id, candidate.variant_id}))
+                frozenset({baseline.variant_id, candidate.variant_id}), identical)
+
+
+def measure_paired(job: Job, make_pairs: Callable[[], list[Pair]], workers: int) -> None:
+    """The first look's measurement of a same-job comparison: every variant but those whose
+    every pair has two identical artifacts (marked ``not_measured``, no memory probes, no
+    timing), memory probes first. ``job`` was compiled with ``memory=False``."""
+    skip = unmeasured_variants(make_pairs())
+    by_variant = {c.variant_id: c for c in job.compiled}
+    for variant, reason in skip.items():
+        compiled = by_variant[variant]
+        compiled.entry = dataclasses.replace(compiled.entry, not_measured=reason)
+    job.probe_memory(skip=skip)
+    job.measure(workers=workers, skip=skip)
 
 
 def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: CheckSettings,
                   make_pairs: MakePairs, mode: JsonObject) -> VerdictsDocument:
     try:
-        job.compile()
-        job.measure(workers=settings.workers)
+        job.compile(memory=False)
         by_variant = {c.variant_id: c for c in job.compiled}
+        measure_paired(job, lambda: make_pairs(by_variant), settings.workers)
         rows, info = adaptive_check(lambda: make_pairs(by_variant), lambda ids, n: job.measure(only=ids, workers=n),
                                     suite.thresholds, settings, adaptive=True)
         documents = job.documents()
@@ -76,7 +99,7 @@ def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: C
 
         def make_pairs(by_variant: dict[str, CompiledCase]) -> list[Pair]:
             return [_paired(c.id, by_variant[variant_id("base", c.id)], by_variant[variant_id("head", c.id)],
-                            f"base {ref}", "head") for c in cases]
+                            f"base {ref}", "head", settings) for c in cases]
 
         mode = {"kind": "base-ref", "ref": ref, "base_commit": base.commit, "base_subject": base.subject,
                 "head_commit": head.commit, "baseline": f"{ref} ({(base.commit or '')[:10]})", "candidate": "head"}
@@ -102,7 +125,7 @@ def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, 
 
     def make_pairs(by_variant: dict[str, CompiledCase]) -> list[Pair]:
         return [_paired(c.id, by_variant[variant_id("head", f"{c.model.name}/{reference}/{c.runner}")],
-                        by_variant[variant_id("head", c.id)], reference, c.pipeline.name) for c in targets]
+                        by_variant[variant_id("head", c.id)], reference, c.pipeline.name, settings) for c in targets]
 
     mode = {"kind": "pipeline", "baseline": f"pipeline {reference}", "candidate": "other pipelines"}
     return _paired_check(suite, list(needed.values()), job, settings, make_pairs, mode)

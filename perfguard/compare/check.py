@@ -61,6 +61,45 @@ class Pair:
     candidate_label: str
     # The measured variants of each side (same job only: what adaptive sampling re-measures).
     variants: frozenset[str] = frozenset()
+    # Both artifacts have one execution identity: latency and memory are SAME, not timed.
+    identical: bool = False
+
+
+def same_execution(baseline: CaseEntry, candidate: CaseEntry) -> bool:
+    """Whether two compiled entries run the same code on the same runner: both compiled and their
+    artifacts' execution identities (``Backend.execution_identity`` and the runner) are equal."""
+    identity = baseline.execution_identity
+    return baseline.ok and candidate.ok and identity is not None and identity == candidate.execution_identity
+
+
+def unmeasured_variants(pairs: Sequence[Pair]) -> dict[str, str]:
+    """The variants that need no timing, with the reason: those that appear only in pairs whose
+    two artifacts are identical (a variant compared with something else is still timed)."""
+    needed = {v for pair in pairs if not pair.identical for v in pair.variants}
+    skip: dict[str, str] = {}
+    for pair in pairs:
+        if pair.identical:
+            for variant in sorted(pair.variants - needed):
+                skip[variant] = (f"identical artifact to its pair in {pair.case} (execution identity "
+                                 f"{pair.baseline.execution_identity}): SAME without timing")
+    return skip
+
+
+def decidable(comparison: Comparison) -> bool:
+    """Whether an undecided comparison could have decided at all: its smallest detectable change
+    (MDE, at the noise it measured) is within its floor. Compile time from a few unpaired
+    compiles a side usually cannot decide a 25 % floor; such a comparison is reported, not gated
+    (one summary line instead of an undecided row per case). Decided comparisons are gated."""
+    if comparison.decision != "unknown":
+        return True
+    return math.isfinite(comparison.mde) and comparison.mde <= comparison.floor
+
+
+def _identical(gate_floor: float, identity: str | None) -> Comparison:
+    return Comparison(decision="same", direction="none", ratio=1.0, ci_low=1.0, ci_high=1.0, p_value=math.nan,
+                      mde=math.nan, n_pairs=0, baseline_median=math.nan, candidate_median=math.nan,
+                      floor=gate_floor, reason=f"identical artifact (execution identity {identity}): not timed",
+                      method="identity")
 
 
 def _unknown(reason: str, baseline: float = math.nan, candidate: float = math.nan) -> Comparison:
@@ -115,10 +154,13 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
     rows = []
     for metric, spec in METRICS.items():
         gate = thresholds.gate(pair.case, metric)
+        gated = True
         base_m, cand_m = pair.baseline.metrics, pair.candidate.metrics
         kwargs = {"statistic": gate.statistic, "rel_floor": gate.relative, "abs_floor": gate.absolute,
                   "alpha": alpha, "confidence": confidence, "seed": seed}
-        if metric == "latency":
+        if pair.identical and metric in ("latency", "memory"):
+            comparison = _identical(gate.relative or 0.0, pair.baseline.execution_identity)
+        elif metric == "latency":
             comparison = _noisy(pair.baseline.latency_by_worker(), pair.candidate.latency_by_worker(), pair.paired,
                                 metric, kwargs)
             comparison = _device_gate(comparison, pair)
@@ -128,6 +170,12 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
             if once is not None:
                 kwargs = {**kwargs, "alpha": once[0], "confidence": once[1]}
             comparison = _noisy(a, b, False, metric, kwargs)
+            gated = decidable(comparison)
+            if not gated:
+                why = ("compile time was not measured on one side (an artifact served from a cache)" if not a or not b
+                       else f"{len(a)} and {len(b)} compiles cannot detect a change of the {comparison.floor:.0%} "
+                            f"floor (smallest detectable: {comparison.mde:.0%})")
+                comparison = dataclasses.replace(comparison, reason=f"{comparison.reason}; not gated: {why}")
         else:
             key = {"artifact_size": "artifact_size_bytes", "node_count": "node_count", "memory": "peak_rss_bytes"}[metric]
             before, after = base_m.value(key), cand_m.value(key)
@@ -137,7 +185,7 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
                 comparison = compare_deterministic(before, after, gate.threshold())
         rows.append(Verdict(pair.case, metric, spec.unit, spec.noisy, gate.text, pair.baseline_label,
                             pair.candidate_label, pair.paired and metric == "latency", comparison,
-                            comparison.decision, comparison.direction))
+                            comparison.decision, comparison.direction, gated=gated))
     return rows
 
 

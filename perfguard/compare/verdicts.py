@@ -7,6 +7,9 @@ that holds them with the mode, the settings and the result documents compared.
 Format history (``VERDICTS_VERSION``):
 
 1. First format: mode, settings, summary, verdicts[] (case, metric, comparison, gate), results.
+   Later additions, optional and absent where they would say nothing (older readers ignore
+   them): ``verdicts[].gated`` (false: undecidable at this sample size, not gated) and
+   ``summary.not_gated``; comparisons with ``method = "identity"`` (identical artifacts).
 
 The loader refuses a newer version ("upgrade perfguard") and migrates older ones
 (``_MIGRATIONS[n]`` turns version n into n + 1); ``to_json(from_json(d)) == d`` for every valid
@@ -27,6 +30,7 @@ from perfguard import jsonfields as f
 from perfguard.jsonfields import FieldError, JsonObject
 from perfguard.results import ResultDocument, read_json
 from perfguard.results.documents import current_format, typed_document
+from perfguard.results.result import current_result_json
 from perfguard.stats.verdict import Comparison
 
 VERDICTS_VERSION = 1
@@ -41,7 +45,10 @@ class Verdict:
     """The verdict on one metric of one case: the comparison and the decision that gates.
 
     ``decision`` is the comparison's, except where false-discovery control demoted a DIFFERENT to
-    ``unknown`` (the comparison keeps what the test said; its reason says why) or a side failed."""
+    ``unknown`` (the comparison keeps what the test said; its reason says why) or a side failed.
+    ``gated`` is False for an undecided comparison that could not have decided its floor at this
+    sample size (compile time from a few unpaired compiles): it is reported once in the summary
+    (``not_gated``), not as an undecided row."""
 
     case: str
     metric: str
@@ -55,6 +62,7 @@ class Verdict:
     decision: RowDecision
     direction: str
     bh_adjusted_p: float | None = None
+    gated: bool = True
 
     @property
     def is_regression(self) -> bool:
@@ -64,7 +72,7 @@ class Verdict:
         return {"case": self.case, "metric": self.metric, "unit": self.unit, "noisy": self.noisy, "gate": self.gate,
                 "baseline": self.baseline, "candidate": self.candidate, "paired": self.paired,
                 "comparison": self.comparison.to_json(), "decision": self.decision, "direction": self.direction,
-                "bh_adjusted_p": self.bh_adjusted_p}
+                "bh_adjusted_p": self.bh_adjusted_p, **({} if self.gated else {"gated": False})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Verdict:
@@ -81,7 +89,8 @@ class Verdict:
                    f.string(data, "candidate", kind), f.boolean(data, "paired", kind), comparison,
                    "same" if decision == "same" else "different" if decision == "different"
                    else "unknown" if decision == "unknown" else "failed",
-                   f.string(data, "direction", kind), f.opt_number(data, "bh_adjusted_p", kind))
+                   f.string(data, "direction", kind), f.opt_number(data, "bh_adjusted_p", kind),
+                   f.boolean(data, "gated", kind) if "gated" in data else True)
 
 
 @dataclass(frozen=True)
@@ -108,7 +117,9 @@ _COUNTS = ("regressions", "improvements", "same", "unknown", "unknown_latency", 
 
 @dataclass(frozen=True)
 class Summary:
-    """Counts of the rows by decision, and the geometric-mean latency change."""
+    """Counts of the rows by decision, and the geometric-mean latency change. ``not_gated``
+    counts the undecided rows that could not have decided (``Verdict.gated``); they are not in
+    ``unknown``."""
 
     regressions: int = 0
     improvements: int = 0
@@ -117,12 +128,17 @@ class Summary:
     unknown_latency: int = 0
     failed: int = 0
     latency_geomean: Geomean | None = None
+    not_gated: int = 0
 
     @classmethod
     def of(cls, rows: Iterable[Verdict]) -> Summary:
         rows = list(rows)
         counts = dict.fromkeys(_COUNTS, 0)
+        not_gated = 0
         for row in rows:
+            if not row.gated:
+                not_gated += 1
+                continue
             if row.decision == "unknown" and row.metric == "latency":
                 counts["unknown_latency"] += 1
             if row.decision == "failed":
@@ -147,17 +163,19 @@ class Summary:
             low = math.sqrt(sum(x * x for x in lows)) / len(logs)
             high = math.sqrt(sum(x * x for x in highs)) / len(logs)
             geomean = Geomean(math.exp(mean), math.exp(mean - low), math.exp(mean + high), len(logs))
-        return cls(**counts, latency_geomean=geomean)
+        return cls(**counts, latency_geomean=geomean, not_gated=not_gated)
 
     def to_json(self) -> JsonObject:
         return {**{k: getattr(self, k) for k in _COUNTS},
-                "latency_geomean": None if self.latency_geomean is None else self.latency_geomean.to_json()}
+                "latency_geomean": None if self.latency_geomean is None else self.latency_geomean.to_json(),
+                **({"not_gated": self.not_gated} if self.not_gated else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Summary:
         geomean = f.opt_obj(data, "latency_geomean", "summary")
         return cls(**{k: f.integer(data, k, "summary") for k in _COUNTS},
-                   latency_geomean=None if geomean is None else Geomean.from_json(geomean))
+                   latency_geomean=None if geomean is None else Geomean.from_json(geomean),
+                   not_gated=f.integer(data, "not_gated", "summary") if "not_gated" in data else 0)
 
 
 @dataclass(frozen=True)
@@ -215,6 +233,10 @@ def parse_verdicts(data: Any, path: str | Path) -> VerdictsDocument:
     data = current_format(data, path, kind="verdicts", title="perfguard verdicts document",
                           version=VERDICTS_VERSION, migrations=_MIGRATIONS)
     embedded = data.get("results") if isinstance(data.get("results"), dict) else {}
+    # The result documents inside are migrated like result files (a verdicts file of version 1
+    # may hold results of an older result version).
+    embedded = {label: current_result_json(r, f"{path} results[{label!r}]") for label, r in embedded.items()}
+    data = {**data, "results": embedded} if embedded else data
     schemas = {"verdicts document": ("verdicts", data),
                **{f"result {label!r} inside the verdicts": ("result", r) for label, r in embedded.items()}}
     return typed_document(data, path, VerdictsDocument.from_json, corrupt="verdicts document", schemas=schemas)

@@ -6,6 +6,8 @@ A compiled case carries the result-document entry that the measure stage fills i
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -77,8 +79,16 @@ def case_key(case: CaseSpec, model: LoadedModel, versions: dict[str, str], runne
     )
 
 
+def execution_identity(artifact: Artifact, key: CaseKey) -> str:
+    """The artifact's execution identity on the case's runner: the backend's
+    (``Backend.execution_identity``: bytes, pinned settings, runtime) and the runner (name,
+    fingerprint, options)."""
+    part = {"artifact": get_backend(artifact.backend).execution_identity(artifact), "runner": key.runner}
+    return hashlib.sha256(json.dumps(part, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int,
-                 side: Side | None = None) -> CompiledCase:
+                 side: Side | None = None, *, memory: bool = True) -> CompiledCase:
     side = side or Side("head", ctx.suite.compiler.path)
     runner_fp = ctx.environment[case.runner]
     versions = get_backend(case.pipeline.backend).versions()
@@ -110,14 +120,15 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
         # A compile served from a backend's artifact cache timed a file copy: keep it out of the gate.
         compile_times = () if trace.cache_hit else tuple(response.compile_times_s)
         compiled.entry = replace(entry, trace=trace, correctness=response.correctness,
-                                 artifact=ArtifactInfo.of(artifact)).with_metrics(
+                                 artifact=ArtifactInfo.of(artifact, execution_identity(artifact, key))).with_metrics(
             compile_time_s=response.compile_time_s, compile_times_s=compile_times,
             artifact_size_bytes=artifact.size_bytes, node_count=artifact.node_count)
     if outcome.error is not None:
         return mark_failed(compiled, outcome.error.stage, outcome.error.message)
     assert response is not None  # a worker without an error always sends its body
     compiled.artifact = response.artifact
-    probe_memory(ctx, compiled)
+    if memory:
+        probe_memory(ctx, compiled)
     return compiled
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import tempfile
+from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from perfguard import __version__
-from perfguard.compile.case import CompiledCase, RunContext, Side, compile_case, mark_failed
+from perfguard.compile.case import CompiledCase, RunContext, Side, compile_case, mark_failed, probe_memory
 from perfguard.compile.preflight import check_suite
 from perfguard.measure.engine import VariantValues, measure_group
 from perfguard.measure.progress import Progress
@@ -25,6 +28,14 @@ from perfguard.results import Latency, Measurement, ModelInfo, ResultDocument, S
 from perfguard.runners import get_runner
 from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
 from perfguard.suite import CaseSpec, Suite
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _group_key(compiled: CompiledCase) -> tuple[str, str, str]:
@@ -93,7 +104,11 @@ class Job:
         if self.owned:
             shutil.rmtree(self.ctx.workdir, ignore_errors=True)
 
-    def compile(self) -> None:
+    def compile(self, memory: bool = True) -> None:
+        """Materialize the models and compile every case for every side, as many compiles at once
+        as the machine has cores (each in its own worker process; the measurement that follows
+        runs one process at a time). ``memory=False`` leaves the memory probes to
+        :meth:`probe_memory` (a check skips them for identical artifacts)."""
         ctx = self.ctx
         runners = sorted({c.runner for c in ctx.cases})
         where = self.repo or ctx.suite.compiler.repo or ctx.suite.path
@@ -106,14 +121,27 @@ class Job:
         for name, spec in model_specs.items():
             ctx.progress.advance(f"model {name}")
             self.models[name] = materialize(spec, ctx.workdir / "models")
-        for side in ctx.sides:
-            for index, case in enumerate(ctx.cases):
+        # Case by case, every side of a case next to each other: the sides of one comparison
+        # compile at the same time, so any slowdown from running together hits both alike.
+        tasks = [(side, index, case) for index, case in enumerate(ctx.cases) for side in ctx.sides]
+        with ThreadPoolExecutor(max_workers=max(1, min(len(tasks), available_cores()))) as pool:
+            futures = [pool.submit(compile_case, ctx, case, self.models[case.model.name], index, side, memory=memory)
+                       for side, index, case in tasks]
+            done = {}
+            for (side, index, case), future in zip(tasks, futures, strict=True):
                 label = f" [{side.label}]" if len(ctx.sides) > 1 else ""
+                compiled = future.result()
                 ctx.progress.advance(f"compile {case.id}{label}")
-                compiled = compile_case(ctx, case, self.models[case.model.name], index, side)
-                self.compiled.append(compiled)
                 if compiled.entry.error is not None:
                     ctx.progress.log(f"[red]FAILED[/red] {case.id}{label}: {compiled.entry.error.message}")
+                done[(side.label, index)] = compiled
+        self.compiled.extend(done[(side.label, index)] for side in ctx.sides for index in range(len(ctx.cases)))
+
+    def probe_memory(self, skip: Collection[str] = ()) -> None:
+        """The memory probes of every compiled variant but those in ``skip`` (after ``compile(memory=False)``)."""
+        for compiled in self.compiled:
+            if compiled.variant_id not in skip:
+                probe_memory(self.ctx, compiled)
 
     def groups(self) -> dict[tuple[str, str, str], list[CompiledCase]]:
         """Variants measured together: every side and pipeline of one model on one runner."""
@@ -123,15 +151,15 @@ class Job:
                 groups.setdefault(_group_key(compiled), []).append(compiled)
         return groups
 
-    def measure(self, only: set[str] | None = None, workers: int | None = None) -> None:
-        """Measure every group (or the groups holding a variant id in ``only``) with ``workers``
-        more worker processes (default: the suite's ``workers``); values accumulate."""
+    def measure(self, only: set[str] | None = None, workers: int | None = None, skip: Collection[str] = ()) -> None:
+        """Measure every group (or the variants ``only`` names) with ``workers`` more worker
+        processes (default: the suite's ``workers``); values accumulate. Variants in ``skip`` are
+        not measured (identical artifacts: see ``perfguard.compare.baselines``)."""
         ctx = self.ctx
         for key, members in self.groups().items():
-            if only is not None:
-                members = [m for m in members if m.variant_id in only]
-                if not members:
-                    continue
+            members = [m for m in members if (only is None or m.variant_id in only) and m.variant_id not in skip]
+            if not members:
+                continue
             model_name, runner, _ = key
             group_id = f"{model_name}/{runner}"
             measure = members[0].case.measure

@@ -27,13 +27,11 @@ from perfguard.report.model import Document, Report, build_report, document_kind
 __all__ = ["Document", "Report", "build_report", "document_kind", "load_document", "parse_document",
            "write_report"]
 
-#: The newest format version of each document kind this perfguard reads.
-READS = {"verdicts": 1, "result": 1, "bisect": 1}
-
 
 def parse_document(data: Any, path: str | Path = "<document>") -> Document:
     """A result, verdicts or bisect document from its JSON value (read from ``path``), typed,
-    validated by its own loader; anything else is refused with a one-line ``StorageError``."""
+    through its own loader (which refuses newer versions and migrates older ones); anything else
+    is refused with a one-line ``StorageError``."""
     from perfguard.bisect.document import bisect_from_json
     from perfguard.compare.verdicts import parse_verdicts
     from perfguard.results.result import parse_result
@@ -41,9 +39,6 @@ def parse_document(data: Any, path: str | Path = "<document>") -> Document:
     kind = document_kind(data)
     if kind is None:
         raise StorageError(f"{path}: not a perfguard result, verdicts or bisect document")
-    if data["version"] > READS[kind]:
-        raise StorageError(f"{path}: {kind} format version {data['version']} is newer than this perfguard "
-                           f"reads ({READS[kind]}); upgrade perfguard")
     if kind == "result":
         return parse_result(data, path)
     if kind == "verdicts":

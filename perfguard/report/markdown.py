@@ -25,9 +25,11 @@ from perfguard.report.model import Report
 from perfguard.report.rows import SEVERITY, VerdictRow
 
 COMMENT_MARKER = "<!-- perfguard-report -->"
-ICONS = {"regression": "🔴", "failed": "❌", "unknown": "🟡", "improvement": "🟢", "same": "⚪"}
+ICONS = {"regression": "🔴", "failed": "❌", "unknown": "🟡", "improvement": "🟢", "same": "⚪", "ungated": "⚪"}
 WORDS = {"regression": "regression", "failed": "failed", "unknown": "undecided", "improvement": "improvement",
-         "same": "same"}
+         "same": "same", "ungated": "not gated"}
+#: Rows a summary lists: every latency row and every other row that says something.
+QUIET = ("same", "ungated")
 _BACKSLASHED = set("\\`*_[]|~")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 _SAFE_CODE = re.compile(r"^[A-Za-z0-9 ._:/+=-]*$")
@@ -66,6 +68,8 @@ def _counts(report: Report) -> str:
              _plural(h.improvements, "improvement"), f"{h.same} unchanged", f"{h.unknown} undecided"]
     if h.failed:
         parts.append(f"**{h.failed} failed**")
+    if h.not_gated:
+        parts.append(f"{h.not_gated} not gated (compile time too noisy to decide its floor)")
     text = " · ".join(parts)
     if h.geomean:
         g = h.geomean
@@ -158,14 +162,14 @@ def _bisect_lines(view: BisectView) -> list[str]:
 
 def _interesting(report: Report) -> list[VerdictRow]:
     """Latency rows of every case and every other row that is not 'same', worst first."""
-    return [r for r in report.verdict_rows if r.metric == "latency" or r.state != "same"]
+    return [r for r in report.verdict_rows if r.metric == "latency" or r.state not in QUIET]
 
 
 def job_summary(report: Report, report_url: str | None = None, max_rows: int = 40) -> str:
     """Markdown for ``$GITHUB_STEP_SUMMARY``."""
     lines = [f"## {_title(report)}", "", _counts(report), ""]
     for comparison in report.comparisons:
-        rows = [r for r in comparison.rows if r.metric == "latency" or r.state != "same"]
+        rows = [r for r in comparison.rows if r.metric == "latency" or r.state not in QUIET]
         lines += [f"**{md_text(comparison.title)}** ({md_text(comparison.kind)})", ""]
         lines += _verdict_table(rows[:max_rows], full=True)
         hidden = len(comparison.rows) - len(rows[:max_rows])

@@ -99,6 +99,7 @@ class Headline:
     unknown: int = 0
     failed: int = 0
     geomean: Geomean | None = None
+    not_gated: int = 0
     comparisons: int = 0
     cases_ok: int = 0
     cases_failed: int = 0
@@ -186,7 +187,8 @@ def _verdict_row(row: Verdict, candidate: CaseEntry | None) -> VerdictRow:
         baseline_value=fmt.finite(c.baseline_median), candidate_value=fmt.finite(c.candidate_median),
         ratio=fmt.finite(c.ratio), ci_low=fmt.finite(c.ci_low) if noisy else None,
         ci_high=fmt.finite(c.ci_high) if noisy else None, p_value=fmt.finite(c.p_value) if noisy else None,
-        mde=(c.mde if not math.isnan(c.mde) else math.inf) if noisy else None,
+        # Not timed (identical artifacts): nothing was detectable or undetectable.
+        mde=(c.mde if not math.isnan(c.mde) else math.inf) if noisy and c.method != "identity" else None,
         floor=fmt.finite(c.floor), gate=row.gate, reason=c.reason)
 
 
@@ -374,7 +376,7 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
     if verdict_documents:
         summary = (verdict_documents[0].summary if len(verdict_documents) == 1
                    else Summary.of(r for d in verdict_documents for r in d.verdicts))
-        for key in ("regressions", "improvements", "same", "unknown", "failed"):
+        for key in ("regressions", "improvements", "same", "unknown", "failed", "not_gated"):
             setattr(headline, key, getattr(summary, key))
         headline.geomean = summary.latency_geomean
     for _, document in results:

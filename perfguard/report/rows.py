@@ -14,14 +14,17 @@ if TYPE_CHECKING:
     from perfguard.compare.verdicts import Verdict
 
 #: Display order of verdict states: what needs attention first.
-SEVERITY = {"failed": 0, "regression": 1, "unknown": 2, "improvement": 3, "same": 4}
+SEVERITY = {"failed": 0, "regression": 1, "unknown": 2, "improvement": 3, "same": 4, "ungated": 5}
 STATE_LABELS = {"failed": "failed", "regression": "regression", "unknown": "undecided",
-                "improvement": "improvement", "same": "same"}
+                "improvement": "improvement", "same": "same", "ungated": "not gated"}
 METRIC_ORDER = {"status": 0, "latency": 1, "memory": 2, "compile_time": 3, "node_count": 4, "artifact_size": 5}
 
 
 def state_of(row: Verdict) -> str:
-    """One word per verdict row: failed, regression, improvement, same or unknown."""
+    """One word per verdict row: failed, regression, improvement, same, unknown, or ungated (an
+    undecided row that could not have decided: reported, never gated)."""
+    if not row.gated:
+        return "ungated"
     if row.decision == "failed":
         return "failed"
     if row.decision == "different":

@@ -74,10 +74,14 @@ def check_writable(path: str | Path, option: str, *, directory: bool = False) ->
     os.unlink(probe)
 
 
+#: The current format version of each document with a shipped schema (``<name>-v<N>.schema.json``).
+SCHEMA_VERSIONS = {"result": 2, "verdicts": 1}
+
+
 @cache
 def load_schema(name: str = "result") -> dict[str, Any]:
-    """The shipped JSON Schema ``result`` or ``verdicts`` (version 1 of each)."""
-    text = resources.files("perfguard.schemas").joinpath(f"{name}-v1.schema.json").read_text()
+    """The shipped JSON Schema of the current version of ``result`` or ``verdicts``."""
+    text = resources.files("perfguard.schemas").joinpath(f"{name}-v{SCHEMA_VERSIONS[name]}.schema.json").read_text()
     schema: dict[str, Any] = json.loads(text)
     return schema
 

@@ -11,10 +11,14 @@ Format history (``RESULT_VERSION``):
 1. First format: suite, environment per runner, and per case its full key (model hash, pipeline
    name + ordered passes + hash, backend and settings, runner fingerprint hash), pass trace,
    correctness check, raw latency values per worker process, and summary metrics.
+2. A case may be left unmeasured: ``not_measured`` says why (its artifact is identical to the one
+   it is compared with), and its latency and memory metrics are absent; ``artifact`` carries the
+   ``execution_identity`` that decided it. A version-1 file is a valid version-2 file.
 
 Readers refuse a newer version ("upgrade perfguard") and migrate older ones step by step
 (``_MIGRATIONS[n]`` turns version n into n + 1). ``to_json(from_json(d)) == d`` for every valid
-version-1 document (``tests/golden/v1`` holds files of today's format that prove it).
+document of the current version, and a version-1 file (``tests/golden/v1``) is written back
+unchanged but for its version.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ from perfguard.measure.protocol import CorrectnessCheck
 from perfguard.models.inputs import InputSpec
 from perfguard.results.documents import current_format, read_json, typed_document
 
-RESULT_VERSION = 1
-_MIGRATIONS: dict[int, Callable[[JsonObject], JsonObject]] = {}
+RESULT_VERSION = 2
+_MIGRATIONS: dict[int, Callable[[JsonObject], JsonObject]] = {1: lambda data: {**data, "version": 2}}
 
 Status = Literal["ok", "failed"]
 
@@ -297,20 +301,26 @@ class ArtifactInfo:
     size_bytes: int
     node_count: int | None
     settings: JsonObject
+    # What decides how it runs on its runner (``Backend.execution_identity`` and the runner):
+    # two artifacts with one identity are not timed against each other.
+    execution_identity: str | None = None
 
     @classmethod
-    def of(cls, artifact: Artifact) -> ArtifactInfo:
-        return cls(artifact.sha256, artifact.size_bytes, artifact.node_count, dict(artifact.settings))
+    def of(cls, artifact: Artifact, execution_identity: str | None = None) -> ArtifactInfo:
+        return cls(artifact.sha256, artifact.size_bytes, artifact.node_count, dict(artifact.settings),
+                   execution_identity)
 
     def to_json(self) -> JsonObject:
-        return {"sha256": self.sha256, "size_bytes": self.size_bytes, "node_count": self.node_count,
-                "settings": self.settings}
+        out = {"sha256": self.sha256, "size_bytes": self.size_bytes, "node_count": self.node_count,
+               "settings": self.settings}
+        return {**out, **_drop_none({"execution_identity": self.execution_identity})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ArtifactInfo:
         kind = "artifact"
         return cls(f.string(data, "sha256", kind), f.integer(data, "size_bytes", kind),
-                   f.opt_integer(data, "node_count", kind), f.obj(data, "settings", kind))
+                   f.opt_integer(data, "node_count", kind), f.obj(data, "settings", kind),
+                   f.opt_string(data, "execution_identity", kind))
 
 
 @dataclass(frozen=True)
@@ -370,10 +380,16 @@ class CaseEntry:
     artifact: ArtifactInfo | None = None
     compiled_on: dict[str, JsonObject] | None = None
     correctness_on_runner: CorrectnessCheck | None = None
+    # Why latency and memory were not measured (an artifact identical to its pair's), or None.
+    not_measured: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def execution_identity(self) -> str | None:
+        return self.artifact.execution_identity if self.artifact else None
 
     def failed(self, stage: str, message: str) -> CaseEntry:
         return replace(self, status="failed", error=CaseError(stage, message))
@@ -408,7 +424,8 @@ class CaseEntry:
                     "artifact": None if self.artifact is None else self.artifact.to_json(),
                     "compiled_on": self.compiled_on,
                     "correctness_on_runner": (None if self.correctness_on_runner is None
-                                              else self.correctness_on_runner.to_json())}
+                                              else self.correctness_on_runner.to_json()),
+                    "not_measured": self.not_measured}
         return {**out, **_drop_none(optional)}
 
     @classmethod
@@ -434,6 +451,7 @@ class CaseEntry:
             finished_at=f.opt_string(data, "finished_at", kind), artifact=optional("artifact", ArtifactInfo.from_json),
             compiled_on=f.opt_obj(data, "compiled_on", kind),
             correctness_on_runner=optional("correctness_on_runner", CorrectnessCheck.from_json),
+            not_measured=f.opt_string(data, "not_measured", kind),
         )
 
 
@@ -557,11 +575,17 @@ class ResultDocument:
         )
 
 
+def current_result_json(data: Any, path: str | Path) -> JsonObject:
+    """The JSON object of a result document at the current version: refuses a newer one,
+    migrates an older one (result files, and the results inside a verdicts document)."""
+    return current_format(data, path, kind="result", title="perfguard result", version=RESULT_VERSION,
+                          migrations=_MIGRATIONS)
+
+
 def parse_result(data: Any, path: str | Path = "<result>") -> ResultDocument:
     """A result document from its JSON value (read from ``path``): refuses newer versions,
     migrates older ones, validates against the schema. Every failure is a one-line ``StorageError``."""
-    data = current_format(data, path, kind="result", title="perfguard result", version=RESULT_VERSION,
-                          migrations=_MIGRATIONS)
+    data = current_result_json(data, path)
     return typed_document(data, path, ResultDocument.from_json, corrupt="result file",
                           schemas={"result file": ("result", data)})
 

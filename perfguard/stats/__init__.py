@@ -16,19 +16,43 @@ docstring. The A/A false-positive and power simulations that justify the default
 
 from __future__ import annotations
 
-from perfguard.stats.adaptive import (
-    AdaptiveResult,
-    SequentialPlan,
-    adaptive_compare,
-    planned_looks,
-    sequential_sampling,
-    spending_schedule,
-)
-from perfguard.stats.compare import UNPAIRED_REL_FLOOR, compare_paired, compare_unpaired
-from perfguard.stats.deterministic import compare_deterministic
-from perfguard.stats.multiple import benjamini_hochberg, bh_adjust
-from perfguard.stats.thresholds import Threshold, parse_threshold
-from perfguard.stats.verdict import Comparison, Decision, Direction
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfguard.stats.adaptive import (
+        AdaptiveResult,
+        SequentialPlan,
+        adaptive_compare,
+        planned_looks,
+        sequential_sampling,
+        spending_schedule,
+    )
+    from perfguard.stats.compare import UNPAIRED_REL_FLOOR, compare_paired, compare_unpaired
+    from perfguard.stats.deterministic import compare_deterministic
+    from perfguard.stats.multiple import benjamini_hochberg, bh_adjust
+    from perfguard.stats.thresholds import Threshold, parse_threshold
+    from perfguard.stats.verdict import Comparison, Decision, Direction
+
+# Where each name lives: imported on first use, so that importing one light submodule
+# (``perfguard.stats.thresholds``, which a suite needs and a measurement worker imports) does
+# not pull SciPy into every worker process.
+_HOMES = {
+    "AdaptiveResult": "adaptive", "SequentialPlan": "adaptive", "adaptive_compare": "adaptive",
+    "planned_looks": "adaptive", "sequential_sampling": "adaptive", "spending_schedule": "adaptive",
+    "UNPAIRED_REL_FLOOR": "compare", "compare_paired": "compare", "compare_unpaired": "compare",
+    "compare_deterministic": "deterministic", "benjamini_hochberg": "multiple", "bh_adjust": "multiple",
+    "Threshold": "thresholds", "parse_threshold": "thresholds",
+    "Comparison": "verdict", "Decision": "verdict", "Direction": "verdict",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'perfguard.stats' has no attribute {name!r}")
+    return getattr(import_module(f"perfguard.stats.{home}"), name)
+
 
 __all__ = [
     "UNPAIRED_REL_FLOOR",

@@ -106,6 +106,8 @@ class CheckSettings:
     step_workers: int = 4
     max_workers: int = 20
     alpha: float = 0.05
+    # Time artifacts whose execution identity equals their pair's anyway (an A/A sentinel).
+    measure_identical: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,11 +126,12 @@ class ThresholdSet:
         return chosen
 
 
-_CHECK_KEYS = ("workers", "step_workers", "max_workers", "alpha")
+_CHECK_KEYS = ("workers", "step_workers", "max_workers", "alpha", "measure_identical")
 
 
 def parse_check(reader: Reader, raw: Any, key: str = "[check]") -> CheckSettings:
-    """The ``[check]`` table: worker counts of the sequential looks and the false-discovery level."""
+    """The ``[check]`` table: worker counts of the sequential looks, the false-discovery level, and
+    whether identical artifacts are timed anyway."""
     table = reader.table(raw, key, _CHECK_KEYS)
     values: dict[str, Any] = {}
     for name in ("workers", "step_workers", "max_workers"):
@@ -140,6 +143,11 @@ def parse_check(reader: Reader, raw: Any, key: str = "[check]") -> CheckSettings
             raise reader.fail(f"{key}.alpha", f"expected a probability between 0 and 0.5 such as 0.05, "
                               f"found {describe(alpha)}")
         values["alpha"] = float(alpha)
+    if "measure_identical" in table:
+        if not isinstance(table["measure_identical"], bool):
+            raise reader.fail(f"{key}.measure_identical", f"expected true or false, found "
+                              f"{describe(table['measure_identical'])}")
+        values["measure_identical"] = table["measure_identical"]
     settings = CheckSettings(**values)
     if settings.max_workers < settings.workers:
         raise reader.fail(f"{key}.max_workers", f"expected an integer >= workers ({settings.workers}), "

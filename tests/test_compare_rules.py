@@ -1,0 +1,97 @@
+"""The rules of a comparison that decide without statistics: identical artifacts are SAME without
+timing, and a compile-time comparison that cannot decide its floor is reported, not gated.
+
+Entries are built in memory (``tests.factories.case_entry``: placeholder keys, real latency values);
+the real checks that exercise the same rules end to end are in ``tests/test_check.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from perfguard.compare.check import Pair, compare_pair, same_execution, unmeasured_variants
+from perfguard.compare.verdicts import Summary, Verdict
+from perfguard.results import ArtifactInfo, CaseEntry
+from perfguard.stats import Comparison
+from perfguard.suite.gates import ThresholdSet
+
+from .factories import case_entry
+
+
+def _compiled(identity: str, compile_times: list[float], per_worker: list[list[float]] | None = None,
+              case: str = "m/p/cpu") -> CaseEntry:
+    entry = case_entry(per_worker, case=case, compile_times_s=compile_times, compile_time_s=compile_times[0],
+                       artifact_size_bytes=1000, node_count=10)
+    return dataclasses.replace(entry, artifact=ArtifactInfo("a" * 64, 1000, 10, {}, identity))
+
+
+def _rows(pair: Pair) -> dict[str, Verdict]:
+    return {r.metric: r for r in compare_pair(pair, ThresholdSet(), alpha=0.05, confidence=0.95)}
+
+
+def test_identical_artifacts_are_same_for_latency_and_memory_without_values():
+    a, b = _compiled("id1", [0.1, 0.11, 0.1]), _compiled("id1", [0.1, 0.1, 0.12])
+    assert same_execution(a, b) and not same_execution(a, _compiled("id2", [0.1]))
+    rows = _rows(Pair("m/p/cpu", a, b, True, "base", "head", frozenset({"base:x", "head:x"}), identical=True))
+    for metric in ("latency", "memory"):
+        assert rows[metric].decision == "same" and rows[metric].comparison.method == "identity"
+        assert "identical artifact (execution identity id1)" in rows[metric].comparison.reason
+    assert rows["node_count"].decision == "same" and rows["artifact_size"].decision == "same"
+    # Without the identity (or with --measure-identical, which builds the pair with identical=False)
+    # latency needs values: none here, so it is UNKNOWN, never SAME by assumption.
+    rows = _rows(Pair("m/p/cpu", a, b, True, "base", "head"))
+    assert rows["latency"].decision == "unknown" and rows["latency"].comparison.method == "none"
+
+
+def test_a_failed_side_is_never_identical():
+    a = _compiled("id1", [0.1])
+    assert not same_execution(a, a.failed("measure", "boom"))
+    assert not same_execution(dataclasses.replace(a, artifact=None), a)
+
+
+def test_only_variants_whose_every_pair_is_identical_go_untimed():
+    a, b, c = _compiled("same", [0.1]), _compiled("same", [0.1]), _compiled("other", [0.1])
+    pairs = [Pair("m/b/cpu", a, b, True, "a", "b", frozenset({"head:a", "head:b"}), identical=True),
+             Pair("m/c/cpu", a, c, True, "a", "c", frozenset({"head:a", "head:c"}), identical=False)]
+    skip = unmeasured_variants(pairs)
+    assert set(skip) == {"head:b"}  # a is still compared with c
+    assert "identical artifact to its pair in m/b/cpu" in skip["head:b"]
+    assert set(unmeasured_variants(pairs[:1])) == {"head:a", "head:b"}
+
+
+def test_undecidable_compile_time_is_reported_not_gated_and_a_clear_change_is_gated():
+    rng = np.random.default_rng(1)
+    noisy_a = list(0.1 * np.exp(0.6 * rng.standard_normal(5)))
+    noisy_b = list(0.1 * np.exp(0.6 * rng.standard_normal(5)))
+    workers = [[1e-3] * 3 for _ in range(6)]
+    rows = _rows(Pair("m/p/cpu", _compiled("x", noisy_a, workers), _compiled("y", noisy_b, workers), True,
+                      "base", "head"))
+    row = rows["compile_time"]
+    assert row.decision == "unknown" and row.gated is False
+    assert "not gated: 5 and 5 compiles cannot detect a change of the 25% floor" in row.comparison.reason
+    # Ten times slower on every compile, little noise: decided, and gated like any regression.
+    slow = [1.0 * (1 + 0.01 * i) for i in range(5)]
+    fast = [0.1 * (1 + 0.01 * i) for i in range(5)]
+    row = _rows(Pair("m/p/cpu", _compiled("x", fast, workers), _compiled("y", slow, workers), True,
+                     "base", "head"))["compile_time"]
+    assert row.is_regression and row.gated
+
+
+def test_summary_counts_ungated_rows_apart_and_the_json_says_gated_false_only_when_false():
+    rows = [Verdict("m/p/cpu", "compile_time", "s", True, "median:25%", "a", "b", False,
+                    _undecided(), "unknown", "none", gated=False),
+            Verdict("m/p/cpu", "latency", "s", True, "median:2%", "a", "b", True, _undecided(),
+                    "unknown", "none")]
+    summary = Summary.of(rows)
+    assert summary.not_gated == 1 and summary.unknown == 1 and summary.unknown_latency == 1
+    assert summary.to_json()["not_gated"] == 1 and "not_gated" not in Summary.of(rows[1:]).to_json()
+    assert rows[0].to_json()["gated"] is False and "gated" not in rows[1].to_json()
+    assert [Verdict.from_json(r.to_json()) for r in rows] == rows
+    assert Summary.from_json(summary.to_json()) == summary
+
+
+def _undecided() -> Comparison:
+    return Comparison(decision="unknown", direction="none", ratio=1.1, ci_low=0.5, ci_high=2.0, p_value=0.4,
+                      mde=3.0, n_pairs=5, baseline_median=0.1, candidate_median=0.11, floor=0.25, reason="wide")
