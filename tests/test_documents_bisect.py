@@ -73,7 +73,7 @@ def test_a_corrupt_state_file_is_one_line(tmp_path):
 @pytest.mark.parametrize("name", RESULTS)
 def test_version_1_results_render(name):
     document = json.loads((V1 / name).read_text())
-    report = build_report([document])
+    report = build_report([load_document(V1 / name)])
     html = render_html(report)
     assert "Bisection" in html and document["case"] in html
     summary = job_summary(report)
