@@ -33,6 +33,7 @@ from perfguard.runners.npu import NpuRunner
 from perfguard.suite import parse_suite
 
 from .conftest import run_cli
+from .factories import case_entry
 
 # --------------------------------------------------------------------------------------------
 # Fakes
@@ -644,12 +645,13 @@ def test_worker_samples_telemetry_around_the_timed_rounds_and_harness_judges_it(
 
     values = VariantValues(per_worker=[response["values"]["v"]], worker_ids=[0], loops=2, rss_delta_bytes=[0],
                            peak_rss_bytes=[1], telemetry=[telemetry])
-    compiled = SimpleNamespace(entry={"metrics": {}}, case=SimpleNamespace(measure=MeasureSettings()))
+    compiled = SimpleNamespace(entry=case_entry(None), case=SimpleNamespace(measure=MeasureSettings()))
     fill_measurement(compiled, values, "m/cpu", 1)  # type: ignore[arg-type]
-    measurement = compiled.entry["measurement"]
+    measurement = compiled.entry.measurement.to_json()
     assert measurement["device_state"]["state"] == "clean"
     assert measurement["telemetry"]["summary"]["sm_clock_mhz"]["median"] == 1980
     assert measurement["telemetry"]["per_worker"] == [telemetry]
+    assert compiled.entry.metrics.latency_s.per_worker == (tuple(response["values"]["v"]),)
 
 
 # --------------------------------------------------------------------------------------------

@@ -108,5 +108,5 @@ def test_hybrid_prefix_compile_uses_the_case_compile_timeout(tmp_path, monkeypat
     job.compile()
     entry = job.compiled[0].entry
     assert timeouts == [7.0], timeouts  # the prefix stage; the suite's compile_timeout, not 600 s
-    assert entry["status"] == "failed" and "hybrid prefix" in entry["error"]["message"]
-    assert "timed out after 7 s" in entry["error"]["message"]
+    assert entry.status == "failed" and entry.error is not None and "hybrid prefix" in entry.error.message
+    assert "timed out after 7 s" in entry.error.message
