@@ -714,6 +714,7 @@ class _FakeJob:
 
 
 def _calibrate(monkeypatch: pytest.MonkeyPatch, ids_a: list[int], ids_b: list[int], workers: int = 8) -> dict:
+    """The calibration as its ``--json`` object."""
     from perfguard.compare import baselines
     from perfguard.suite.gates import ThresholdSet
 
@@ -728,7 +729,7 @@ def _calibrate(monkeypatch: pytest.MonkeyPatch, ids_a: list[int], ids_b: list[in
     monkeypatch.setattr(baselines, "Job", lambda *args, **kwargs: job)
     suite = SimpleNamespace(name="s", compiler=SimpleNamespace(path=None), thresholds=ThresholdSet())
     case = SimpleNamespace(id="m/none/cpu")
-    return baselines.calibrate(suite, [case], CheckSettings(workers=workers), None)  # type: ignore[arg-type]
+    return baselines.calibrate(suite, [case], CheckSettings(workers=workers), None).to_json()  # type: ignore[arg-type]
 
 
 def test_calibrate_pairs_workers_by_id(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -753,4 +754,11 @@ def test_calibrate_with_one_worker_is_a_clear_result(monkeypatch: pytest.MonkeyP
     assert calibration["false_positives"] == 0
     from perfguard.compare.baselines import floors_toml
 
-    assert "[[thresholds.overrides]]" not in floors_toml(calibration)
+    assert "[[thresholds.overrides]]" not in floors_toml(_as_calibration(calibration))
+
+
+def _as_calibration(data: dict) -> Any:
+    from perfguard.compare.baselines import Calibration, CalibrationRow
+
+    rows = tuple(CalibrationRow(**{k: v for k, v in row.items() if k != "false_positive"}) for row in data["cases"])
+    return Calibration(data["suite"], data["workers"], data["alpha"], rows)

@@ -25,7 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> ExitCode:
     import dataclasses
-    import json
 
     from rich.console import Console
     from rich.table import Table
@@ -54,23 +53,30 @@ def run(args: argparse.Namespace) -> ExitCode:
     table = Table(title=f"perfguard calibrate: {suite.name} (A/A, {settings.workers} workers)")
     for column in ("case", "noise sd", "within cv", "A/A change", "interval", "verdict", "mde", "floor"):
         table.add_column(column, justify="left" if column in ("case", "verdict") else "right")
-    for row in result["cases"]:
-        if row["status"] != "ok":
-            verdict = "[red]failed[/]" if row["status"] == "failed" else f"[yellow]unknown[/]: {row['reason']}"
-            table.add_row(row["case"], "", "", "", "", verdict, "", "")
+    for row in result.cases:
+        if row.status != "ok":
+            verdict = "[red]failed[/]" if row.status == "failed" else f"[yellow]unknown[/]: {row.reason}"
+            table.add_row(row.case, "", "", "", "", verdict, "", "")
             continue
-        mde = f"{row['mde'] * 100:.1f}%" if row["mde"] is not None else "n/a"
-        verdict = "[bold red]FALSE POSITIVE[/]" if row["false_positive"] else row["decision"]
-        table.add_row(row["case"], f"{row['noise_sd'] * 100:.2f}%", f"{row['within_cv'] * 100:.1f}%",
-                      f"{(row['aa_ratio'] - 1) * 100:+.2f}%",
-                      f"[{(row['ci_low'] - 1) * 100:+.1f}%, {(row['ci_high'] - 1) * 100:+.1f}%]", verdict, mde,
-                      f"{row['recommended_floor'] * 100:g}%")
+        mde = f"{row.mde * 100:.1f}%" if row.mde is not None else "n/a"
+        verdict = "[bold red]FALSE POSITIVE[/]" if row.false_positive else row.decision
+        table.add_row(row.case, _pct(row.noise_sd, 2), _pct(row.within_cv), _pct(_less_one(row.aa_ratio), 2, "+"),
+                      f"[{_pct(_less_one(row.ci_low), 1, '+')}, {_pct(_less_one(row.ci_high), 1, '+')}]", verdict,
+                      mde, f"{(row.recommended_floor or 0.0) * 100:g}%")
     Console(file=sys.stdout, width=130).print(table)
-    print(f"{result['false_positives']} false positive(s) in {len(result['cases'])} A/A comparisons")
+    print(f"{result.false_positives} false positive(s) in {len(result.cases)} A/A comparisons")
     if args.write:
         path = Path(args.write)
         write_text_atomic(path, floors_toml(result))
         print(f"floors written to {path}; include them with [thresholds] include = \"{path.name}\"")
     if args.json:
-        write_json_atomic(args.json, json.loads(json.dumps(result, default=str)))
+        write_json_atomic(args.json, result.to_json())
     return ExitCode.OK
+
+
+def _less_one(ratio: float | None) -> float | None:
+    return None if ratio is None else ratio - 1
+
+
+def _pct(value: float | None, digits: int = 1, sign: str = "") -> str:
+    return "n/a" if value is None else f"{value * 100:{sign}.{digits}f}%"

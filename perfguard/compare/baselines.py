@@ -18,7 +18,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -218,7 +218,59 @@ def check_against_baseline(suite: Suite, cases: list[CaseSpec], path: str, setti
                                {"baseline": baseline, "candidate": candidate}, warnings + more)
 
 
-def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, progress: Progress) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CalibrationRow:
+    """The A/A of one case: ``ok`` with the noise, the A/A verdict and the recommended floor;
+    ``unknown`` (too few workers measured both sides) or ``failed`` with the reason."""
+
+    case: str
+    status: str
+    reason: str = ""
+    workers: int | None = None
+    noise_sd: float | None = None
+    within_cv: float | None = None
+    aa_ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    decision: str = ""
+    mde: float | None = None
+    recommended_floor: float | None = None
+
+    @property
+    def false_positive(self) -> bool:
+        return self.decision == "different"
+
+    def to_json(self) -> JsonObject:
+        if self.status == "failed":
+            return {"case": self.case, "status": self.status, "reason": self.reason}
+        if self.status != "ok":
+            return {"case": self.case, "status": self.status, "workers": self.workers, "reason": self.reason}
+        return {"case": self.case, "status": self.status, "workers": self.workers, "noise_sd": self.noise_sd,
+                "within_cv": self.within_cv, "aa_ratio": self.aa_ratio, "ci_low": self.ci_low,
+                "ci_high": self.ci_high, "p_value": self.p_value, "decision": self.decision,
+                "false_positive": self.false_positive, "mde": self.mde, "recommended_floor": self.recommended_floor}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What ``perfguard calibrate`` measured (``--json``), and the floors it recommends (``--write``)."""
+
+    suite: str
+    workers: int
+    alpha: float
+    cases: tuple[CalibrationRow, ...]
+
+    @property
+    def false_positives(self) -> int:
+        return sum(1 for r in self.cases if r.false_positive)
+
+    def to_json(self) -> JsonObject:
+        return {"suite": self.suite, "workers": self.workers, "alpha": self.alpha,
+                "cases": [r.to_json() for r in self.cases], "false_positives": self.false_positives}
+
+
+def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, progress: Progress) -> Calibration:
     """A/A: every case compiled twice by the same compiler and measured in the same workers.
 
     Per case: the noise (standard deviation of per-worker log ratios), the A/A verdict (any
@@ -244,43 +296,45 @@ def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, prog
                 if r.metric in ("latency", "status")]
     finally:
         job.close()
-    report: list[JsonObject] = []
+    report: list[CalibrationRow] = []
     for pair, row in zip(pairs, rows, strict=True):
         entry_a, entry_b = pair.baseline, pair.candidate
         if row.metric != "latency":
-            report.append({"case": pair.case, "status": "failed", "reason": row.comparison.reason})
+            report.append(CalibrationRow(pair.case, "failed", row.comparison.reason))
             continue
         a, b = entry_a.latency_by_worker(), entry_b.latency_by_worker()
         common = sorted(set(a) & set(b))
         if len(common) < 2:
-            report.append({"case": pair.case, "status": "unknown", "workers": len(common),
-                           "reason": f"needs at least 2 workers that measured both sides, {len(common)} did"})
+            report.append(CalibrationRow(pair.case, "unknown", f"needs at least 2 workers that measured both sides, "
+                                                               f"{len(common)} did", workers=len(common)))
             continue
         logs = np.log([np.median(b[i]) / np.median(a[i]) for i in common])
         sd = float(np.std(logs, ddof=1))
         se = sd / math.sqrt(len(logs))
-        c = row.comparison.to_json()
+        c = row.comparison
         floor = max(0.01, abs(float(np.mean(logs))) + 2 * se)
         floor = math.ceil(floor * 200) / 200
-        report.append({"case": pair.case, "status": "ok", "workers": len(logs), "noise_sd": sd,
-                       "within_cv": entry_a.metrics.latency_s.cv if entry_a.metrics.latency_s else None,
-                       "aa_ratio": c["ratio"],
-                       "ci_low": c["ci_low"], "ci_high": c["ci_high"], "p_value": c["p_value"],
-                       "decision": row.decision, "false_positive": row.decision == "different",
-                       "mde": c["mde"], "recommended_floor": floor})
-    return {"suite": suite.name, "workers": settings.workers, "alpha": settings.alpha, "cases": report,
-            "false_positives": sum(1 for r in report if r.get("false_positive"))}
+
+        def finite(value: float) -> float | None:
+            return value if math.isfinite(value) else None
+
+        report.append(CalibrationRow(
+            pair.case, "ok", workers=len(logs), noise_sd=sd,
+            within_cv=entry_a.metrics.latency_s.cv if entry_a.metrics.latency_s else None,
+            aa_ratio=finite(c.ratio), ci_low=finite(c.ci_low), ci_high=finite(c.ci_high), p_value=finite(c.p_value),
+            decision=row.decision, mde=finite(c.mde), recommended_floor=floor))
+    return Calibration(suite.name, settings.workers, settings.alpha, tuple(report))
 
 
-def floors_toml(calibration: dict[str, Any]) -> str:
-    lines = [f"# Written by perfguard calibrate for suite {calibration['suite']!r} "
-             f"({calibration['workers']} workers per A/A comparison).",
+def floors_toml(calibration: Calibration) -> str:
+    lines = [f"# Written by perfguard calibrate for suite {calibration.suite!r} "
+             f"({calibration.workers} workers per A/A comparison).",
              "# Include it from the suite:  [thresholds] include = \"<this file>\"", ""]
-    for row in calibration["cases"]:
-        if row["status"] != "ok":
+    for row in calibration.cases:
+        if row.status != "ok" or row.recommended_floor is None:
             continue
-        lines += ["[[thresholds.overrides]]", f"pattern = \"^{re.escape(row['case'])}$\"".replace("\\", "\\\\"),
-                  f"latency = \"median:{row['recommended_floor'] * 100:g}%\"",
-                  f"# noise sd {row['noise_sd'] * 100:.2f}%, A/A {(row['aa_ratio'] - 1) * 100:+.2f}%, "
-                  f"MDE {row['mde'] * 100 if row['mde'] is not None else float('inf'):.1f}%", ""]
+        lines += ["[[thresholds.overrides]]", f"pattern = \"^{re.escape(row.case)}$\"".replace("\\", "\\\\"),
+                  f"latency = \"median:{row.recommended_floor * 100:g}%\"",
+                  f"# noise sd {(row.noise_sd or 0.0) * 100:.2f}%, A/A {((row.aa_ratio or 1.0) - 1) * 100:+.2f}%, "
+                  f"MDE {row.mde * 100 if row.mde is not None else float('inf'):.1f}%", ""]
     return "\n".join(lines)

@@ -51,7 +51,7 @@ def fill_measurement(compiled: CompiledCase, values: VariantValues, group_id: st
         group_id, requested, len(values.per_worker), tuple(values.worker_ids), values.loops, measure.warmup,
         measure.rounds, measure.min_time, measure.threads, tuple(values.failures), values.dropped,
         telemetry={"summary": telemetry, "per_worker": values.telemetry} if telemetry else None,
-        device_state=judge_device_state(telemetry).to_json())
+        device_state=judge_device_state(telemetry))
     compiled.entry = dataclasses.replace(compiled.entry, measurement=measurement)
     if not any(values.per_worker):
         reason = values.failures[-1] if values.failures else "no values were taken"

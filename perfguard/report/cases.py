@@ -216,9 +216,9 @@ def device_states(sides: list[SideView]) -> list[dict[str, Any]]:
     out = []
     for side in sides:
         measurement = side.entry.measurement
-        state = (measurement.device_state if measurement else None) or {}
+        state = measurement.device_state if measurement else None
         summary = (measurement.telemetry_summary if measurement else None) or {}
-        if not summary and state.get("state") in (None, "unmonitored"):
+        if not summary and (state is None or state.state == "unmonitored"):
             continue
         ranges = []
         for key, label, unit in (("sm_clock_mhz", "SM clock", "MHz"), ("mem_clock_mhz", "memory clock", "MHz"),
@@ -229,8 +229,8 @@ def device_states(sides: list[SideView]) -> list[dict[str, Any]]:
                 ranges.append({"label": label, "text": f"{value.get('min'):g} / {value.get('median'):g} / "
                                                        f"{value.get('max'):g} {unit}"})
         throttle = summary.get("throttle") or {}
-        out.append({"label": side.label, "state": state.get("state", "unmonitored"),
-                    "reasons": list(state.get("reasons", [])), "notes": list(state.get("notes", [])),
+        out.append({"label": side.label, "state": state.state if state else "unmonitored",
+                    "reasons": list(state.reasons) if state else [], "notes": list(state.notes) if state else [],
                     "ranges": ranges, "samples": summary.get("samples"), "clock_lock": summary.get("clock_lock"),
                     "throttled": throttle.get("throttled_samples")})
     return out

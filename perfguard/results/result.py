@@ -38,6 +38,7 @@ from perfguard.jsonfields import FieldError, JsonObject
 from perfguard.measure.protocol import CorrectnessCheck
 from perfguard.models.inputs import InputSpec
 from perfguard.results.documents import current_format, read_json, typed_document
+from perfguard.runners.telemetry import DeviceState
 
 RESULT_VERSION = 2
 _MIGRATIONS: dict[int, Callable[[JsonObject], JsonObject]] = {1: lambda data: {**data, "version": 2}}
@@ -186,7 +187,7 @@ class Measurement:
     # Why this variant stopped being measured (it crashed or hung its worker), or None.
     dropped: str | None = None
     telemetry: JsonObject | None = None
-    device_state: JsonObject | None = None
+    device_state: DeviceState | None = None
 
     @property
     def telemetry_summary(self) -> JsonObject | None:
@@ -201,7 +202,7 @@ class Measurement:
             "dropped": self.dropped, "telemetry": self.telemetry,
         }
         if self.device_state is not None:
-            out["device_state"] = self.device_state
+            out["device_state"] = self.device_state.to_json()
         return out
 
     @classmethod
@@ -213,7 +214,7 @@ class Measurement:
                    f.number(data, "min_time_s", kind), f.integer(data, "threads", kind),
                    f.string_list(data, "failures", kind) if "failures" in data else (),
                    f.opt_string(data, "dropped", kind), f.opt_obj(data, "telemetry", kind),
-                   f.opt_obj(data, "device_state", kind))
+                   None if data.get("device_state") is None else DeviceState.from_json(f.obj(data, "device_state", kind)))
 
 
 def _pass_record(data: Mapping[str, Any]) -> PassRecord:

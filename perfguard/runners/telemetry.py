@@ -372,6 +372,14 @@ class DeviceState:
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "reasons": list(self.reasons), "notes": list(self.notes)}
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DeviceState:
+        from perfguard import jsonfields as f
+
+        kind = "device_state"
+        return cls(f.string(data, "state", kind), f.string_list(data, "reasons", kind) if "reasons" in data else (),
+                   f.string_list(data, "notes", kind) if "notes" in data else ())
+
 
 def _relative_spread(low: float, high: float) -> float:
     return (high - low) / high if high > 0 else 0.0
