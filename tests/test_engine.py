@@ -141,3 +141,26 @@ passes = ["fuse_bn_into_conv", "constant_folding"]
     assert folded["key"]["runner"]["fingerprint_sha256"]
     env = document["environment"]["cpu"]
     assert env["libraries"]["onnxruntime"] and env["cpu_model"] and env["python"]
+
+
+def test_a_workers_peak_memory_is_its_own_not_its_parents():
+    """``ru_maxrss`` survives fork and exec on Linux: a worker of a 256 MB parent would report at
+    least 256 MB. The memory metric reads the worker's own high-water mark instead (a real child
+    process of this test, which holds 256 MB while it runs)."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    held = bytearray(256 * 2**20)
+    for i in range(0, len(held), 4096):  # touch every page: resident, not just reserved
+        held[i] = 1
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    code = ("import resource\nfrom perfguard.measure.worker import peak_rss_bytes\n"
+            "print(peak_rss_bytes(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)")
+    own, inherited = map(int, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                             check=True).stdout.split())
+    assert own < 150 * 2**20 and len(held) == 256 * 2**20
+    if sys.platform.startswith("linux"):
+        assert inherited >= 256 * 2**20  # what the old reading would have reported

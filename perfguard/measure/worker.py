@@ -76,6 +76,26 @@ def _rss_bytes() -> int:
         return 0
 
 
+def peak_rss_bytes() -> int:
+    """This process's own peak resident memory: the high-water mark of its address space
+    (``VmHWM`` in ``/proc/self/status`` on Linux).
+
+    Not ``getrusage(RUSAGE_SELF).ru_maxrss``: on Linux that survives fork and exec, so a worker
+    started by a parent that holds 150 MB reports at least 150 MB whatever it loads (measured:
+    a child of a 313 MB parent read 313 MB there and 13 MB here). The memory metric would then
+    follow perfguard's own imports instead of the artifact. ``ru_maxrss`` (KiB on Linux, bytes on
+    macOS) is the fallback where ``/proc`` is missing."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
 def _load_outputs(path: str) -> list[np.ndarray]:
     with np.load(path) as data:
         return [data[f"out{i}"] for i in range(len(data.files))]
@@ -305,7 +325,7 @@ def do_measure(request: MeasureRequest) -> MeasureResponse:
             telemetry = sampler.stop()
         if gc_was_enabled:
             gc.enable()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = peak_rss_bytes()
     return MeasureResponse(values={k: tuple(v) for k, v in values.items()}, loops=loops, rss_delta_bytes=rss_delta,
                            peak_rss_bytes=peak, load_order=tuple(load_order), pid=os.getpid(), telemetry=telemetry)
 
@@ -322,7 +342,7 @@ def do_memory(request: MemoryRequest) -> MemoryResponse:
     executable = get_backend(artifact.backend).load(artifact, runner, request.threads)
     for _ in range(max(3, request.warmup)):
         executable.run(feeds)
-    return MemoryResponse(peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    return MemoryResponse(peak_rss_bytes=peak_rss_bytes(),
                           session_rss_bytes=max(0, _rss_bytes() - before))
 
 
