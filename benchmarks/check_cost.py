@@ -21,8 +21,9 @@ small one. One thread everywhere (ONNX Runtime pinned with every optimization of
 
     python benchmarks/check_cost.py [--models small,large] [--trials 1]
 
-Prints one table: seconds per comparison and the verdict per condition and tool (``caught``: a
-slowdown flagged; ``clean``: an A/A not flagged).
+Prints one table: seconds per comparison and the verdict per condition and tool, then per model
+perfguard's seconds per changed comparison over asv's, and the A/A-identical check's wall time
+over that of compiling both sides (``perfguard compile`` of the two pipelines).
 """
 
 from __future__ import annotations
@@ -145,14 +146,12 @@ def _pair_cost(model: onnx.ModelProto, work: object, image: int) -> tuple[float,
 
 def _suite(name: str, params: dict[str, int], latency: float) -> str:
     pipelines = "".join(f'[pipelines.{c}]\npasses = ["cost_passes:{c}"]\n' for c in ("base", *CONDITIONS))
-    min_time = max(0.01, 2 * latency)
     return textwrap.dedent(f"""
         [suite]
         name = "cost-{name}"
         [compiler]
         path = "."
         [measure]
-        min_time = "{min_time * 1000:.0f}ms"
         timeout = "900s"
         [thresholds]
         latency = "median:1.5%"
@@ -172,6 +171,21 @@ def perfguard(folder: Path, suite: Path, model: str, condition: str, env: dict[s
     if row["decision"] == "different":
         return seconds, row["direction"]
     return seconds, row["decision"]
+
+
+def compile_both(folder: Path, name: str, params: dict[str, int], latency: float, env: dict[str, str]) -> float:
+    """Wall time of compiling the two sides of an A/A-identical comparison with ``perfguard compile``
+    (both compiles, their reference run and memory probes): what such a check may cost at most."""
+    suite = folder / f"{name}-pair.toml"
+    text = _suite(name, params, latency)
+    suite.write_text(text[:text.index("[pipelines.")] + '[pipelines.base]\npasses = ["cost_passes:base"]\n'
+                     '[pipelines.aa_identical]\npasses = ["cost_passes:aa_identical"]\n')
+    out = Path(tempfile.mkdtemp(prefix="compiled-", dir=folder)) / "out"
+    seconds, proc = _run([sys.executable, "-m", "perfguard", "compile", str(suite), "--out", str(out), "--quiet"],
+                         folder, env)
+    if proc.returncode != 0:
+        raise SystemExit(f"perfguard compile failed: {proc.stderr.strip()[-300:]}")
+    return seconds
 
 
 def pytest_benchmark(folder: Path, base: Path, candidate: Path, env: dict[str, str]) -> tuple[float, str]:
@@ -267,6 +281,10 @@ def main() -> int:
                 onnx.save(getattr(cost_passes, condition)(model), str(files[condition]))
             suite = folder / f"{name}.toml"
             suite.write_text(_suite(name, params, latency))
+            if "perfguard" in tools:
+                seconds = compile_both(folder, name, params, latency, env)
+                rows.append((name, "compile both sides", "perfguard compile", seconds, "-"))
+                print(f"  {'compile both':13s} perfguard        {seconds:7.1f} s", flush=True)
             for _ in range(args.trials):
                 for condition in CONDITIONS:
                     if "perfguard" in tools:
@@ -286,15 +304,21 @@ def main() -> int:
     print()
     print("| model | condition | tool | seconds per comparison (median) | verdicts |")
     print("|---|---|---|---|---|")
-    keys = sorted({(m, c, t) for m, c, t, _, _ in rows}, key=lambda k: (k[0], CONDITIONS.index(k[1]), k[2]))
+    order = ("compile both sides", *CONDITIONS)
+    keys = sorted({(m, c, t) for m, c, t, _, _ in rows}, key=lambda k: (k[0], order.index(k[1]), k[2]))
     for model_name, condition, tool in keys:
         mine = [(s, v) for m, c, t, s, v in rows if (m, c, t) == (model_name, condition, tool)]
         verdicts = ", ".join(v for _, v in mine)
         print(f"| {model_name} | {condition} | {tool} | {statistics.median(s for s, _ in mine):.1f} | {verdicts} |")
     for model_name in sorted({m for m, *_ in rows}):
         changed = {tool: statistics.median(s for m, c, t, s, _ in rows if m == model_name and t == tool
-                                           and c != "aa_identical") for tool in tools
+                                           and c not in ("aa_identical", "compile both sides")) for tool in tools
                    if any(m == model_name and t == tool for m, _, t, _, _ in rows)}
+        compiled = [s for m, c, _, s, _ in rows if m == model_name and c == "compile both sides"]
+        identical = [s for m, c, t, s, _ in rows if m == model_name and c == "aa_identical" and t == "perfguard"]
+        if compiled and identical:
+            print(f"{model_name}: A/A-identical check {statistics.median(identical):.1f} s vs compiling both sides "
+                  f"{compiled[0]:.1f} s ({statistics.median(identical) / compiled[0]:.2f}x)")
         if "perfguard" in changed and "asv" in changed:
             print(f"{model_name}: perfguard / asv seconds per changed comparison: "
                   f"{changed['perfguard'] / changed['asv']:.2f}x")

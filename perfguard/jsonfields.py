@@ -1,17 +1,12 @@
 """Readers of typed JSON fields, shared by the worker protocol (``perfguard.measure.protocol``) and
 the persisted documents (``perfguard.results.result``...): each returns the field with its type or
-raises ``FieldError`` naming the document kind, the key and what it found. Imports nothing heavy:
-``InputSpec`` and ``Artifact`` load on first use."""
+raises ``FieldError`` naming the document kind, the key and what it found. Generic JSON only:
+it imports no perfguard module, so any module may use it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from perfguard.backends.base import Artifact
-    from perfguard.models.inputs import InputSpec
-
+from collections.abc import Mapping
+from typing import Any
 
 #: A free-form JSON object: a part of a document whose keys are not perfguard's to fix (a runner
 #: fingerprint, a model's source parameters, a backend's settings, device telemetry).
@@ -105,33 +100,6 @@ def int_map(data: Mapping[str, Any], key: str, kind: str) -> dict[str, int]:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
         raise wrong_type(kind, key, "an object of integers", value)
     return dict(value)
-
-
-def artifact(data: Mapping[str, Any], key: str, kind: str) -> Artifact:
-    from perfguard.backends.base import Artifact
-
-    value = obj(data, key, kind)
-    try:
-        return Artifact.from_json(value)
-    except TypeError as exc:
-        raise FieldError(f"{kind}: field {key!r} is not an artifact: {exc}") from None
-
-
-def input_specs(data: Mapping[str, Any], kind: str) -> tuple[InputSpec, ...]:
-    from perfguard.models.inputs import InputSpec
-
-    try:
-        return tuple(InputSpec.from_json(s) for s in array(data, "input_specs", kind))
-    except (KeyError, TypeError) as exc:
-        raise FieldError(f"{kind}: field 'input_specs' holds an entry that is not an input spec: {exc}") from None
-
-
-def specs_json(specs: Sequence[InputSpec]) -> list[dict[str, Any]]:
-    return [s.to_json() for s in specs]
-
-
-def options(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if value is None else dict(value)
 
 
 def number_list(data: Mapping[str, Any], key: str, kind: str) -> tuple[float, ...]:

@@ -15,8 +15,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from perfguard.backends import get_backend
-from perfguard.backends import iree as iree_backend
+from perfguard.backends import get_backend, iree as iree_backend
 from perfguard.backends.base import PassRecord
 from perfguard.backends.iree import compile_flags, iree_settings
 from perfguard.backends.iree_tools import first_error, tool_path

@@ -26,9 +26,13 @@ from typing import Any
 import pytest
 
 from perfguard.compare.verdicts import Summary, Verdict
-from perfguard.report import Document, load_document, parse_document
-from perfguard.report import build_report as _build_report
-from perfguard.report import write_report as _write_report
+from perfguard.report import (
+    Document,
+    build_report as _build_report,
+    load_document,
+    parse_document,
+    write_report as _write_report,
+)
 from perfguard.report.html import render_html
 from perfguard.report.markdown import job_summary, md_text, pr_comment, workflow_annotations
 from perfguard.results import schema_errors

@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 
 from perfguard.errors import BackendError, RunnerUnavailable, UserError
-from perfguard.runners import RunnerOptions, get_runner, runner_names, runner_status
-from perfguard.runners import telemetry as tm
+from perfguard.runners import RunnerOptions, get_runner, runner_names, runner_status, telemetry as tm
 from perfguard.runners.cpu import CpuRunner
 from perfguard.runners.cuda import (
     CudaRunner,

@@ -18,8 +18,7 @@ class RichProgress(Progress):
 
     def __init__(self, quiet: bool) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
-        from rich.progress import Progress as Bar
+        from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedColumn
 
         self.console = Console(stderr=True)
         self.quiet = quiet

@@ -25,8 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from perfguard import __version__
-from perfguard import jsonfields as f
+from perfguard import __version__, jsonfields as f
 from perfguard.jsonfields import FieldError, JsonObject
 from perfguard.results import ResultDocument, read_json
 from perfguard.results.documents import current_format, typed_document

@@ -16,8 +16,7 @@ from perfguard.errors import UserError
 from perfguard.jsonfields import JsonObject
 from perfguard.measure.engine import run_worker
 from perfguard.measure.progress import Progress
-from perfguard.measure.protocol import CompileRequest
-from perfguard.measure.protocol import variant_id as _variant_id
+from perfguard.measure.protocol import CompileRequest, variant_id as _variant_id
 from perfguard.measure.requests import compile_request, memory_request
 from perfguard.models.loader import LoadedModel
 from perfguard.results import ArtifactInfo, CaseEntry, CaseKey, CompilerInfo, Trace, utc_now

@@ -35,56 +35,18 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from perfguard.jsonfields import (
     ProtocolError,
-)
-from perfguard.jsonfields import (
     array as _list,
-)
-from perfguard.jsonfields import (
-    artifact as _artifact,
-)
-from perfguard.jsonfields import (
     boolean as _bool,
-)
-from perfguard.jsonfields import (
     field as _get,
-)
-from perfguard.jsonfields import (
-    input_specs as _input_specs,
-)
-from perfguard.jsonfields import (
     int_map as _int_map,
-)
-from perfguard.jsonfields import (
     integer as _int,
-)
-from perfguard.jsonfields import (
     number as _float,
-)
-from perfguard.jsonfields import (
     obj as _object,
-)
-from perfguard.jsonfields import (
     opt_integer as _opt_int,
-)
-from perfguard.jsonfields import (
     opt_number as _opt_float,
-)
-from perfguard.jsonfields import (
     opt_obj as _opt_object,
-)
-from perfguard.jsonfields import (
     opt_string as _opt_str,
-)
-from perfguard.jsonfields import (
-    options as _options,
-)
-from perfguard.jsonfields import (
-    specs_json as _specs_json,
-)
-from perfguard.jsonfields import (
     string as _str,
-)
-from perfguard.jsonfields import (
     wrong_type as _wrong,
 )
 
@@ -103,6 +65,33 @@ __all__ = [
 STATUS_PREFIX = "perfguard-worker: "
 # Status verbs followed by a variant id: the variant the worker was busy with.
 VARIANT_VERBS = ("loading", "calibrating", "running")
+
+
+def _artifact(data: Mapping[str, Any], key: str, kind: str) -> Artifact:
+    from perfguard.backends.base import Artifact
+
+    value = _object(data, key, kind)
+    try:
+        return Artifact.from_json(value)
+    except TypeError as exc:
+        raise ProtocolError(f"{kind}: field {key!r} is not an artifact: {exc}") from None
+
+
+def _input_specs(data: Mapping[str, Any], kind: str) -> tuple[InputSpec, ...]:
+    from perfguard.models.inputs import InputSpec
+
+    try:
+        return tuple(InputSpec.from_json(s) for s in _list(data, "input_specs", kind))
+    except (KeyError, TypeError) as exc:
+        raise ProtocolError(f"{kind}: field 'input_specs' holds an entry that is not an input spec: {exc}") from None
+
+
+def _specs_json(specs: Sequence[InputSpec]) -> list[dict[str, Any]]:
+    return [s.to_json() for s in specs]
+
+
+def _options(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else dict(value)
 
 
 def variant_id(side: str, case_id: str) -> str:

@@ -13,8 +13,7 @@ from typing import Any
 from markupsafe import Markup
 
 from perfguard.jsonfields import JsonObject
-from perfguard.report import format as fmt
-from perfguard.report import svg
+from perfguard.report import format as fmt, svg
 from perfguard.report.rows import SEVERITY, VerdictRow
 from perfguard.results import CaseEntry
 

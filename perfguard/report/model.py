@@ -24,8 +24,7 @@ from markupsafe import Markup
 
 from perfguard.bisect.document import BisectResult
 from perfguard.compare.verdicts import Geomean, Summary, Verdict, VerdictsDocument
-from perfguard.report import format as fmt
-from perfguard.report import svg
+from perfguard.report import format as fmt, svg
 from perfguard.report.bisect import BisectView, bisect_view
 from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fingerprint
 from perfguard.report.rows import SEVERITY, VerdictRow, state_of

@@ -18,8 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from perfguard.atomic import write_atomic
-from perfguard.atomic import write_json_atomic as write_json_atomic
+from perfguard.atomic import write_atomic, write_json_atomic as write_json_atomic
 from perfguard.errors import StorageError
 
 T = TypeVar("T")
