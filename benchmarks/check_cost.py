@@ -144,7 +144,7 @@ def _pair_cost(model: onnx.ModelProto, work: object, image: int) -> tuple[float,
     return base, max(1e-7, (heavier - base) / PROBE_PAIRS)
 
 
-def _suite(name: str, params: dict[str, int], latency: float) -> str:
+def _suite(name: str, params: dict[str, int]) -> str:
     pipelines = "".join(f'[pipelines.{c}]\npasses = ["cost_passes:{c}"]\n' for c in ("base", *CONDITIONS))
     return textwrap.dedent(f"""
         [suite]
@@ -173,11 +173,11 @@ def perfguard(folder: Path, suite: Path, model: str, condition: str, env: dict[s
     return seconds, row["decision"]
 
 
-def compile_both(folder: Path, name: str, params: dict[str, int], latency: float, env: dict[str, str]) -> float:
+def compile_both(folder: Path, name: str, params: dict[str, int], env: dict[str, str]) -> float:
     """Wall time of compiling the two sides of an A/A-identical comparison with ``perfguard compile``
     (both compiles, their reference run and memory probes): what such a check may cost at most."""
     suite = folder / f"{name}-pair.toml"
-    text = _suite(name, params, latency)
+    text = _suite(name, params)
     suite.write_text(text[:text.index("[pipelines.")] + '[pipelines.base]\npasses = ["cost_passes:base"]\n'
                      '[pipelines.aa_identical]\npasses = ["cost_passes:aa_identical"]\n')
     out = Path(tempfile.mkdtemp(prefix="compiled-", dir=folder)) / "out"
@@ -280,9 +280,9 @@ def main() -> int:
                 files[condition] = folder / f"{name}-{condition}.onnx"
                 onnx.save(getattr(cost_passes, condition)(model), str(files[condition]))
             suite = folder / f"{name}.toml"
-            suite.write_text(_suite(name, params, latency))
+            suite.write_text(_suite(name, params))
             if "perfguard" in tools:
-                seconds = compile_both(folder, name, params, latency, env)
+                seconds = compile_both(folder, name, params, env)
                 rows.append((name, "compile both sides", "perfguard compile", seconds, "-"))
                 print(f"  {'compile both':13s} perfguard        {seconds:7.1f} s", flush=True)
             for _ in range(args.trials):
