@@ -138,10 +138,14 @@ class Job:
         self.compiled.extend(done[(side.label, index)] for side in ctx.sides for index in range(len(ctx.cases)))
 
     def probe_memory(self, skip: Collection[str] = ()) -> None:
-        """The memory probes of every compiled variant but those in ``skip`` (after ``compile(memory=False)``)."""
-        for compiled in self.compiled:
-            if compiled.variant_id not in skip:
-                probe_memory(self.ctx, compiled)
+        """The memory probes of every compiled variant but those in ``skip`` (after
+        ``compile(memory=False)``), the variants' probes side by side on the machine's cores: a
+        probe reads its own process's peak (``VmHWM``), which another process running beside it
+        does not change."""
+        todo = [c for c in self.compiled if c.variant_id not in skip and c.artifact is not None]
+        with ThreadPoolExecutor(max_workers=max(1, min(len(todo), available_cores()))) as pool:
+            for future in [pool.submit(probe_memory, self.ctx, compiled) for compiled in todo]:
+                future.result()
 
     def groups(self) -> dict[tuple[str, str, str], list[CompiledCase]]:
         """Variants measured together: every side and pipeline of one model on one runner."""
