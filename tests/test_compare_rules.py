@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
 from perfguard.compare.check import Pair, compare_pair, same_execution, unmeasured_variants
 from perfguard.compare.verdicts import Summary, Verdict
@@ -95,3 +96,26 @@ def test_summary_counts_ungated_rows_apart_and_the_json_says_gated_false_only_wh
 def _undecided() -> Comparison:
     return Comparison(decision="unknown", direction="none", ratio=1.1, ci_low=0.5, ci_high=2.0, p_value=0.4,
                       mde=3.0, n_pairs=5, baseline_median=0.1, candidate_median=0.11, floor=0.25, reason="wide")
+
+
+def test_rows_that_are_not_gated_are_no_members_of_the_false_discovery_family():
+    """Seven undecidable compile-time comparisons (p ~ 0.1) beside one clear one (p = 0.008):
+    counted in BH they would demote the clear one (p_adj 0.064 > 0.05); left out, it stands."""
+    from perfguard.compare.check import check_plan, control_false_discoveries
+    from perfguard.suite.gates import CheckSettings
+
+    def row(case: str, p: float, decision: str, gated: bool) -> Verdict:
+        comparison = dataclasses.replace(_undecided(), p_value=p, decision=decision,  # type: ignore[arg-type]
+                                         direction="regression" if decision == "different" else "none")
+        return Verdict(case, "compile_time", "s", True, "median:25%", "a", "b", False, comparison, decision,
+                       comparison.direction, gated=gated)
+
+    rows = [row("m/clear/cpu", 0.008, "different", True)] + [row(f"m/p{i}/cpu", 0.095, "unknown", False)
+                                                              for i in range(7)]
+    plan = check_plan(CheckSettings(), adaptive=False)
+    controlled = control_false_discoveries(rows, plan)
+    assert controlled[0].decision == "different" and controlled[0].bh_adjusted_p == pytest.approx(0.008)
+    assert all(r.bh_adjusted_p is None for r in controlled[1:])
+    # Were they members, the clear one would be demoted: the reason the rule exists.
+    gated = [dataclasses.replace(r, gated=True) for r in rows]
+    assert control_false_discoveries(gated, plan)[0].decision == "unknown"

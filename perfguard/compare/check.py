@@ -229,11 +229,15 @@ def control_false_discoveries(rows: list[Verdict], plan: SequentialPlan) -> list
     """Benjamini-Hochberg at ``plan.alpha`` within each family (latency; compile time) over the
     p-values on the scale of the whole sequence (``plan.sequential_p``: a comparison made at a look
     of level a_k counts as ``p * alpha / a_k``); a DIFFERENT whose adjusted p-value misses becomes
-    UNKNOWN. Deterministic metrics (memory, sizes, node count) have no test and no family.
+    UNKNOWN. Deterministic metrics (memory, sizes, node count) have no test and no family, and a
+    row that is not gated (undecidable at its sample size) is no member.
     Returns the rows, in order, with ``bh_adjusted_p`` set."""
     rows = list(rows)
     for family in FAMILIES:
-        members = [i for i, r in enumerate(rows) if r.metric == family and math.isfinite(r.comparison.p_value)]
+        # A row that could not have decided (not gated) is no member: its p-value would only
+        # raise the bar for the comparisons of its family that can decide.
+        members = [i for i, r in enumerate(rows)
+                   if r.metric == family and r.gated and math.isfinite(r.comparison.p_value)]
         if not members:
             continue
         sequential = [plan.sequential_p(rows[i].comparison.p_value, rows[i].comparison.alpha) for i in members]
