@@ -59,12 +59,11 @@ def _paired(case: str, baseline: CompiledCase, candidate: CompiledCase, base_lab
                 frozenset({baseline.variant_id, candidate.variant_id}), identical)
 
 
-def measure_paired(job: Job, make_pairs: Callable[[], list[Pair]], workers: int) -> None:
+def measure_paired(job: Job, pairs: list[Pair], by_variant: dict[str, CompiledCase], workers: int) -> None:
     """The first look's measurement of a same-job comparison: every variant but those whose
     every pair has two identical artifacts (marked ``not_measured``, no memory probes, no
     timing), memory probes first. ``job`` was compiled with ``memory=False``."""
-    skip = unmeasured_variants(make_pairs())
-    by_variant = {c.variant_id: c for c in job.compiled}
+    skip = unmeasured_variants(pairs)
     for variant, reason in skip.items():
         compiled = by_variant[variant]
         compiled.entry = dataclasses.replace(compiled.entry, not_measured=reason)
@@ -77,7 +76,7 @@ def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: Check
     try:
         job.compile(memory=False)
         by_variant = {c.variant_id: c for c in job.compiled}
-        measure_paired(job, lambda: make_pairs(by_variant), settings.workers)
+        measure_paired(job, make_pairs(by_variant), by_variant, settings.workers)
         rows, info = adaptive_check(lambda: make_pairs(by_variant), lambda ids, n: job.measure(only=ids, workers=n),
                                     suite.thresholds, settings, adaptive=True)
         documents = job.documents()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -220,10 +220,6 @@ class VerdictsDocument:
                    f.string_list(data, "warnings", kind), Summary.from_json(f.obj(data, "summary", kind)),
                    f.string(data, "created_at", kind), f.string(f.obj(data, "tool", kind), "version", "tool"),
                    f.integer(data, "version", kind))
-
-    def with_verdicts(self, rows: Iterable[Verdict]) -> VerdictsDocument:
-        rows = tuple(rows)
-        return replace(self, verdicts=rows, summary=Summary.of(rows))
 
 
 def parse_verdicts(data: Any, path: str | Path) -> VerdictsDocument:

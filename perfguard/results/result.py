@@ -80,10 +80,6 @@ class Latency:
         return cls(tuple(tuple(float(v) for v in w) for w in per_worker), int(data.size), median, mean, stdev,
                    stdev / mean if mean > 0 else 0.0, float(data.min()), float(data.max()), p90, p99, p10, p25, p75)
 
-    @property
-    def values(self) -> list[float]:
-        return [v for worker in self.per_worker for v in worker]
-
     def to_json(self) -> JsonObject:
         summary = {"n": self.n, "median": self.median, "mean": self.mean, "stdev": self.stdev, "cv": self.cv,
                    "min": self.min, "max": self.max, "p10": self.p10, "p25": self.p25, "p75": self.p75,
@@ -334,14 +330,6 @@ class CaseKey:
     runner: JsonObject
     measure: JsonObject
 
-    @property
-    def passes(self) -> tuple[str, ...]:
-        return tuple(self.pipeline.get("passes") or ())
-
-    @property
-    def backend_name(self) -> str:
-        return str(self.backend.get("name", ""))
-
     def hash(self) -> str:
         """Hash of model, pipeline, backend versions and runner fingerprint (not of ``measure``)."""
         part = {"model": self.model, "pipeline": self.pipeline, "backend": self.backend, "runner": self.runner}
@@ -543,9 +531,6 @@ class ResultDocument:
     compiler: CompilerInfo | None = None
     artifacts: ArtifactsOrigin | None = None
     version: int = RESULT_VERSION
-
-    def case(self, case_id: str) -> CaseEntry | None:
-        return next((c for c in self.cases if c.id == case_id), None)
 
     def to_json(self) -> JsonObject:
         out: JsonObject = {
