@@ -44,6 +44,9 @@ def test_interleaved_values_recover_known_latency_ratio(tmp_path):
     slow = statistics.median(v for w in values["slow"].per_worker for v in w)
     assert base == pytest.approx(1e-3, rel=0.2)
     assert slow / base == pytest.approx(1.10, abs=0.04)
+    # Each worker is a memory probe of the variant it loads first (the first one rotates).
+    assert len(values["base"].memory_samples) == 2 and len(values["slow"].memory_samples) == 1
+    assert all(s > 10_000_000 for v in values.values() for s in v.memory_samples)
 
 
 def test_a_variant_that_crashes_its_worker_is_dropped_and_the_rest_is_measured(tmp_path):
@@ -137,6 +140,11 @@ passes = ["fuse_bn_into_conv", "constant_folding"]
     assert metrics["latency_s"]["n"] == 2 * 3 and len(metrics["latency_s"]["per_worker"]) == 2
     assert metrics["compile_time_s"] > 0 and metrics["artifact_size_bytes"] > 0
     assert metrics["worker_peak_rss_bytes"] > 10_000_000
+    # Memory: one sample from the worker that loaded "folded" first (2 workers, 2 variants), two
+    # probe processes to make the default 3; a worker's first load measures what a probe does.
+    samples = metrics["peak_rss_bytes_probes"]
+    assert len(samples) == 3 and max(samples) / min(samples) < 1.15, samples
+    assert metrics["peak_rss_bytes"] == sorted(samples)[1]
     assert folded["key"]["pipeline"]["passes"] == ["fuse_bn_into_conv", "constant_folding"]
     assert folded["key"]["runner"]["fingerprint_sha256"]
     env = document["environment"]["cpu"]

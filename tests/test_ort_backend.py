@@ -49,3 +49,20 @@ def test_disabled_optimizers_really_change_the_executed_graph(tmp_path):
         assert executable.session.get_providers()[0] == "CPUExecutionProvider"
     # With ConvBNFusion off, the BatchNormalization nodes survive ORT's optimizers.
     assert counts["no_convbn"] > counts["all"]
+
+
+def test_a_compile_time_repeat_times_the_work_without_the_trace(tmp_path):
+    import onnx
+
+    model_path = tmp_path / "resnet.onnx"
+    onnx.save(build_model("resnet", {"depth": 2, "width": 8, "image_size": 32, "num_classes": 10}), str(model_path))
+    backend = get_backend("ort")
+    pipe = PipelineSpec("p", "ort", ("fuse_bn_into_conv", "constant_folding"), {})
+    output = backend.compile(model_path, pipe, tmp_path / "out")
+    # work_time_s: reading, the passes' real work, writing; positive and inside the whole call's time.
+    assert output.work_time_s is not None and 0 < output.work_time_s
+    assert output.trace.total_time_s <= output.work_time_s
+    repeat = backend.recompile_time(model_path, pipe, tmp_path / "repeat")
+    assert repeat > 0
+    written = onnx.load(str(tmp_path / "repeat" / "model.onnx"))
+    assert len(written.graph.node) == output.artifact.node_count

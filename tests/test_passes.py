@@ -8,7 +8,13 @@ import onnxruntime as ort
 import pytest
 
 from perfguard.backends.folding import fold_constants
-from perfguard.backends.onnx_passes import apply_pipeline, check_pass_names, graph_hash, list_onnx_passes
+from perfguard.backends.onnx_passes import (
+    apply_pipeline,
+    check_pass_names,
+    graph_hash,
+    list_onnx_passes,
+    run_pipeline,
+)
 from perfguard.errors import BackendError, UserError
 from perfguard.models.inputs import input_specs, make_feeds
 from perfguard.models.zoo import build_model
@@ -115,6 +121,14 @@ def test_user_pass_runs_in_order_and_is_traced(resnet, user_passes):
     out, trace = apply_pipeline(resnet, ["fuse_bn_into_conv", f"{user_passes}:scale_first_weight"])
     assert [p.source for p in trace.passes] == ["onnxoptimizer", "user"]
     assert trace.passes[1].changed
+
+
+def test_untraced_pipeline_does_the_same_work(resnet, user_passes):
+    """A compile-time repeat runs ``run_pipeline``: the same graph as the traced compile, from an
+    onnxoptimizer group, a perfguard pass and a user pass."""
+    names = ["fuse_bn_into_conv", "eliminate_identity", "constant_folding", f"{user_passes}:scale_first_weight"]
+    traced, trace = apply_pipeline(resnet, names)
+    assert graph_hash(run_pipeline(resnet, names)) == graph_hash(traced) == trace.final_hash
 
 
 @pytest.mark.parametrize(

@@ -46,8 +46,8 @@ REQUESTS = {
         variants=(MeasureVariant("head:m/O2/cpu", ARTIFACT), MeasureVariant("base:m/O2/cpu", ARTIFACT)), runner="cpu",
         runner_options=None, threads=2, warmup=3, rounds=10, min_time=0.02, seed=0, worker_index=4, input_specs=SPECS,
         loops={"head:m/O2/cpu": 8, "base:m/O2/cpu": 9}),
-    "memory": MemoryRequest(artifact=ARTIFACT, runner="cpu", runner_options=OPTIONS, threads=1, warmup=3, seed=2,
-                            input_specs=SPECS),
+    "memory": MemoryRequest(artifact=ARTIFACT, runner="cpu", runner_options=OPTIONS, threads=1, warmup=3,
+                            min_time=0.02, seed=2, input_specs=SPECS),
     "verify": VerifyRequest(artifact=ARTIFACT, runner="cuda", runner_options=OPTIONS, threads=1, input_specs=SPECS,
                             correctness=TOLERANCE, reference="/art/refs/x-1234.npz"),
 }
@@ -57,8 +57,9 @@ WIRE_KEYS = {
     "compile": {"mode", "backend", "model_path", "pipeline", "out_dir", "compiler_path", "runner", "threads",
                 "compile_repeats", "runner_options", "correctness", "input_specs", "reference_cache"},
     "measure": {"mode", "variants", "runner", "threads", "warmup", "rounds", "min_time", "seed", "worker_index",
-                "input_specs", "loops", "runner_options"},
-    "memory": {"mode", "artifact", "runner", "runner_options", "threads", "warmup", "seed", "input_specs"},
+                "input_specs", "loops", "runner_options", "min_rounds", "max_time"},
+    # min_time since the warm-up is bounded by time (probe and measurement warm up alike).
+    "memory": {"mode", "artifact", "runner", "runner_options", "threads", "warmup", "min_time", "seed", "input_specs"},
     "verify": {"mode", "artifact", "runner", "runner_options", "threads", "input_specs", "correctness", "reference"},
 }
 
@@ -68,7 +69,7 @@ RESPONSES = {
     "compile": CompileResponse(ARTIFACT, {"passes": [], "input_hash": "0" * 16, "final_hash": "", "total_time_s": 0.1,
                                           "exact": True, "note": "", "cache_hit": False}, 0.5, (0.5, 0.6, 0.4), CHECK),
     "measure": MeasureResponse({"v": (0.001, 0.0011)}, {"v": 4}, {"v": 4096}, 10_000_000, ("v",), 1234,
-                               {"sources": ["nvml"], "columns": {"t": [0.0, 0.1]}}),
+                               {"sources": ["nvml"], "columns": {"t": [0.0, 0.1]}}, 9_000_000),
     "memory": MemoryResponse(peak_rss_bytes=100_000_000, session_rss_bytes=20_000_000),
     "verify": VerifyResponse(CorrectnessCheck(False, "output 0 differs", 0.5, 0.25, 1e-3, 1e-4, 1234)),
 }

@@ -703,7 +703,7 @@ class _FakeJob:
     def __init__(self, entries: dict[str, CaseEntry]) -> None:
         self.compiled = [SimpleNamespace(variant_id=k, entry=v) for k, v in entries.items()]
 
-    def compile(self) -> None:
+    def compile(self, memory: bool = True) -> None:
         pass
 
     def measure(self, **_: Any) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -99,6 +100,10 @@ class Artifact:
 class CompileOutput:
     artifact: Artifact
     trace: PassTrace
+    #: The compile's own seconds (reading the model, the passes' real work, writing the
+    #: artifact), without what perfguard adds to trace it (hashes, histograms, validity checks);
+    #: None: the backend does not separate them, and the whole call is timed.
+    work_time_s: float | None = None
 
 
 class Executable(Protocol):
@@ -127,6 +132,14 @@ class Backend(ABC):
     @abstractmethod
     def compile(self, model_path: Path, pipeline: PipelineSpec, out_dir: Path) -> CompileOutput:
         """Compile under the pinned pipeline; raise ``BackendError`` naming the failing pass."""
+
+    def recompile_time(self, model_path: Path, pipeline: PipelineSpec, out_dir: Path) -> float:
+        """Compile again for the time only (a compile-time repeat, after :meth:`compile` succeeded
+        on the same input), in seconds, timed as :meth:`compile` times ``work_time_s``. The
+        default times a whole :meth:`compile`."""
+        start = time.perf_counter()
+        self.compile(model_path, pipeline, out_dir)
+        return time.perf_counter() - start
 
     @abstractmethod
     def load(self, artifact: Artifact, runner: Runner, threads: int) -> Executable:

@@ -244,6 +244,23 @@ def apply_pipeline(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.Model
     return current, trace
 
 
+def run_pipeline(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
+    """The work of :func:`apply_pipeline` alone (one onnxoptimizer call per group, every other
+    pass once), without its trace: no hashes, histograms, validity checks or per-pass replay. A
+    compile-time repeat runs this; its errors are :func:`apply_pipeline`'s, which ran first."""
+    import onnxoptimizer
+
+    current = model
+    for step in _group(names):
+        if step.source == "onnxoptimizer":
+            current = onnxoptimizer.optimize(current, step.names)
+            continue
+        name = step.names[0]
+        func = PERFGUARD_PASSES[name][0] if step.source == "perfguard" else load_user_pass(name)
+        current = func(current)
+    return current
+
+
 def _first_failing(model: onnx.ModelProto, names: list[str]) -> str:
     """Name the pass of a failing onnxoptimizer group: the last pass of the shortest prefix
     that raises or yields an invalid model (a rare path, so the quadratic replay is fine)."""

@@ -14,9 +14,12 @@ Unpaired comparisons (a stored baseline, two result files) also apply the enviro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib
 import math
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,6 +47,23 @@ from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings, ThresholdSet
 
 
+def compile_while_importing(job: Job) -> None:
+    """``job.compile(memory=False)`` while a thread imports SciPy, which only the verdicts need
+    (about 1 s on the 2-core machine: ``perfguard.stats.estimators.scipy_stats``). The import is
+    over before the measurement starts, which runs alone on the machine."""
+
+    def warm() -> None:
+        with contextlib.suppress(Exception):  # a broken SciPy fails where it is used, with its error
+            importlib.import_module("scipy.stats")
+
+    thread = threading.Thread(target=warm, name="perfguard-warm-imports", daemon=True)
+    thread.start()
+    try:
+        job.compile(memory=False)
+    finally:
+        thread.join()
+
+
 def _settings_json(settings: CheckSettings, info: JsonObject) -> JsonObject:
     return {**info, "alpha": settings.alpha}
 
@@ -62,19 +82,21 @@ def _paired(case: str, baseline: CompiledCase, candidate: CompiledCase, base_lab
 def measure_paired(job: Job, pairs: list[Pair], by_variant: dict[str, CompiledCase], workers: int) -> None:
     """The first look's measurement of a same-job comparison: every variant but those whose
     every pair has two identical artifacts (marked ``not_measured``, no memory probes, no
-    timing), memory probes first. ``job`` was compiled with ``memory=False``."""
+    timing). The workers sample each variant's memory as they load it first; memory probes
+    only for variants that too few workers loaded first. ``job`` was compiled with
+    ``memory=False``."""
     skip = unmeasured_variants(pairs)
     for variant, reason in skip.items():
         compiled = by_variant[variant]
         compiled.entry = dataclasses.replace(compiled.entry, not_measured=reason)
-    job.probe_memory(skip=skip)
     job.measure(workers=workers, skip=skip)
+    job.probe_memory(skip=skip)
 
 
 def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: CheckSettings,
                   make_pairs: MakePairs, mode: JsonObject) -> VerdictsDocument:
     try:
-        job.compile(memory=False)
+        compile_while_importing(job)
         by_variant = {c.variant_id: c for c in job.compiled}
         measure_paired(job, make_pairs(by_variant), by_variant, settings.workers)
         rows, info = adaptive_check(lambda: make_pairs(by_variant), lambda ids, n: job.measure(only=ids, workers=n),
@@ -203,8 +225,9 @@ def check_against_baseline(suite: Suite, cases: list[CaseSpec], path: str, setti
     baseline = load_result(path)
     job = Job(suite, cases, progress=progress)
     try:
-        job.compile()
+        compile_while_importing(job)
         job.measure(workers=settings.workers)
+        job.probe_memory()
         candidate = job.documents()["head"]
     finally:
         job.close()
@@ -286,7 +309,7 @@ def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, prog
     sides = [Side("a", suite.compiler.path), Side("b", suite.compiler.path)]
     job = Job(suite, cases, sides=sides, progress=progress)
     try:
-        job.compile()
+        compile_while_importing(job)  # no memory: calibrate judges latency only
         job.measure(workers=settings.workers)
         by_variant = {c.variant_id: c for c in job.compiled}
         pairs = [Pair(c.id, by_variant[variant_id("a", c.id)].entry, by_variant[variant_id("b", c.id)].entry, True, "A", "A'")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -132,19 +133,27 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
 
 
 def probe_memory(ctx: RunContext, compiled: CompiledCase) -> None:
-    """Peak RSS of fresh processes that load only this artifact (``memory_probes`` of them)."""
+    """Peak RSS of fresh processes that load only this artifact: as many probes as the entry's
+    memory samples (from measurement workers that loaded it first) fall short of
+    ``memory_probes``."""
     measure = compiled.case.measure
     if compiled.artifact is None:
         return
-    peaks: list[int] = []
-    for probe in range(measure.memory_probes):
+    peaks = list(compiled.entry.metrics.peak_rss_bytes_probes or ())
+    for probe in range(len(peaks), measure.memory_probes):
         request = memory_request(ctx.suite, compiled.case, compiled.artifact, compiled.model.inputs, probe)
         outcome = run_worker(request, measure.timeout, ctx.workdir / "ipc")
         if outcome.response is not None:
             peaks.append(outcome.response.peak_rss_bytes)
     if peaks:
-        compiled.entry = compiled.entry.with_metrics(peak_rss_bytes_probes=tuple(peaks),
-                                                     peak_rss_bytes=int(sorted(peaks)[len(peaks) // 2]))
+        compiled.entry = with_memory(compiled.entry, peaks)
+
+
+def with_memory(entry: CaseEntry, samples: Sequence[int]) -> CaseEntry:
+    """``entry`` with its memory samples (peaks of fresh processes that had loaded only this
+    artifact: probes and first loads of measurement workers) and their median."""
+    return entry.with_metrics(peak_rss_bytes_probes=tuple(samples),
+                              peak_rss_bytes=int(sorted(samples)[len(samples) // 2]))
 
 
 def _compile_prefix(ctx: RunContext, request: CompileRequest, side: Side,

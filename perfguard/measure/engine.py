@@ -109,6 +109,8 @@ class VariantValues:
     loops: int | None = None
     rss_delta_bytes: list[int] = field(default_factory=list)
     peak_rss_bytes: list[int] = field(default_factory=list)
+    # The peak of each worker that loaded this variant first, before any other: a memory sample.
+    memory_samples: list[int] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     dropped: str | None = None
     # Device telemetry record of each worker in ``worker_ids`` (None: the runner has none); the
@@ -150,4 +152,6 @@ def measure_group(request: MeasureRequest, *, timeout: float, workers: int, work
             entry.peak_rss_bytes.append(response.peak_rss_bytes)
             entry.telemetry.append(dict(response.telemetry) if response.telemetry is not None else None)
             loops.setdefault(variant_id, response.loops[variant_id])
+        if response.first_peak_rss_bytes is not None and response.load_order:
+            results[response.load_order[0]].memory_samples.append(response.first_peak_rss_bytes)
     return results

@@ -17,7 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from perfguard import __version__
-from perfguard.compile.case import CompiledCase, RunContext, Side, compile_case, mark_failed, probe_memory
+from perfguard.compile.case import (
+    CompiledCase,
+    RunContext,
+    Side,
+    compile_case,
+    mark_failed,
+    probe_memory,
+    with_memory,
+)
 from perfguard.compile.preflight import check_suite
 from perfguard.measure.engine import VariantValues, measure_group
 from perfguard.measure.progress import Progress
@@ -51,7 +59,7 @@ def fill_measurement(compiled: CompiledCase, values: VariantValues, group_id: st
         group_id, requested, len(values.per_worker), tuple(values.worker_ids), values.loops, measure.warmup,
         measure.rounds, measure.min_time, measure.threads, tuple(values.failures), values.dropped,
         telemetry={"summary": telemetry, "per_worker": values.telemetry} if telemetry else None,
-        device_state=judge_device_state(telemetry))
+        device_state=judge_device_state(telemetry), min_rounds=measure.min_rounds, max_time_s=measure.max_time)
     compiled.entry = dataclasses.replace(compiled.entry, measurement=measurement)
     if not any(values.per_worker):
         reason = values.failures[-1] if values.failures else "no values were taken"
@@ -62,6 +70,8 @@ def fill_measurement(compiled: CompiledCase, values: VariantValues, group_id: st
     compiled.entry = compiled.entry.with_metrics(
         latency_s=latency, throughput_per_s=1.0 / latency.median, session_rss_bytes=int(sorted(rss)[len(rss) // 2]),
         session_rss_bytes_per_worker=tuple(rss), worker_peak_rss_bytes=int(max(values.peak_rss_bytes)))
+    if measure.memory_probes > 0 and values.memory_samples:
+        compiled.entry = with_memory(compiled.entry, values.memory_samples)
 
 
 def run_suite(suite: Suite, cases: list[CaseSpec], *, workdir: Path | None = None,
@@ -69,8 +79,9 @@ def run_suite(suite: Suite, cases: list[CaseSpec], *, workdir: Path | None = Non
     """Run ``cases`` of ``suite`` and return the result document (not yet written)."""
     job = Job(suite, cases, workdir=workdir, progress=progress, repo=repo)
     try:
-        job.compile()
+        job.compile(memory=False)
         job.measure()
+        job.probe_memory()
         return job.documents()["head"]
     finally:
         job.close()
@@ -138,11 +149,13 @@ class Job:
         self.compiled.extend(done[(side.label, index)] for side in ctx.sides for index in range(len(ctx.cases)))
 
     def probe_memory(self, skip: Collection[str] = ()) -> None:
-        """The memory probes of every compiled variant but those in ``skip`` (after
-        ``compile(memory=False)``), the variants' probes side by side on the machine's cores: a
-        probe reads its own process's peak (``VmHWM``), which another process running beside it
-        does not change."""
-        todo = [c for c in self.compiled if c.variant_id not in skip and c.artifact is not None]
+        """Memory probes for every compiled variant but those in ``skip`` that has fewer than
+        ``memory_probes`` memory samples: after :meth:`measure` only the variants that too few
+        workers loaded first (each worker is a memory probe of the variant it loads first). The
+        probes run side by side on the machine's cores: a probe reads its own process's peak
+        (``VmHWM``), which another process running beside it does not change."""
+        todo = [c for c in self.compiled if c.variant_id not in skip and c.artifact is not None
+                and len(c.entry.metrics.peak_rss_bytes_probes or ()) < c.case.measure.memory_probes]
         with ThreadPoolExecutor(max_workers=max(1, min(len(todo), available_cores()))) as pool:
             for future in [pool.submit(probe_memory, self.ctx, compiled) for compiled in todo]:
                 future.result()
@@ -182,6 +195,7 @@ class Job:
                 merged.loops = new.loops or merged.loops
                 merged.rss_delta_bytes.extend(new.rss_delta_bytes)
                 merged.peak_rss_bytes.extend(new.peak_rss_bytes)
+                merged.memory_samples.extend(new.memory_samples)
                 merged.failures.extend(new.failures)
                 merged.dropped = new.dropped or merged.dropped
                 merged.telemetry.extend(new.telemetry)

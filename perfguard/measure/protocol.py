@@ -257,11 +257,16 @@ class MeasureResponse:
     load_order: tuple[str, ...]
     pid: int
     telemetry: Mapping[str, Any] | None = None
+    #: The process's peak resident memory once the first variant of ``load_order`` was loaded and
+    #: warmed up, before any other was loaded: that variant's memory sample, taken exactly as a
+    #: memory probe takes it (see ``perfguard.measure.worker.load_warm``).
+    first_peak_rss_bytes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"values": {k: list(v) for k, v in self.values.items()}, "loops": dict(self.loops),
                 "rss_delta_bytes": dict(self.rss_delta_bytes), "peak_rss_bytes": self.peak_rss_bytes,
-                "load_order": list(self.load_order), "pid": self.pid, "telemetry": _options(self.telemetry)}
+                "load_order": list(self.load_order), "pid": self.pid, "telemetry": _options(self.telemetry),
+                "first_peak_rss_bytes": self.first_peak_rss_bytes}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MeasureResponse:
@@ -272,7 +277,8 @@ class MeasureResponse:
         order = _list(data, "load_order", kind)
         return cls({k: tuple(float(x) for x in v) for k, v in values.items()}, _int_map(data, "loops", kind),
                    _int_map(data, "rss_delta_bytes", kind), _int(data, "peak_rss_bytes", kind),
-                   tuple(str(v) for v in order), _int(data, "pid", kind), _opt_object(data, "telemetry", kind))
+                   tuple(str(v) for v in order), _int(data, "pid", kind), _opt_object(data, "telemetry", kind),
+                   _opt_int(data, "first_peak_rss_bytes", kind))
 
 
 @dataclass(frozen=True)
@@ -445,8 +451,9 @@ class MeasureVariant:
 
 @dataclass(frozen=True)
 class MeasureRequest:
-    """Load ``variants``, warm each up, then time ``rounds`` interleaved rounds (see
-    ``perfguard.measure.engine``). ``loops`` per variant id come from the first worker's
+    """Load ``variants``, warm each up, then time ``rounds`` interleaved rounds, or stop early
+    once the timed rounds lasted ``max_time`` seconds and ``min_rounds`` were timed (0: never;
+    see ``perfguard.measure.engine``). ``loops`` per variant id come from the first worker's
     calibration (None: calibrate so one value lasts ``min_time`` seconds); ``worker_index``
     seeds the inputs and the shuffles and rotates the load order.
 
@@ -464,13 +471,16 @@ class MeasureRequest:
     worker_index: int
     input_specs: tuple[InputSpec, ...]
     loops: Mapping[str, int] | None = None
+    min_rounds: int = 0
+    max_time: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "variants": [v.to_json() for v in self.variants], "runner": self.runner,
                 "runner_options": _options(self.runner_options), "threads": self.threads, "warmup": self.warmup,
                 "rounds": self.rounds, "min_time": self.min_time, "seed": self.seed,
                 "worker_index": self.worker_index, "input_specs": _specs_json(self.input_specs),
-                "loops": None if self.loops is None else dict(self.loops)}
+                "loops": None if self.loops is None else dict(self.loops), "min_rounds": self.min_rounds,
+                "max_time": self.max_time}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MeasureRequest:
@@ -479,7 +489,8 @@ class MeasureRequest:
                    _opt_object(data, "runner_options", kind), _int(data, "threads", kind), _int(data, "warmup", kind),
                    _int(data, "rounds", kind), _float(data, "min_time", kind), _int(data, "seed", kind),
                    _int(data, "worker_index", kind), _input_specs(data, kind),
-                   _int_map(data, "loops", kind) if data.get("loops") else None)
+                   _int_map(data, "loops", kind) if data.get("loops") else None, _int(data, "min_rounds", kind),
+                   _float(data, "max_time", kind))
 
     def parse_response(self, data: Mapping[str, Any]) -> MeasureResponse:
         return MeasureResponse.from_json(data)
@@ -494,8 +505,9 @@ class MeasureRequest:
 
 @dataclass(frozen=True)
 class MemoryRequest:
-    """Load ``artifact`` in a fresh process, run it ``max(3, warmup)`` times on inputs seeded with
-    ``seed``, report the peak RSS.
+    """Load ``artifact`` in a fresh process, warm it up as a measurement worker does (``warmup``
+    runs, fewer once they lasted ``warmup * min_time``) on inputs seeded with ``seed``, report the
+    peak RSS.
 
     ``runner_options`` is free-form: the suite's ``RunnerOptions.to_json()`` for ``runner``."""
 
@@ -505,20 +517,21 @@ class MemoryRequest:
     runner_options: dict[str, Any] | None
     threads: int
     warmup: int
+    min_time: float
     seed: int
     input_specs: tuple[InputSpec, ...]
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "artifact": self.artifact.to_json(), "runner": self.runner,
                 "runner_options": _options(self.runner_options), "threads": self.threads, "warmup": self.warmup,
-                "seed": self.seed, "input_specs": _specs_json(self.input_specs)}
+                "min_time": self.min_time, "seed": self.seed, "input_specs": _specs_json(self.input_specs)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MemoryRequest:
         kind = "memory request"
         return cls(_artifact(data, "artifact", kind), _str(data, "runner", kind), _opt_object(data, "runner_options", kind),
-                   _int(data, "threads", kind), _int(data, "warmup", kind), _int(data, "seed", kind),
-                   _input_specs(data, kind))
+                   _int(data, "threads", kind), _int(data, "warmup", kind), _float(data, "min_time", kind),
+                   _int(data, "seed", kind), _input_specs(data, kind))
 
     def parse_response(self, data: Mapping[str, Any]) -> MemoryResponse:
         return MemoryResponse.from_json(data)

@@ -54,7 +54,8 @@ def memory_request(suite: Suite, case: CaseSpec, artifact: Artifact, inputs: Seq
     """Memory probe number ``probe`` of ``artifact`` (its inputs are seeded ``seed + probe``)."""
     measure = case.measure
     return MemoryRequest(artifact=artifact, runner=case.runner, runner_options=_runner_options(suite, case.runner),
-                         threads=measure.threads, warmup=measure.warmup, seed=measure.seed + probe,
+                         threads=measure.threads, warmup=measure.warmup, min_time=measure.min_time,
+                         seed=measure.seed + probe,
                          input_specs=tuple(inputs))
 
 
@@ -74,4 +75,5 @@ def measure_request(suite: Suite, case: CaseSpec, variants: Sequence[MeasureVari
     return MeasureRequest(variants=tuple(variants), runner=case.runner,
                           runner_options=_runner_options(suite, case.runner), threads=measure.threads,
                           warmup=measure.warmup, rounds=measure.rounds, min_time=measure.min_time, seed=measure.seed,
-                          worker_index=worker_offset, input_specs=tuple(inputs), loops=None)
+                          worker_index=worker_offset, input_specs=tuple(inputs), loops=None,
+                          min_rounds=measure.min_rounds, max_time=measure.max_time)

@@ -21,6 +21,7 @@ import math
 import os
 import random
 import resource
+import shutil
 import sys
 import time
 import traceback
@@ -32,6 +33,7 @@ import numpy as np
 
 from perfguard.atomic import write_atomic
 from perfguard.backends import get_backend
+from perfguard.backends.base import Artifact
 from perfguard.errors import BackendError, PerfguardError, first_line
 from perfguard.measure.protocol import (
     STATUS_PREFIX,
@@ -55,6 +57,7 @@ from perfguard.measure.protocol import (
 )
 from perfguard.models.inputs import InputSpec, make_feeds
 from perfguard.runners import get_runner
+from perfguard.runners.base import Runner
 from perfguard.suite import PipelineSpec
 
 __all__ = ["STATUS_PREFIX", "blindness", "compare_outputs", "main", "probe_inputs"]
@@ -216,11 +219,16 @@ def do_compile(request: CompileRequest) -> tuple[CompileResponse | None, WorkerE
         stage = "compile"
         _status("compile")
         # Compile time is a noisy metric too: compile ``compile_repeats`` times, keep every time.
-        compile_times = []
-        for _ in range(max(1, request.compile_repeats)):
-            start = time.perf_counter()
-            output = backend.compile(Path(request.model_path), pipeline, Path(request.out_dir))
-            compile_times.append(time.perf_counter() - start)
+        # The first compile makes the artifact and its trace; the repeats only time the work
+        # (in a scratch folder), as the first compile's ``work_time_s`` times it.
+        start = time.perf_counter()
+        output = backend.compile(Path(request.model_path), pipeline, Path(request.out_dir))
+        wall = time.perf_counter() - start
+        compile_times = [wall if output.work_time_s is None else output.work_time_s]
+        scratch = Path(request.out_dir) / "repeat"
+        for _ in range(1, max(1, request.compile_repeats)):
+            compile_times.append(backend.recompile_time(Path(request.model_path), pipeline, scratch))
+        shutil.rmtree(scratch, ignore_errors=True)
         compile_time = float(np.median(compile_times))
         stage = "correctness"
         _status("correctness")
@@ -247,6 +255,22 @@ def do_compile(request: CompileRequest) -> tuple[CompileResponse | None, WorkerE
         return result, None
     except PerfguardError as exc:
         return None, WorkerError(stage, str(exc))
+
+
+def load_warm(artifact: Artifact, runner: Runner, threads: int, feeds: dict[str, np.ndarray], warmup: int,
+              min_time: float) -> Any:
+    """Load ``artifact`` and warm it up: ``warmup`` runs, or fewer once the warm-up has lasted
+    ``warmup * min_time`` (one 95 ms run warms a session as well as three: the first run is the
+    one that allocates), never fewer than one run nor than the runner's ``min_warmup``."""
+    executable = get_backend(artifact.backend).load(artifact, runner, threads)
+    runs, least, budget = max(1, runner.min_warmup, warmup), max(1, runner.min_warmup), warmup * min_time
+    start = time.perf_counter()
+    for done in range(1, runs + 1):
+        executable.run(feeds)
+        if done >= least and time.perf_counter() - start >= budget:
+            break
+    runner.synchronize()
+    return executable
 
 
 def _calibrate(executable: Any, feeds: dict[str, np.ndarray], min_time: float,
@@ -284,16 +308,16 @@ def do_measure(request: MeasureRequest) -> MeasureResponse:
     shift = worker_index % len(load_order) if load_order else 0
     load_order = load_order[shift:] + load_order[:shift]
     by_id = {v.id: v for v in variants}
+    first_peak = None
     for variant_id in load_order:
         _status(variant_status("loading", variant_id))
         before = _rss_bytes()
-        artifact = by_id[variant_id].artifact
-        executable = get_backend(artifact.backend).load(artifact, runner, threads)
-        for _ in range(max(runner.min_warmup, request.warmup)):
-            executable.run(feeds)
-        runner.synchronize()
+        executables[variant_id] = load_warm(by_id[variant_id].artifact, runner, threads, feeds,
+                                            request.warmup, request.min_time)
         rss_delta[variant_id] = max(0, _rss_bytes() - before)
-        executables[variant_id] = executable
+        if first_peak is None:
+            # Only this variant is loaded yet: the process is a memory probe of it.
+            first_peak = peak_rss_bytes()
     loops = dict(request.loops or {})
     for variant_id, executable in executables.items():
         if variant_id not in loops:
@@ -309,8 +333,11 @@ def do_measure(request: MeasureRequest) -> MeasureResponse:
     gc.disable()
     if sampler is not None:
         sampler.start()
+    timed = 0.0
     try:
-        for _ in range(request.rounds):
+        for done in range(request.rounds):
+            if done >= max(1, request.min_rounds) and request.max_time > 0 and timed >= request.max_time:
+                break  # every variant has the same rounds: a round is never cut short
             rng.shuffle(ids)
             for variant_id in ids:
                 _status(variant_status("running", variant_id))
@@ -319,7 +346,9 @@ def do_measure(request: MeasureRequest) -> MeasureResponse:
                 for _ in range(count):
                     run(feeds)
                 sync()
-                values[variant_id].append((time.perf_counter_ns() - start) / count / 1e9)
+                elapsed = (time.perf_counter_ns() - start) / 1e9
+                timed += elapsed
+                values[variant_id].append(elapsed / count)
     finally:
         if sampler is not None:
             telemetry = sampler.stop()
@@ -327,21 +356,21 @@ def do_measure(request: MeasureRequest) -> MeasureResponse:
             gc.enable()
     peak = peak_rss_bytes()
     return MeasureResponse(values={k: tuple(v) for k, v in values.items()}, loops=loops, rss_delta_bytes=rss_delta,
-                           peak_rss_bytes=peak, load_order=tuple(load_order), pid=os.getpid(), telemetry=telemetry)
+                           peak_rss_bytes=peak, load_order=tuple(load_order), pid=os.getpid(), telemetry=telemetry,
+                           first_peak_rss_bytes=first_peak)
 
 
 def do_memory(request: MemoryRequest) -> MemoryResponse:
     """Peak memory of a fresh process that loads one artifact and runs it: the memory metric.
 
     A fresh process per probe makes the number reproducible (a session's share of a shared worker
-    depends on what was loaded before it and on allocator reuse)."""
+    depends on what was loaded before it and on allocator reuse). A measurement worker takes the
+    same sample of the variant it loads first (``load_warm``, then the peak), so a probe is only
+    needed for variants no worker loaded first often enough."""
     runner = get_runner(request.runner, options=request.runner_options)
     feeds = make_feeds(list(request.input_specs), request.seed)
     before = _rss_bytes()
-    artifact = request.artifact
-    executable = get_backend(artifact.backend).load(artifact, runner, request.threads)
-    for _ in range(max(3, request.warmup)):
-        executable.run(feeds)
+    load_warm(request.artifact, runner, request.threads, feeds, request.warmup, request.min_time)
     return MemoryResponse(peak_rss_bytes=peak_rss_bytes(),
                           session_rss_bytes=max(0, _rss_bytes() - before))
 

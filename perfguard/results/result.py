@@ -184,6 +184,10 @@ class Measurement:
     dropped: str | None = None
     telemetry: JsonObject | None = None
     device_state: DeviceState | None = None
+    # The early stop of a worker's rounds (``[measure] min_rounds``/``max_time``); None in
+    # results written before it: every worker timed ``rounds``.
+    min_rounds: int | None = None
+    max_time_s: float | None = None
 
     @property
     def telemetry_summary(self) -> JsonObject | None:
@@ -199,6 +203,8 @@ class Measurement:
         }
         if self.device_state is not None:
             out["device_state"] = self.device_state.to_json()
+        if self.min_rounds is not None:
+            out["min_rounds"], out["max_time_s"] = self.min_rounds, self.max_time_s
         return out
 
     @classmethod
@@ -210,7 +216,8 @@ class Measurement:
                    f.number(data, "min_time_s", kind), f.integer(data, "threads", kind),
                    f.string_list(data, "failures", kind) if "failures" in data else (),
                    f.opt_string(data, "dropped", kind), f.opt_obj(data, "telemetry", kind),
-                   None if data.get("device_state") is None else DeviceState.from_json(f.obj(data, "device_state", kind)))
+                   None if data.get("device_state") is None else DeviceState.from_json(f.obj(data, "device_state", kind)),
+                   f.opt_integer(data, "min_rounds", kind), f.opt_number(data, "max_time_s", kind))
 
 
 def _pass_record(data: Mapping[str, Any]) -> PassRecord:

@@ -35,9 +35,8 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as _sps
 
-from perfguard.stats.estimators import FloatArray
+from perfguard.stats.estimators import FloatArray, scipy_stats
 
 
 def expanded_tail(n: int, confidence: float) -> float:
@@ -48,8 +47,8 @@ def expanded_tail(n: int, confidence: float) -> float:
     """
     if n < 2:
         return math.nan
-    t = float(_sps.t.ppf(0.5 + confidence / 2.0, n - 1))
-    return float(_sps.norm.cdf(-math.sqrt(n / (n - 1.0)) * t))
+    t = float(scipy_stats().t.ppf(0.5 + confidence / 2.0, n - 1))
+    return float(scipy_stats().norm.cdf(-math.sqrt(n / (n - 1.0)) * t))
 
 
 def percentile_interval(boot: FloatArray, n: int, confidence: float) -> tuple[float, float]:

@@ -39,6 +39,15 @@ _PERCENTILE = re.compile(r"^p([1-9][0-9]?)$")
 FloatArray = npt.NDArray[np.float64]
 
 
+def scipy_stats() -> Any:
+    """``scipy.stats``, imported on first use (a second of a check's start on the 2-core
+    machine): ``perfguard check`` imports it in a thread while its compiles run
+    (``perfguard.compare.baselines.warm_imports``)."""
+    from scipy import stats
+
+    return stats
+
+
 def check_statistic(name: str) -> str:
     """Return ``name`` if it names a statistic, else raise ``UserError`` listing the valid ones."""
     if name in _NAMED or _PERCENTILE.match(name):

@@ -15,9 +15,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats as _sps
 
-from perfguard.stats.estimators import FloatArray
+from perfguard.stats.estimators import FloatArray, scipy_stats
 
 _EXACT_MAX_PAIRS = 100
 _EXACT_MAX_TOTAL = 60
@@ -52,7 +51,7 @@ def signed_rank_test(differences: FloatArray) -> float:
     d = np.asarray(differences, dtype=np.float64)
     if d.size == 0:
         return 1.0
-    ranks = _sps.rankdata(np.abs(d))
+    ranks = scipy_stats().rankdata(np.abs(d))
     nonzero = d != 0
     if not nonzero.any():
         return 1.0
@@ -64,7 +63,7 @@ def signed_rank_test(differences: FloatArray) -> float:
     if doubled.size > _EXACT_MAX_PAIRS:
         variance = float(np.sum(doubled.astype(np.float64) ** 2)) / 4.0
         z = abs(observed - center) / math.sqrt(variance)
-        return float(min(1.0, 2.0 * _sps.norm.sf(z)))
+        return float(min(1.0, 2.0 * scipy_stats().norm.sf(z)))
     # dist[s] = P(sum of doubled ranks carrying a + sign == s) under random signs.
     dist = np.zeros(total + 1, dtype=np.float64)
     dist[0] = 1.0
@@ -94,7 +93,7 @@ def rank_sum_test(x: FloatArray, y: FloatArray) -> float:
     if n_x == 0 or n_y == 0:
         return 1.0
     n = n_x + n_y
-    ranks = _sps.rankdata(np.concatenate([a, b]))
+    ranks = scipy_stats().rankdata(np.concatenate([a, b]))
     doubled = np.rint(2.0 * ranks).astype(np.int64)
     observed = int(doubled[:n_x].sum())
     center = n_x * (n + 1)  # doubled expected rank sum
@@ -105,7 +104,7 @@ def rank_sum_test(x: FloatArray, y: FloatArray) -> float:
         if variance <= 0:
             return 1.0
         z = abs(observed - center) / math.sqrt(variance)
-        return float(min(1.0, 2.0 * _sps.norm.sf(z)))
+        return float(min(1.0, 2.0 * scipy_stats().norm.sf(z)))
     top = int(doubled.sum())
     # ways[k, s] = number of k-subsets of the ranks seen so far whose doubled sum is s.
     ways = np.zeros((n_x + 1, top + 1), dtype=np.float64)

@@ -35,8 +35,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-_MEASURE_KEYS = ("workers", "rounds", "warmup", "min_time", "timeout", "compile_timeout", "compile_repeats",
-                 "memory_probes", "threads", "seed")
+_MEASURE_KEYS = ("workers", "rounds", "min_rounds", "max_time", "warmup", "min_time", "timeout", "compile_timeout",
+                 "compile_repeats", "memory_probes", "threads", "seed")
 _CORRECTNESS_KEYS = ("rtol", "atol", "seed")
 _RUNNER_KEYS = ("options", "device_id", "clock_tolerance", "telemetry_interval")
 
@@ -64,13 +64,13 @@ def _runner_options(reader: Reader, raw: Any, key: str) -> RunnerOptions:
 def _measure(reader: Reader, raw: Any, key: str, base: MeasureSettings) -> MeasureSettings:
     table = reader.table(raw, key, _MEASURE_KEYS)
     values: dict[str, Any] = {}
-    for name in ("workers", "rounds", "threads", "compile_repeats"):
+    for name in ("workers", "rounds", "min_rounds", "threads", "compile_repeats"):
         if name in table:
             values[name] = reader.positive_int(table[name], f"{key}.{name}")
     for name in ("warmup", "seed", "memory_probes"):
         if name in table:
             values[name] = reader.positive_int(table[name], f"{key}.{name}", minimum=0)
-    for name in ("min_time", "timeout", "compile_timeout"):
+    for name in ("min_time", "max_time", "timeout", "compile_timeout"):
         if name in table:
             try:
                 values[name] = parse_duration(table[name], f"{reader.path}: {key}.{name}")
