@@ -49,6 +49,17 @@ def test_interleaved_values_recover_known_latency_ratio(tmp_path):
     assert all(s > 10_000_000 for v in values.values() for s in v.memory_samples)
 
 
+def test_rounds_stop_at_max_time_after_min_rounds_and_stay_paired(tmp_path):
+    variants = [{"id": "a", "artifact": _mock_artifact(tmp_path, "a", ("noop",))},
+                {"id": "b", "artifact": _mock_artifact(tmp_path, "b", ("noop",))}]
+    # Every round lasts >= 2 x 4 ms, past max_time = 1 ms at once: min_rounds rounds, both alike.
+    stopped = _measure(tmp_path, variants, workers=2, rounds=10, min_rounds=3, max_time=0.001)
+    assert all(len(w) == 3 for v in stopped.values() for w in v.per_worker)
+    # No max_time: every round.
+    full = _measure(tmp_path, variants, workers=1, rounds=6, min_rounds=3, max_time=0.0)
+    assert all(len(w) == 6 for v in full.values() for w in v.per_worker)
+
+
 def test_a_variant_that_crashes_its_worker_is_dropped_and_the_rest_is_measured(tmp_path):
     variants = [{"id": "good", "artifact": _mock_artifact(tmp_path, "good", ("noop",))},
                 {"id": "bad", "artifact": _mock_artifact(tmp_path, "bad", ("crash_worker",))}]

@@ -38,6 +38,8 @@ def test_defaults_cases_overrides_and_selection(write_suite):
     path = write_suite(BASE + """
 [measure]
 rounds = 4
+min_rounds = 2
+max_time = "500ms"
 
 [[cases]]
 model = "m"
@@ -55,6 +57,9 @@ correctness = { atol = 0.01 }
     assert by_id["m/a/cpu"].measure.rounds == 4 and by_id["m/a/cpu"].measure.workers == 7
     assert by_id["m/b/cpu"].measure.rounds == 9 and by_id["m/b/cpu"].tolerance.atol == 0.01
     assert by_id["m/a/cpu"].measure.threads == MeasureSettings().threads == 1
+    assert by_id["m/a/cpu"].measure.min_rounds == 2 and by_id["m/a/cpu"].measure.max_time == pytest.approx(0.5)
+    # run --rounds N: N rounds in every worker, no early stop before them.
+    assert by_id["m/a/cpu"].measure.overridden(None, 12).min_rounds == 12
     assert [c.id for c in suite.select("*/b/*")] == ["m/b/cpu"]
     with pytest.raises(UserError, match="matches no case"):
         suite.select("nothing")

@@ -55,8 +55,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     suite = load_suite(args.suite or builtin_suite_path("smoke"))
     cases = suite.select(args.case)
     if workers or rounds:
-        cases = [dataclasses.replace(c, measure=dataclasses.replace(
-            c.measure, workers=workers or c.measure.workers, rounds=rounds or c.measure.rounds)) for c in cases]
+        cases = [dataclasses.replace(c, measure=c.measure.overridden(workers, rounds)) for c in cases]
     out = Path(args.out) if args.out else Path("perfguard-results") / (
         f"{suite.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json")
     check_writable(out, "--out" if args.out else "the result file (set --out FILE)")

@@ -2,7 +2,9 @@
 
 Protocol (see README, "Measurement protocol"): for a group of variants (the pipelines of one model
 on one runner) perfguard starts ``workers`` fresh processes one after another. Each loads every
-variant in a random order, discards ``warmup`` runs, then times ``rounds`` rounds; in each round
+variant in a rotated order (its peak memory after the first load is that variant's memory
+sample), discards ``warmup`` runs of each (fewer once they lasted ``warmup * min_time``), then
+times ``rounds`` rounds, or stops after ``min_rounds`` once they lasted ``max_time``; in each round
 every variant runs ``loops`` times back to back in a fresh random order. ``loops`` is calibrated by
 the first worker so that one value lasts at least ``min_time``, and reused by the others.
 

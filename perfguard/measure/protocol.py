@@ -489,8 +489,8 @@ class MeasureRequest:
                    _opt_object(data, "runner_options", kind), _int(data, "threads", kind), _int(data, "warmup", kind),
                    _int(data, "rounds", kind), _float(data, "min_time", kind), _int(data, "seed", kind),
                    _int(data, "worker_index", kind), _input_specs(data, kind),
-                   _int_map(data, "loops", kind) if data.get("loops") else None, _int(data, "min_rounds", kind),
-                   _float(data, "max_time", kind))
+                   _int_map(data, "loops", kind) if data.get("loops") else None,
+                   _opt_int(data, "min_rounds", kind) or 0, _opt_float(data, "max_time", kind) or 0.0)
 
     def parse_response(self, data: Mapping[str, Any]) -> MeasureResponse:
         return MeasureResponse.from_json(data)

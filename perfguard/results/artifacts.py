@@ -166,8 +166,7 @@ def run_from_dir(folder: Path, progress: Progress, *, workers: int | None = None
         if item.entry.ok and item.entry.id in by_id:
             case = by_id[item.entry.id]
             if workers or rounds:
-                case = dataclasses.replace(case, measure=dataclasses.replace(
-                    case.measure, workers=workers or case.measure.workers, rounds=rounds or case.measure.rounds))
+                case = dataclasses.replace(case, measure=case.measure.overridden(workers, rounds))
             cases.append(case)
     if not cases:
         raise UserError(f"{folder}: the manifest holds no successfully compiled case")

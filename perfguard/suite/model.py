@@ -38,6 +38,12 @@ class MeasureSettings:
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def overridden(self, workers: int | None, rounds: int | None) -> MeasureSettings:
+        """These settings with ``run --workers``/``--rounds`` applied: ``--rounds N`` asks for N
+        rounds in every worker, so no early stop before them either."""
+        return dataclasses.replace(self, workers=workers or self.workers, rounds=rounds or self.rounds,
+                                   min_rounds=rounds or self.min_rounds)
+
 
 @dataclass(frozen=True)
 class Tolerance:
