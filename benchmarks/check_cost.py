@@ -15,7 +15,8 @@ In one run, on the same ONNX files and the same machine, for every model and con
 Conditions: ``aa_identical`` (the same pass as base: a byte-identical artifact), ``aa_renamed`` (a
 pass that renames every node: different bytes, the same computation), ``slow2``/``slow5``/``slow10``
 (a pass that inserts exact no-op Mul/Add pairs calibrated to cost about 2 %, 5 % and 10 % of the
-model's latency). Models: a ResNet-50-sized zoo CNN (ResNet-34 layout at 224 px: 3.7 GMAC) and a
+model's latency: the pair's cost is measured first by a ``perfguard check`` of a pipeline with
+enough pairs to add >= 10 %). Models: a ResNet-50-sized zoo CNN (ResNet-34 layout at 224 px: 3.7 GMAC) and a
 small one. One thread everywhere (ONNX Runtime pinned with every optimization off, as perfguard's
 ``ort`` backend does).
 
@@ -39,13 +40,12 @@ import textwrap
 import time
 from pathlib import Path
 
-import numpy as np
 import onnx
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from benchmarks.detection import PROBE_PAIRS, _session  # noqa: E402
+from benchmarks.detection import PROBE_PAIRS  # noqa: E402
 from perfguard.models.zoo import build_model  # noqa: E402
 from tests.factories import WORK_FUNCTION  # noqa: E402
 
@@ -124,37 +124,36 @@ def _run(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, sub
     return time.perf_counter() - start, proc
 
 
-def _pair_cost(model: onnx.ModelProto, work: object, image: int) -> tuple[float, float]:
-    """The model's latency and the cost of one Mul/Add pair on its input, in-process (as
-    benchmarks/detection.py calibrates its slowdowns). Plain and heavier sessions are timed
-    alternately; the heavier one carries enough pairs to add at least 10 % (a ResNet-34's 95 ms
-    swamps 150 pairs, and machine noise once made them cost nothing: 18 721 pairs for "+2 %")."""
-    feeds = {"input": np.random.default_rng(0).standard_normal((1, 3, image, image)).astype(np.float32)}
-    plain = _session(model)
-
-    def median_time(session: object, runs: int = 9) -> float:
-        session.run(None, feeds)  # type: ignore[attr-defined]
-        times = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            session.run(None, feeds)  # type: ignore[attr-defined]
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
-
+def _pair_cost(folder: Path, name: str, params: dict[str, int], env: dict[str, str]) -> tuple[float, float]:
+    """The model's latency and the cost of one Mul/Add pair on its input, measured by a real
+    ``perfguard check`` of a pipeline with ``pairs`` of them against ``base`` (paired, interleaved,
+    8 workers): in-process timing of two sessions one after the other misjudged the pair by 2.4x
+    on the large model (and once gave 18 721 pairs for "+2 %"). The pairs grow until they add at
+    least 10 %, so the estimate is well above the noise."""
     pairs = PROBE_PAIRS
     for _ in range(6):
-        heavy = _session(work(model, pairs))  # type: ignore[operator]
-        timed = [(median_time(plain), median_time(heavy)) for _ in range(5)]
-        base = statistics.median(t[0] for t in timed)
-        extra = statistics.median(t[1] - t[0] for t in timed)
-        if extra >= 0.10 * base:
-            return base, extra / pairs
+        (folder / "cost_passes.py").write_text(PASSES.replace("{extra}", _defs({"probe": pairs})))
+        suite = folder / f"{name}-probe.toml"
+        suite.write_text(_suite(name, params, ("base", "probe")))
+        out = folder / f"probe-{name}.json"
+        _, proc = _run([sys.executable, "-m", "perfguard", "check", str(suite), "--against-pipeline", "base",
+                        "--json", str(out), "--quiet"], folder, env)
+        if proc.returncode not in (0, 1, 3):
+            raise SystemExit(f"calibration check failed: {proc.stderr.strip()[-300:]}")
+        row = next(r for r in json.loads(out.read_text())["verdicts"] if r["metric"] == "latency")
+        ratio, latency = row["comparison"]["ratio"], row["comparison"]["baseline_median"]
+        if ratio - 1.0 >= 0.10:
+            return latency, (ratio - 1.0) * latency / pairs
         pairs *= 4
-    raise SystemExit(f"cannot calibrate the slowdown pass: {pairs // 4} Mul/Add pairs added {extra / base:+.1%}")
+    raise SystemExit(f"cannot calibrate the slowdown pass: {pairs // 4} Mul/Add pairs added {ratio - 1:+.1%}")
 
 
-def _suite(name: str, params: dict[str, int]) -> str:
-    pipelines = "".join(f'[pipelines.{c}]\npasses = ["cost_passes:{c}"]\n' for c in ("base", *CONDITIONS))
+def _defs(pairs: dict[str, int]) -> str:
+    return "".join(f"\n\ndef {c}(model):\n    return add_work(model, {n})\n" for c, n in pairs.items())
+
+
+def _suite(name: str, params: dict[str, int], pipelines_of: tuple[str, ...] = ("base", *CONDITIONS)) -> str:
+    pipelines = "".join(f'[pipelines.{c}]\npasses = ["cost_passes:{c}"]\n' for c in pipelines_of)
     return textwrap.dedent(f"""
         [suite]
         name = "cost-{name}"
@@ -177,9 +176,10 @@ def perfguard(folder: Path, suite: Path, model: str, condition: str, env: dict[s
     if proc.returncode not in (0, 1, 3):
         return seconds, f"error {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"
     row = next(r for r in json.loads(out.read_text())["verdicts"] if r["metric"] == "latency")
-    if row["decision"] == "different":
-        return seconds, row["direction"]
-    return seconds, row["decision"]
+    verdict = row["direction"] if row["decision"] == "different" else row["decision"]
+    if row["comparison"]["method"] == "identity":
+        return seconds, f"{verdict} (not timed)"
+    return seconds, f"{verdict} ({row['comparison']['ratio'] - 1:+.1%}, {row['comparison']['n_pairs']} workers)"
 
 
 def compile_both(folder: Path, name: str, params: dict[str, int], env: dict[str, str]) -> float:
@@ -270,19 +270,14 @@ def main() -> int:
         folder = Path(tmp)
         for name in args.models.split(","):
             params = MODELS[name]
-            (folder / "cost_passes.py").write_text(PASSES.replace("{extra}", ""))
+            latency, pair_cost = _pair_cost(folder, name, params, env)
+            pairs = {c: max(1, round(share * latency / pair_cost)) for c, share in EFFECTS.items()}
+            (folder / "cost_passes.py").write_text(PASSES.replace("{extra}", _defs(pairs)))
             sys.path.insert(0, str(folder))
             import cost_passes  # type: ignore[import-not-found]
 
             model = build_model("resnet", params)
-            latency, pair_cost = _pair_cost(model, cost_passes.add_work, params["image_size"])
-            pairs = {c: max(1, round(share * latency / pair_cost)) for c, share in EFFECTS.items()}
-            extra = "".join(f"\n\ndef {c}(model):\n    return add_work(model, {n})\n" for c, n in pairs.items())
-            (folder / "cost_passes.py").write_text(PASSES.replace("{extra}", extra))
-            sys.modules.pop("cost_passes")
-            import cost_passes  # type: ignore[import-not-found,no-redef]
-
-            print(f"{name}: {latency * 1e3:.1f} ms per inference in-process; Mul/Add pairs for 2/5/10 %: "
+            print(f"{name}: {latency * 1e3:.2f} ms per inference (perfguard's median); Mul/Add pairs for 2/5/10 %: "
                   f"{list(pairs.values())}", flush=True)
             files = {}
             for condition in ("base", *CONDITIONS):
