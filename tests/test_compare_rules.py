@@ -119,3 +119,26 @@ def test_rows_that_are_not_gated_are_no_members_of_the_false_discovery_family():
     # Were they members, the clear one would be demoted: the reason the rule exists.
     gated = [dataclasses.replace(r, gated=True) for r in rows]
     assert control_false_discoveries(gated, plan)[0].decision == "unknown"
+
+
+def test_across_separate_runs_the_latency_floor_is_never_below_the_across_runs_floor():
+    """A stored baseline or two result files: unpaired, and two runs minutes apart differ by more
+    than a same-job floor. A clear +5 % between runs is inside the default 10 % across-runs floor;
+    a suite that knows its machine is stable lowers it (``[thresholds] across_runs``)."""
+    rng = np.random.default_rng(7)
+
+    def entry(scale: float) -> CaseEntry:
+        per_worker = [list(1e-3 * scale * np.exp(0.003 * rng.standard_normal(5))) for _ in range(8)]
+        return _compiled("x" if scale == 1.0 else "y", [0.1] * 5, per_worker)
+
+    pair = Pair("m/p/cpu", entry(1.0), entry(1.05), False, "baseline", "head")
+    default = compare_pair(pair, ThresholdSet(), alpha=0.05, confidence=0.95)
+    latency = next(r for r in default if r.metric == "latency")
+    assert latency.comparison.floor == pytest.approx(0.10) and latency.decision != "different"
+    stable = next(r for r in compare_pair(pair, ThresholdSet(across_runs=0.02), alpha=0.05, confidence=0.95)
+                  if r.metric == "latency")
+    assert stable.comparison.floor == pytest.approx(0.02) and stable.is_regression
+    # Same-job (paired) comparisons keep the suite's own floor.
+    paired = dataclasses.replace(pair, paired=True)
+    assert next(r for r in compare_pair(paired, ThresholdSet(), alpha=0.05, confidence=0.95)
+                if r.metric == "latency").comparison.floor == pytest.approx(0.02)

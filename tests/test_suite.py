@@ -41,6 +41,9 @@ rounds = 4
 min_rounds = 2
 max_time = "500ms"
 
+[thresholds]
+across_runs = "3%"
+
 [[cases]]
 model = "m"
 [cases.measure]
@@ -57,6 +60,7 @@ correctness = { atol = 0.01 }
     assert by_id["m/a/cpu"].measure.rounds == 4 and by_id["m/a/cpu"].measure.workers == 7
     assert by_id["m/b/cpu"].measure.rounds == 9 and by_id["m/b/cpu"].tolerance.atol == 0.01
     assert by_id["m/a/cpu"].measure.threads == MeasureSettings().threads == 1
+    assert suite.thresholds.across_runs == pytest.approx(0.03)
     assert by_id["m/a/cpu"].measure.min_rounds == 2 and by_id["m/a/cpu"].measure.max_time == pytest.approx(0.5)
     # run --rounds N: N rounds in every worker, no early stop before them.
     assert by_id["m/a/cpu"].measure.overridden(None, 12).min_rounds == 12
@@ -92,6 +96,7 @@ options = { graph_optimization_level = "all" }
         ("[pipelines.e]\npass = []\n", r"unknown key \(did you mean 'passes'\?\)"),
         ("[pipelines.e]\npasses = \"fuse_bn_into_conv\"\n", r"expected a list of strings"),
         ("[correctness]\nrtol = -1\n", r"rtol: expected a number >= 0"),
+        ("[thresholds]\nacross_runs = 0.1\n", r"across_runs: expected a percentage such as \"2%\""),
         ("[suit]\nname = 1\n", r"suit: unknown key \(did you mean 'suite'\?\)"),
     ],
 )

@@ -161,6 +161,8 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
         if pair.identical and metric in ("latency", "memory"):
             comparison = _identical(gate.relative or 0.0, pair.baseline.execution_identity)
         elif metric == "latency":
+            if not pair.paired:  # across separate runs: never below the across-runs floor
+                kwargs = {**kwargs, "rel_floor": max(gate.relative or 0.0, thresholds.across_runs)}
             comparison = _noisy(pair.baseline.latency_by_worker(), pair.candidate.latency_by_worker(), pair.paired,
                                 metric, kwargs)
             comparison = _device_gate(comparison, pair)

@@ -21,15 +21,14 @@ from perfguard.errors import UserError
 from perfguard.stats.bootstrap import percentile_interval, resample_units
 from perfguard.stats.estimators import FloatArray, apply_statistic, check_statistic, trimmed_mean
 from perfguard.stats.rank_tests import min_pairs_for, rank_sum_test, signed_rank_test
+from perfguard.stats.thresholds import ACROSS_RUNS_FLOOR
 from perfguard.stats.verdict import Comparison, decide, minimum_detectable_effect
 
 Groups = Sequence[Sequence[float]]
 
-#: Default practical floor of :func:`compare_unpaired`. Two runs from different times (or
-#: machines) differ by more than their own process-to-process spread: on the 2-core CI machine a
-#: +35 % burst came and went between windows minutes apart (README,
-#: "Checking for regressions"), so >= 10 % is advised across separate runs.
-UNPAIRED_REL_FLOOR = 0.10
+#: Default practical floor of :func:`compare_unpaired`: the across-runs floor (see
+#: :data:`perfguard.stats.thresholds.ACROSS_RUNS_FLOOR`).
+UNPAIRED_REL_FLOOR = ACROSS_RUNS_FLOOR
 
 
 def compare_paired(

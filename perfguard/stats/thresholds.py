@@ -29,6 +29,13 @@ from perfguard.units import SIZE_UNITS, TIME_UNITS, to_bytes, to_seconds
 
 MetricKind = Literal["time", "memory", "count"]
 
+#: The smallest latency floor of a comparison across separate runs (a stored baseline,
+#: ``perfguard compare``): two runs minutes apart differ by more than their own process spread
+#: (medians of separate processes 4-8 % apart on the 2-core CI machine, a +35 % burst that came and
+#: went), so a suite's paired floor (2 %) would cry wolf there. ``[thresholds] across_runs``
+#: lowers it for a stable self-hosted machine.
+ACROSS_RUNS_FLOOR = 0.10
+
 _KINDS = ("time", "memory", "count")
 _AMOUNT = re.compile(
     r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*(%|[A-Za-z\u00b5\u03bc]+)?$"

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfguard.errors import UserError
-from perfguard.stats.thresholds import MetricKind, Threshold, parse_threshold
+from perfguard.stats.thresholds import ACROSS_RUNS_FLOOR, MetricKind, Threshold, parse_threshold
 from perfguard.suite.reader import Reader, describe
 
 if sys.version_info >= (3, 11):
@@ -117,6 +117,8 @@ class ThresholdSet:
     defaults: Mapping[str, Gate] = field(default_factory=lambda: {
         name: parse_gate(spec.default, name, "default") for name, spec in METRICS.items()})
     overrides: tuple[tuple[str, Mapping[str, Gate]], ...] = ()
+    #: The least relative latency floor of an unpaired comparison (``[thresholds] across_runs``).
+    across_runs: float = ACROSS_RUNS_FLOOR
 
     def gate(self, case_id: str, metric: str) -> Gate:
         chosen = self.defaults[metric]
@@ -158,7 +160,7 @@ def parse_check(reader: Reader, raw: Any, key: str = "[check]") -> CheckSettings
 def parse_thresholds(reader: Reader, raw: Any, key: str = "[thresholds]") -> ThresholdSet:
     """The ``[thresholds]`` table: default gates, then the overrides of an ``include`` file (written
     by ``perfguard calibrate``, relative to the suite), then the suite's own overrides."""
-    table = reader.table(raw, key, ("include", "overrides", *METRICS))
+    table = reader.table(raw, key, ("include", "overrides", "across_runs", *METRICS))
     defaults = dict(ThresholdSet().defaults)
     for metric in METRICS:
         if metric in table:
@@ -176,6 +178,8 @@ def parse_thresholds(reader: Reader, raw: Any, key: str = "[thresholds]") -> Thr
         included_table = floors.table(included.get("thresholds", {}), "[thresholds]", ("overrides",))
         overrides += _overrides(floors, included_table.get("overrides", []))
     overrides += _overrides(reader, table.get("overrides", []))
+    if "across_runs" in table:
+        return ThresholdSet(defaults, tuple(overrides), reader.percent(table["across_runs"], f"{key}.across_runs"))
     return ThresholdSet(defaults, tuple(overrides))
 
 
