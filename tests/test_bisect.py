@@ -215,3 +215,27 @@ def test_edit_script_and_ddmin_on_known_answers():
         return "fail" if {2, 5} <= chosen else ("unresolved" if 3 in chosen and 4 in chosen else "pass")
 
     assert sorted(ddmin(list(range(8)), test)) == [2, 5]
+
+
+def test_an_undecided_step_is_marked_uncertain_in_its_probe_row():
+    """The search with fake probes (no measurement): versions 0..4, a slowdown that only the
+    endpoints show, every inner comparison undecided. Each step taken by distance is marked
+    uncertain in its probe row, the row the bisect document shows."""
+    from perfguard.bisect.search import SequenceBisector
+
+    def verdict(a: int, b: int) -> dict:
+        if (a, b) == (0, 4):
+            return {"decision": "different", "direction": "regression", "ratio": 1.2}
+        return {"decision": "unknown", "direction": "none", "ratio": 1.001 if a == 0 else 1.01}
+
+    def probe(positions, comparisons):
+        return {"status": "ok", "verdicts": {f"v{a}->v{b}": verdict(a, b) for a, b in comparisons}}
+
+    bisector = SequenceBisector(4, probe, lambda i: f"v{i}")
+    assert bisector.confirm_endpoints() is not None
+    result = bisector.run()
+    assert [c["position"] for c in result.culprits] == [4] and not result.culprits[0]["confirmed"]
+    triples = [p for p in result.probes if p["kind"] == "triple"]
+    assert [p["positions"] for p in triples] == [[0, 2, 4], [2, 3, 4]]
+    assert all(p["uncertain"] is True for p in triples)
+    assert not any(p.get("uncertain") for p in result.probes if p["kind"] == "pair")

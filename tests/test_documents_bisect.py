@@ -62,6 +62,17 @@ def test_a_state_file_of_another_bisection_is_not_resumed(tmp_path):
     assert state.probes == {} and state.order == []
 
 
+def test_a_newer_state_file_says_upgrade(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps({**json.loads((V1 / "bisect-state.json").read_text()), "version": 2}))
+    with pytest.raises(StorageError, match="newer than this perfguard reads .*: upgrade perfguard") as caught:
+        BisectState(path, "k", StateHeader())
+    assert "\n" not in str(caught.value)
+    path.write_text('{"probes": {}}')
+    with pytest.raises(StorageError, match="not a perfguard bisection state of version 1"):
+        BisectState(path, "k", StateHeader())
+
+
 def test_a_corrupt_state_file_is_one_line(tmp_path):
     path = tmp_path / "state.json"
     path.write_text('{"version": 1, "key": "k", "probes": {"p": {"status": 3}}}')

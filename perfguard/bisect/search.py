@@ -116,7 +116,8 @@ class SequenceBisector:
                 self.result.culprits.append({"position": hi, "range": [lo + 1, hi], "uncertain": True})
                 return
             outcome = self.probe([lo, mid, hi], [(lo, mid), (mid, hi)])
-            self.result.probes.append({"kind": "triple", "positions": [lo, mid, hi], **outcome})
+            row = {"kind": "triple", "positions": [lo, mid, hi], **outcome}
+            self.result.probes.append(row)
             self._remember([lo, mid, hi], outcome)
             if outcome["status"] != "ok":
                 self.result.skipped.add(mid)
@@ -138,7 +139,7 @@ class SequenceBisector:
                 good = _closer_to_low(low, high)
                 self.narrate(f"{self.name(mid)}: undecided at the budget ({_text(low)}; {_text(high)}); "
                              f"taking it as {'good' if good else 'bad'} by distance (uncertain step)")
-                outcome["uncertain"] = True
+                row["uncertain"] = True  # the probe row says so (the probe's outcome is the state's)
             self.narrate(f"{self.name(mid)}: {'good' if good else 'bad'} "
                          f"(vs {self.name(lo)}: {_text(low)}; vs {self.name(hi)}: {_text(high)})")
             lo, hi = (mid, hi) if good else (lo, mid)

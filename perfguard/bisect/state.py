@@ -154,7 +154,11 @@ class BisectState:
         if path.exists():
             corrupt = "{path}: corrupt bisection state ({exc}); delete it to start over"
             data = read_json(path, missing=corrupt, not_json=corrupt, unreadable=corrupt)
-            if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            version = data.get("version") if isinstance(data, dict) else None
+            if isinstance(version, int) and not isinstance(version, bool) and version > STATE_VERSION:
+                raise StorageError(f"{path}: bisection state of version {version}, newer than this perfguard "
+                                   f"reads ({STATE_VERSION}): upgrade perfguard, or delete it to start over")
+            if version != STATE_VERSION:
                 raise StorageError(f"{path}: not a perfguard bisection state of version {STATE_VERSION}")
             if data.get("key") == key:
                 try:
