@@ -193,9 +193,9 @@ def worker_log_ratios(a: FloatArray, b: FloatArray, statistic: str = "median") -
     On the 2-core machine's real timings of a 95 ms model (an A/A of one model under two node
     namings, 20 workers of 10 rounds, ``benchmarks/check_cost.py``'s ``aa_renamed``) the spread
     of the per-worker log ratios fell from 1.97 % to 1.27 %: the same precision from 0.4x the
-    workers (``tests/test_stats_sim.py`` simulates the wander). Under no change each round's order is random, so
-    every round's log ratio, and their median, is symmetric about 0 as the signed-rank test
-    assumes. Other statistics (a percentile, the mean, min, max) describe the spread of a
+    workers (``tests/test_stats_sim.py`` simulates the wander). Under no change each round's
+    order is random, so every round's log ratio, and their median, is symmetric about 0 as the
+    signed-rank test assumes. Other statistics (a percentile, the mean, min, max) describe the spread of a
     worker's timings, not a shift, and keep ``log(stat(b_i) / stat(a_i))``.
     """
     if statistic in ("median", "p50") and a.shape == b.shape and np.array_equal(np.isnan(a), np.isnan(b)):

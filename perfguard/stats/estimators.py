@@ -42,7 +42,7 @@ FloatArray = npt.NDArray[np.float64]
 def scipy_stats() -> Any:
     """``scipy.stats``, imported on first use (a second of a check's start on the 2-core
     machine): ``perfguard check`` imports it in a thread while its compiles run
-    (``perfguard.compare.baselines.warm_imports``)."""
+    (``perfguard.compare.baselines.compile_while_importing``)."""
     from scipy import stats
 
     return stats
