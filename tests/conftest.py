@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -64,3 +64,23 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpro
     env["COLUMNS"] = "200"
     return subprocess.run([sys.executable, "-m", "perfguard", *args], capture_output=True, text=True,
                           cwd=cwd or REPO, timeout=timeout, env=env, check=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """The URL of a throwaway PostgreSQL server's ``postgres`` database, for the whole session
+    (``tests/pg.py``; ``tests.pg.create_database`` makes a fresh database on it). Skipped with the
+    reason when no server can be started here, but under CI=true that fails: CI installs it."""
+    from .pg import PostgresUnavailable, start_server
+
+    try:
+        server = start_server()
+    except PostgresUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI=true but no PostgreSQL server could be started ({exc}): .ci/run must install it "
+                        "(apt-get install postgresql)")
+        pytest.skip(f"no PostgreSQL server for the history-store tests: {exc}")
+    try:
+        yield server.url()
+    finally:
+        server.stop()

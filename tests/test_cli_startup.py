@@ -16,7 +16,7 @@ import textwrap
 
 from .conftest import REPO
 
-HEAVY = ("onnx", "onnxruntime", "numpy", "scipy", "jinja2", "git")
+HEAVY = ("onnx", "onnxruntime", "numpy", "scipy", "jinja2", "git", "sqlalchemy", "alembic", "psycopg")
 
 
 def _loaded_after(code: str) -> list[str]:

@@ -37,6 +37,8 @@ COMMANDS = {
     "bisect": "perfguard.cli.bisect",
     "compile": "perfguard.cli.compile",
     "report": "perfguard.cli.report",
+    "nightly": "perfguard.cli.nightly",
+    "history": "perfguard.cli.history",
 }
 
 # What leaves a command, and the exit code it gets: the most specific class of the exception

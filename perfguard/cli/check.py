@@ -5,7 +5,8 @@ to gate on: 0 no regression, 1 regression (or a failed candidate), 2 bad input, 
 
 Baselines: --base-ref REF (the compiler under test at REF, measured interleaved in the same job:
 the default for pull requests), --against-pipeline NAME (another pipeline of the same compiler),
---baseline PATH (a stored baseline from `perfguard baseline update`).
+--baseline PATH (a stored baseline from `perfguard baseline update`), or --baseline store:[URL] (the
+newest result of the suite in the history store, from this machine's fingerprint where there is one).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--base-ref", metavar="REF", help="compiler under test at this git ref (e.g. the merge-base)")
     group.add_argument("--against-pipeline", metavar="NAME", help="compare every pipeline with pipeline NAME")
-    group.add_argument("--baseline", metavar="PATH", help="stored baseline file (perfguard baseline update)")
+    group.add_argument("--baseline", metavar="PATH",
+                       help="stored baseline file (perfguard baseline update), or store:[URL] for the newest result "
+                            "in the history store measured on this machine's fingerprint")
     parser.add_argument("--case", metavar="PATTERN", help="only cases whose id matches (glob or text)")
     parser.add_argument("--json", metavar="PATH", help="write the verdicts as JSON")
     parser.add_argument("--report", metavar="DIR", help="write the HTML report, summary.md and comment.md into DIR")
@@ -31,13 +34,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print ::error / ::warning GitHub workflow commands for regressions and undecided cases")
     parser.add_argument("--fail-on-unknown", action="store_true", help="exit 3 when a case stays undecided")
     parser.add_argument("--strict-env", action="store_true", help="refuse a baseline from another environment")
+    add_sampling_arguments(parser)
+    parser.add_argument("--verbose", action="store_true", help="show every metric row")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    """--workers, --max-workers and --measure-identical (``check`` and ``nightly``)."""
     parser.add_argument("--workers", type=int, metavar="N", help="first-look workers (suite [check] workers)")
     parser.add_argument("--max-workers", type=int, metavar="N", help="worker budget per case ([check] max_workers)")
     parser.add_argument("--measure-identical", action="store_true",
-                        help="time both sides even where their artifacts are identical (an A/A sentinel; "
-                             "default: identical artifacts are SAME without timing)")
-    parser.add_argument("--verbose", action="store_true", help="show every metric row")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
+                        help="time both sides even where their artifacts are identical (an A/A sentinel, and "
+                             "absolute history values every night; default: identical artifacts are SAME "
+                             "without timing)")
 
 
 def check_settings(suite: Any, args: argparse.Namespace) -> Any:

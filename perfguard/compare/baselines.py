@@ -220,9 +220,45 @@ def _thresholds_for(*documents: ResultDocument) -> ThresholdSet:
     return ThresholdSet()
 
 
+STORE_BASELINE = "store:"
+
+
+def _stored_results(suite: Suite, cases: list[CaseSpec], spec: str) -> list[ResultDocument]:
+    """The suite's result documents in the history store named after ``store:`` (empty: the
+    default store), newest first; the ones measured on this machine's comparable fingerprint
+    (every runner of ``cases``) first. ``UserError`` when the store holds none."""
+    from perfguard.history.store import Store, store_url
+    from perfguard.results.result import parse_result
+    from perfguard.runners import get_runner
+    from perfguard.runners.fingerprint import fingerprint_hash
+
+    with Store.open(store_url(spec or None), create=False) as store:
+        stored = store.latest_results(suite.name)
+        if not stored:
+            raise UserError(f"--baseline {STORE_BASELINE}{spec}: the history store {store.url} holds no result of "
+                            f"suite {suite.name!r} (`perfguard nightly` or `perfguard history ingest` stores them)")
+        documents = [parse_result(data, f"{store.url} document {doc_id}") for doc_id, data in stored]
+    where = suite.compiler.repo or suite.path
+    mine = {name: fingerprint_hash(get_runner(name, where, suite.runner_options(name)).fingerprint())
+            for name in sorted({c.runner for c in cases})}
+
+    def same_machine(document: ResultDocument) -> bool:
+        return all(name in document.environment and fingerprint_hash(document.environment[name]) == h
+                   for name, h in mine.items())
+
+    return sorted(documents, key=same_machine, reverse=True)  # stable: newest first within each group
+
+
 def check_against_baseline(suite: Suite, cases: list[CaseSpec], path: str, settings: CheckSettings,
                            progress: Progress, strict_env: bool) -> VerdictsDocument:
-    baseline = load_result(path)
+    """The working tree against a stored baseline: a result file, or ``store:[URL]``, the newest
+    result of the suite in the history store with this machine's comparable fingerprint (else
+    the newest of another machine, with the environment warning ``--baseline FILE`` gives)."""
+    if path.startswith(STORE_BASELINE):
+        baseline = _stored_results(suite, cases, path[len(STORE_BASELINE):])[0]
+        label = f"{path} ({baseline.finished_at})"
+    else:
+        baseline, label = load_result(path), path
     job = Job(suite, cases, progress=progress)
     try:
         compile_while_importing(job)
@@ -232,9 +268,9 @@ def check_against_baseline(suite: Suite, cases: list[CaseSpec], path: str, setti
     finally:
         job.close()
     warnings = environment_warnings(baseline, candidate, strict_env)
-    pairs, more = _unpaired_pairs(baseline, candidate, f"baseline {path}", "head")
+    pairs, more = _unpaired_pairs(baseline, candidate, f"baseline {label}", "head")
     rows, info = adaptive_check(lambda: pairs, lambda ids, n: None, suite.thresholds, settings, adaptive=False)
-    mode = {"kind": "baseline", "baseline": f"stored baseline {path}", "candidate": "head",
+    mode = {"kind": "baseline", "baseline": f"stored baseline {label}", "candidate": "head",
             "baseline_created": baseline.finished_at}
     return VerdictsDocument.of(mode, rows, _settings_json(settings, info),
                                {"baseline": baseline, "candidate": candidate}, warnings + more)

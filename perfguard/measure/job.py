@@ -75,9 +75,10 @@ def fill_measurement(compiled: CompiledCase, values: VariantValues, group_id: st
 
 
 def run_suite(suite: Suite, cases: list[CaseSpec], *, workdir: Path | None = None,
-              progress: Progress | None = None, repo: Path | None = None) -> ResultDocument:
-    """Run ``cases`` of ``suite`` and return the result document (not yet written)."""
-    job = Job(suite, cases, workdir=workdir, progress=progress, repo=repo)
+              progress: Progress | None = None, repo: Path | None = None, side: Side | None = None) -> ResultDocument:
+    """Run ``cases`` of ``suite`` and return the result document (not yet written); ``side``
+    names the compiler version measured (default: the suite's compiler path, as ``head``)."""
+    job = Job(suite, cases, workdir=workdir, progress=progress, repo=repo, sides=None if side is None else [side])
     try:
         job.compile(memory=False)
         job.measure()

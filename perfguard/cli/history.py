@@ -1,0 +1,284 @@
+"""The history store: every result, verdict and bisection document, and the series they make.
+
+  perfguard history ingest FILE...        store documents (the same document twice is one record)
+  perfguard history list                  series: latest value, trend over the last nights
+  perfguard history show CASE             one case's series as a table, with its change points
+  perfguard history changes [--all]       regressions: commit range, size with interval, culprit
+  perfguard history prune --keep 365d     drop documents older than that (open changes are kept)
+
+The store is ``--store URL``, else ``$PERFGUARD_STORE``, else the SQLite file
+``.perfguard/history.sqlite`` in the current folder; ``postgresql://user:password@host/db`` for a
+fleet of runners. Exit codes: 0 done; 2 bad input, a bad or unreachable store (one line; a
+password is never printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfguard.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from perfguard.history.store import Point, Series, Store
+
+HELP = "the history store: ingest documents, list series, show trends and change points, prune"
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", metavar="URL",
+                        help="history store: sqlite:///PATH, a file path, or postgresql://... "
+                             "(default: $PERFGUARD_STORE, else .perfguard/history.sqlite)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(parser))
+    ingest = sub.add_parser("ingest", help="store result, verdict or bisection documents")
+    ingest.add_argument("files", nargs="+", metavar="FILE")
+    store_option(ingest)
+    listing = sub.add_parser("list", help="every series with its latest value and trend")
+    show = sub.add_parser("show", help="one case's series, night by night, with change points")
+    show.add_argument("case", metavar="CASE", help="case id or pattern (model/pipeline/runner)")
+    changes = sub.add_parser("changes", help="regressions found in the history")
+    changes.add_argument("--all", action="store_true", help="also closed changes (default: pending and confirmed)")
+    for query in (listing, show, changes):
+        store_option(query)
+        query.add_argument("--suite", help="only this suite")
+        query.add_argument("--json", metavar="PATH", help="also write the answer as JSON")
+    for query in (listing, show):
+        query.add_argument("--metric", help="only this metric (latency, compile_time, memory, artifact_size, "
+                                            "node_count)")
+        query.add_argument("--kind", choices=("absolute", "ratio"), help="only this kind of series")
+    listing.add_argument("--case", metavar="PATTERN", help="only cases matching (glob or text)")
+    prune = sub.add_parser("prune", help="delete documents older than --keep")
+    prune.add_argument("--keep", required=True, metavar="AGE", help="how much history to keep, e.g. 365d, 12w, 48h")
+    store_option(prune)
+
+
+def open_store(url_arg: str | None, create: bool) -> Store:
+    from perfguard.history.store import Store, store_url
+
+    return Store.open(store_url(url_arg), create=create)
+
+
+def parse_age(text: str) -> float:
+    """Seconds in an age like ``365d``, ``12w``, ``48h``, ``30min`` (``UserError`` otherwise)."""
+    from perfguard.errors import UserError
+    from perfguard.units import parse_duration
+
+    units = {"d": 86400.0, "w": 7 * 86400.0, "h": 3600.0}
+    stripped = text.strip().lower()
+    for suffix, seconds in units.items():
+        number = stripped[: -len(suffix)]
+        if stripped.endswith(suffix) and number.replace(".", "", 1).isdigit() and float(number) > 0:
+            return float(number) * seconds
+    try:
+        return parse_duration(stripped, "--keep")
+    except UserError:
+        raise UserError(f"--keep: expected an age like 365d, 12w or 48h, found {text!r}") from None
+
+
+def format_value(metric: str, kind: str, value: float) -> str:
+    from perfguard.units import format_bytes, format_duration
+
+    if not math.isfinite(value):
+        return "n/a"
+    if kind == "ratio":
+        return f"{value:.4f}"
+    if metric in ("latency", "compile_time"):
+        return format_duration(value)
+    if metric in ("memory", "artifact_size"):
+        return format_bytes(value)
+    return f"{value:g}"
+
+
+def levels(series: Series, points: Sequence[Point]) -> list[float]:
+    """The level of each night: the value (absolute) or the chained index of the paired ratios."""
+    from perfguard.history.changepoints import chained_index
+
+    values = [p.value for p in points]
+    return chained_index(values) if series.key.kind == "ratio" else values
+
+
+def sparkline(values: Sequence[float], width: int = 24) -> str:
+    tail = [v for v in values[-width:] if math.isfinite(v)]
+    if not tail:
+        return ""
+    low, high = min(tail), max(tail)
+    if high - low <= 1e-12 * max(abs(high), 1.0):
+        return SPARK[3] * len(tail)
+    return "".join(SPARK[min(len(SPARK) - 1, int((v - low) / (high - low) * len(SPARK)))] for v in tail)
+
+
+def trend(values: Sequence[float]) -> float | None:
+    """The latest level against the median of up to ten nights before it (a relative change)."""
+    if len(values) < 2:
+        return None
+    before = sorted(values[-11:-1])
+    middle = before[len(before) // 2] if len(before) % 2 else (before[len(before) // 2 - 1] + before[len(before) // 2]) / 2
+    return values[-1] / middle - 1.0 if middle else None
+
+
+def _key_json(series: Series) -> dict[str, Any]:
+    k = series.key
+    return {"id": series.id, "suite": k.suite, "case": k.case, "metric": k.metric, "kind": k.kind,
+            "runner_class": k.runner_class, "model_hash": k.model_hash, "pipeline_hash": k.pipeline_hash,
+            "backend": k.backend}
+
+
+def _write_json(path: str | None, document: Any) -> None:
+    if path:
+        from perfguard.atomic import write_json_atomic
+
+        write_json_atomic(path, document)
+        print(f"written to {path}")
+
+
+def _check_json(path: str | None) -> None:
+    if path:
+        from perfguard.results import check_writable
+
+        check_writable(path, "--json")
+
+
+def run(args: argparse.Namespace) -> ExitCode:
+    return {"ingest": _ingest, "list": _list, "show": _show, "changes": _changes, "prune": _prune}[args.action](args)
+
+
+def _ingest(args: argparse.Namespace) -> ExitCode:
+    from perfguard.results import read_json
+
+    # Every file is read before the first write: a missing or broken one stores nothing.
+    documents = [(path, read_json(Path(path), missing="{path}: file not found",
+                                  not_json="{path}: not a JSON document ({exc})")) for path in args.files]
+    with open_store(args.store, create=True) as store:
+        for path, data in documents:
+            done = store.ingest(data, source=str(path))
+            what = f"{done.points} point(s)" if done.new else "already stored"
+            print(f"{path}: {done.kind} document {done.document_id}, {what}")
+    return ExitCode.OK
+
+
+def _list(args: argparse.Namespace) -> ExitCode:
+    from rich.console import Console
+    from rich.table import Table
+
+    _check_json(getattr(args, "json", None))
+    with open_store(args.store, create=False) as store:
+        found = store.series(suite=args.suite, case=args.case, metric=args.metric, kind=args.kind)
+        table = Table(title=f"history in {store.url}: {len(found)} series", title_justify="left")
+        for column in ("case", "metric", "kind", "runner", "nights", "latest", "trend", "last nights"):
+            table.add_column(column, justify="right" if column in ("nights", "latest", "trend") else "left")
+        out = []
+        every = store.all_points(kind=args.kind)  # one query, not one per series
+        for series in found:
+            points = every.get(series.id, [])
+            level = levels(series, points)
+            change = trend(level)
+            latest = level[-1] if level else math.nan
+            table.add_row(series.key.case, series.key.metric, series.key.kind, series.key.runner_class,
+                          str(len(points)), format_value(series.key.metric, series.key.kind, latest),
+                          "" if change is None else f"{change:+.1%}", sparkline(level))
+            out.append({**_key_json(series), "points": len(points), "latest": latest, "trend": change,
+                        "last_time": series.last_time})
+    Console(width=max(130, Console().width)).print(table)
+    _write_json(args.json, {"series": out})
+    return ExitCode.OK
+
+
+def _show(args: argparse.Namespace) -> ExitCode:
+    from rich.console import Console
+    from rich.table import Table
+
+    from perfguard.errors import UserError
+    from perfguard.history.changepoints import detect
+    from perfguard.history.nightly import MIN_STEP
+
+    _check_json(args.json)
+    console = Console(width=max(130, Console().width))
+    out = []
+    with open_store(args.store, create=False) as store:
+        found = store.series(suite=args.suite, case=args.case, metric=args.metric, kind=args.kind)
+        if not found:
+            raise UserError(f"history show: no series of a case matching {args.case!r} in {store.url} "
+                            "(`perfguard history list` shows what is there)")
+        for series in found:
+            points = store.points(series.id)
+            level = levels(series, points)
+            cps = detect([p.value for p in points], kind=series.key.kind,
+                         ci=[(p.ci_low, p.ci_high) for p in points] if series.key.kind == "ratio" else None,
+                         min_size=MIN_STEP.get(series.key.metric, 0.01))
+            at = {c.index: c for c in cps}
+            k = series.key
+            table = Table(title=f"{k.case} {k.metric} ({k.kind}, runner {k.runner_class}): {len(points)} night(s)",
+                          title_justify="left")
+            columns = ["time", "commit", "level" if k.kind == "ratio" else "value"]
+            columns += ["ratio", "interval", "decision"] if k.kind == "ratio" else ["workers"]
+            columns.append("change point")
+            for column in columns:
+                table.add_column(column)
+            rows = []
+            for i, (point, value) in enumerate(zip(points, level, strict=True)):
+                cp = at.get(i)
+                mark = f"{cp.direction} {cp.ratio - 1:+.1%}" if cp else ""
+                cells = [point.time, (point.commit or "")[:10], format_value(k.metric, k.kind, value)]
+                if k.kind == "ratio":
+                    interval = ("" if point.ci_low is None or point.ci_high is None
+                                else f"[{point.ci_low - 1:+.1%}, {point.ci_high - 1:+.1%}]")
+                    cells += [f"{point.value - 1:+.2%}", interval, point.decision or ""]
+                else:
+                    cells.append(str(len(point.values)))
+                table.add_row(*cells, f"[bold red]{mark}[/]" if cp and cp.direction == "regression" else mark)
+                rows.append({"time": point.time, "commit": point.commit, "base_commit": point.base_commit,
+                             "value": point.value, "level": value, "ci_low": point.ci_low, "ci_high": point.ci_high,
+                             "decision": point.decision, "values": list(point.values),
+                             "change_point": None if cp is None else {"ratio": cp.ratio, "ci_low": cp.ci_low,
+                                                                       "ci_high": cp.ci_high,
+                                                                       "direction": cp.direction}})
+            console.print(table)
+            out.append({**_key_json(series), "points": rows})
+    _write_json(args.json, {"series": out})
+    return ExitCode.OK
+
+
+def _changes(args: argparse.Namespace) -> ExitCode:
+    from rich.console import Console
+    from rich.table import Table
+
+    _check_json(args.json)
+    with open_store(args.store, create=False) as store:
+        found = store.changes(suite=args.suite) if not args.all else [
+            c for status in ("pending", "confirmed", "closed") for c in store.changes(status=status, suite=args.suite)]
+        table = Table(title=f"changes in {store.url}: {len(found)}", title_justify="left")
+        for column in ("id", "status", "case", "metric", "kind", "change", "interval", "commits", "culprit", "note"):
+            table.add_column(column)
+        out = []
+        for c in found:
+            interval = "" if c.ci_low is None or c.ci_high is None else f"[{c.ci_low - 1:+.1%}, {c.ci_high - 1:+.1%}]"
+            culprit = " ".join(x for x in ((c.culprit_commit or "")[:10], c.culprit_pass or "") if x)
+            table.add_row(str(c.id), c.status, c.key.case, c.key.metric, c.key.kind, f"{c.ratio - 1:+.1%}", interval,
+                          f"{(c.good_commit or '?')[:10]}..{(c.bad_commit or '?')[:10]}", culprit, c.note)
+            out.append({"id": c.id, "status": c.status, "series": c.series_id, "case": c.key.case,
+                        "metric": c.key.metric, "kind": c.key.kind, "suite": c.key.suite, "ratio": c.ratio,
+                        "ci_low": c.ci_low, "ci_high": c.ci_high, "good_commit": c.good_commit,
+                        "bad_commit": c.bad_commit, "time": c.time, "culprit_commit": c.culprit_commit,
+                        "culprit_pass": c.culprit_pass, "bisect_document": c.bisect_document_id, "note": c.note})
+    Console(width=max(130, Console().width)).print(table)
+    _write_json(args.json, {"changes": out})
+    return ExitCode.OK
+
+
+def _prune(args: argparse.Namespace) -> ExitCode:
+    from datetime import datetime, timedelta, timezone
+
+    seconds = parse_age(args.keep)
+    cutoff = (datetime.now(timezone.utc) - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    with open_store(args.store, create=False) as store:
+        counts = store.prune(cutoff)
+    print(f"pruned {counts.get('documents', 0)} document(s) and {counts.get('points', 0)} point(s) older than "
+          f"{cutoff}")
+    return ExitCode.OK

@@ -1,0 +1,109 @@
+"""The whole night in one command: check the working tree against the last nightly commit in the
+history store (same job, paired), store results and verdicts, find change points in every series,
+confirm them (the next night, or an immediate same-job re-check), and bisect a newly confirmed
+latency regression over its commit range.
+
+  perfguard nightly SUITE [--store URL] [--summary FILE] [--json PATH] [--no-bisect]
+
+The first night of a suite in a store measures the working tree and starts the chain. Exit codes:
+0 nothing new; 1 a new confirmed regression; 2 bad input or a bad store; 4 some cases failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from perfguard.exit_codes import ExitCode
+
+HELP = "the nightly job: check against the last night, store, detect change points, bisect"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from perfguard.cli.check import add_sampling_arguments
+    from perfguard.cli.history import store_option
+
+    parser.add_argument("suite", help="suite file (TOML)")
+    store_option(parser)
+    parser.add_argument("--case", metavar="PATTERN", help="only cases whose id matches (glob or text)")
+    parser.add_argument("--summary", metavar="FILE",
+                        help="write the Markdown summary (what changed since the previous night) here, e.g. "
+                             "$GITHUB_STEP_SUMMARY; it is printed either way")
+    parser.add_argument("--json", metavar="PATH", help="write the night's verdicts (or first result) as JSON")
+    parser.add_argument("--no-bisect", action="store_true", help="do not bisect newly confirmed regressions")
+    parser.add_argument("--bisect-only", action="store_true",
+                        help="only bisect the store's confirmed regressions that have no bisection yet (the "
+                             "follow-up job on the runner class where they were seen); measures nothing else")
+    parser.add_argument("--no-recheck", action="store_true",
+                        help="do not re-check a regression in a fresh job (it is then confirmed on the next night)")
+    add_sampling_arguments(parser)
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def run(args: argparse.Namespace) -> ExitCode:
+    from perfguard.atomic import write_json_atomic
+    from perfguard.cli._progress import RichProgress
+    from perfguard.cli._verdicts import print_verdicts
+    from perfguard.cli.check import check_settings
+    from perfguard.cli.history import open_store
+    from perfguard.history.nightly import markdown_summary, run_nightly
+    from perfguard.results import check_writable
+    from perfguard.suite import load_suite
+
+    suite = load_suite(args.suite)
+    cases = suite.select(args.case)
+    settings = check_settings(suite, args)
+    for path, option in ((args.json, "--json"), (args.summary, "--summary")):
+        if path:
+            check_writable(path, option)
+    progress = RichProgress(args.quiet)
+    if args.bisect_only:
+        return _bisect_only(suite, cases, settings, args, progress)
+    with open_store(args.store, create=True) as store:
+        try:
+            report = run_nightly(suite, cases, store, settings, progress, bisect=not args.no_bisect,
+                                 recheck=not args.no_recheck)
+        finally:
+            progress.stop()
+        if report.verdicts is not None:
+            print_verdicts(report.verdicts)
+        summary = markdown_summary(report)
+        print(summary)
+        if args.summary:
+            with open(args.summary, "a", encoding="utf-8") as handle:  # $GITHUB_STEP_SUMMARY is appended to
+                handle.write(summary + "\n")
+        if args.json:
+            write_json_atomic(args.json, store.document(report.night.document_id))
+            print(f"night written to {args.json}")
+    if report.exit_regression:
+        return ExitCode.REGRESSION
+    return ExitCode.CASE_FAILED if report.failed_cases else ExitCode.OK
+
+
+def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, progress: Any) -> ExitCode:
+    from perfguard.cli.history import open_store
+    from perfguard.history.nightly import bisect_open_changes
+
+    with open_store(args.store, create=False) as store:
+        try:
+            done = bisect_open_changes(suite, cases, store, settings, progress)
+        finally:
+            progress.stop()
+    lines = [f"## perfguard nightly: bisections ({suite.name})", ""]
+    for change, result in done:
+        culprit = "not run (see `perfguard history changes`)"
+        if result is not None:
+            first = next((c for c in result.culprits if c.commit), None)
+            culprit = result.status if first is None or first.commit is None else \
+                f"`{first.commit.sha[:10]}` {first.commit.subject or ''}".strip() + \
+                (f", pass `{first.pass_.name}`" if first.pass_ else "")
+        lines.append(f"- {change.key.case}: {change.ratio - 1:+.1%} in "
+                     f"{(change.good_commit or '?')[:10]}..{(change.bad_commit or '?')[:10]}: {culprit}")
+    if not done:
+        lines.append("No confirmed regression waits for a bisection.")
+    summary = "\n".join(lines) + "\n"
+    print(summary)
+    if args.summary:
+        with open(args.summary, "a", encoding="utf-8") as handle:
+            handle.write(summary)
+    return ExitCode.OK

@@ -1,0 +1,233 @@
+"""What the history store takes from a document: its kind, identity, time and the series points.
+
+Pure functions over the project's own typed documents, no database: a document is validated by
+its one parser (``parse_result``, ``parse_verdicts``, ``bisect_from_json``), so a corrupt or newer
+one is refused with their one-line messages, and then cut into :class:`PointRow` s.
+
+* A **result** gives absolute points for each case that ran (``status`` ok): ``latency`` (the
+  median; per-worker medians), ``compile_time`` (median of the compiles; each compile),
+  ``memory`` (peak RSS; each probe), ``artifact_size`` and ``node_count``; a metric that was not
+  measured gives no point. Time: the result's ``finished_at``; commit: ``compiler.commit``.
+* A **verdicts** document gives the absolute points of its candidate side only (``head``, else
+  ``candidate``, else its only result): in a nightly the baseline side is the previous night,
+  already stored. And, for a check of two versions of the compiler (``mode.kind`` ``base-ref``,
+  what a nightly runs; a pipeline check's ratios compare pipelines, not versions, and would
+  mix into the series), one ratio point per paired latency row: the comparison's ratio and
+  interval, per-worker ratios of medians, the row's decision (an ``identity`` row, identical
+  artifacts not timed, is exactly 1.0 and ``same``); failed rows and rows without a finite ratio
+  give none. Ratio series are keyed by the runner's name, not its fingerprint: a paired ratio is
+  measured within one machine, so ratios from the different hosted machines of different nights
+  belong to one series.
+* A **bisect** document is stored and gives no points.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from perfguard.errors import StorageError
+from perfguard.history.store import SeriesKey
+from perfguard.results.result import CaseEntry, ResultDocument
+
+#: The side of a verdicts document that was measured now, in order of preference.
+CANDIDATE_LABELS = ("head", "candidate")
+
+
+@dataclass(frozen=True)
+class PointRow:
+    """One point to store: its series, value, interval, per-worker values and, for ratios, the
+    base commit and decision."""
+
+    key: SeriesKey
+    time: str
+    commit: str | None
+    value: float
+    values: tuple[float, ...] = ()
+    ci_low: float | None = None
+    ci_high: float | None = None
+    base_commit: str | None = None
+    decision: str | None = None
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """A validated document: ``kind``, ``suite``, ``time`` (None: the document has none),
+    ``commit`` and its points."""
+
+    kind: str
+    suite: str
+    time: str | None
+    commit: str | None
+    points: tuple[PointRow, ...]
+
+
+def canonical_json(data: Any) -> str:
+    """The text a document is hashed and stored as: sorted keys, compact separators."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def document_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def candidate_label(labels: Iterable[str]) -> str | None:
+    """The label of a verdicts document's candidate result (``head``, ``candidate``, or the only one)."""
+    labels = list(labels)
+    for label in CANDIDATE_LABELS:
+        if label in labels:
+            return label
+    return labels[0] if len(labels) == 1 else None
+
+
+def document_kind(data: Any, source: str) -> str:
+    """``result``, ``verdicts`` or ``bisect``; a ``StorageError`` naming what ``data`` is otherwise."""
+    if isinstance(data, dict):
+        if data.get("kind") == "bisect":
+            return "bisect"
+        if "verdicts" in data and "results" in data:
+            return "verdicts"
+        if "cases" in data and "finished_at" in data:
+            return "result"
+        if {"header", "order", "probes"} <= data.keys():
+            raise StorageError(f"{source}: a bisection state file, not a document the history stores; "
+                               "ingest the bisect document (perfguard bisect --json) instead")
+        if "cases" in data and "created_at" in data:
+            raise StorageError(f"{source}: an artifact manifest (perfguard compile), not a document the history "
+                               "stores; ingest the result of perfguard run --artifacts instead")
+    raise StorageError(f"{source}: not a perfguard result, verdicts or bisect document")
+
+
+def extract(data: Any, source: str) -> Extracted:
+    """Validate ``data`` (the parsed JSON read from ``source``) through its document's parser and
+    take what the store keeps of it. Every failure is a one-line ``StorageError``."""
+    kind = document_kind(data, source)
+    if kind == "bisect":
+        from perfguard.bisect.document import bisect_from_json
+
+        bisect = bisect_from_json(data, source)
+        return Extracted("bisect", bisect.suite, None, bisect.bad.sha if bisect.bad and bisect.bad.sha else None, ())
+    if kind == "result":
+        from perfguard.results.result import parse_result
+
+        result = parse_result(data, source)
+        commit = result.compiler.commit if result.compiler else None
+        return Extracted("result", result.suite.name, result.finished_at, commit, tuple(absolute_points(result)))
+    from perfguard.compare.verdicts import parse_verdicts
+
+    verdicts = parse_verdicts(data, source)
+    label = candidate_label(verdicts.results)
+    if label is None:
+        raise StorageError(f"{source}: corrupt verdicts document: no candidate result among "
+                           f"{sorted(verdicts.results)} (expected 'head' or 'candidate')")
+    candidate = verdicts.results[label]
+    mode = verdicts.mode
+    commit = _opt_str(mode.get("head_commit")) or (candidate.compiler.commit if candidate.compiler else None)
+    time = verdicts.created_at or candidate.finished_at
+    rows: list[PointRow] = list(absolute_points(candidate, commit))
+    baseline = next((r for lbl, r in verdicts.results.items() if lbl != label), None)
+    by_id = {c.id: c for c in candidate.cases}
+    for row in verdicts.verdicts:
+        if row.metric != "latency" or not row.paired or row.decision == "failed" or mode.get("kind") != "base-ref":
+            continue  # a ratio series chains versions of the compiler (check --base-ref), not pipelines
+        entry = by_id.get(row.case)
+        if entry is None:
+            continue
+        key = _key(candidate, entry, "latency", "ratio", runner_class=entry.runner)
+        c = row.comparison
+        if c.method == "identity":
+            rows.append(PointRow(key, time, commit, 1.0, (), 1.0, 1.0, _opt_str(mode.get("base_commit")), "same"))
+            continue
+        if not math.isfinite(c.ratio):
+            continue
+        base_entry = _baseline_entry(baseline, candidate, entry, row.baseline)
+        rows.append(PointRow(key, time, commit, c.ratio, worker_ratios(base_entry, entry), _finite(c.ci_low),
+                             _finite(c.ci_high), _opt_str(mode.get("base_commit")), row.decision))
+    return Extracted("verdicts", candidate.suite.name, time, commit, tuple(rows))
+
+
+def absolute_points(result: ResultDocument, commit: str | None = None) -> Iterable[PointRow]:
+    """The absolute points of every case of ``result`` that ran; ``commit`` defaults to the result's."""
+    commit = commit or (result.compiler.commit if result.compiler else None)
+    time = result.finished_at
+    for entry in result.cases:
+        if not entry.ok:
+            continue
+        m = entry.metrics
+        measured: list[tuple[str, float | None, Sequence[float]]] = []
+        if m.latency_s is not None:
+            measured.append(("latency", m.latency_s.median,
+                             [statistics.median(w) for w in m.latency_s.per_worker if w]))
+        if m.compile_times_s:
+            measured.append(("compile_time", statistics.median(m.compile_times_s), m.compile_times_s))
+        elif m.compile_time_s is not None:
+            measured.append(("compile_time", m.compile_time_s, (m.compile_time_s,)))
+        measured.append(("memory", _float(m.peak_rss_bytes), m.peak_rss_bytes_probes or ()))
+        measured.append(("artifact_size", _float(m.artifact_size_bytes), ()))
+        measured.append(("node_count", _float(m.node_count), ()))
+        for metric, value, values in measured:
+            if value is not None and math.isfinite(value):
+                yield PointRow(_key(result, entry, metric, "absolute"), time, commit, float(value),
+                               tuple(float(v) for v in values if math.isfinite(v)))
+
+
+def worker_ratios(baseline: CaseEntry | None, candidate: CaseEntry) -> tuple[float, ...]:
+    """median(candidate) / median(baseline) of each worker id measured on both sides, in the
+    candidate's worker order."""
+    if baseline is None:
+        return ()
+    base = baseline.latency_by_worker()
+    out = []
+    for worker, values in candidate.latency_by_worker().items():
+        other = base.get(worker)
+        if values and other:
+            low = statistics.median(other)
+            ratio = statistics.median(values) / low if low > 0 else math.nan
+            if math.isfinite(ratio):
+                out.append(ratio)
+    return tuple(out)
+
+
+def backend_label(backend: Mapping[str, Any]) -> str:
+    """``name`` and its versions, sorted: ``ort onnx=1.23.2,onnxoptimizer=0.4.2,onnxruntime=1.32.0``."""
+    versions = backend.get("versions")
+    listed = ",".join(f"{k}={v}" for k, v in sorted(versions.items())) if isinstance(versions, dict) else ""
+    return f"{backend.get('name', '?')} {listed}".strip()
+
+
+def _key(result: ResultDocument, entry: CaseEntry, metric: str, kind: str, *,
+         runner_class: str | None = None) -> SeriesKey:
+    if runner_class is None:
+        from perfguard.runners.fingerprint import fingerprint_hash
+
+        runner_class = f"{entry.runner}:{fingerprint_hash(result.environment.get(entry.runner) or {})}"
+    return SeriesKey(result.suite.name, entry.id, str(entry.key.model.get("sha256", "")),
+                    str(entry.key.pipeline.get("sha256", "")), backend_label(entry.key.backend), runner_class,
+                    metric, kind)
+
+
+def _baseline_entry(baseline: ResultDocument | None, candidate: ResultDocument, entry: CaseEntry,
+                    baseline_label: str) -> CaseEntry | None:
+    """The baseline side of a row: the same case in the other result, or (one result: a check
+    against a pipeline) the case of the same model and runner under the baseline's pipeline."""
+    if baseline is not None:
+        return next((c for c in baseline.cases if c.id == entry.id), None)
+    return next((c for c in candidate.cases if (c.model, c.runner, c.pipeline) ==
+                 (entry.model, entry.runner, baseline_label)), None)
+
+
+def _float(value: int | float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,136 @@
+"""``perfguard nightly`` over a real git history, a real SQLite store and real measurements.
+
+The 20-night replay: a toy compiler's history of 40 commits in which commit 23 makes its pass
+insert 24 no-op Mul/Add pairs (a real slowdown); every other commit only adds a note, so its
+artifacts are byte-identical to the night before (SAME without timing). One night every two
+commits: the change lands between night 11 (commit 22) and night 12 (commit 24).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from .conftest import run_cli
+from .factories import compiler_suite, git, make_compiler_repo, pass_source
+
+pytestmark = pytest.mark.slow
+
+NIGHTS = 20
+CULPRIT = 23
+
+
+@pytest.fixture(scope="module")
+def replay(tmp_path_factory):
+    """Run the 20 nights once for the module; every test reads what they left."""
+    tmp = tmp_path_factory.mktemp("nightly")
+    versions = [("initial", {"mycc/__init__.py": "", "mycc/passes.py": pass_source(0)})]
+    for i in range(1, 2 * NIGHTS + 1):
+        files = {f"docs/n{i}.txt": f"note {i}\n"}
+        if i == CULPRIT:
+            files["mycc/passes.py"] = pass_source(24, f"c{i}")
+        versions.append((f"commit {i}", files))
+    repo, shas = make_compiler_repo(tmp / "cc", versions)
+    suite = tmp / "suite.toml"
+    suite.write_text(compiler_suite(repo, workers=8, max_workers=14))
+    store = f"sqlite:///{tmp / 'history.sqlite'}"
+    nights = []
+    for night in range(1, NIGHTS + 1):
+        sha = shas[2 * night]
+        git(repo, "checkout", "-q", sha)
+        summary = tmp / f"summary-{night}.md"
+        proc = run_cli("nightly", str(suite), "--store", store, "--summary", str(summary), "--quiet",
+                       cwd=tmp, timeout=1500)
+        nights.append({"sha": sha, "code": proc.returncode, "out": proc.stdout + proc.stderr,
+                       "summary": summary.read_text() if summary.exists() else ""})
+    return {"tmp": tmp, "repo": repo, "shas": shas, "suite": suite, "store": store, "nights": nights}
+
+
+def _json(replay, *args):
+    out = replay["tmp"] / "answer.json"
+    proc = run_cli("history", *args, "--store", replay["store"], "--json", str(out), cwd=replay["tmp"], timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_the_change_night_alone_exits_1_and_says_what_changed(replay):
+    codes = [n["code"] for n in replay["nights"]]
+    changed = 12 - 1  # night 12 is the first to contain commit 23
+    assert codes[changed] == 1, replay["nights"][changed]["out"]
+    assert [i for i, c in enumerate(codes) if c != 0] == [changed], [(i + 1, n["out"][-800:]) for i, n in
+                                                                    enumerate(replay["nights"]) if n["code"] != 0]
+    first = replay["nights"][0]["summary"]
+    assert "First night" in first
+    quiet = replay["nights"][5]["summary"]
+    assert "Nothing new since the previous night" in quiet and "identical artifact" in quiet
+    loud = replay["nights"][changed]["summary"]
+    assert "New confirmed regressions" in loud and "r/mycc/cpu" in loud
+    assert replay["shas"][CULPRIT][:10] in loud and "mycc.passes:extra_work" in loud
+
+
+def test_change_point_is_on_the_right_night_and_the_bisection_names_commit_and_pass(replay):
+    shas = replay["shas"]
+    answer, text = _json(replay, "changes")
+    confirmed = [c for c in answer["changes"] if c["status"] == "confirmed" and c["metric"] == "latency"]
+    assert len(confirmed) == 1, answer
+    change = confirmed[0]
+    assert change["kind"] == "ratio" and change["case"] == "r/mycc/cpu"
+    assert (change["good_commit"], change["bad_commit"]) == (shas[22], shas[24])
+    assert change["ratio"] > 1.05 and change["ci_low"] > 1.0
+    assert change["culprit_commit"] == shas[CULPRIT]
+    assert change["culprit_pass"] == "mycc.passes:extra_work"
+    assert change["bisect_document"] is not None
+    assert shas[CULPRIT][:10] in text
+
+
+def test_history_show_marks_the_change_point_and_keeps_every_night(replay):
+    answer, text = _json(replay, "show", "r/mycc/cpu", "--metric", "latency", "--kind", "ratio")
+    (series,) = answer["series"]
+    points = series["points"]
+    assert len(points) == NIGHTS - 1  # the first night measured; every later night is a paired ratio
+    marked = [i for i, p in enumerate(points) if p["change_point"]]
+    assert marked == [10], [(p["commit"][:8], p["value"], p["change_point"]) for p in points]
+    assert points[10]["commit"] == replay["shas"][24] and points[10]["decision"] == "different"
+    identical = [p for i, p in enumerate(points) if i != 10]
+    assert all(p["value"] == 1.0 and p["decision"] == "same" for p in identical)
+    assert points[-1]["level"] == pytest.approx(points[10]["value"])  # the chained index stays up
+    assert "regression" in text
+
+
+def test_history_list_shows_every_series_with_its_trend(replay):
+    answer, _ = _json(replay, "list")
+    kinds = {(s["case"], s["metric"], s["kind"]) for s in answer["series"]}
+    assert ("r/mycc/cpu", "latency", "ratio") in kinds and ("r/mycc/cpu", "latency", "absolute") in kinds
+    assert ("r/mycc/cpu", "node_count", "absolute") in kinds
+    ratio = next(s for s in answer["series"] if s["metric"] == "latency" and s["kind"] == "ratio")
+    assert ratio["points"] == NIGHTS - 1 and ratio["latest"] > 1.05
+
+
+def test_check_against_the_store_picks_the_latest_result_of_this_machine(replay):
+    out = replay["tmp"] / "verdicts.json"
+    proc = run_cli("check", str(replay["suite"]), "--baseline", f"store:{replay['store']}", "--json", str(out),
+                   "--quiet", cwd=replay["tmp"], timeout=900)
+    assert proc.returncode in (0, 3), proc.stdout + proc.stderr
+    document = json.loads(out.read_text())
+    assert document["mode"]["kind"] == "baseline" and "store:" in document["mode"]["baseline"]
+    assert not [w for w in document["warnings"] if "environments differ" in w]
+
+
+def test_a_store_problem_is_one_line_and_exit_2(tmp_path):
+    proc = run_cli("history", "list", "--store", "postgresql://perf:hunter2@127.0.0.1:1/none", cwd=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "hunter2" not in proc.stderr and "Traceback" not in proc.stderr
+    missing = run_cli("history", "show", "x", "--store", str(tmp_path / "none.sqlite"), cwd=tmp_path)
+    assert missing.returncode == 2 and "no history store" in missing.stderr
+
+
+def test_nightly_refuses_a_suite_outside_git(tmp_path):
+    suite = tmp_path / "s.toml"
+    repo, _ = make_compiler_repo(tmp_path / "cc", [("v1", {"mycc/__init__.py": "", "mycc/passes.py": pass_source(0)})])
+    suite.write_text(compiler_suite(repo))
+    subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
+    proc = run_cli("nightly", str(suite), "--store", str(tmp_path / "h.sqlite"), "--quiet", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
