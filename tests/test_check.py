@@ -126,6 +126,26 @@ def test_base_ref_check_finds_the_commit_that_slows_a_user_pass(tmp_path):
     assert git(repo, "worktree", "list").count("\n") == 0
 
 
+def test_base_ref_check_compiles_the_base_with_the_pipelines_of_the_suite_at_that_ref(tmp_path):
+    """The suite file lives in the compiler's repository and a commit edits a pipeline: the base
+    side is compiled with the pipeline as the suite at the base ref defined it."""
+    repo = tmp_path / "cc"
+    text = compiler_suite(repo).replace('passes = ["mycc.passes:extra_work"]', 'passes = ["mycc.passes:identity"]')
+    repo, shas = make_compiler_repo(repo, [
+        ("passes and suite", {"mycc/__init__.py": "", "mycc/passes.py": pass_source(24), "suite.toml": text}),
+        ("the pipeline runs the slow pass", {"suite.toml": compiler_suite(repo)}),
+    ])
+    out = tmp_path / "v.json"
+    proc = run_cli("check", str(repo / "suite.toml"), "--base-ref", shas[0], "--json", str(out), "--quiet")
+    document = json.loads(out.read_text())
+    assert document["mode"]["base_pipelines"] == ["mycc"]
+    base, head = (document["results"][side]["cases"][0]["key"]["pipeline"]["passes"] for side in ("base", "head"))
+    assert (base, head) == (["mycc.passes:identity"], ["mycc.passes:extra_work"])
+    row = _rows(document)["r/mycc/cpu"]
+    assert row["decision"] == "different" and row["direction"] == "regression", row["comparison"]["reason"]
+    assert proc.returncode == 1
+
+
 def test_stored_baseline_update_check_and_compare(tmp_path):
     repo, _ = make_compiler_repo(tmp_path / "cc", [("v1", {"mycc/__init__.py": "", "mycc/passes.py": pass_source(0)})])
     suite = tmp_path / "suite.toml"

@@ -43,6 +43,7 @@ def replay(tmp_path_factory):
         summary = tmp / f"summary-{night}.md"
         proc = run_cli("nightly", str(suite), "--store", store, "--summary", str(summary), "--quiet",
                        cwd=tmp, timeout=1500)
+        (tmp / f"night-{night}.txt").write_text(f"exit {proc.returncode}\n{proc.stdout}{proc.stderr}")
         nights.append({"sha": sha, "code": proc.returncode, "out": proc.stdout + proc.stderr,
                        "summary": summary.read_text() if summary.exists() else ""})
     return {"tmp": tmp, "repo": repo, "shas": shas, "suite": suite, "store": store, "nights": nights}

@@ -35,7 +35,7 @@ from perfguard.compare.check import (
 )
 from perfguard.compare.verdicts import VerdictsDocument
 from perfguard.compile.case import CompiledCase, Side
-from perfguard.compile.checkout import checkout_at, run_build, working_tree
+from perfguard.compile.checkout import CompilerCheckout, checkout_at, run_build, working_tree
 from perfguard.errors import UserError
 from perfguard.jsonfields import JsonObject
 from perfguard.measure.job import Job
@@ -43,7 +43,7 @@ from perfguard.measure.progress import Progress
 from perfguard.measure.protocol import variant_id
 from perfguard.results import ResultDocument, load_result
 from perfguard.runners.fingerprint import fingerprint_differences
-from perfguard.suite import CaseSpec, Suite
+from perfguard.suite import CaseSpec, PipelineSpec, Suite
 from perfguard.suite.gates import CheckSettings, ThresholdSet
 
 
@@ -107,6 +107,33 @@ def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: Check
     return VerdictsDocument.of(mode, rows, _settings_json(settings, info), documents, [])
 
 
+def pipelines_at(suite: Suite, base: CompilerCheckout, progress: Progress) -> dict[str, PipelineSpec]:
+    """The suite's pipelines that the suite file at the base ref defines differently (by name),
+    when the suite file is part of the compiler's repository; empty otherwise. A pipeline the
+    base does not have, or a base suite that does not load, leaves the working tree's."""
+    from perfguard.compile.checkout import compiler_repo_root
+    from perfguard.suite import load_suite
+
+    try:
+        relative = suite.path.resolve().relative_to(compiler_repo_root(suite))
+    except ValueError:
+        return {}
+    at_base = base.root / relative
+    if not at_base.is_file():
+        return {}
+    try:
+        old = load_suite(at_base)
+    except UserError as exc:
+        progress.log(f"base: the suite at {base.label} does not load ({exc}); both sides use the working tree's "
+                     "pipelines")
+        return {}
+    changed = {name: p for name, p in old.pipelines.items()
+               if name in suite.pipelines and p.key() != suite.pipelines[name].key()}
+    if changed:
+        progress.log(f"base: pipeline(s) {', '.join(sorted(changed))} as the suite at {base.label} defines them")
+    return changed
+
+
 def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: CheckSettings,
                       progress: Progress) -> VerdictsDocument:
     head = working_tree(suite)
@@ -114,7 +141,8 @@ def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: C
         progress.log(f"base: {ref} = {base.commit[:10] if base.commit else '?'} {base.subject}")
         run_build(base, suite.compiler.build)
         run_build(head, suite.compiler.build)
-        sides = [Side("base", base.pass_path, base.commit, base.subject),
+        changed = pipelines_at(suite, base, progress)
+        sides = [Side("base", base.pass_path, base.commit, base.subject, pipelines=changed),
                  Side("head", suite.compiler.path, head.commit, "working tree")]
         job = Job(suite, cases, sides=sides, progress=progress)
 
@@ -122,8 +150,10 @@ def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: C
             return [_paired(c.id, by_variant[variant_id("base", c.id)], by_variant[variant_id("head", c.id)],
                             f"base {ref}", "head", settings) for c in cases]
 
-        mode = {"kind": "base-ref", "ref": ref, "base_commit": base.commit, "base_subject": base.subject,
+        mode: JsonObject = {"kind": "base-ref", "ref": ref, "base_commit": base.commit, "base_subject": base.subject,
                 "head_commit": head.commit, "baseline": f"{ref} ({(base.commit or '')[:10]})", "candidate": "head"}
+        if changed:
+            mode["base_pipelines"] = sorted(changed)  # compiled as the suite at REF defined them
         return _paired_check(suite, cases, job, settings, make_pairs, mode)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from perfguard.measure.requests import compile_request, memory_request
 from perfguard.models.loader import LoadedModel
 from perfguard.results import ArtifactInfo, CaseEntry, CaseKey, CompilerInfo, Trace, utc_now
 from perfguard.runners.fingerprint import fingerprint_hash
-from perfguard.suite import CaseSpec, Suite
+from perfguard.suite import CaseSpec, PipelineSpec, Suite
 
 
 @dataclass
@@ -51,6 +51,9 @@ class Side:
     # ``prefix_path``, the rest from ``compiler_path``.
     prefix_path: Path | None = None
     prefix_len: int = 0
+    # Pipelines this version defines differently from the suite (by name): a check against a base
+    # ref compiles the base with the suite's pipelines as they were at that ref.
+    pipelines: Mapping[str, PipelineSpec] | None = None
 
     def info(self) -> CompilerInfo:
         return CompilerInfo(self.label, self.commit, self.subject,
@@ -90,6 +93,8 @@ def execution_identity(artifact: Artifact, key: CaseKey) -> str:
 def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int,
                  side: Side | None = None, *, memory: bool = True) -> CompiledCase:
     side = side or Side("head", ctx.suite.compiler.path)
+    if side.pipelines and case.pipeline.name in side.pipelines:
+        case = replace(case, pipeline=side.pipelines[case.pipeline.name])
     runner_fp = ctx.environment[case.runner]
     versions = get_backend(case.pipeline.backend).versions()
     key = case_key(case, model, versions, fingerprint_hash(runner_fp),

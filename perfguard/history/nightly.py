@@ -39,6 +39,11 @@ if TYPE_CHECKING:
 
 #: Metrics whose confirmed regressions trigger a bisection (the others are recorded only).
 BISECTED_METRICS = ("latency",)
+#: Metrics a new confirmed regression of which makes the nightly exit 1. Compile time is reported,
+#: not gated (as in ``check``, where a few unpaired compiles rarely decide its floor).
+GATED_METRICS = ("latency", "memory", "node_count", "artifact_size")
+#: Metrics without noise: a change is exact and confirmed the night it appears.
+EXACT_METRICS = ("node_count", "artifact_size")
 #: Smallest relative step reported as a change, per metric (compile time is noisy and ungated).
 MIN_STEP = {"latency": 0.01, "memory": 0.01, "compile_time": 0.10, "artifact_size": 0.001, "node_count": 0.001}
 
@@ -50,6 +55,9 @@ class Finding:
     change: Change
     series: Series
     previous_status: str | None  # None: first seen tonight
+    # Another metric of the same case already had a confirmed change at this commit: the same
+    # change seen again (a node-count step after its latency step), not a new alarm.
+    known_change: bool = False
 
     @property
     def newly_confirmed(self) -> bool:
@@ -78,7 +86,8 @@ class NightReport:
 
     @property
     def new_regressions(self) -> list[Finding]:
-        return [f for f in self.findings if f.newly_confirmed and f.is_regression]
+        return [f for f in self.findings if f.newly_confirmed and f.is_regression and not f.known_change
+                and f.series.key.metric in GATED_METRICS]
 
     @property
     def exit_regression(self) -> bool:
@@ -176,12 +185,17 @@ def _detect(store: Store, suite: str, report: NightReport) -> None:
     from perfguard.history.changepoints import detect
 
     before = {(c.series_id, c.bad_commit): c for c in store.changes(suite=suite)}
+    known = {(c.key.case, c.bad_commit) for c in before.values() if c.status == "confirmed"}
     seen = set()
     for series in store.series(suite=suite):
         points = store.points(series.id)
         values, ci = series_values(points, series.key.kind)
-        found = detect(values, kind=series.key.kind, ci=ci if series.key.kind == "ratio" else None,
-                       min_size=MIN_STEP.get(series.key.metric, 0.01))
+        min_size = MIN_STEP.get(series.key.metric, 0.01)
+        if series.key.metric in EXACT_METRICS:
+            found = exact_changes(values, min_size)
+        else:
+            found = detect(values, kind=series.key.kind, ci=ci if series.key.kind == "ratio" else None,
+                           min_size=min_size)
         found += _decided_tonight(series, points, found, report)
         for point in found:
             good, bad = _range_of(points, point.index, series.key.kind)
@@ -196,11 +210,27 @@ def _detect(store: Store, suite: str, report: NightReport) -> None:
                                          ratio=point.ratio, ci_low=point.ci_low, ci_high=point.ci_high,
                                          status=status, note=note)
             if old is None or old.status != change.status:
-                report.findings.append(Finding(change, series, None if old is None else old.status))
+                report.findings.append(Finding(change, series, None if old is None else old.status,
+                                               (series.key.case, bad) in known))
     for key, change in before.items():
         if change.status == "pending" and key not in seen:
             store.set_change_status(change.id, "closed", "did not hold on the next night")
             report.closed.append(dataclasses.replace(change, status="closed"))
+
+
+def exact_changes(values: Sequence[float], min_size: float) -> list[ChangePoint]:
+    """Every night where a metric without noise (node count, artifact size) changed by at least
+    ``min_size``: the change is the value itself, its interval a point."""
+    from perfguard.history.changepoints import ChangePoint
+
+    found = []
+    for i in range(1, len(values)):
+        before, after = values[i - 1], values[i]
+        if before > 0 and abs(after / before - 1.0) >= min_size:
+            ratio = after / before
+            found.append(ChangePoint(i, before, after, ratio, ratio, ratio,
+                                     "regression" if ratio > 1 else "improvement"))
+    return found
 
 
 def _decided_tonight(series: Series, points: Sequence[Point], found: Sequence[ChangePoint],
@@ -233,6 +263,8 @@ def _status(series: Series, points: Sequence[Point], index: int, old: Change | N
     confirmed when the nights after it stay at the new level."""
     newest = index == len(points) - 1
     tonight = points[index].commit == report.night.commit
+    if series.key.metric in EXACT_METRICS:
+        return "confirmed", "exact metric (no noise): confirmed as seen"
     if series.key.kind == "ratio" and series.key.metric == "latency" and newest and tonight:
         said = report.rechecked.get(series.key.case)
         if said is not None:
@@ -351,11 +383,18 @@ def markdown_summary(report: NightReport) -> str:
         lines += [f"- {f.series.key.case} {f.series.key.metric}: {_pct(f.change.ratio)} {_commits(f.change)}"
                   for f in improvements]
         lines.append("")
+    others = [f for f in report.findings if f.newly_confirmed and f.is_regression and f not in new]
+    if others:
+        lines += ["### Also changed (not a new alarm)", ""]
+        lines += [f"- {f.series.key.case} {f.series.key.metric} ({f.series.key.kind}): {_pct(f.change.ratio)} "
+                  f"{_commits(f.change)}: " + ("the same commits as a change already confirmed" if f.known_change
+                                               else "reported, not gated") for f in others]
+        lines.append("")
     dropped = report.closed + [f.change for f in report.findings if f.change.status == "closed"]
     if dropped:
         lines += ["### Did not hold", ""]
         lines += [f"- {_commits(c)} {_pct(c.ratio)}: {c.note}" for c in dropped]
         lines.append("")
-    if not (new or pending or improvements or dropped):
+    if not (new or pending or improvements or others or dropped):
         lines += ["Nothing new since the previous night.", ""]
     return "\n".join(lines)
