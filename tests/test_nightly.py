@@ -135,3 +135,48 @@ def test_nightly_refuses_a_suite_outside_git(tmp_path):
     subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
     proc = run_cli("nightly", str(suite), "--store", str(tmp_path / "h.sqlite"), "--quiet", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_smoke_suite_twice_with_a_pipeline_edit_between(tmp_path):
+    """The README's walk-through on the shipped smoke suite (one model, to keep it short): the
+    suite in its own git repository, a night, a commit that drops constant folding from a
+    pipeline, another night. The second night checks the old pipeline (the suite at the first
+    night's commit) against the new one, confirms the slowdown by a same-job re-check, and
+    `history show` has the change."""
+    from perfguard.suite.parse import builtin_suite_path
+
+    repo = tmp_path / "project"
+    text = builtin_suite_path().read_text()
+    make_compiler_repo(repo, [("smoke suite", {"suites/smoke.toml": text})])
+    store = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    args = ("nightly", str(repo / "suites" / "smoke.toml"), "--store", store, "--case", "resnet_s/*", "--quiet")
+    first = run_cli(*args, cwd=tmp_path, timeout=900)
+    assert first.returncode == 0 and "First night" in first.stdout, first.stdout + first.stderr
+    slower = text.replace('passes = ["eliminate_nop_dropout", "fuse_bn_into_conv", "constant_folding", '
+                          '"eliminate_duplicate_initializer"]', 'passes = ["fuse_bn_into_conv"]')
+    assert slower != text
+    (repo / "suites" / "smoke.toml").write_text(slower)
+    git(repo, "commit", "-qam", "bn_fused_folded: no constant folding")
+    second = run_cli(*args, cwd=tmp_path, timeout=900)
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "resnet_s/bn_fused_folded/cpu" in second.stdout and "the suite's pipeline changed" in second.stdout
+    out = tmp_path / "show.json"
+    show = run_cli("history", "show", "resnet_s/bn_fused_folded/cpu", "--store", store, "--metric", "latency",
+                   "--kind", "ratio", "--json", str(out), cwd=tmp_path)
+    assert show.returncode == 0, show.stderr
+    (series,) = json.loads(out.read_text())["series"]
+    assert series["points"][-1]["decision"] == "different" and series["points"][-1]["value"] > 1.02
+
+
+def test_ingest_of_a_batch_with_one_bad_file_stores_nothing(tmp_path):
+    from .conftest import REPO
+
+    good = REPO / "tests" / "golden" / "v1" / "result-run.json"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": 2, "cases": "not a list"}')
+    store = tmp_path / "h.sqlite"
+    proc = run_cli("history", "ingest", str(good), str(bad), "--store", str(store), cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "bad.json" in proc.stderr and not store.exists()
+    again = run_cli("history", "ingest", str(good), "--store", str(store), cwd=tmp_path)
+    assert again.returncode == 0 and "result document 1, 20 point(s)" in again.stdout, again.stdout + again.stderr

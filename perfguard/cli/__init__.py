@@ -39,6 +39,7 @@ COMMANDS = {
     "report": "perfguard.cli.report",
     "nightly": "perfguard.cli.nightly",
     "history": "perfguard.cli.history",
+    "export": "perfguard.cli.export",
 }
 
 # What leaves a command, and the exit code it gets: the most specific class of the exception

@@ -1,10 +1,13 @@
 """The history store: every result, verdict and bisection document, and the series they make.
 
   perfguard history ingest FILE...        store documents (the same document twice is one record)
+  perfguard history ingest --format asv|pytest-benchmark FILE|FOLDER...
+                                          store other tools' runs as series of their own
   perfguard history list                  series: latest value, trend over the last nights
   perfguard history show CASE             one case's series as a table, with its change points
   perfguard history changes [--all]       regressions: commit range, size with interval, culprit
   perfguard history prune --keep 365d     drop documents older than that (open changes are kept)
+  perfguard history site --out DIR        a static site: every series' trend, nights, changes, an Atom feed
 
 The store is ``--store URL``, else ``$PERFGUARD_STORE``, else the SQLite file
 ``.perfguard/history.sqlite`` in the current folder; ``postgresql://user:password@host/db`` for a
@@ -37,8 +40,17 @@ def store_option(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=type(parser))
-    ingest = sub.add_parser("ingest", help="store result, verdict or bisection documents")
+    from perfguard.formats import FORMATS
+
+    ingest = sub.add_parser("ingest", help="store result, verdict or bisection documents, or other tools' runs")
     ingest.add_argument("files", nargs="+", metavar="FILE")
+    ingest.add_argument("--format", choices=("perfguard", *FORMATS), default="perfguard",
+                        help="what the files are: perfguard documents (default), pytest-benchmark JSON runs "
+                             "(--benchmark-json, .benchmarks/; a folder: every *.json under it) or asv results "
+                             "(results/<machine>/<commit>-<env>.json; a folder: the asv project or results folder)")
+    ingest.add_argument("--project", metavar="NAME",
+                        help="pytest-benchmark and asv: the suite is <format>:NAME (default: the project the "
+                             "files or asv.conf.json name)")
     store_option(ingest)
     listing = sub.add_parser("list", help="every series with its latest value and trend")
     show = sub.add_parser("show", help="one case's series, night by night, with change points")
@@ -51,12 +63,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         query.add_argument("--json", metavar="PATH", help="also write the answer as JSON")
     for query in (listing, show):
         query.add_argument("--metric", help="only this metric (latency, compile_time, memory, artifact_size, "
-                                            "node_count)")
+                                            "node_count; track:UNIT from asv)")
         query.add_argument("--kind", choices=("absolute", "ratio"), help="only this kind of series")
     listing.add_argument("--case", metavar="PATTERN", help="only cases matching (glob or text)")
     prune = sub.add_parser("prune", help="delete documents older than --keep")
     prune.add_argument("--keep", required=True, metavar="AGE", help="how much history to keep, e.g. 365d, 12w, 48h")
     store_option(prune)
+    site = sub.add_parser("site", help="write a static site of the history (GitHub Pages, or open from disk)")
+    site.add_argument("--out", required=True, metavar="DIR",
+                      help="folder of the site (replaced as a whole; refused if it holds anything but a site)")
+    site.add_argument("--suite", help="only this suite")
+    store_option(site)
 
 
 def open_store(url_arg: str | None, create: bool) -> Store:
@@ -146,20 +163,44 @@ def _check_json(path: str | None) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    return {"ingest": _ingest, "list": _list, "show": _show, "changes": _changes, "prune": _prune}[args.action](args)
+    return {"ingest": _ingest, "list": _list, "show": _show, "changes": _changes, "prune": _prune,
+            "site": _site}[args.action](args)
 
 
 def _ingest(args: argparse.Namespace) -> ExitCode:
+    from perfguard.errors import UserError
     from perfguard.results import read_json
 
-    # Every file is read before the first write: a missing or broken one stores nothing.
-    documents = [(path, read_json(Path(path), missing="{path}: file not found",
-                                  not_json="{path}: not a JSON document ({exc})")) for path in args.files]
+    if args.format != "perfguard":
+        return _ingest_foreign(args)
+    if args.project:
+        raise UserError("history ingest: --project names the suite of --format pytest-benchmark or asv files")
+
+    from perfguard.history.ingest import extract
+
+    # Every file is read and validated before the first write: a missing or broken one stores nothing.
+    documents = []
+    for path in args.files:
+        data = read_json(Path(path), missing="{path}: file not found", not_json="{path}: not a JSON document ({exc})")
+        documents.append((path, data, extract(data, str(path))))
     with open_store(args.store, create=True) as store:
-        for path, data in documents:
-            done = store.ingest(data, source=str(path))
+        for path, data, extracted in documents:
+            done = store.ingest(data, source=str(path), extracted=extracted)
             what = f"{done.points} point(s)" if done.new else "already stored"
             print(f"{path}: {done.kind} document {done.document_id}, {what}")
+    return ExitCode.OK
+
+
+def _ingest_foreign(args: argparse.Namespace) -> ExitCode:
+    from perfguard.formats import read_files
+
+    # Every file is read and validated before the first write: a bad one stores nothing.
+    imported = read_files(args.format, args.files, project=args.project)
+    with open_store(args.store, create=True) as store:
+        for item in imported:
+            done = store.ingest(item.data, source=str(item.path), extracted=item.extracted)
+            what = f"{done.points} point(s)" if done.new else "already stored"
+            print(f"{item.path}: {done.kind} document {done.document_id} ({item.extracted.suite}), {what}")
     return ExitCode.OK
 
 
@@ -281,4 +322,16 @@ def _prune(args: argparse.Namespace) -> ExitCode:
         counts = store.prune(cutoff)
     print(f"pruned {counts.get('documents', 0)} document(s) and {counts.get('points', 0)} point(s) older than "
           f"{cutoff}")
+    return ExitCode.OK
+
+
+def _site(args: argparse.Namespace) -> ExitCode:
+    from perfguard.history.site import build_site
+    from perfguard.results import check_writable
+
+    check_writable(args.out, "--out", directory=True)
+    with open_store(args.store, create=False) as store:
+        done = build_site(store, args.out, suite=args.suite)
+    print(f"history site: {done.series} series, {done.nights} night(s), {done.changes} change(s), "
+          f"{done.regressions} confirmed regression(s) in feed.atom; open {done.out / 'index.html'}")
     return ExitCode.OK

@@ -79,15 +79,15 @@ def resolve_commit(root: Path, ref: str) -> tuple[str, str]:
 
 
 def working_tree(suite: Suite) -> CompilerCheckout:
-    """The compiler as it is in the working tree (uncommitted changes included)."""
-    root = compiler_repo_root(suite) if (suite.compiler.repo or suite.compiler.build) else None
-    commit = None
-    if root is not None:
-        try:
-            commit = _repo(root).head.commit.hexsha
-        except ValueError:
-            commit = None
-    return CompilerCheckout("head", root or suite.path.resolve().parent, suite.compiler.path, commit)
+    """The compiler as it is in the working tree (uncommitted changes included), in the repository
+    a base ref is checked out from (``[compiler] repo``, else the suite's own), with the commit
+    its HEAD is at (None before the first commit)."""
+    root = compiler_repo_root(suite)
+    try:
+        commit: str | None = _repo(root).head.commit.hexsha
+    except ValueError:
+        commit = None
+    return CompilerCheckout("head", root, suite.compiler.path, commit)
 
 
 def run_build(checkout: CompilerCheckout, command: str | None, timeout: float = BUILD_TIMEOUT) -> None:

@@ -19,6 +19,9 @@ one is refused with their one-line messages, and then cut into :class:`PointRow`
   measured within one machine, so ratios from the different hosted machines of different nights
   belong to one series.
 * A **bisect** document is stored and gives no points.
+
+Files of other tools (pytest-benchmark, asv) are cut into the same rows by
+:mod:`perfguard.formats`, which hands the store an :class:`Extracted` of its own kind.
 """
 
 from __future__ import annotations
@@ -29,14 +32,40 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfguard.errors import StorageError
-from perfguard.history.store import SeriesKey
-from perfguard.results.result import CaseEntry, ResultDocument
+
+if TYPE_CHECKING:
+    from perfguard.results.result import CaseEntry, ResultDocument
 
 #: The side of a verdicts document that was measured now, in order of preference.
 CANDIDATE_LABELS = ("head", "candidate")
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    """What one series measures: suite, case, model and pipeline hashes, backend with versions,
+    runner class (``runner:fingerprint`` for absolute series, the runner name for ratios), metric
+    and ``kind`` (``absolute`` or ``ratio``).
+
+    It lives here, with the rows that carry it, so that this module imports nothing of the store:
+    :mod:`perfguard.history.store` re-exports it."""
+
+    suite: str
+    case: str
+    model_hash: str
+    pipeline_hash: str
+    backend: str
+    runner_class: str
+    metric: str
+    kind: str
+
+    def hash(self) -> str:
+        """A stable identity of the key (the series' unique column)."""
+        text = json.dumps([self.suite, self.case, self.model_hash, self.pipeline_hash, self.backend,
+                           self.runner_class, self.metric, self.kind])
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -100,7 +129,21 @@ def document_kind(data: Any, source: str) -> str:
         if "cases" in data and "created_at" in data:
             raise StorageError(f"{source}: an artifact manifest (perfguard compile), not a document the history "
                                "stores; ingest the result of perfguard run --artifacts instead")
+        foreign = foreign_format(data)
+        if foreign is not None:
+            raise StorageError(f"{source}: looks like a file of {foreign}, not a perfguard document; ingest it "
+                               f"with --format {foreign}")
     raise StorageError(f"{source}: not a perfguard result, verdicts or bisect document")
+
+
+def foreign_format(data: Mapping[str, Any]) -> str | None:
+    """``pytest-benchmark`` or ``asv`` when ``data`` looks like a file of that tool (by its
+    top-level keys; :mod:`perfguard.formats` validates it), else None."""
+    if {"machine_info", "benchmarks"} <= data.keys():
+        return "pytest-benchmark"
+    if {"result_columns", "results", "commit_hash"} <= data.keys():
+        return "asv"
+    return None
 
 
 def extract(data: Any, source: str) -> Extracted:

@@ -1,5 +1,7 @@
-"""The history store: every result, verdicts and bisect document perfguard made, and the series
-of points they give, in SQLite (one file, the default) or PostgreSQL (a fleet of runners).
+"""The history store: every result, verdicts and bisect document perfguard made (and the runs of
+other tools imported by :mod:`perfguard.formats`: pytest-benchmark and asv files, stored as read
+under their own kind), and the series of points they give, in SQLite (one file, the default) or
+PostgreSQL (a fleet of runners).
 
 This module owns the store's contract: its URL (``--store``, ``$PERFGUARD_STORE``, a file path
 or ``sqlite:///PATH`` or ``postgresql://USER:PASSWORD@HOST[:PORT]/DATABASE``), the typed rows it
@@ -34,12 +36,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard.errors import StorageError, UserError, one_line
+from perfguard.history.ingest import SeriesKey as SeriesKey
 
 if TYPE_CHECKING:
     from sqlalchemy import Row
     from sqlalchemy.engine import Connection, Engine
 
-    from perfguard.history.ingest import PointRow
+    from perfguard.history.ingest import Extracted, PointRow
 
 DEFAULT_STORE = Path(".perfguard") / "history.sqlite"
 STORE_ENV = "PERFGUARD_STORE"
@@ -67,30 +70,6 @@ def display_url(url: str) -> str:
     """``url`` with any password replaced by ``***`` (works on a malformed URL too)."""
     masked = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*:)(.*)@", r"\1***@", url)
     return re.sub(r"(?i)(password=)[^&]*", r"\1***", masked)
-
-
-@dataclass(frozen=True)
-class SeriesKey:
-    """What one series measures: suite, case, model and pipeline hashes, backend with versions,
-    runner class (``runner:fingerprint`` for absolute series, the runner name for ratios), metric
-    and ``kind`` (``absolute`` or ``ratio``)."""
-
-    suite: str
-    case: str
-    model_hash: str
-    pipeline_hash: str
-    backend: str
-    runner_class: str
-    metric: str
-    kind: str
-
-    def hash(self) -> str:
-        """A stable identity of the key (the series' unique column)."""
-        import hashlib
-
-        text = json.dumps([self.suite, self.case, self.model_hash, self.pipeline_hash, self.backend,
-                           self.runner_class, self.metric, self.kind])
-        return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -275,11 +254,15 @@ class Store:
 
     # --- documents ----------------------------------------------------------------------------
 
-    def ingest(self, data: Any, *, source: str = "") -> Ingested:
+    def ingest(self, data: Any, *, source: str = "", extracted: Extracted | None = None) -> Ingested:
         """Store one document (the parsed JSON of a result, verdicts or bisect document) and its
         points in one transaction. The same document again (same canonical JSON) is the same
         record: ``new=False``, no points added. A document that is not valid is refused with its
-        parser's one-line message, as a ``StoreError``."""
+        parser's one-line message, as a ``StoreError``.
+
+        ``extracted``: what the document gives, already validated by its reader (a file of another
+        tool, :mod:`perfguard.formats`: its kind, suite, time, commit and points); ``data`` is then
+        stored as it is, under that kind, and not parsed again."""
         import sqlalchemy as sa
 
         from perfguard.history import ingest as extract
@@ -294,7 +277,7 @@ class Store:
         if known is not None:
             return Ingested(known.id, known.kind, False, 0)
         try:
-            found = extract.extract(data, label)
+            found = extracted or extract.extract(data, label)
         except StorageError as exc:
             raise StoreError(str(exc)) from None
         now = utc_now()
