@@ -94,6 +94,7 @@ def test_history_show_marks_the_change_point_and_keeps_every_night(replay):
     marked = [i for i, p in enumerate(points) if p["change_point"]]
     assert marked == [10], [(p["commit"][:8], p["value"], p["change_point"]) for p in points]
     assert points[10]["commit"] == replay["shas"][24] and points[10]["decision"] == "different"
+    assert points[10]["change"]["status"] == "confirmed" and [i for i, p in enumerate(points) if p["change"]] == [10]
     identical = [p for i, p in enumerate(points) if i != 10]
     assert all(p["value"] == 1.0 and p["decision"] == "same" for p in identical)
     assert points[-1]["level"] == pytest.approx(points[10]["value"])  # the chained index stays up
@@ -165,7 +166,9 @@ def test_smoke_suite_twice_with_a_pipeline_edit_between(tmp_path):
                    "--kind", "ratio", "--json", str(out), cwd=tmp_path)
     assert show.returncode == 0, show.stderr
     (series,) = json.loads(out.read_text())["series"]
-    assert series["points"][-1]["decision"] == "different" and series["points"][-1]["value"] > 1.02
+    last = series["points"][-1]
+    assert last["decision"] == "different" and last["value"] > 1.02
+    assert last["change"]["status"] == "confirmed"  # the night's check and its same-job re-check agreed
 
 
 def test_ingest_of_a_batch_with_one_bad_file_stores_nothing(tmp_path):

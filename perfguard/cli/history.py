@@ -236,8 +236,7 @@ def _show(args: argparse.Namespace) -> ExitCode:
     from rich.table import Table
 
     from perfguard.errors import UserError
-    from perfguard.history.changepoints import detect
-    from perfguard.history.nightly import MIN_STEP
+    from perfguard.history.nightly import series_changes
 
     _check_json(args.json)
     console = Console(width=max(130, Console().width))
@@ -250,10 +249,10 @@ def _show(args: argparse.Namespace) -> ExitCode:
         for series in found:
             points = store.points(series.id)
             level = levels(series, points)
-            cps = detect([p.value for p in points], kind=series.key.kind,
-                         ci=[(p.ci_low, p.ci_high) for p in points] if series.key.kind == "ratio" else None,
-                         min_size=MIN_STEP.get(series.key.metric, 0.01))
-            at = {c.index: c for c in cps}
+            at = {c.index: c for c in series_changes(series, points)}
+            # Changes the nightly recorded (also those too early in a series for detection: a
+            # night the check and its re-check decided), by the commit they appeared at.
+            recorded = {c.bad_commit: c for c in store.changes(suite=series.key.suite) if c.series_id == series.id}
             k = series.key
             table = Table(title=f"{k.case} {k.metric} ({k.kind}, runner {k.runner_class}): {len(points)} night(s)",
                           title_justify="left")
@@ -265,7 +264,11 @@ def _show(args: argparse.Namespace) -> ExitCode:
             rows = []
             for i, (point, value) in enumerate(zip(points, level, strict=True)):
                 cp = at.get(i)
+                change = recorded.get(point.commit) if point.commit else None
                 mark = f"{cp.direction} {cp.ratio - 1:+.1%}" if cp else ""
+                if change is not None:
+                    mark = (mark or f"{'regression' if change.ratio > 1 else 'improvement'} "
+                                    f"{change.ratio - 1:+.1%}") + f" ({change.status}, change {change.id})"
                 cells = [point.time, (point.commit or "")[:10], format_value(k.metric, k.kind, value)]
                 if k.kind == "ratio":
                     interval = ("" if point.ci_low is None or point.ci_high is None
@@ -273,13 +276,16 @@ def _show(args: argparse.Namespace) -> ExitCode:
                     cells += [f"{point.value - 1:+.2%}", interval, point.decision or ""]
                 else:
                     cells.append(str(len(point.values)))
-                table.add_row(*cells, f"[bold red]{mark}[/]" if cp and cp.direction == "regression" else mark)
+                loud = (cp and cp.direction == "regression") or (change is not None and change.ratio > 1)
+                table.add_row(*cells, f"[bold red]{mark}[/]" if loud else mark)
                 rows.append({"time": point.time, "commit": point.commit, "base_commit": point.base_commit,
                              "value": point.value, "level": value, "ci_low": point.ci_low, "ci_high": point.ci_high,
                              "decision": point.decision, "values": list(point.values),
                              "change_point": None if cp is None else {"ratio": cp.ratio, "ci_low": cp.ci_low,
                                                                        "ci_high": cp.ci_high,
-                                                                       "direction": cp.direction}})
+                                                                       "direction": cp.direction},
+                             "change": None if change is None else {"id": change.id, "status": change.status,
+                                                                    "ratio": change.ratio}})
             console.print(table)
             out.append({**_key_json(series), "points": rows})
     _write_json(args.json, {"series": out})

@@ -96,15 +96,11 @@ class NightReport:
 
 
 def _head_commit(suite: Suite) -> tuple[str, str]:
+    """The commit (sha, subject) the compiler's repository is at: what tonight measures. A suite
+    outside git is refused (``UserError``: set ``[compiler] repo``)."""
     from perfguard.compile.checkout import compiler_repo_root, resolve_commit
 
-    try:
-        root = compiler_repo_root(suite)
-    except UserError:
-        raise
-    except Exception as exc:  # not a git repository
-        raise UserError(f"nightly needs the compiler under test in a git repository: {exc}") from None
-    return resolve_commit(root, "HEAD")
+    return resolve_commit(compiler_repo_root(suite), "HEAD")
 
 
 def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings, progress: Progress,
@@ -179,8 +175,17 @@ def _recheck(suite: Suite, cases: list[CaseSpec], base: str, settings: CheckSett
     return said
 
 
-def series_values(points: Sequence[Point], kind: str) -> tuple[list[float], list[tuple[float | None, float | None]]]:
-    return [p.value for p in points], [(p.ci_low, p.ci_high) for p in points]
+def series_changes(series: Series, points: Sequence[Point]) -> list[ChangePoint]:
+    """The change points of one series (oldest first): exact steps for metrics without noise,
+    ``changepoints.detect`` for the others (ratio series with each night's paired interval)."""
+    from perfguard.history.changepoints import detect
+
+    values = [p.value for p in points]
+    min_size = MIN_STEP.get(series.key.metric, 0.01)
+    if series.key.metric in EXACT_METRICS:
+        return exact_changes(values, min_size)
+    ci = [(p.ci_low, p.ci_high) for p in points] if series.key.kind == "ratio" else None
+    return detect(values, kind=series.key.kind, ci=ci, min_size=min_size)
 
 
 def _range_of(points: Sequence[Point], index: int, kind: str) -> tuple[str | None, str | None]:
@@ -193,20 +198,12 @@ def _range_of(points: Sequence[Point], index: int, kind: str) -> tuple[str | Non
 
 
 def _detect(store: Store, suite: str, report: NightReport) -> None:
-    from perfguard.history.changepoints import detect
-
     before = {(c.series_id, c.bad_commit): c for c in store.changes(suite=suite)}
     known = {(c.key.case, c.bad_commit) for c in before.values() if c.status == "confirmed"}
     seen = set()
     for series in store.series(suite=suite):
         points = store.points(series.id)
-        values, ci = series_values(points, series.key.kind)
-        min_size = MIN_STEP.get(series.key.metric, 0.01)
-        if series.key.metric in EXACT_METRICS:
-            found = exact_changes(values, min_size)
-        else:
-            found = detect(values, kind=series.key.kind, ci=ci if series.key.kind == "ratio" else None,
-                           min_size=min_size)
+        found = series_changes(series, points)
         found += _decided_tonight(series, points, found, report)
         for point in found:
             good, bad = _range_of(points, point.index, series.key.kind)
