@@ -100,17 +100,10 @@ def parse_age(text: str) -> float:
 
 
 def format_value(metric: str, kind: str, value: float) -> str:
-    from perfguard.units import format_bytes, format_duration
+    """A value or level as the commands print it (the site's own formatter)."""
+    from perfguard.history.site import format_value as site_format
 
-    if not math.isfinite(value):
-        return "n/a"
-    if kind == "ratio":
-        return f"{value:.4f}"
-    if metric in ("latency", "compile_time"):
-        return format_duration(value)
-    if metric in ("memory", "artifact_size"):
-        return format_bytes(value)
-    return f"{value:g}"
+    return site_format(metric, kind, value)
 
 
 def levels(series: Series, points: Sequence[Point]) -> list[float]:

@@ -1,0 +1,360 @@
+"""What the history site shows, read from a store: each series with its levels, change points and
+environment markers, each stored change with its bisection, each night's document.
+
+:func:`collect` reads it all in a few queries (the series, every point in one, the nights, the
+changes, each document once); :mod:`perfguard.history.site` renders it. Pure reading: nothing
+here writes to the store or to disk.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from perfguard.history.site_chart import Marker, sparkline
+from perfguard.history.store import Change, Night, Point, Series, Store
+
+if TYPE_CHECKING:
+    from perfguard.history.changepoints import ChangePoint
+    from perfguard.report.bisect import BisectView
+
+#: The filter dimensions of the index, in display order.
+DIMENSIONS = ("model", "pipeline", "runner", "metric", "backend")
+#: Nights a sparkline shows.
+SPARK_NIGHTS = 60
+
+
+@dataclass
+class SeriesView:
+    """A series as the site shows it: its points, levels, change points and markers."""
+
+    series: Series
+    values: dict[str, str]  # DIMENSIONS -> value
+    points: list[Point]
+    levels: list[float]
+    change_points: list[ChangePoint] = field(default_factory=list)
+    changes: list[ChangeView] = field(default_factory=list)
+    markers: list[Marker] = field(default_factory=list)
+    siblings: list[tuple[SeriesView, str]] = field(default_factory=list)  # (other, what differs)
+
+    @property
+    def id(self) -> int:
+        return self.series.id
+
+    @property
+    def href(self) -> str:
+        return f"series/{self.series.id}.html"
+
+    @property
+    def key(self) -> Any:
+        return self.series.key
+
+    @property
+    def latest(self) -> float:
+        return self.levels[-1] if self.levels else math.nan
+
+    def change_over(self, nights: int) -> float | None:
+        """The latest level against the level ``nights`` nights before it (None: too few)."""
+        if len(self.levels) <= nights:
+            return None
+        before, now = self.levels[-1 - nights], self.levels[-1]
+        return now / before if before and math.isfinite(before) and math.isfinite(now) else None
+
+    @property
+    def open_changes(self) -> list[ChangeView]:
+        return [c for c in self.changes if c.change.status != "closed"]
+
+    @property
+    def state(self) -> str:
+        """``regression`` (an open change that got worse), ``improvement`` or ``same``."""
+        tones = {c.tone for c in self.open_changes}
+        return "regression" if "regression" in tones else "improvement" if tones else "same"
+
+    def spark(self) -> Any:
+        return sparkline(self.levels[-SPARK_NIGHTS:], self.state if self.state != "same" else "base")
+
+
+@dataclass
+class ChangeView:
+    """A stored change with its series, the nights of its good and bad commits, its bisection."""
+
+    change: Change
+    series: SeriesView | None = None
+    good_night: str = ""
+    bad_night: str = ""
+    bisect: BisectView | None = None
+
+    @property
+    def href(self) -> str:
+        return f"changes/{self.change.id}.html"
+
+    @property
+    def tone(self) -> str:
+        return "regression" if self.change.ratio > 1 else "improvement"
+
+
+@dataclass
+class DocumentView:
+    """A stored result or verdicts document (one night's page)."""
+
+    id: int
+    kind: str
+    suite: str
+    time: str
+    commit: str | None
+    subject: str
+    environment: dict[str, dict[str, Any]]
+    night: Night | None = None
+    points: list[tuple[SeriesView, Point]] = field(default_factory=list)
+    verdicts: list[tuple[Any, str, SeriesView | None]] = field(default_factory=list)  # (row, state, series)
+    failed: list[tuple[str, str, str]] = field(default_factory=list)  # (case, stage, message)
+    previous: DocumentView | None = None
+    next: DocumentView | None = None
+
+    @property
+    def href(self) -> str:
+        return f"nights/{self.id}.html"
+
+
+@dataclass
+class Site:
+    """Everything the pages show."""
+
+    suites: list[str]
+    series: list[SeriesView]
+    changes: list[ChangeView]
+    documents: dict[int, DocumentView]
+    filters: dict[str, list[tuple[str, str, int]]]  # dimension -> (value, page, series count)
+    last_time: str
+
+    @property
+    def open_changes(self) -> list[ChangeView]:
+        found = [c for c in self.changes if c.change.status != "closed"]
+        return sorted(found, key=lambda c: (c.tone != "regression", c.change.status != "confirmed",
+                                            -abs(math.log(c.change.ratio)) if c.change.ratio > 0 else 0.0))
+
+    @property
+    def feed(self) -> list[ChangeView]:
+        """Confirmed regressions, newest first."""
+        found = [c for c in self.changes if c.change.status == "confirmed" and c.change.ratio > 1]
+        return sorted(found, key=lambda c: (c.change.time, c.change.id), reverse=True)
+
+
+# --- collecting -------------------------------------------------------------------------------------
+
+def _dimensions(series: Series) -> dict[str, str]:
+    key = series.key
+    parts = key.case.rsplit("/", 2)
+    model, pipeline = (parts[0], parts[1]) if len(parts) == 3 else (key.case, "")
+    return {"model": model, "pipeline": pipeline, "runner": key.runner_class.split(":", 1)[0],
+            "metric": key.metric, "backend": key.backend.split(" ", 1)[0]}
+
+
+def _levels(series: Series, points: Sequence[Point]) -> list[float]:
+    from perfguard.history.changepoints import chained_index
+
+    values = [p.value for p in points]
+    if series.key.kind != "ratio":
+        return values
+    try:
+        return chained_index(values)
+    except ValueError:  # a non-positive ratio: no index, the ratios themselves
+        return values
+
+
+def _change_points(series: Series, points: Sequence[Point]) -> list[ChangePoint]:
+    from perfguard.history.changepoints import detect
+    from perfguard.history.nightly import MIN_STEP
+
+    ci = [(p.ci_low, p.ci_high) for p in points] if series.key.kind == "ratio" else None
+    try:
+        return detect([p.value for p in points], kind=series.key.kind, ci=ci,
+                      min_size=MIN_STEP.get(series.key.metric, 0.01))
+    except ValueError:  # a zero value (an empty artifact): no change points rather than no site
+        return []
+
+
+def _stored_document(document_id: int, data: Any) -> Any:
+    """A stored document, typed. The store validated it against its schema when it was
+    ingested (after migrating it), so it is migrated and not validated again: the schema check
+    was 85 % of reading the nights of a store. A verdicts document of an older version (none
+    yet) goes through its parser, which owns its migrations."""
+    from perfguard.compare.verdicts import VERDICTS_VERSION, VerdictsDocument
+    from perfguard.history.ingest import document_kind
+    from perfguard.report import parse_document
+    from perfguard.results.result import ResultDocument, current_result_json
+
+    source = f"stored document {document_id}"
+    kind = document_kind(data, source)
+    if kind == "result":
+        return ResultDocument.from_json(current_result_json(data, source))
+    if kind == "verdicts" and data.get("version") == VERDICTS_VERSION:
+        results = data.get("results") or {}
+        return VerdictsDocument.from_json({**data, "results": {label: current_result_json(r, source)
+                                                               for label, r in results.items()}})
+    return parse_document(data, source)
+
+
+def _document_view(document_id: int, data: Any) -> DocumentView | None:
+    """The page of a stored result or verdicts document (None for a bisect document)."""
+    from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.history.ingest import candidate_label
+    from perfguard.report.rows import state_of
+    from perfguard.results.result import ResultDocument
+
+    document = _stored_document(document_id, data)
+    rows: list[tuple[Any, str, SeriesView | None]] = []
+    if isinstance(document, VerdictsDocument):
+        label = candidate_label(document.results)
+        result = document.results[label] if label else next(iter(document.results.values()))
+        commit = (document.mode.get("head_commit") if isinstance(document.mode.get("head_commit"), str) else None)
+        time = document.created_at or result.finished_at
+        rows = [(row, state_of(row), None) for row in document.verdicts]
+        kind = "verdicts"
+    elif isinstance(document, ResultDocument):
+        result, commit, time, kind = document, None, document.finished_at, "result"
+    else:
+        return None
+    compiler = result.compiler
+    view = DocumentView(document_id, kind, result.suite.name, time, commit or (compiler.commit if compiler else None),
+                        compiler.subject if compiler else "", dict(result.environment), verdicts=rows)
+    view.failed = [(c.id, c.error.stage if c.error else c.status, c.error.message if c.error else "")
+                   for c in result.cases if not c.ok]
+    return view
+
+
+def _runner_environment(document: DocumentView | None, runner: str) -> dict[str, Any] | None:
+    if document is None:
+        return None
+    found = document.environment.get(runner)
+    return found if isinstance(found, dict) else None
+
+
+def _environment_markers(view: SeriesView, documents: dict[int, DocumentView]) -> list[Marker]:
+    """A marker before each night whose runner fingerprint differs from the night before's."""
+    from perfguard.runners.fingerprint import fingerprint_differences
+
+    markers = []
+    runner = view.values["runner"]
+    before = None
+    for index, point in enumerate(view.points):
+        now = _runner_environment(documents.get(point.document_id), runner)
+        if before is not None and now is not None:
+            fields = fingerprint_differences(before, now)
+            if fields:
+                markers.append(Marker(index, "environment", "environment changed: " + ", ".join(sorted(fields)),
+                                      commit=point.commit or ""))
+        before = now if now is not None else before
+    return markers
+
+
+def _link_siblings(views: Sequence[SeriesView], documents: dict[int, DocumentView]) -> None:
+    """Series of the same case, metric and runner under another fingerprint, backend or model
+    hash (each is its own series): list them on each other's page, and mark where this series
+    took over from the one before it."""
+    from perfguard.runners.fingerprint import fingerprint_differences
+
+    groups: dict[tuple[str, ...], list[SeriesView]] = {}
+    for view in views:
+        k = view.key
+        groups.setdefault((k.suite, k.case, k.metric, k.kind, view.values["runner"]), []).append(view)
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        group.sort(key=lambda v: (v.series.first_time, v.id))
+        for view in group:
+            for other in group:
+                if other is view or not view.points or not other.points:
+                    continue
+                fields = set(fingerprint_differences(
+                    _runner_environment(documents.get(other.points[-1].document_id), view.values["runner"]) or {},
+                    _runner_environment(documents.get(view.points[0].document_id), view.values["runner"]) or {}))
+                fields |= {name for name, a, b in (("backend", other.key.backend, view.key.backend),
+                                                   ("model", other.key.model_hash, view.key.model_hash),
+                                                   ("pipeline", other.key.pipeline_hash, view.key.pipeline_hash))
+                           if a != b}
+                differs = ", ".join(sorted(fields)) or "runner class"
+                view.siblings.append((other, differs))
+            differs_from = {o.id: d for o, d in view.siblings}
+            before = [o for o in group if o is not view and o.series.last_time <= view.series.first_time]
+            if before:
+                previous = before[-1]
+                view.markers.append(Marker(0, "environment", f"environment changed: {differs_from[previous.id]}",
+                                           href=f"../{previous.href}", commit=view.points[0].commit or ""))
+            after = [o for o in group if o is not view and o.series.first_time >= view.series.last_time]
+            if after:
+                following = after[0]
+                view.markers.append(Marker(len(view.points), "environment",
+                                           f"environment changed: {differs_from[following.id]}; continues in "
+                                           f"#{following.id}", href=f"../{following.href}",
+                                           commit=following.points[0].commit or ""))
+
+
+def collect(store: Store, suite: str | None = None) -> Site:
+    """Read what the site shows from ``store`` (of ``suite`` only, if given)."""
+    from perfguard.bisect.document import bisect_from_json
+    from perfguard.history.schema import STATUSES
+    from perfguard.report.bisect import bisect_view
+
+    found = store.series(suite=suite)
+    every = store.all_points()
+    views = []
+    for series in found:
+        points = every.get(series.id, [])
+        views.append(SeriesView(series, _dimensions(series), points, _levels(series, points),
+                                _change_points(series, points)))
+    by_id = {v.id: v for v in views}
+    suites = sorted({v.key.suite for v in views} | ({suite} if suite else set()))
+    nights = {n.document_id: n for s in suites for n in store.nights(s)}
+
+    documents: dict[int, DocumentView] = {}
+    for document_id in sorted({p.document_id for v in views for p in v.points} | set(nights)):
+        document = _document_view(document_id, store.document(document_id))
+        if document is not None:
+            document.night = nights.get(document_id)
+            documents[document_id] = document
+    for view in views:
+        for point in view.points:
+            if point.document_id in documents:
+                documents[point.document_id].points.append((view, point))
+    ordered = sorted(documents.values(), key=lambda d: (d.suite, d.time, d.id))
+    for earlier, later in zip(ordered, ordered[1:], strict=False):
+        if earlier.suite == later.suite:
+            earlier.next, later.previous = later, earlier
+    for document in documents.values():
+        own = {(v.key.case, v.key.metric, v.key.kind): v for v, _ in document.points}
+        document.verdicts = [(row, state, own.get((row.case, row.metric, "ratio")) or
+                              own.get((row.case, row.metric, "absolute"))) for row, state, _ in document.verdicts]
+
+    changes = []
+    for status in STATUSES:
+        for change in store.changes(status=status, suite=suite):
+            linked = ChangeView(change, by_id.get(change.series_id))
+            if change.bisect_document_id is not None:
+                linked.bisect = bisect_view(bisect_from_json(store.document(change.bisect_document_id),
+                                                             f"bisect document {change.bisect_document_id}"))
+            if linked.series is not None:
+                linked.series.changes.append(linked)
+                at = {p.commit: p.document_id for p in linked.series.points if p.commit}
+                linked.good_night = f"nights/{at[change.good_commit]}.html" if change.good_commit in at else ""
+                linked.bad_night = f"nights/{at[change.bad_commit]}.html" if change.bad_commit in at else ""
+            changes.append(linked)
+    changes.sort(key=lambda c: (c.change.time, c.change.id))
+
+    for view in views:
+        view.markers += _environment_markers(view, documents)
+    _link_siblings([v for v in views if v.key.kind == "absolute"], documents)
+
+    filters = {}
+    for dimension in DIMENSIONS:
+        counts: dict[str, int] = {}
+        for view in views:
+            counts[view.values[dimension]] = counts.get(view.values[dimension], 0) + 1
+        filters[dimension] = [(value, f"filter/{dimension}-{n}.html", counts[value])
+                              for n, value in enumerate(sorted(counts))]
+    times = [v.series.last_time for v in views] + [c.change.time for c in changes] + [n.time for n in nights.values()]
+    views.sort(key=lambda v: (v.state != "regression", v.state != "improvement", v.key.suite, v.key.case,
+                              v.key.metric, v.key.kind, v.id))
+    return Site(suites, views, changes, documents, filters, max(times, default=""))
