@@ -1,4 +1,5 @@
-"""perfguard as a pytest plugin (entry point ``pytest11``): checks written as tests.
+"""perfguard as a pytest plugin (entry point ``pytest11``): checks written as tests. A front end
+like the command line, so it lives beside it.
 
     def test_resnet_is_not_slower(perfguard):
         perfguard.check("suites/mycompiler.toml", case="resnet/*")
