@@ -233,8 +233,8 @@ def _compile(diff: ProfileDiff | None, change: CompileChange | None) -> Dimensio
         init, run = diff.session_init_us, diff.model_run_us
         evidence.append(f"ORT session_initialization {us(init.before.mean, False)} -> {us(init.after.mean, False)} "
                         f"({_pct(init.ratio)})")
-        evidence.append(f"run time flat: model_run {us(run.before.mean, False)} -> {us(run.after.mean, False)} "
-                        f"({_pct(run.ratio)})")
+        evidence.append(f"run time not slower: model_run {us(run.before.mean, False)} -> {us(run.after.mean, False)} "
+                        f"({_pct(run.ratio)}, workers [{us(run.delta_low)}, {us(run.delta_high)}])")
     lead = (f"compile {_pct(change.ratio)}" if change is not None and change.rose()
             else f"session init {_pct(diff.session_init_us.ratio)}" if diff is not None else "compile")
     return Dimension("compile-overhead", "compile", tuple(evidence), f"{lead}, run flat: compile-overhead")
