@@ -14,8 +14,9 @@ Five kinds, named by the request's ``mode``:
 ``verify`` (``VerifyRequest`` -> ``VerifyResponse``)
     run an artifact compiled elsewhere once and compare it with the shipped reference outputs;
 ``profile`` (``ProfileRequest`` -> ``ProfileResponse``)
-    load one artifact with the runtime's profiler on, run it, return the per-op aggregates
-    (``perfguard.profile``). Never a timed run: profiles are measured apart from timing.
+    load the variants of a comparison with the runtime's profiler on, run them interleaved, return
+    the per-op aggregates (``perfguard.profile``). Never a timed run: profiles are measured apart
+    from timing.
 
 Wire format: the request is its fields plus ``"mode"``. The response is its fields, plus
 ``"error": {"stage", "message"[, "detail"]}`` when the worker failed; a response of ``"error"``
@@ -287,22 +288,26 @@ class VerifyResponse:
 
 @dataclass(frozen=True)
 class ProfileResponse:
-    """One profiled worker: the aggregates of its profile, where the raw trace was kept (None:
-    not asked for) and the worker's pid."""
+    """One profiling worker: per variant id, the aggregates of its profile and where its raw
+    trace was kept (absent: not asked for); the worker's pid."""
 
-    profile: ProfileRun
-    trace_path: str | None
+    profiles: Mapping[str, ProfileRun]
+    trace_paths: Mapping[str, str]
     pid: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"profile": self.profile.to_json(), "trace_path": self.trace_path, "pid": self.pid}
+        return {"profiles": {k: v.to_json() for k, v in self.profiles.items()}, "trace_paths": dict(self.trace_paths),
+                "pid": self.pid}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProfileResponse:
         from perfguard.profile.trace import ProfileRun
 
         kind = "profile response"
-        return cls(ProfileRun.from_json(_object(data, "profile", kind)), _opt_str(data, "trace_path", kind),
+        paths = _object(data, "trace_paths", kind)
+        if not all(isinstance(v, str) for v in paths.values()):
+            raise _wrong(kind, "trace_paths", "an object of paths", paths)
+        return cls({k: ProfileRun.from_json(v) for k, v in _object(data, "profiles", kind).items()}, dict(paths),
                    _int(data, "pid", kind))
 
 
@@ -567,36 +572,40 @@ class VerifyRequest:
 
 @dataclass(frozen=True)
 class ProfileRequest:
-    """Load ``artifact`` in a fresh process with the runtime's profiler on (the pipeline's pinned
-    settings otherwise unchanged), run it ``warmup`` times, then ``runs`` times on inputs seeded
-    with ``seed``, and aggregate the profile without the warm-up. ``trace_path``: where to keep
-    the raw trace file (None: it is deleted).
+    """Load every variant in a fresh process with the runtime's profiler on (the pipelines' pinned
+    settings otherwise unchanged; load order rotated by ``worker_index``), run each ``warmup``
+    times, then ``runs`` rounds in which every variant runs once in a fresh random order (the
+    sides of a comparison share the process and its time window, as timed workers do), on inputs
+    seeded with ``seed``; aggregate each profile without the warm-up. ``trace_dir``: where to keep
+    the raw trace files (None: they are deleted).
 
     ``runner_options`` is free-form: the suite's ``RunnerOptions.to_json()`` for ``runner``."""
 
     mode: ClassVar[str] = "profile"
-    artifact: Artifact
+    variants: tuple[MeasureVariant, ...]
     runner: str
     runner_options: dict[str, Any] | None
     threads: int
     warmup: int
     runs: int
     seed: int
+    worker_index: int
     input_specs: tuple[InputSpec, ...]
-    trace_path: str | None = None
+    trace_dir: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"mode": self.mode, "artifact": self.artifact.to_json(), "runner": self.runner,
+        return {"mode": self.mode, "variants": [v.to_json() for v in self.variants], "runner": self.runner,
                 "runner_options": _options(self.runner_options), "threads": self.threads, "warmup": self.warmup,
-                "runs": self.runs, "seed": self.seed, "input_specs": _specs_json(self.input_specs),
-                "trace_path": self.trace_path}
+                "runs": self.runs, "seed": self.seed, "worker_index": self.worker_index,
+                "input_specs": _specs_json(self.input_specs), "trace_dir": self.trace_dir}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProfileRequest:
         kind = "profile request"
-        return cls(_artifact(data, "artifact", kind), _str(data, "runner", kind), _opt_object(data, "runner_options", kind),
-                   _int(data, "threads", kind), _int(data, "warmup", kind), _int(data, "runs", kind),
-                   _int(data, "seed", kind), _input_specs(data, kind), _opt_str(data, "trace_path", kind))
+        return cls(tuple(MeasureVariant.from_json(v) for v in _list(data, "variants", kind)), _str(data, "runner", kind),
+                   _opt_object(data, "runner_options", kind), _int(data, "threads", kind), _int(data, "warmup", kind),
+                   _int(data, "runs", kind), _int(data, "seed", kind), _int(data, "worker_index", kind),
+                   _input_specs(data, kind), _opt_str(data, "trace_dir", kind))
 
     def parse_response(self, data: Mapping[str, Any]) -> ProfileResponse:
         return ProfileResponse.from_json(data)

@@ -80,11 +80,13 @@ def measure_request(suite: Suite, case: CaseSpec, variants: Sequence[MeasureVari
                           min_rounds=measure.min_rounds, max_time=measure.max_time)
 
 
-def profile_request(suite: Suite, case: CaseSpec, artifact: Artifact, inputs: Sequence[InputSpec], worker: int,
-                    runs: int, trace_path: Path | None) -> ProfileRequest:
-    """Profile ``artifact`` in profile worker number ``worker`` (inputs seeded ``seed + worker``):
-    the case's warm-up (at least one run), then ``runs`` profiled runs."""
+def profile_request(suite: Suite, case: CaseSpec, variants: Sequence[MeasureVariant], inputs: Sequence[InputSpec],
+                    worker: int, runs: int, trace_dir: Path | None) -> ProfileRequest:
+    """Profile ``variants`` (the sides of one comparison) in profile worker number ``worker``
+    (inputs seeded ``seed + worker``): the case's warm-up (at least one run), then ``runs``
+    interleaved profiled rounds."""
     measure = case.measure
-    return ProfileRequest(artifact=artifact, runner=case.runner, runner_options=runner_options(suite, case.runner),
+    return ProfileRequest(variants=tuple(variants), runner=case.runner, runner_options=runner_options(suite, case.runner),
                           threads=measure.threads, warmup=max(1, measure.warmup), runs=runs, seed=measure.seed + worker,
-                          input_specs=tuple(inputs), trace_path=str(trace_path) if trace_path else None)
+                          worker_index=worker, input_specs=tuple(inputs),
+                          trace_dir=str(trace_dir) if trace_dir else None)

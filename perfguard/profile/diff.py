@@ -3,13 +3,15 @@
 Op types, never node names, are matched across the two sides: fusions rename and remove nodes,
 and a lost fusion shows directly in the node counts of the op types it touched.
 
-Every figure is per inference. Within a worker it is a mean over the profiled runs; across the
-workers of a side it is the mean of the workers' values, with their range ``[low, high]`` as the
-interval. Means (not medians) because they add up: for each side Σ kernel time of the op types +
-framework overhead = ``model_run``, so the ``share`` of each row and of the framework overhead in
-the total change sum to exactly 1. The interval of a change is the conservative difference of the
-two ranges (``after.low - before.high``, ``after.high - before.low``): it holds 0 unless every
-worker of one side saw more than every worker of the other.
+Every figure is per inference. Within a worker it is a median over the profiled runs
+(``perfguard.profile.trace``); across the workers of a side it is the mean of the workers'
+values, with their range ``[low, high]`` as the interval. The run time (``model_run_us``) is the
+sum of the parts, so for each side Σ kernel time of the op types + framework overhead = run time,
+and the ``share`` of each row and of the framework overhead in the total change sum to exactly 1.
+The interval of a change is the conservative difference of the two ranges (``after.low -
+before.high``, ``after.high - before.low``): it is above 0 only when every worker of the candidate
+saw more than every worker of the baseline (with 3 workers a side: a one-sided exact rank test at
+p = 1/20).
 """
 
 from __future__ import annotations
@@ -170,7 +172,7 @@ def diff_profiles(before: Sequence[ProfileRun], after: Sequence[ProfileRun]) -> 
     lacks counts as 0 nodes and 0 µs there. ``ValueError`` when a side has no profile."""
     if not before or not after:
         raise ValueError(f"a profile diff needs profiles of both sides, found {len(before)} and {len(after)}")
-    total = _change(before, after, lambda r: r.mean_run_us)
+    total = _change(before, after, lambda r: r.run_us)
     keys = sorted({(o.op_type, o.provider) for r in (*before, *after) for o in r.ops})
     rows = []
     for key in keys:
@@ -181,6 +183,6 @@ def diff_profiles(before: Sequence[ProfileRun], after: Sequence[ProfileRun]) -> 
                             _change(before, after, _of_op(key, "moved_bytes")),
                             kernel.delta / total.delta if total.delta else None))
     rows.sort(key=lambda r: (-abs(r.kernel_us.delta), r.op_type, r.provider))
-    return ProfileDiff(tuple(rows), total, _change(before, after, lambda r: r.mean_kernel_us),
+    return ProfileDiff(tuple(rows), total, _change(before, after, lambda r: r.kernel_us),
                        _change(before, after, lambda r: r.overhead_us), _change(before, after, lambda r: r.kernels_per_run),
                        _change(before, after, lambda r: r.session_init_us), len(before), len(after))

@@ -5,33 +5,40 @@ The rules read a ``ProfileDiff`` (per-inference figures, see ``perfguard.profile
 where there is one, the compile-time change of the check. They are tried in this order and the
 first that holds names the dimension:
 
-1. **compile-overhead** (``compile``): the run did not get slower (``SLOWER``), and the compile
+1. **compile-overhead** (``compile``): the run is flat (both artifacts have one execution identity,
+   so they run the same code; or the run time changed by less than ``SLOWER``), and the compile
    time or ORT's ``session_initialization`` (its own graph optimization at load) rose by at least
    ``COMPILE_UP`` with an interval above 0.
-2. **unclear** (``no-slowdown``): the run did not get slower and nothing else rose.
+2. **unclear** (``no-slowdown``): the run is flat and nothing else rose.
 3. **memory** (``data-movement``): data-movement ops (``DATA_MOVEMENT_OPS``: Transpose, Reshape,
    Cast, Concat, Split, Gather, Identity, copies, layout reorders...) explain at least ``DOMINANT``
-   of the change in ``model_run``.
-4. **scheduling** (``more-kernels``): kernels per inference rose by at least ``MORE_KERNELS`` and
-   the added kernels are small (the kernel time they added, per added kernel, is at most
-   ``SMALL_KERNEL`` of the mean kernel before); or the framework overhead (``model_run`` − Σ
-   kernel time) alone explains at least ``DOMINANT`` of the change.
+   of the change in ``model_run``; or the op types whose node count changed are data-movement ops
+   for at least ``DOMINANT`` of their change, and that is at least ``STRUCTURAL`` of the whole
+   change (inserted layout transposes also slow the ops around them, through the caches: that
+   collateral time sits in ops whose node count did not change, and the evidence names it).
+4. **scheduling** (``more-kernels``): kernels per inference rose by at least ``MORE_KERNELS``, the
+   added kernels are small (the kernel time they added, per added kernel, is at most
+   ``SMALL_KERNEL`` of the mean kernel before) and the framework overhead (``model_run`` − Σ
+   kernel time) explains at least ``STRUCTURAL`` of the change; or the framework overhead alone
+   explains at least ``DOMINANT``.
 5. **memory** (``bytes``): bytes moved per inference (activations read + outputs written) rose by
-   at least ``MORE_BYTES`` and the op types whose bytes rose explain at least ``DOMINANT``.
+   at least ``MORE_BYTES``, and op types present on both sides whose bytes *per node* rose by more
+   than 10 % (bigger tensors, not more nodes) explain at least ``DOMINANT``.
 6. **compute** (``arithmetic``): arithmetic ops (``ARITHMETIC_OPS``: Conv, MatMul, Gemm, Add, Mul,
    normalizations, activations, pools...) explain at least ``DOMINANT``: the same work done
    slower, or more arithmetic (the evidence says whether their node count changed).
 7. **unclear** (``mixed``): no class dominates; the evidence lists the largest contributors.
 
-"Slower" means the ``model_run`` mean rose by at least ``SLOWER`` and every worker of the
-candidate saw more than every worker of the baseline (the interval of the change is above 0).
-The profiler adds its own cost per node, so shares, not absolute times, carry the judgement.
+Rules 3-7 run when the run time rose by at least ``SLOWER``. When the workers disagree (the
+interval of the change holds 0: on a loaded machine process-to-process noise reaches 20 %), the
+first evidence line says so and the label stands on the shares alone. The profiler adds its own
+cost per node, so shares, not absolute times, carry the judgement.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from perfguard import jsonfields as f
@@ -60,6 +67,7 @@ SLOWER = 0.03
 DOMINANT = 0.5
 MORE_KERNELS = 0.10
 SMALL_KERNEL = 0.5
+STRUCTURAL = 0.25
 MORE_BYTES = 0.25
 COMPILE_UP = 0.10
 
@@ -141,10 +149,9 @@ def _top(rows: Sequence[OpDelta], count: int = 3) -> list[OpDelta]:
     return sorted((r for r in rows if r.kernel_us.delta > 0), key=lambda r: -r.kernel_us.delta)[:count]
 
 
-def _slower(diff: ProfileDiff) -> bool:
-    change = diff.model_run_us
-    ratio = change.ratio
-    return ratio is not None and ratio >= 1 + SLOWER and change.delta_low > 0
+def _flat(diff: ProfileDiff, identical: bool) -> bool:
+    ratio = diff.model_run_us.ratio
+    return identical or ratio is None or ratio < 1 + SLOWER
 
 
 def _headline(rows: Sequence[OpDelta], label: str, fallback: str) -> str:
@@ -155,8 +162,10 @@ def _headline(rows: Sequence[OpDelta], label: str, fallback: str) -> str:
     return f"{us(row.kernel_us.delta)} in {row.op_type}, {_nodes(row)}: {label}"
 
 
-def classify(diff: ProfileDiff | None, compile_change: CompileChange | None = None) -> Dimension:
-    """Name the bottleneck dimension of a change by the rules of this module's docstring."""
+def classify(diff: ProfileDiff | None, compile_change: CompileChange | None = None,
+             identical: bool = False) -> Dimension:
+    """Name the bottleneck dimension of a change by the rules of this module's docstring;
+    ``identical``: both artifacts have one execution identity (they run the same code)."""
     if diff is None:
         if compile_change is not None and compile_change.rose():
             return _compile(None, compile_change)
@@ -165,18 +174,38 @@ def classify(diff: ProfileDiff | None, compile_change: CompileChange | None = No
     run = diff.model_run_us
     run_line = (f"model_run {us(run.before.mean, False)} -> {us(run.after.mean, False)} ({_pct(run.ratio)}, "
                 f"workers [{us(run.delta_low)}, {us(run.delta_high)}])")
-    if not _slower(diff):
+    if _flat(diff, identical):
         init = diff.session_init_us
         init_rose = (init.ratio is not None and init.ratio >= 1 + COMPILE_UP and init.delta_low > 0)
         if (compile_change is not None and compile_change.rose()) or init_rose:
             return _compile(diff, compile_change)
-        return Dimension("unclear", "no-slowdown", (f"the profiles show no slowdown: {run_line}",),
+        same = "; the artifacts are identical" if identical else ""
+        return Dimension("unclear", "no-slowdown", (f"the profiles show no slowdown: {run_line}{same}",),
                          f"no slowdown in the profile ({_pct(run.ratio)}): unclear")
+    dimension = _run_rules(diff, run_line)
+    if run.delta_low <= 0:
+        caution = (f"the profiled workers disagree: the change's interval [{us(run.delta_low)}, "
+                   f"{us(run.delta_high)}] holds 0; the label rests on the shares of the mean change")
+        dimension = replace(dimension, evidence=(caution, *dimension.evidence))
+    return dimension
+
+
+def _run_rules(diff: ProfileDiff, run_line: str) -> Dimension:
+    """Rules 3-7: what the run time's change is made of."""
     rows = diff.ops
     moving = [r for r in rows if r.op_type in DATA_MOVEMENT_OPS]
-    if _class_share(diff, moving) >= DOMINANT:
+    structural = [r for r in rows if r.nodes_delta]
+    structural_change = sum(r.kernel_us.delta for r in structural)
+    moved_nodes = [r for r in structural if r.op_type in DATA_MOVEMENT_OPS]
+    inserted = (structural_change > 0 and sum(r.kernel_us.delta for r in moved_nodes) >= DOMINANT * structural_change
+                and _class_share(diff, moved_nodes) >= STRUCTURAL)
+    if _class_share(diff, moving) >= DOMINANT or inserted:
         evidence = [f"data-movement ops explain {_class_share(diff, moving) * 100:.0f}% of the change ({run_line})",
                     *(_row_line(r) for r in _top(moving)), _bytes_line(diff)]
+        collateral = [r for r in _top(rows) if not r.nodes_delta]
+        if inserted and collateral:
+            evidence.append("ops whose node count did not change got slower too (the inserted data movement evicts "
+                            "their inputs from the caches, or noise): " + "; ".join(_row_line(r) for r in collateral))
         return Dimension("memory", "data-movement", tuple(evidence), _headline(moving, "memory", "data movement"))
     kernels = diff.kernels
     added = kernels.delta
@@ -184,7 +213,8 @@ def classify(diff: ProfileDiff | None, compile_change: CompileChange | None = No
     per_added = diff.kernel_us.delta / added if added > 0 else float("inf")
     more = kernels.ratio is not None and kernels.ratio >= 1 + MORE_KERNELS
     overhead_share = diff.overhead_share or 0.0
-    if (more and per_added <= SMALL_KERNEL * before_mean) or overhead_share >= DOMINANT:
+    if (more and per_added <= SMALL_KERNEL * before_mean and overhead_share >= STRUCTURAL) \
+            or overhead_share >= DOMINANT:
         grown = [r for r in rows if r.kernels.delta > 0]
         evidence = [f"{added:+.0f} kernels per inference ({kernels.before.mean:.0f} -> {kernels.after.mean:.0f}, "
                     f"{_pct(kernels.ratio)}); each added kernel adds {us(per_added, False) if added > 0 else 'n/a'} "
@@ -198,9 +228,10 @@ def classify(diff: ProfileDiff | None, compile_change: CompileChange | None = No
         return Dimension("scheduling", "more-kernels", tuple(evidence), headline)
     moved = _moved(diff)
     bytes_rose = moved[0] > 0 and moved[1] / moved[0] >= 1 + MORE_BYTES
-    heavier = [r for r in rows if r.moved_bytes.after.mean > 1.1 * r.moved_bytes.before.mean]
+    heavier = [r for r in rows if r.nodes_before and r.nodes_after and
+               r.moved_bytes.after.mean / r.nodes_after > 1.1 * r.moved_bytes.before.mean / r.nodes_before]
     if bytes_rose and _class_share(diff, heavier) >= DOMINANT:
-        evidence = [_bytes_line(diff), f"op types that move more bytes explain {_class_share(diff, heavier) * 100:.0f}% "
+        evidence = [_bytes_line(diff), f"op types that move more bytes per node explain {_class_share(diff, heavier) * 100:.0f}% "
                     f"of the change ({run_line})", *(_row_line(r) for r in _top(heavier))]
         return Dimension("memory", "bytes", tuple(evidence), _headline(heavier, "memory", "more bytes"))
     arithmetic = [r for r in rows if r.op_type in ARITHMETIC_OPS]
@@ -233,7 +264,7 @@ def _compile(diff: ProfileDiff | None, change: CompileChange | None) -> Dimensio
         init, run = diff.session_init_us, diff.model_run_us
         evidence.append(f"ORT session_initialization {us(init.before.mean, False)} -> {us(init.after.mean, False)} "
                         f"({_pct(init.ratio)})")
-        evidence.append(f"run time not slower: model_run {us(run.before.mean, False)} -> {us(run.after.mean, False)} "
+        evidence.append(f"run time flat: model_run {us(run.before.mean, False)} -> {us(run.after.mean, False)} "
                         f"({_pct(run.ratio)}, workers [{us(run.delta_low)}, {us(run.delta_high)}])")
     lead = (f"compile {_pct(change.ratio)}" if change is not None and change.rose()
             else f"session init {_pct(diff.session_init_us.ratio)}" if diff is not None else "compile")

@@ -97,7 +97,10 @@ def explain_pair(suite: Suite, case: str, baseline: CompiledCase, candidate: Com
     before, after = sides
     failures = tuple(f"{s.label}: {reason}" for s in sides for reason in s.failures)
     diff = diff_profiles(before.runs, after.runs) if before.runs and after.runs else None
-    explanation = Explanation(case, labels[0], labels[1], classify(diff, change), diff, change, failures)
+    from perfguard.compare.check import same_execution
+
+    identical = same_execution(baseline.entry, candidate.entry)
+    explanation = Explanation(case, labels[0], labels[1], classify(diff, change, identical), diff, change, failures)
     if settings.trace_dir is not None and before.trace_paths and after.trace_paths:
         explanation = replace(explanation, trace_file=str(_write_trace(settings.trace_dir, case, before, after)))
     return explanation

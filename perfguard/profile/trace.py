@@ -15,8 +15,12 @@ from the start of profiling. Read from ORT 1.32 (``tests/golden/ort-1.32-profile
 
 A kernel event belongs to the ``model_run`` window that contains its start. The first
 ``skip_runs`` windows (the warm-up) are dropped. Per (op type, provider) the aggregate keeps the
-node count and the kernel time and bytes *per inference* (means over the kept runs), so they add
-up: Σ kernel time + framework overhead = mean ``model_run``.
+node count, and the kernel time *per inference* as the median over the kept runs of that op
+type's time in the run: on a shared machine a run that was preempted puts a spike into one op,
+which a mean would carry and a median does not. The framework overhead is the median over runs
+of ``model_run`` − Σ kernel time, and the run time of the profile is the sum of those medians, so
+the parts add up exactly (Σ kernel time + framework overhead = ``run_us``). Bytes and kernel
+counts are means (they do not vary between runs).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from perfguard import jsonfields as f
@@ -72,30 +77,27 @@ class OpStats:
 @dataclass(frozen=True)
 class ProfileRun:
     """One worker process's profile of one artifact: the ``model_run`` time of every kept run
-    (µs), the kernel time summed per run, ``session_initialization`` (µs), and the per-op
-    aggregates (per inference)."""
+    (µs), the kernel time summed per run, ``session_initialization`` (µs), the per-op aggregates
+    and the framework overhead (medians per inference, see the module docstring)."""
 
     model_run_us: tuple[float, ...]
     kernel_sum_us: tuple[float, ...]
     session_init_us: float
     ops: tuple[OpStats, ...]
+    overhead_us: float
 
     @property
     def runs(self) -> int:
         return len(self.model_run_us)
 
     @property
-    def mean_run_us(self) -> float:
-        return sum(self.model_run_us) / len(self.model_run_us)
+    def run_us(self) -> float:
+        """Run time per inference: Σ kernel time of the op types + framework overhead."""
+        return self.kernel_us + self.overhead_us
 
     @property
-    def mean_kernel_us(self) -> float:
+    def kernel_us(self) -> float:
         return sum(o.kernel_us for o in self.ops)
-
-    @property
-    def overhead_us(self) -> float:
-        """Framework overhead per inference: ``model_run`` minus the kernels inside it."""
-        return self.mean_run_us - self.mean_kernel_us
 
     @property
     def kernels_per_run(self) -> float:
@@ -103,14 +105,15 @@ class ProfileRun:
 
     def to_json(self) -> dict[str, Any]:
         return {"model_run_us": list(self.model_run_us), "kernel_sum_us": list(self.kernel_sum_us),
-                "session_init_us": self.session_init_us, "ops": [o.to_json() for o in self.ops]}
+                "session_init_us": self.session_init_us, "ops": [o.to_json() for o in self.ops],
+                "overhead_us": self.overhead_us}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProfileRun:
         kind = "profile run"
         return cls(f.number_list(data, "model_run_us", kind), f.number_list(data, "kernel_sum_us", kind),
                    f.number(data, "session_init_us", kind),
-                   tuple(OpStats.from_json(o) for o in f.objects(data, "ops", kind)))
+                   tuple(OpStats.from_json(o) for o in f.objects(data, "ops", kind)), f.number(data, "overhead_us", kind))
 
 
 def read_trace(path: str | Path) -> list[dict[str, Any]]:
@@ -166,16 +169,19 @@ def aggregate(events: Sequence[Mapping[str, Any]], skip_runs: int = 0) -> Profil
             continue
         args = event.get("args") or {}
         key = (str(args.get("op_name", "?")), str(args.get("provider", "?")))
-        entry = per_op.setdefault(key, {"names": set(), "us": 0.0, "kernels": 0, "act": 0.0, "par": 0.0, "out": 0.0})
+        entry = per_op.setdefault(key, {"names": set(), "us": [0.0] * len(kept), "kernels": 0, "act": 0.0,
+                                        "par": 0.0, "out": 0.0})
         duration = float(event.get("dur", 0))
         sums[index] += duration
         entry["names"].add(name)
-        entry["us"] += duration
+        entry["us"][index] += duration
         entry["kernels"] += 1
         entry["act"] += _size(args, "activation_size")
         entry["par"] += _size(args, "parameter_size")
         entry["out"] += _size(args, "output_size")
     runs = len(kept)
-    ops = tuple(OpStats(op, provider, len(e["names"]), e["us"] / runs, e["kernels"] / runs, e["act"] / runs,
+    ops = tuple(OpStats(op, provider, len(e["names"]), median(e["us"]), e["kernels"] / runs, e["act"] / runs,
                         e["par"] / runs, e["out"] / runs) for (op, provider), e in sorted(per_op.items()))
-    return ProfileRun(tuple(end - start for start, end in kept), tuple(sums), init, ops)
+    model_runs = tuple(end - start for start, end in kept)
+    overhead = median([run - kernels for run, kernels in zip(model_runs, sums, strict=True)])
+    return ProfileRun(model_runs, tuple(sums), init, ops, overhead)
