@@ -110,10 +110,16 @@ class OrtExecutable:
 
 
 def create_session(path: str, settings: Mapping[str, Any], threads: int, providers: list[Any],
-                   optimized_path: str | None = None) -> Any:
+                   optimized_path: str | None = None, profile_prefix: str | None = None) -> Any:
+    """An ONNX Runtime session with the pipeline's pinned ``settings``; ``profile_prefix``: with
+    the profiler on, writing its trace to ``PREFIX_<date>.json`` (``end_profiling()`` returns the
+    path). Nothing else changes, so a profiled session runs the same optimized graph."""
     import onnxruntime as ort
 
     options = session_options(settings, threads)
+    if profile_prefix:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     if optimized_path:
         options.optimized_model_filepath = optimized_path
         # Large weights go to a side file, so the optimized copy of a >2 GB model can be written.
@@ -192,10 +198,13 @@ class OrtBackend(Backend):
                 raise BackendError(f"ONNX Runtime cannot load the compiled model: {first_line(exc)}") from None
             return len(onnx.load(optimized, load_external_data=False).graph.node)
 
-    def load(self, artifact: Artifact, runner: Runner, threads: int) -> OrtExecutable:
+    def load(self, artifact: Artifact, runner: Runner, threads: int,
+             profile_prefix: str | None = None) -> OrtExecutable:
+        """Load for ``runner``; ``profile_prefix``: with the profiler on (``create_session``)."""
         providers = runner.ort_providers()
         try:
-            session = create_session(artifact.path, artifact.settings, threads, providers)
+            session = create_session(artifact.path, artifact.settings, threads, providers,
+                                     profile_prefix=profile_prefix)
         except Exception as exc:
             raise BackendError(f"ONNX Runtime cannot load {artifact.path}: {first_line(exc)}") from None
         runner.check_ort_session(session)

@@ -40,6 +40,7 @@ COMMANDS = {
     "nightly": "perfguard.cli.nightly",
     "history": "perfguard.cli.history",
     "export": "perfguard.cli.export",
+    "profile": "perfguard.cli.profile",
 }
 
 # What leaves a command, and the exit code it gets: the most specific class of the exception

@@ -3,7 +3,7 @@ status lines a worker prints while it works.
 
 The parent writes a request to a JSON file, starts ``python -m perfguard.measure.worker REQUEST
 RESPONSE`` and reads the response back from the second file (see ``perfguard.measure.engine``).
-Four kinds, named by the request's ``mode``:
+Five kinds, named by the request's ``mode``:
 
 ``compile`` (``CompileRequest`` -> ``CompileResponse``)
     compile one case, run the reference and check the artifact's outputs against it;
@@ -12,7 +12,11 @@ Four kinds, named by the request's ``mode``:
 ``memory`` (``MemoryRequest`` -> ``MemoryResponse``)
     peak memory of a fresh process that loads one artifact;
 ``verify`` (``VerifyRequest`` -> ``VerifyResponse``)
-    run an artifact compiled elsewhere once and compare it with the shipped reference outputs.
+    run an artifact compiled elsewhere once and compare it with the shipped reference outputs;
+``profile`` (``ProfileRequest`` -> ``ProfileResponse``)
+    load the variants of a comparison with the runtime's profiler on, run them interleaved, return
+    the per-op aggregates (``perfguard.profile``). Never a timed run: profiles are measured apart
+    from timing.
 
 Wire format: the request is its fields plus ``"mode"``. The response is its fields, plus
 ``"error": {"stage", "message"[, "detail"]}`` when the worker failed; a response of ``"error"``
@@ -29,7 +33,7 @@ freely; ``InputSpec`` and ``Artifact`` are imported when a document is decoded.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -49,22 +53,27 @@ from perfguard.jsonfields import (
     string as _str,
     wrong_type as _wrong,
 )
+from perfguard.measure.status import (
+    STATUS_PREFIX,
+    VARIANT_VERBS,
+    split_stderr,
+    status_line,
+    status_variant,
+    variant_status,
+)
 
 if TYPE_CHECKING:
     from perfguard.backends.base import Artifact
     from perfguard.models.inputs import InputSpec
+    from perfguard.profile.trace import ProfileRun
 
 __all__ = [
     "REQUEST_TYPES", "STATUS_PREFIX", "VARIANT_VERBS", "CheckTolerance", "CompilePipeline", "CompileRequest",
     "CompileResponse", "CorrectnessCheck", "MeasureRequest", "MeasureResponse", "MeasureVariant", "MemoryRequest",
-    "MemoryResponse", "ProtocolError", "Request", "VerifyRequest", "VerifyResponse", "WorkerError", "WorkerRequest",
+    "MemoryResponse", "ProfileRequest", "ProfileResponse", "ProtocolError", "Request", "VerifyRequest", "VerifyResponse", "WorkerError", "WorkerRequest",
     "WorkerResponse", "decode_response", "encode_response", "request_from_json", "split_stderr", "status_line",
     "status_variant", "variant_id", "variant_status",
 ]
-
-STATUS_PREFIX = "perfguard-worker: "
-# Status verbs followed by a variant id: the variant the worker was busy with.
-VARIANT_VERBS = ("loading", "calibrating", "running")
 
 
 def _artifact(data: Mapping[str, Any], key: str, kind: str) -> Artifact:
@@ -97,40 +106,6 @@ def _options(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def variant_id(side: str, case_id: str) -> str:
     """The id of one variant in a job, unique across sides: ``side:model/pipeline/runner``."""
     return f"{side}:{case_id}"
-
-
-# ----------------------------------------------------------------------------------------------
-# Status lines
-# ----------------------------------------------------------------------------------------------
-
-def status_line(message: str) -> str:
-    """The stderr line by which a worker announces ``message`` (``reference``, ``loading ID``...)."""
-    return f"{STATUS_PREFIX}{message}\n"
-
-
-def variant_status(verb: str, variant: str) -> str:
-    """The status message for working on one variant: ``verb`` is one of ``VARIANT_VERBS``."""
-    if verb not in VARIANT_VERBS:
-        raise ValueError(f"unknown status verb {verb!r}; expected one of {', '.join(VARIANT_VERBS)}")
-    return f"{verb} {variant}"
-
-
-def split_stderr(text: str) -> tuple[list[str], list[str]]:
-    """A worker's stderr as (status messages without the prefix, the other non-blank lines)."""
-    lines = text.splitlines()
-    statuses = [line[len(STATUS_PREFIX):] for line in lines if line.startswith(STATUS_PREFIX)]
-    others = [line for line in lines if not line.startswith(STATUS_PREFIX) and line.strip()]
-    return statuses, others
-
-
-def status_variant(status: str, variant_ids: Iterable[str]) -> str | None:
-    """The variant among ``variant_ids`` that status message ``status`` names, or None."""
-    ids = set(variant_ids)
-    for verb in VARIANT_VERBS:
-        prefix = verb + " "
-        if status.startswith(prefix) and status[len(prefix):] in ids:
-            return status[len(prefix):]
-    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -311,7 +286,32 @@ class VerifyResponse:
         return cls(CorrectnessCheck.from_json(_object(data, "correctness", "verify response")))
 
 
-WorkerResponse = CompileResponse | MeasureResponse | MemoryResponse | VerifyResponse
+@dataclass(frozen=True)
+class ProfileResponse:
+    """One profiling worker: per variant id, the aggregates of its profile and where its raw
+    trace was kept (absent: not asked for); the worker's pid."""
+
+    profiles: Mapping[str, ProfileRun]
+    trace_paths: Mapping[str, str]
+    pid: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"profiles": {k: v.to_json() for k, v in self.profiles.items()}, "trace_paths": dict(self.trace_paths),
+                "pid": self.pid}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProfileResponse:
+        from perfguard.profile.trace import ProfileRun
+
+        kind = "profile response"
+        paths = _object(data, "trace_paths", kind)
+        if not all(isinstance(v, str) for v in paths.values()):
+            raise _wrong(kind, "trace_paths", "an object of paths", paths)
+        return cls({k: ProfileRun.from_json(v) for k, v in _object(data, "profiles", kind).items()}, dict(paths),
+                   _int(data, "pid", kind))
+
+
+WorkerResponse = CompileResponse | MeasureResponse | MemoryResponse | VerifyResponse | ProfileResponse
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 
@@ -570,9 +570,51 @@ class VerifyRequest:
         return VerifyResponse.from_json(data)
 
 
-WorkerRequest = CompileRequest | MeasureRequest | MemoryRequest | VerifyRequest
-REQUEST_TYPES: dict[str, type[CompileRequest] | type[MeasureRequest] | type[MemoryRequest] | type[VerifyRequest]] = {
-    t.mode: t for t in (CompileRequest, MeasureRequest, MemoryRequest, VerifyRequest)}
+@dataclass(frozen=True)
+class ProfileRequest:
+    """Load every variant in a fresh process with the runtime's profiler on (the pipelines' pinned
+    settings otherwise unchanged; load order rotated by ``worker_index``), run each ``warmup``
+    times, then ``runs`` rounds in which every variant runs once in a fresh random order (the
+    sides of a comparison share the process and its time window, as timed workers do), on inputs
+    seeded with ``seed``; aggregate each profile without the warm-up. ``trace_dir``: where to keep
+    the raw trace files (None: they are deleted).
+
+    ``runner_options`` is free-form: the suite's ``RunnerOptions.to_json()`` for ``runner``."""
+
+    mode: ClassVar[str] = "profile"
+    variants: tuple[MeasureVariant, ...]
+    runner: str
+    runner_options: dict[str, Any] | None
+    threads: int
+    warmup: int
+    runs: int
+    seed: int
+    worker_index: int
+    input_specs: tuple[InputSpec, ...]
+    trace_dir: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "variants": [v.to_json() for v in self.variants], "runner": self.runner,
+                "runner_options": _options(self.runner_options), "threads": self.threads, "warmup": self.warmup,
+                "runs": self.runs, "seed": self.seed, "worker_index": self.worker_index,
+                "input_specs": _specs_json(self.input_specs), "trace_dir": self.trace_dir}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProfileRequest:
+        kind = "profile request"
+        return cls(tuple(MeasureVariant.from_json(v) for v in _list(data, "variants", kind)), _str(data, "runner", kind),
+                   _opt_object(data, "runner_options", kind), _int(data, "threads", kind), _int(data, "warmup", kind),
+                   _int(data, "runs", kind), _int(data, "seed", kind), _int(data, "worker_index", kind),
+                   _input_specs(data, kind), _opt_str(data, "trace_dir", kind))
+
+    def parse_response(self, data: Mapping[str, Any]) -> ProfileResponse:
+        return ProfileResponse.from_json(data)
+
+
+WorkerRequest = CompileRequest | MeasureRequest | MemoryRequest | VerifyRequest | ProfileRequest
+REQUEST_TYPES: dict[str, type[CompileRequest] | type[MeasureRequest] | type[MemoryRequest] | type[VerifyRequest]
+                    | type[ProfileRequest]] = {
+    t.mode: t for t in (CompileRequest, MeasureRequest, MemoryRequest, VerifyRequest, ProfileRequest)}
 
 
 def request_from_json(data: Any) -> WorkerRequest:

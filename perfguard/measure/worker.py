@@ -45,6 +45,7 @@ from perfguard.measure.protocol import (
     MeasureResponse,
     MemoryRequest,
     MemoryResponse,
+    ProfileRequest,
     ProtocolError,
     VerifyRequest,
     VerifyResponse,
@@ -391,9 +392,13 @@ def do_verify(request: VerifyRequest) -> tuple[VerifyResponse | None, WorkerErro
     return VerifyResponse(_check(compared, tolerance)), None
 
 
-def serve(request: CompileRequest | MeasureRequest | MemoryRequest | VerifyRequest
+def serve(request: CompileRequest | MeasureRequest | MemoryRequest | VerifyRequest | ProfileRequest
           ) -> tuple[WorkerResponse | None, WorkerError | None]:
     """Do what ``request`` asks: its response body and, when it failed, the error."""
+    if isinstance(request, ProfileRequest):
+        from perfguard.profile.collect import do_profile
+
+        return do_profile(request), None
     if isinstance(request, CompileRequest):
         return do_compile(request)
     if isinstance(request, VerifyRequest):

@@ -1,0 +1,66 @@
+"""The terminal form of an explanation (``perfguard profile``, ``perfguard check --explain``):
+the op table of the profile diff, then the dimension with its evidence."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perfguard.profile.diff import Change
+    from perfguard.profile.explain import Explanation
+
+#: Op rows shown; the rest are summed into one line.
+TOP_OPS = 12
+
+
+def _interval(change: Change) -> str:
+    from perfguard.profile.dimension import us
+
+    return f"[{us(change.delta_low)}, {us(change.delta_high)}]"
+
+
+def print_explanation(explanation: Explanation) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from perfguard.profile.dimension import us
+
+    console = Console(file=sys.stdout, width=max(130, Console().width))
+    diff = explanation.diff
+    title = f"why {explanation.case} changed: {explanation.candidate} vs {explanation.baseline}"
+    if diff is not None:
+        table = Table(title=f"{title} (per inference, {diff.workers_before}+{diff.workers_after} profiled workers)")
+        for column in ("op type", "provider", "nodes", "kernel before", "kernel after", "change", "workers", "share"):
+            table.add_column(column, justify="left" if column in ("op type", "provider") else "right")
+        for row in diff.ops[:TOP_OPS]:
+            change = row.kernel_us
+            share = f"{row.share * 100:.0f}%" if row.share is not None else ""
+            nodes = (f"{row.nodes_before} -> {row.nodes_after}" if row.nodes_delta else str(row.nodes_after))
+            table.add_row(row.op_type, row.provider.replace("ExecutionProvider", ""), nodes,
+                          us(change.before.mean, False), us(change.after.mean, False), us(change.delta),
+                          _interval(change), share)
+        if len(diff.ops) > TOP_OPS:
+            rest = diff.ops[TOP_OPS:]
+            table.add_row(f"({len(rest)} more)", "", "", "", "", us(sum(r.kernel_us.delta for r in rest)), "", "")
+        overhead = diff.overhead_us
+        table.add_row("framework overhead", "", "", us(overhead.before.mean, False), us(overhead.after.mean, False),
+                      us(overhead.delta), _interval(overhead),
+                      f"{diff.overhead_share * 100:.0f}%" if diff.overhead_share is not None else "")
+        run = diff.model_run_us
+        table.add_row("[bold]model_run[/]", "", f"{diff.kernels.before.mean:.0f} -> {diff.kernels.after.mean:.0f} k",
+                      us(run.before.mean, False), us(run.after.mean, False), us(run.delta), _interval(run), "100%")
+        init = diff.session_init_us
+        table.add_row("session init", "", "", us(init.before.mean, False), us(init.after.mean, False),
+                      us(init.delta), _interval(init), "")
+        console.print(table)
+    else:
+        console.print(title, highlight=False)
+    dimension = explanation.dimension
+    console.print(f"[bold]dimension: {dimension.label}[/] ({dimension.rule}): {dimension.headline}", highlight=False)
+    for line in dimension.evidence:
+        console.print(f"  - {line}", highlight=False)
+    for failure in explanation.failures:
+        console.print(f"[yellow]warning:[/] {failure}", highlight=False)
+    if explanation.trace_file:
+        console.print(f"trace written to {explanation.trace_file} (open in ui.perfetto.dev)", highlight=False)

@@ -1,0 +1,183 @@
+"""A compared pair, explained: profiles of both sides -> per-op diff -> bottleneck dimension.
+
+``explain_pair`` is what ``perfguard profile`` and ``perfguard check --explain`` share: it takes
+two compiled cases whose artifacts are still on disk (inside an open ``Job``), profiles each in
+fresh workers (``perfguard.profile.collect``), and returns an ``Explanation``.
+``profile_against_pipeline`` and ``profile_against_ref`` compile the pair first, as ``check``
+would, but measure nothing: a profile is not a timing.
+
+Format history (``PROFILE_VERSION``, the document ``perfguard profile --json`` writes; the same
+``Explanation`` objects sit in a verdicts document under the optional key ``explanations``):
+
+1. First format: version, kind "profile", explanations[] (case, baseline, candidate, dimension,
+   diff or null, compile or null, failures, trace_file or null).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfguard import jsonfields as f
+from perfguard.profile.collect import SideProfiles, profile_sides
+from perfguard.profile.diff import ProfileDiff, diff_profiles
+from perfguard.profile.dimension import CompileChange, Dimension, classify
+
+if TYPE_CHECKING:
+    from perfguard.compile.case import CompiledCase
+    from perfguard.measure.progress import Progress
+    from perfguard.results import CaseEntry
+    from perfguard.suite import CaseSpec, Suite
+
+PROFILE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """How to profile: worker processes per side, profiled runs per worker, and where to write
+    the Perfetto trace of the pair (None: no trace file)."""
+
+    workers: int = 3
+    runs: int = 20
+    trace_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why one case changed: the dimension with its evidence, the profile diff it read (None
+    when a side could not be profiled: ``failures`` says why), the compile-time change."""
+
+    case: str
+    baseline: str
+    candidate: str
+    dimension: Dimension
+    diff: ProfileDiff | None
+    compile: CompileChange | None = None
+    failures: tuple[str, ...] = ()
+    trace_file: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"case": self.case, "baseline": self.baseline, "candidate": self.candidate,
+                "dimension": self.dimension.to_json(), "diff": None if self.diff is None else self.diff.to_json(),
+                "compile": None if self.compile is None else self.compile.to_json(),
+                "failures": list(self.failures), "trace_file": self.trace_file}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Explanation:
+        kind = "explanation"
+        diff, change = f.opt_obj(data, "diff", kind), f.opt_obj(data, "compile", kind)
+        return cls(f.string(data, "case", kind), f.string(data, "baseline", kind), f.string(data, "candidate", kind),
+                   Dimension.from_json(f.obj(data, "dimension", kind)),
+                   None if diff is None else ProfileDiff.from_json(diff),
+                   None if change is None else CompileChange.from_json(change), f.string_list(data, "failures", kind),
+                   f.opt_string(data, "trace_file", kind))
+
+
+def profile_document(explanations: list[Explanation]) -> dict[str, Any]:
+    """The ``perfguard profile --json`` document."""
+    return {"version": PROFILE_VERSION, "kind": "profile", "explanations": [e.to_json() for e in explanations]}
+
+
+def compile_change(baseline: CaseEntry, candidate: CaseEntry, ci_low: float | None = None) -> CompileChange | None:
+    """The compile-time change of a pair from its entries (median compile times), if both have one."""
+    before, after = baseline.metrics.compile_time_s, candidate.metrics.compile_time_s
+    if before is None or after is None:
+        return None
+    return CompileChange(float(before), float(after), ci_low)
+
+
+def explain_pair(suite: Suite, case: str, baseline: CompiledCase, candidate: CompiledCase, labels: tuple[str, str],
+                 settings: ProfileSettings, workdir: Path, change: CompileChange | None = None) -> Explanation:
+    """Profile both sides of one compared pair and explain the change."""
+    sides = profile_sides(suite, [(labels[0], baseline), (labels[1], candidate)], workers=settings.workers,
+                          runs=settings.runs, workdir=workdir / "profile" / case.replace("/", "_"),
+                          keep_traces=settings.trace_dir is not None)
+    before, after = sides
+    failures = tuple(f"{s.label}: {reason}" for s in sides for reason in s.failures)
+    diff = diff_profiles(before.runs, after.runs) if before.runs and after.runs else None
+    from perfguard.compare.check import same_execution
+
+    identical = same_execution(baseline.entry, candidate.entry)
+    explanation = Explanation(case, labels[0], labels[1], classify(diff, change, identical), diff, change, failures)
+    if settings.trace_dir is not None and before.trace_paths and after.trace_paths:
+        explanation = replace(explanation, trace_file=str(_write_trace(settings.trace_dir, case, before, after)))
+    return explanation
+
+
+def _write_trace(folder: str, case: str, before: SideProfiles, after: SideProfiles) -> Path:
+    from perfguard.profile.perfetto import write_trace
+    from perfguard.profile.trace import read_trace
+
+    target = Path(folder) / case.replace("/", "_")
+    return write_trace(target, [(f"baseline: {before.label}", read_trace(before.trace_paths[0])),
+                                (f"candidate: {after.label}", read_trace(after.trace_paths[0]))])
+
+
+def _one_case(suite: Suite, pattern: str | None) -> CaseSpec:
+    from perfguard.errors import UserError
+
+    cases = suite.select(pattern)
+    if len(cases) != 1:
+        raise UserError(f"--case {pattern!r} must name one case, it matches {len(cases)}: "
+                        f"{', '.join(c.id for c in cases)}")
+    return cases[0]
+
+
+def _explain_job(suite: Suite, cases: list[CaseSpec], sides: list[Any] | None, pair: tuple[str, str],
+                 labels: tuple[str, str], settings: ProfileSettings, progress: Progress) -> Explanation:
+    from perfguard.errors import UserError
+    from perfguard.measure.job import Job
+
+    job = Job(suite, cases, sides=sides, progress=progress)
+    try:
+        job.compile(memory=False)
+        by_variant = {c.variant_id: c for c in job.compiled}
+        baseline, candidate = by_variant[pair[0]], by_variant[pair[1]]
+        for compiled, label in ((baseline, labels[0]), (candidate, labels[1])):
+            if compiled.entry.error is not None:
+                raise UserError(f"{label}: {compiled.case.id} did not compile: {compiled.entry.error.message}")
+        progress.log(f"profiling {candidate.case.id}: {settings.workers} workers per side")
+        return explain_pair(suite, candidate.case.id, baseline, candidate, labels, settings, job.ctx.workdir,
+                            compile_change(baseline.entry, candidate.entry))
+    finally:
+        job.close()
+
+
+def profile_against_pipeline(suite: Suite, pattern: str | None, reference: str, settings: ProfileSettings,
+                             progress: Progress) -> Explanation:
+    """Case ``pattern`` against the same model and runner under pipeline ``reference``."""
+    from perfguard.errors import UserError
+    from perfguard.measure.protocol import variant_id
+
+    if reference not in suite.pipelines:
+        raise UserError(f"--against-pipeline: unknown pipeline {reference!r}; defined: {', '.join(suite.pipelines)}")
+    case = _one_case(suite, pattern)
+    ref_id = f"{case.model.name}/{reference}/{case.runner}"
+    if case.pipeline.name == reference:
+        raise UserError(f"--against-pipeline {reference}: case {case.id} already uses that pipeline")
+    reference_case = next((c for c in suite.cases if c.id == ref_id), None)
+    if reference_case is None:
+        raise UserError(f"--against-pipeline {reference}: the suite has no case {ref_id} to compare {case.id} with")
+    return _explain_job(suite, [reference_case, case], None, (variant_id("head", ref_id), variant_id("head", case.id)),
+                        (reference, case.pipeline.name), settings, progress)
+
+
+def profile_against_ref(suite: Suite, pattern: str | None, ref: str, settings: ProfileSettings,
+                        progress: Progress) -> Explanation:
+    """Case ``pattern`` compiled by the compiler under test at ``ref`` and in the working tree."""
+    from perfguard.compare.baselines import pipelines_at
+    from perfguard.compile.case import Side
+    from perfguard.compile.checkout import checkout_at, run_build, working_tree
+    from perfguard.measure.protocol import variant_id
+
+    case = _one_case(suite, pattern)
+    head = working_tree(suite)
+    with checkout_at(suite, ref, "base") as base:
+        run_build(base, suite.compiler.build)
+        run_build(head, suite.compiler.build)
+        sides = [Side("base", base.pass_path, base.commit, base.subject, pipelines=pipelines_at(suite, base, progress)),
+                 Side("head", suite.compiler.path, head.commit, "working tree")]
+        return _explain_job(suite, [case], sides, (variant_id("base", case.id), variant_id("head", case.id)),
+                            (f"base {ref}", "head"), settings, progress)
