@@ -282,3 +282,29 @@ def test_bad_input_is_one_line_and_exit_2(why_suite: Path, tmp_path: Path) -> No
                    "--profile-workers", "0", "--json", str(tmp_path / "x.json"))
     assert proc.returncode == 2 and "--profile-workers must be >= 1" in proc.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.slow
+def test_check_explain_profiles_the_regressed_case_and_says_why(why_suite: Path) -> None:
+    """The done-when: `check --explain` on a pass that inserts layout transposes says memory,
+    names Transpose with its share, and writes a trace that validates; the verdicts keep it."""
+    out, traces = why_suite.parent / "explained.json", why_suite.parent / "check-traces"
+    proc = run_cli("check", str(why_suite), "--against-pipeline", "plain", "--case", "r/transposed/cpu", "--explain",
+                   "--trace-out", str(traces), "--json", str(out), "--quiet")
+    document = json.loads(out.read_text())
+    latency = next(v for v in document["verdicts"] if v["metric"] == "latency")
+    assert proc.returncode == 1 and latency["direction"] == "regression", latency["comparison"]["reason"]
+    (explanation,) = document["explanations"]
+    assert explanation["case"] == "r/transposed/cpu" and explanation["dimension"]["label"] == "memory"
+    assert "in Transpose" in explanation["dimension"]["headline"]
+    assert "dimension: memory" in proc.stdout
+    assert trace_problems(json.loads(Path(explanation["trace_file"]).read_text())) == []
+    # The verdicts document with its explanations is a valid document (read back by the loader).
+    from perfguard.compare.verdicts import load_verdicts
+
+    assert load_verdicts(out).explanations[0]["case"] == "r/transposed/cpu"
+
+
+def test_explain_needs_a_same_job_baseline(why_suite: Path, tmp_path: Path) -> None:
+    proc = run_cli("check", str(why_suite), "--baseline", str(tmp_path / "b.json"), "--explain", "--quiet")
+    assert proc.returncode == 2 and "--explain" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -35,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on-unknown", action="store_true", help="exit 3 when a case stays undecided")
     parser.add_argument("--strict-env", action="store_true", help="refuse a baseline from another environment")
     add_sampling_arguments(parser)
+    parser.add_argument("--explain", action="store_true",
+                        help="after the verdicts, profile both sides of every regressed case and say why it got "
+                             "slower: the change per op type and the bottleneck dimension (see `perfguard profile`; "
+                             "--base-ref and --against-pipeline)")
+    parser.add_argument("--trace-out", metavar="DIR",
+                        help="with --explain: a Perfetto / chrome://tracing file of both sides per explained case")
     parser.add_argument("--verbose", action="store_true", help="show every metric row")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -85,17 +91,36 @@ def run(args: argparse.Namespace) -> ExitCode:
         check_writable(args.json, "--json")
     if args.report:
         check_writable(args.report, "--report", directory=True)
+    explain = None
+    if args.explain or args.trace_out:
+        from perfguard.errors import UserError
+        from perfguard.profile.explain import ProfileSettings
+
+        if not args.explain:
+            raise UserError("--trace-out writes the profiles of --explain: add --explain")
+        if args.baseline:
+            raise UserError("--explain profiles both sides of the job: use --base-ref or --against-pipeline "
+                            "(a stored baseline's artifacts are not here)")
+        if args.trace_out:
+            check_writable(args.trace_out, "--trace-out", directory=True)
+        explain = ProfileSettings(trace_dir=args.trace_out)
     progress = RichProgress(args.quiet)
     try:
         if args.base_ref:
-            document = check_against_ref(suite, cases, args.base_ref, settings, progress)
+            document = check_against_ref(suite, cases, args.base_ref, settings, progress, explain)
         elif args.against_pipeline:
-            document = check_against_pipeline(suite, cases, args.against_pipeline, settings, progress)
+            document = check_against_pipeline(suite, cases, args.against_pipeline, settings, progress, explain)
         else:
             document = check_against_baseline(suite, cases, args.baseline, settings, progress, args.strict_env)
     finally:
         progress.stop()
     print_verdicts(document, args.verbose)
+    if document.explanations:
+        from perfguard.cli._explain import print_explanation
+        from perfguard.profile.explain import Explanation
+
+        for data in document.explanations:
+            print_explanation(Explanation.from_json(data))
     write_verdicts(args.json, document)
     if args.report:
         from perfguard.cli.report import write_report

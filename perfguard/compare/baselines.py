@@ -22,6 +22,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from perfguard.compare.check import (
     same_execution,
     unmeasured_variants,
 )
-from perfguard.compare.verdicts import VerdictsDocument
+from perfguard.compare.verdicts import Verdict, VerdictsDocument
 from perfguard.compile.case import CompiledCase, Side
 from perfguard.compile.checkout import CompilerCheckout, checkout_at, run_build, working_tree
 from perfguard.errors import UserError
@@ -45,6 +46,9 @@ from perfguard.results import ResultDocument, load_result
 from perfguard.runners.fingerprint import fingerprint_differences
 from perfguard.suite import CaseSpec, PipelineSpec, Suite
 from perfguard.suite.gates import CheckSettings, ThresholdSet
+
+if TYPE_CHECKING:
+    from perfguard.profile.explain import Explanation, ProfileSettings
 
 
 def compile_while_importing(job: Job) -> None:
@@ -94,7 +98,8 @@ def measure_paired(job: Job, pairs: list[Pair], by_variant: dict[str, CompiledCa
 
 
 def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: CheckSettings,
-                  make_pairs: MakePairs, mode: JsonObject) -> VerdictsDocument:
+                  make_pairs: MakePairs, mode: JsonObject, explain: ProfileSettings | None = None
+                  ) -> VerdictsDocument:
     try:
         compile_while_importing(job)
         by_variant = {c.variant_id: c for c in job.compiled}
@@ -102,9 +107,33 @@ def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: Check
         rows, info = adaptive_check(lambda: make_pairs(by_variant), lambda ids, n: job.measure(only=ids, workers=n),
                                     suite.thresholds, settings, adaptive=True)
         documents = job.documents()
+        explanations = _explain_regressions(suite, job, make_pairs(by_variant), by_variant, rows, explain)
     finally:
         job.close()
-    return VerdictsDocument.of(mode, rows, _settings_json(settings, info), documents, [])
+    document = VerdictsDocument.of(mode, rows, _settings_json(settings, info), documents, [])
+    return dataclasses.replace(document, explanations=tuple(e.to_json() for e in explanations))
+
+
+def _explain_regressions(suite: Suite, job: Job, pairs: list[Pair], by_variant: dict[str, CompiledCase],
+                         rows: list[Verdict], explain: ProfileSettings | None) -> list[Explanation]:
+    """``check --explain``: profile both sides of every case whose latency regressed (after the
+    verdicts, in fresh workers, never a timed run) while the job's artifacts are still there."""
+    if explain is None:
+        return []
+    from perfguard.profile.explain import compile_change, explain_pair
+
+    regressed = {r.case for r in rows if r.metric == "latency" and r.is_regression}
+    out = []
+    for pair in pairs:
+        if pair.case not in regressed:
+            continue
+        compiled = [by_variant[v] for v in pair.variants]
+        base = next(c for c in compiled if c.entry is pair.baseline)
+        cand = next(c for c in compiled if c.entry is pair.candidate)
+        job.ctx.progress.log(f"explaining {pair.case}: profiling both sides ({explain.workers} workers)")
+        out.append(explain_pair(suite, pair.case, base, cand, (pair.baseline_label, pair.candidate_label), explain,
+                                job.ctx.workdir, compile_change(pair.baseline, pair.candidate)))
+    return out
 
 
 def pipelines_at(suite: Suite, base: CompilerCheckout, progress: Progress) -> dict[str, PipelineSpec]:
@@ -135,7 +164,7 @@ def pipelines_at(suite: Suite, base: CompilerCheckout, progress: Progress) -> di
 
 
 def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: CheckSettings,
-                      progress: Progress) -> VerdictsDocument:
+                      progress: Progress, explain: ProfileSettings | None = None) -> VerdictsDocument:
     head = working_tree(suite)
     with checkout_at(suite, ref, "base") as base:
         progress.log(f"base: {ref} = {base.commit[:10] if base.commit else '?'} {base.subject}")
@@ -154,11 +183,11 @@ def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: C
                 "head_commit": head.commit, "baseline": f"{ref} ({(base.commit or '')[:10]})", "candidate": "head"}
         if changed:
             mode["base_pipelines"] = sorted(changed)  # compiled as the suite at REF defined them
-        return _paired_check(suite, cases, job, settings, make_pairs, mode)
+        return _paired_check(suite, cases, job, settings, make_pairs, mode, explain)
 
 
 def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, settings: CheckSettings,
-                           progress: Progress) -> VerdictsDocument:
+                           progress: Progress, explain: ProfileSettings | None = None) -> VerdictsDocument:
     if reference not in suite.pipelines:
         raise UserError(f"--against-pipeline: unknown pipeline {reference!r}; defined: {', '.join(suite.pipelines)}")
     by_id = {c.id: c for c in suite.cases}
@@ -179,7 +208,7 @@ def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, 
                         by_variant[variant_id("head", c.id)], reference, c.pipeline.name, settings) for c in targets]
 
     mode = {"kind": "pipeline", "baseline": f"pipeline {reference}", "candidate": "other pipelines"}
-    return _paired_check(suite, list(needed.values()), job, settings, make_pairs, mode)
+    return _paired_check(suite, list(needed.values()), job, settings, make_pairs, mode, explain)
 
 
 def _unpaired_pairs(baseline: ResultDocument, candidate: ResultDocument, base_label: str,

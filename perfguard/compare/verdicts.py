@@ -9,7 +9,9 @@ Format history (``VERDICTS_VERSION``):
 1. First format: mode, settings, summary, verdicts[] (case, metric, comparison, gate), results.
    Later additions, optional and absent where they would say nothing (older readers ignore
    them): ``verdicts[].gated`` (false: undecidable at this sample size, not gated) and
-   ``summary.not_gated``; comparisons with ``method = "identity"`` (identical artifacts).
+   ``summary.not_gated``; comparisons with ``method = "identity"`` (identical artifacts);
+   ``explanations`` (``check --explain``: the profile explanation of each regressed case, the
+   objects of ``perfguard.profile.explain.Explanation``, kept as JSON here).
 
 The loader refuses a newer version ("upgrade perfguard") and migrates older ones
 (``_MIGRATIONS[n]`` turns version n into n + 1); ``to_json(from_json(d)) == d`` for every valid
@@ -192,6 +194,7 @@ class VerdictsDocument:
     created_at: str = ""
     tool_version: str = __version__
     version: int = VERDICTS_VERSION
+    explanations: tuple[JsonObject, ...] = ()
 
     @classmethod
     def of(cls, mode: JsonObject, rows: Iterable[Verdict], settings: JsonObject,
@@ -209,7 +212,8 @@ class VerdictsDocument:
                 "created_at": self.created_at, "mode": self.mode, "settings": self.settings,
                 "summary": self.summary.to_json(), "warnings": list(self.warnings),
                 "verdicts": [v.to_json() for v in self.verdicts],
-                "results": {label: r.to_json() for label, r in self.results.items()}}
+                "results": {label: r.to_json() for label, r in self.results.items()},
+                **({"explanations": list(self.explanations)} if self.explanations else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> VerdictsDocument:
@@ -219,7 +223,8 @@ class VerdictsDocument:
                    {label: ResultDocument.from_json(r) for label, r in f.obj(data, "results", kind).items()},
                    f.string_list(data, "warnings", kind), Summary.from_json(f.obj(data, "summary", kind)),
                    f.string(data, "created_at", kind), f.string(f.obj(data, "tool", kind), "version", "tool"),
-                   f.integer(data, "version", kind))
+                   f.integer(data, "version", kind),
+                   tuple(f.objects(data, "explanations", kind)) if "explanations" in data else ())
 
 
 def parse_verdicts(data: Any, path: str | Path) -> VerdictsDocument:
