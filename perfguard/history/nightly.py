@@ -405,6 +405,6 @@ def markdown_summary(report: NightReport) -> str:
         lines += ["### Did not hold", ""]
         lines += [f"- {_commits(c)} {_pct(c.ratio)}: {c.note}" for c in dropped]
         lines.append("")
-    if not (new or pending or improvements or others or dropped):
+    if previous is not None and not (new or pending or improvements or others or dropped):
         lines += ["Nothing new since the previous night.", ""]
     return "\n".join(lines)
