@@ -183,3 +183,52 @@ def test_ingest_of_a_batch_with_one_bad_file_stores_nothing(tmp_path):
     assert "bad.json" in proc.stderr and not store.exists()
     again = run_cli("history", "ingest", str(good), "--store", str(store), cwd=tmp_path)
     assert again.returncode == 0 and "result document 1, 20 point(s)" in again.stdout, again.stdout + again.stderr
+
+
+def test_the_history_site_of_the_replay_shows_the_change_on_night_12_in_chromium(replay, tmp_path):
+    """Issue 14's done-when: the site built from this store, opened in headless Chromium, marks
+    the change point at night 12's commit (docs/history-replay.png with PERFGUARD_WRITE_DOCS=1)."""
+    import os
+
+    from perfguard.history.store import Store
+
+    from .conftest import REPO
+    from .test_report import Chromium, _chromium
+
+    out = tmp_path / "site"
+    proc = run_cli("history", "site", "--store", replay["store"], "--out", str(out), cwd=replay["tmp"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with Store.open(replay["store"], create=False) as store:
+        (series,) = store.series(kind="ratio", metric="latency")
+    page = (out / "series" / f"{series.id}.html").resolve().as_uri()
+    browser = Chromium(_chromium(), tmp_path / "profile")
+    try:
+        browser.open_page(page, width=1100)
+        assert browser.problems(page) == []
+        chart = browser.evaluate("""(() => { const svg = document.querySelector('svg.trend');
+            const marker = svg.querySelector('g.marker.regression');
+            return {dots: svg.querySelectorAll('circle.night').length, commit: marker.dataset.commit,
+                    label: marker.textContent.trim()}; })()""")
+        assert chart["dots"] == NIGHTS - 1 and chart["commit"] == replay["shas"][24], chart
+        assert chart["label"].startswith("+")
+        shot = tmp_path / "history-replay.png"
+        browser.screenshot(shot, 980)
+        assert shot.stat().st_size > 20_000 and browser.problems(page) == []
+    finally:
+        browser.close()
+    if os.environ.get("PERFGUARD_WRITE_DOCS") == "1":
+        (REPO / "docs" / "history-replay.png").write_bytes(shot.read_bytes())
+
+
+def test_prune_drops_documents_older_than_keep_and_refuses_a_bad_age(tmp_path):
+    from .conftest import REPO
+
+    golden = REPO / "tests" / "golden" / "v1"
+    store = str(tmp_path / "h.sqlite")
+    assert run_cli("history", "ingest", str(golden / "result-run.json"), "--store", store).returncode == 0
+    kept = run_cli("history", "prune", "--keep", "3650d", "--store", store)
+    assert kept.returncode == 0 and "pruned 0 document(s)" in kept.stdout, kept.stdout + kept.stderr
+    gone = run_cli("history", "prune", "--keep", "0.001h", "--store", store)  # the golden run is hours old
+    assert gone.returncode == 0 and "pruned 1 document(s) and 20 point(s)" in gone.stdout, gone.stdout
+    bad = run_cli("history", "prune", "--keep", "a year", "--store", store)
+    assert bad.returncode == 2 and "--keep" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
