@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.atomic import write_json_atomic
     from perfguard.cli._explain import print_explanation
     from perfguard.cli._progress import RichProgress
-    from perfguard.profile.explain import profile_against_pipeline, profile_against_ref, profile_document
+    from perfguard.profile.explain import profile_document
+    from perfguard.profile.pairs import profile_against_pipeline, profile_against_ref
     from perfguard.results import check_writable
     from perfguard.suite import load_suite
 

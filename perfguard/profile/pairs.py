@@ -1,0 +1,82 @@
+"""``perfguard profile``: compile one compared pair as ``check`` would (against another pipeline
+or the compiler at a git ref), measure nothing (a profile is not a timing), and explain it
+(``perfguard.profile.explain.explain_pair``). Apart from ``explain`` so that ``compare.baselines``
+(``check --explain``) can use the explanation without an import cycle."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from perfguard.profile.explain import Explanation, ProfileSettings, compile_change, explain_pair
+
+if TYPE_CHECKING:
+    from perfguard.measure.progress import Progress
+    from perfguard.suite import CaseSpec, Suite
+
+
+def _one_case(suite: Suite, pattern: str | None) -> CaseSpec:
+    from perfguard.errors import UserError
+
+    cases = suite.select(pattern)
+    if len(cases) != 1:
+        raise UserError(f"--case {pattern!r} must name one case, it matches {len(cases)}: "
+                        f"{', '.join(c.id for c in cases)}")
+    return cases[0]
+
+
+def _explain_job(suite: Suite, cases: list[CaseSpec], sides: list[Any] | None, pair: tuple[str, str],
+                 labels: tuple[str, str], settings: ProfileSettings, progress: Progress) -> Explanation:
+    from perfguard.errors import UserError
+    from perfguard.measure.job import Job
+
+    job = Job(suite, cases, sides=sides, progress=progress)
+    try:
+        job.compile(memory=False)
+        by_variant = {c.variant_id: c for c in job.compiled}
+        baseline, candidate = by_variant[pair[0]], by_variant[pair[1]]
+        for compiled, label in ((baseline, labels[0]), (candidate, labels[1])):
+            if compiled.entry.error is not None:
+                raise UserError(f"{label}: {compiled.case.id} did not compile: {compiled.entry.error.message}")
+        progress.log(f"profiling {candidate.case.id}: {settings.workers} workers per side")
+        return explain_pair(suite, candidate.case.id, baseline, candidate, labels, settings, job.ctx.workdir,
+                            compile_change(baseline.entry, candidate.entry))
+    finally:
+        job.close()
+
+
+def profile_against_pipeline(suite: Suite, pattern: str | None, reference: str, settings: ProfileSettings,
+                             progress: Progress) -> Explanation:
+    """Case ``pattern`` against the same model and runner under pipeline ``reference``."""
+    from perfguard.errors import UserError
+    from perfguard.measure.protocol import variant_id
+
+    if reference not in suite.pipelines:
+        raise UserError(f"--against-pipeline: unknown pipeline {reference!r}; defined: {', '.join(suite.pipelines)}")
+    case = _one_case(suite, pattern)
+    ref_id = f"{case.model.name}/{reference}/{case.runner}"
+    if case.pipeline.name == reference:
+        raise UserError(f"--against-pipeline {reference}: case {case.id} already uses that pipeline")
+    reference_case = next((c for c in suite.cases if c.id == ref_id), None)
+    if reference_case is None:
+        raise UserError(f"--against-pipeline {reference}: the suite has no case {ref_id} to compare {case.id} with")
+    return _explain_job(suite, [reference_case, case], None, (variant_id("head", ref_id), variant_id("head", case.id)),
+                        (reference, case.pipeline.name), settings, progress)
+
+
+def profile_against_ref(suite: Suite, pattern: str | None, ref: str, settings: ProfileSettings,
+                        progress: Progress) -> Explanation:
+    """Case ``pattern`` compiled by the compiler under test at ``ref`` and in the working tree."""
+    from perfguard.compare.baselines import pipelines_at
+    from perfguard.compile.case import Side
+    from perfguard.compile.checkout import checkout_at, run_build, working_tree
+    from perfguard.measure.protocol import variant_id
+
+    case = _one_case(suite, pattern)
+    head = working_tree(suite)
+    with checkout_at(suite, ref, "base") as base:
+        run_build(base, suite.compiler.build)
+        run_build(head, suite.compiler.build)
+        sides = [Side("base", base.pass_path, base.commit, base.subject, pipelines=pipelines_at(suite, base, progress)),
+                 Side("head", suite.compiler.path, head.commit, "working tree")]
+        return _explain_job(suite, [case], sides, (variant_id("base", case.id), variant_id("head", case.id)),
+                            (f"base {ref}", "head"), settings, progress)
