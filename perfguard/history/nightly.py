@@ -8,9 +8,11 @@
    job (new worker processes); one that holds there is confirmed the same night.
 3. Change-point detection (``perfguard.history.changepoints``) over every series of the suite:
    the chained paired ratios (valid on hosted runners, whose machine changes every night) and the
-   absolute values (meaningful within one runner fingerprint). A change seen at the newest night
-   is *pending*; it is *confirmed* when it holds on the next night or the same-job re-check. A
-   pending change that no longer shows is closed.
+   absolute values (meaningful within one runner fingerprint). A latency ratio change of tonight
+   is *confirmed* (or closed) by the same-job re-check; without one (``--no-recheck``) it is
+   *pending* until the next night. An absolute change is reported once it has held for three
+   nights, and confirmed then; node count and artifact size have no noise and are confirmed as
+   seen. A pending change that no longer shows is closed.
 4. A newly confirmed latency regression triggers ``bisect commits`` over its commit range (the
    night before .. the night it appeared), unless ``bisect=False``; the bisection document is
    stored and linked to the change, with its culprit commit and pass.
