@@ -253,6 +253,21 @@ def test_pr_comment_stays_short_and_links_the_report(verdicts):
     assert len(comment) < 2000
 
 
+def test_pr_comment_and_summary_say_why_an_explained_regression_got_slower(verdicts):
+    """`check --explain` keeps explanations in the verdicts; the comment and the job summary give
+    each its one-line headline (escaped like every other text)."""
+    explained = copy.deepcopy(verdicts)
+    case = explained["verdicts"][0]["case"]
+    explained["explanations"] = [{"case": case, "dimension": {
+        "label": "memory", "rule": "data movement", "evidence": [],
+        "headline": "+388 us in Transpose, +24 nodes: memory <b>"}}]
+    report = build_report([explained])
+    for text in (pr_comment(report, REPORT_URL), job_summary(report, REPORT_URL)):
+        line = next(line for line in text.splitlines() if line.startswith("- why "))
+        assert md_text(case) in line and "+388 us in Transpose, +24 nodes: memory" in line and "<b>" not in line
+    assert not [line for line in pr_comment(build_report([verdicts])).splitlines() if line.startswith("- why ")]
+
+
 def test_annotations_are_workflow_commands_that_cannot_be_broken_out_of(verdicts):
     verdicts["verdicts"][0]["case"] = "evil\n::add-mask::x%0A/p/cpu"
     lines = workflow_annotations(build_report([verdicts]))

@@ -178,6 +178,7 @@ def job_summary(report: Report, report_url: str | None = None, max_rows: int = 4
         lines.append("")
     if report.run:
         lines += _run_lines(report, max_rows)
+    lines += _why_lines(report)
     for view in report.bisections:
         lines += _bisect_lines(view) + [""]
     for warning in report.warnings:
@@ -236,10 +237,18 @@ def pr_comment(report: Report, report_url: str | None = None, worst: int = 5) ->
         failed = [r.case for r in report.run.rows if r.cells[0]["status"] not in ("ok", "absent")]
         lines += [f"Failed: {', '.join(md_text(c) for c in failed[:worst])}"
                   + (f" and {len(failed) - worst} more" if len(failed) > worst else ""), ""]
+    lines += _why_lines(report)
     for view in report.bisections:
         lines += _bisect_lines(view)[:2] + [""]
     lines.append(_link(report_url))
     return "\n".join(lines) + "\n"
+
+
+def _why_lines(report: Report) -> list[str]:
+    """One line per regression ``check --explain`` profiled: the dimension's headline."""
+    if not report.why:
+        return []
+    return [f"- why {md_text(case)}: {md_text(headline)}" for case, headline in report.why] + [""]
 
 
 def _command_data(text: str) -> str:

@@ -128,6 +128,8 @@ class Report:
     cases: list[CaseDetail] = field(default_factory=list)
     environments: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # ``check --explain``: (case, the dimension's one-line headline) per explained regression.
+    why: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def verdict_rows(self) -> list[VerdictRow]:
@@ -402,6 +404,8 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
         warnings.append(f"correctness not verified for {len(blind)} case{'' if len(blind) == 1 else 's'} (blind: "
                         f"the reference outputs are the same on two different inputs, so a wrong pass would pass "
                         f"the check): {shown}")
+    why = [(str(e.get("case", "")), str(e["dimension"]["headline"])) for d in verdict_documents
+           for e in d.explanations if isinstance(e.get("dimension"), dict) and e["dimension"].get("headline")]
     return Report(title=title, suite=suite, created_at=created, tool_version=__version__, headline=headline,
                   comparisons=comparisons, run=run, bisections=bisections, cases=details,
-                  environments=environments, warnings=warnings)
+                  environments=environments, warnings=warnings, why=why)
