@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from perfguard.exit_codes import ExitCode
 
 if TYPE_CHECKING:
-    from perfguard.history.store import Point, Series, Store
+    from perfguard.history.store import Change, Point, Series, Store
 
 HELP = "the history store: ingest documents, list series, show trends and change points, prune"
 SPARK = "▁▂▃▄▅▆▇█"
@@ -239,13 +239,16 @@ def _show(args: argparse.Namespace) -> ExitCode:
         if not found:
             raise UserError(f"history show: no series of a case matching {args.case!r} in {store.url} "
                             "(`perfguard history list` shows what is there)")
+        # Changes the nightly recorded (also those too early in a series for detection: a night the
+        # check and its re-check decided), by series and the commit they appeared at; one query.
+        recorded_by_series: dict[int, dict[str | None, Change]] = {}
+        for c in store.changes(suite=args.suite):
+            recorded_by_series.setdefault(c.series_id, {})[c.bad_commit] = c
         for series in found:
             points = store.points(series.id)
             level = levels(series, points)
             at = {c.index: c for c in series_changes(series, points)}
-            # Changes the nightly recorded (also those too early in a series for detection: a
-            # night the check and its re-check decided), by the commit they appeared at.
-            recorded = {c.bad_commit: c for c in store.changes(suite=series.key.suite) if c.series_id == series.id}
+            recorded = recorded_by_series.get(series.id, {})
             k = series.key
             table = Table(title=f"{k.case} {k.metric} ({k.kind}, runner {k.runner_class}): {len(points)} night(s)",
                           title_justify="left")
