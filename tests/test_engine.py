@@ -39,7 +39,9 @@ def test_interleaved_values_recover_known_latency_ratio(tmp_path):
     values = _measure(tmp_path, variants)
     for entry in values.values():
         assert len(entry.per_worker) == 3 and all(len(w) == 5 for w in entry.per_worker)
-        assert entry.worker_ids == [0, 1, 2] and entry.loops >= 4 and not entry.failures
+        # Loops are calibrated to min_time (more than one call per value); how many depends on the
+        # machine's load during calibration (3 seen on a loaded CI machine, 4-5 when idle).
+        assert entry.worker_ids == [0, 1, 2] and entry.loops >= 2 and not entry.failures
     base = statistics.median(v for w in values["base"].per_worker for v in w)
     slow = statistics.median(v for w in values["slow"].per_worker for v in w)
     assert base == pytest.approx(1e-3, rel=0.2)
