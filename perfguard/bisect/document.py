@@ -2,7 +2,12 @@
 :mod:`perfguard.bisect.state`'s, built from the same pieces).
 
 Format history of the bisect result (``BISECT_VERSION``), written in every mode (``commits``,
-``passes`` between commits, ``pipelines``): 1. first format.
+``passes`` between commits, ``pipelines``):
+
+1. First format. Later additions, optional and absent where they would say nothing (older readers
+   ignore them): ``explanations`` (a found culprit profiled on both of its sides: the objects of
+   ``perfguard.profile.explain.Explanation``, kept as JSON here as in the verdicts document; one
+   per culprit, absent under ``--no-explain`` or when nothing was found).
 
 Each class owns its JSON: ``from_json`` reads it, ``to_json`` writes exactly the keys today's
 writers write (``to_json(from_json(d)) == d`` for every document perfguard writes; the golden files
@@ -403,7 +408,9 @@ class BisectResult:
     * ``passes``: ``good``/``bad`` (sha only), ``endpoints``, ``culprits`` (one, at the bad commit)
       and ``pass_search`` (None when there was no regression);
     * ``pipelines``: ``good_pipeline``, ``bad_pipeline``, ``edits``, ``minimal``, ``probes`` and,
-      when found, ``effect``.
+      when found, ``effect``;
+    * every mode, when found and explained: ``explanations``, one per culprit (commits: its
+      parent against it; pipelines: the good pipeline against the smallest reproducing edit).
     """
 
     mode: str
@@ -427,6 +434,7 @@ class BisectResult:
     edits: list[str] = field(default_factory=list)
     minimal: list[MinimalEdit] = field(default_factory=list)
     effect: VerdictSummary | None = None
+    explanations: list[Json] = field(default_factory=list)
     version: int = BISECT_VERSION
 
     @property
@@ -453,6 +461,7 @@ class BisectResult:
             edits=get_list(d, "edits", str), minimal=get_list(d, "minimal", MinimalEdit.from_json),
             # a hand-written effect may be cut to its estimate; it reads as a summary without a decision
             effect=optional(effect, VerdictSummary.from_json),
+            explanations=get_list(d, "explanations", lambda v: as_object(v, "explanations")),
             version=get_int(d, "version") or BISECT_VERSION)
 
     def to_json(self) -> Json:
@@ -464,7 +473,7 @@ class BisectResult:
                        minimal=[e.to_json() for e in self.minimal], probes=[p.to_json() for p in self.probes])
             if self.status == "found":
                 out["effect"] = _json(self.effect)
-            return out
+            return self._explained(out)
         out.update(good=_json(self.good), bad=_json(self.bad), endpoints=_json(self.endpoints),
                    culprits=[c.to_json() for c in self.culprits])
         if self.mode == "commits":
@@ -474,6 +483,11 @@ class BisectResult:
                 out["skipped"] = [c.to_json() for c in self.skipped]
         elif self.pass_search is not None:
             out["pass_search"] = self.pass_search.to_json()
+        return self._explained(out)
+
+    def _explained(self, out: Json) -> Json:
+        if self.explanations:
+            out["explanations"] = list(self.explanations)
         return out
 
 

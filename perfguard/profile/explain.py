@@ -74,6 +74,13 @@ class Explanation:
                    f.opt_string(data, "trace_file", kind))
 
 
+def unavailable(case: str, labels: tuple[str, str], reason: str) -> Explanation:
+    """The explanation of a pair that could not be compiled or profiled (``bisect`` records it
+    rather than fail a bisection that found its culprit): unclear, with the reason as evidence."""
+    text = f"explanation unavailable: {reason}"
+    return Explanation(case, labels[0], labels[1], Dimension("unclear", "unavailable", (text,), text), None)
+
+
 def profile_document(explanations: list[Explanation]) -> dict[str, Any]:
     """The ``perfguard profile --json`` document."""
     return {"version": PROFILE_VERSION, "kind": "profile", "explanations": [e.to_json() for e in explanations]}

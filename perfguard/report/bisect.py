@@ -23,6 +23,7 @@ from perfguard.bisect.document import (
     VerdictSummary,
 )
 from perfguard.report import format as fmt
+from perfguard.report.why import WhyView, why_views
 
 _WORDS = {"fail": "regression", "bad": "regression", "regression": "regression", "pass": "same",
           "good": "same", "same": "same", "improvement": "improvement", "skip": "unknown",
@@ -95,6 +96,8 @@ class BisectView:
     edits: list[str] = field(default_factory=list)
     minimal: list[str] = field(default_factory=list)
     effect: Effect | None = None
+    # The found culprit profiled on both sides (``perfguard.report.why``), one per culprit.
+    explanations: list[WhyView] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -169,8 +172,9 @@ def _culprit(culprit: Culprit) -> CulpritView:
                        [view for view in (_commit(c) for c in culprit.range or []) if view])
 
 
-def bisect_view(result: BisectResult) -> BisectView:
-    """A bisect document as the report shows it."""
+def bisect_view(result: BisectResult, anchor: str = "bisect-why", warnings: list[str] | None = None) -> BisectView:
+    """A bisect document as the report shows it; ``anchor`` prefixes the ids of its explanations,
+    and an explanation that does not read becomes one of ``warnings``."""
     return BisectView(
         mode=result.mode, suite=result.suite, case=result.case, status=result.status, good=_commit(result.good),
         bad=_commit(result.bad), commits=result.commits, culprits=[_culprit(c) for c in result.culprits],
@@ -178,4 +182,5 @@ def bisect_view(result: BisectResult) -> BisectView:
         wall_time=fmt.duration_long(result.wall_time_s),
         skipped=[view for view in (_commit(c) for c in result.skipped or []) if view],
         good_pipeline=result.good_pipeline, bad_pipeline=result.bad_pipeline, edits=list(result.edits),
-        minimal=[m.describe for m in result.minimal], effect=_effect(result.effect))
+        minimal=[m.describe for m in result.minimal], effect=_effect(result.effect),
+        explanations=why_views(result.explanations, anchor, [] if warnings is None else warnings))

@@ -28,6 +28,7 @@ from perfguard.report import format as fmt, svg
 from perfguard.report.bisect import BisectView, bisect_view
 from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fingerprint
 from perfguard.report.rows import SEVERITY, VerdictRow, state_of
+from perfguard.report.why import WhyView, why_views
 from perfguard.results import CaseEntry, ResultDocument
 
 #: What a report is built from: verdicts, results and bisections.
@@ -128,8 +129,10 @@ class Report:
     cases: list[CaseDetail] = field(default_factory=list)
     environments: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    # ``check --explain``: (case, the dimension's one-line headline) per explained regression.
+    # ``check --explain``: (case, the dimension's one-line headline) per explained regression,
+    # and the whole explanation as the HTML report's "why" section.
     why: list[tuple[str, str]] = field(default_factory=list)
+    explanations: list[WhyView] = field(default_factory=list)
 
     @property
     def verdict_rows(self) -> list[VerdictRow]:
@@ -355,9 +358,11 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
 
     labels = labels or [f"result {i + 1}" for i in range(len(documents))]
     details: list[CaseDetail] = []
-    comparisons, bisections, results = [], [], []
+    comparisons, results = [], []
+    bisections: list[BisectView] = []
     verdict_documents: list[VerdictsDocument] = []
     environments = []
+    explain_warnings: list[str] = []
     for document, label in zip(documents, labels, strict=True):
         sources: list[tuple[str, ResultDocument]] = []
         if isinstance(document, VerdictsDocument):
@@ -368,7 +373,7 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
             results.append((label, document))
             sources = [(label, document)]
         else:
-            bisections.append(bisect_view(document))
+            bisections.append(bisect_view(document, f"bisect-{len(bisections) + 1}-why", explain_warnings))
         for side_label, source in sources:
             for runner, fingerprint in source.environment.items():
                 environments.append((side_label, str(runner), flatten_fingerprint(fingerprint)))
@@ -397,6 +402,8 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
     created = max((d.created_at if isinstance(d, VerdictsDocument) else d.finished_at if isinstance(d, ResultDocument)
                    else "" for d in documents), default="")
     warnings = [w for c in comparisons for w in c.warnings]
+    explanations = why_views([e for d in verdict_documents for e in d.explanations], "why", warnings)
+    warnings += explain_warnings
     blind = [f"{d.case} ({', '.join(b['label'] for b in d.blind)})" if len(d.sides) > 1 else d.case
              for d in details if d.blind]
     if blind:
@@ -408,4 +415,4 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
            for e in d.explanations if isinstance(e.get("dimension"), dict) and e["dimension"].get("headline")]
     return Report(title=title, suite=suite, created_at=created, tool_version=__version__, headline=headline,
                   comparisons=comparisons, run=run, bisections=bisections, cases=details,
-                  environments=environments, warnings=warnings, why=why)
+                  environments=environments, warnings=warnings, why=why, explanations=explanations)

@@ -11,7 +11,9 @@ Charts:
   process-level effects show), a box from p25 to p75, whiskers p10-p90 and the median;
 * :func:`interval` and :func:`interval_axis` - one row of a forest plot: the change of a ratio with
   its confidence interval on a log scale, the practical floor as a band, and the shared axis;
-* :func:`bar` - a small horizontal bar (pass time relative to the slowest pass).
+* :func:`bar` - a small horizontal bar (pass time relative to the slowest pass);
+* :func:`delta_bar` - one bar of a diverging bar chart: a signed change on a domain shared by the
+  rows of one table (kernel time gained or lost per op type), drawn from a zero line.
 """
 
 from __future__ import annotations
@@ -223,3 +225,24 @@ def bar(fraction: float, tone: str = "neutral", width: int = 80, height: int = 1
                   f'viewBox="0 0 {width} {height}"><rect class="track" x="0" y="0" width="{width}" '
                   f'height="{height}"/><rect class="fill {tone}" x="0" y="0" width="{_n(max(fraction * width, 0.5))}" '
                   f'height="{height}"/></svg>')
+
+
+def delta_bar(value: float, low: float, high: float, width: int = 220, height: int = 12) -> Markup:
+    """One row of a diverging bar chart: ``value`` on the shared domain ``[low, high]`` (which
+    holds 0), from the zero line rightwards in the regression tone when it grew, leftwards in the
+    improvement tone when it shrank. The labels of the rows live in the surrounding table."""
+    low, high = min(float(low), 0.0), max(float(high), 0.0)
+    value = float(value) if math.isfinite(value) else 0.0
+    span = (high - low) or 1.0
+
+    def x(v: float) -> float:
+        return (min(max(v, low), high) - low) / span * width
+
+    zero, end = x(0.0), x(value)
+    tone = "regression" if value > 0 else "improvement"
+    left, length = min(zero, end), max(abs(end - zero), 0.5)
+    return Markup(f'<svg class="chart delta" role="img" width="{width}" height="{height}" '
+                  f'viewBox="0 0 {width} {height}"><rect class="track" x="0" y="0" width="{width}" '
+                  f'height="{height}"/><rect class="fill {tone}" x="{_n(left)}" y="1" width="{_n(length)}" '
+                  f'height="{height - 2}"/><line class="zero" x1="{_n(zero)}" x2="{_n(zero)}" y1="0" '
+                  f'y2="{height}"/></svg>')
