@@ -8,31 +8,21 @@ can be saved after every probe and a killed run resumes without measuring again.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from perfguard.compare.check import Pair, adaptive_check, same_execution, unmeasured_variants
 from perfguard.compare.verdicts import Verdict
-from perfguard.compile.case import CompiledCase, Side
+from perfguard.compile.case import Side, Variant
 from perfguard.compile.checkout import CompilerCheckout, checkout_at, run_build
 from perfguard.errors import BuildError, UserError
-from perfguard.measure.job import Job
+from perfguard.measure.job import compile_variants
 from perfguard.measure.progress import Progress
-from perfguard.measure.protocol import variant_id
-from perfguard.suite import CaseSpec, PipelineSpec, Suite
+from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
 
-
-@dataclass(frozen=True)
-class Variant:
-    """What to compile: a compiler side and the pipeline's passes (None: the case's own)."""
-
-    label: str
-    side: Side
-    passes: tuple[str, ...] | None = None
+__all__ = ["Variant", "checkouts", "require_case", "run_probe", "side_of"]
 
 
 def _summary(row: Verdict) -> dict[str, Any]:
@@ -49,28 +39,12 @@ def run_probe(suite: Suite, case: CaseSpec, variants: Sequence[Variant], compari
 
     Returns ``{"status": "ok", "verdicts": {"A->B": summary}, "entries": {label: case entry}}`` or
     ``{"status": "skip", "reason": ...}`` when a variant does not compile (never guessed)."""
-    job_cases, sides = [], []
-    for variant in variants:
-        pipeline = case.pipeline
-        if variant.passes is not None:
-            pipeline = PipelineSpec(name=variant.label, backend=pipeline.backend, passes=tuple(variant.passes),
-                                    options=pipeline.options)
-        job_cases.append((variant, dataclasses.replace(case, pipeline=pipeline)))
-        sides.append(variant.side)
-    # One Job per distinct (side, pipeline): variants differ either in side or in pipeline.
-    unique_cases = {c.id: c for _, c in job_cases}
-    unique_sides = {s.label: s for s in sides}
-    job = Job(suite, list(unique_cases.values()), sides=list(unique_sides.values()), progress=progress)
+    job, compiled = compile_variants(suite, case, variants, progress)
     try:
-        job.compile(memory=False)  # a probe judges latency only
-        compiled: dict[str, CompiledCase] = {}
-        by_variant = {c.variant_id: c for c in job.compiled}
-        for variant, vcase in job_cases:
-            member = by_variant[variant_id(variant.side.label, vcase.id)]
-            if member.entry.error is not None:
-                error = member.entry.error
+        for variant in variants:
+            error = compiled[variant.label].entry.error
+            if error is not None:
                 return {"status": "skip", "reason": f"{variant.label}: {error.stage} failed: {error.message}"}
-            compiled[variant.label] = member
 
         def pairs() -> list[Pair]:  # the entries as measured so far
             return [Pair(f"{a}->{b}", compiled[a].entry, compiled[b].entry, True, a, b,

@@ -60,6 +60,24 @@ class Side:
                             str(self.compiler_path) if self.compiler_path else None)
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One version of a case to compile: a compiler side and the pipeline's passes (None: the
+    case's own). A bisection probe and the explanation of its culprit compile the same variants."""
+
+    label: str
+    side: Side
+    passes: tuple[str, ...] | None = None
+
+    def case_of(self, case: CaseSpec) -> CaseSpec:
+        """``case`` under this variant's passes (a pipeline named by the label), or as it is."""
+        if self.passes is None:
+            return case
+        pipeline = case.pipeline
+        return replace(case, pipeline=PipelineSpec(name=self.label, backend=pipeline.backend,
+                                                   passes=tuple(self.passes), options=pipeline.options))
+
+
 @dataclass
 class RunContext:
     suite: Suite

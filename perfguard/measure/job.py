@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from perfguard.compile.case import (
     CompiledCase,
     RunContext,
     Side,
+    Variant,
     compile_case,
     mark_failed,
     probe_memory,
@@ -29,7 +30,7 @@ from perfguard.compile.case import (
 from perfguard.compile.preflight import check_suite
 from perfguard.measure.engine import VariantValues, measure_group
 from perfguard.measure.progress import Progress
-from perfguard.measure.protocol import MeasureVariant
+from perfguard.measure.protocol import MeasureVariant, variant_id
 from perfguard.measure.requests import measure_request
 from perfguard.models.loader import LoadedModel, materialize
 from perfguard.results import Latency, Measurement, ModelInfo, ResultDocument, SuiteInfo, utc_now
@@ -224,3 +225,22 @@ class Job:
                 dict(self.ctx.environment), dict(models),
                 tuple(c.entry for c in self.compiled if c.side == side.label), __version__, compiler=side.info())
         return documents
+
+
+def compile_variants(suite: Suite, case: CaseSpec, variants: Sequence[Variant], progress: Progress
+                     ) -> tuple[Job, dict[str, CompiledCase]]:
+    """One job that compiles every variant of ``case`` (latency only: no memory probes), and the
+    compiled case of each variant by label, compile errors included in its entry. The caller
+    measures or profiles them and closes the job; variants differ in side or in passes, and the
+    job compiles each distinct (side, pipeline) once."""
+    cases = [(variant, variant.case_of(case)) for variant in variants]
+    unique_cases = {c.id: c for _, c in cases}
+    unique_sides = {v.side.label: v.side for v in variants}
+    job = Job(suite, list(unique_cases.values()), sides=list(unique_sides.values()), progress=progress)
+    try:
+        job.compile(memory=False)
+    except BaseException:
+        job.close()
+        raise
+    by_variant = {c.variant_id: c for c in job.compiled}
+    return job, {variant.label: by_variant[variant_id(variant.side.label, vcase.id)] for variant, vcase in cases}
