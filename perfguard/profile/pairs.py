@@ -1,6 +1,7 @@
 """``perfguard profile``: compile one compared pair as ``check`` would (against another pipeline
 or the compiler at a git ref), measure nothing (a profile is not a timing), and explain it
-(``perfguard.profile.explain.explain_pair``). Apart from ``explain`` so that ``compare.baselines``
+(``perfguard.profile.explain.explain_pair``); ``explain_versions`` does the same for two variants
+of one case (a bisection's culprit). Apart from ``explain`` so that ``compare.baselines``
 (``check --explain``) can use the explanation without an import cycle."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from perfguard.profile.explain import Explanation, ProfileSettings, compile_change, explain_pair
 
 if TYPE_CHECKING:
+    from perfguard.compile.case import CompiledCase, Variant
+    from perfguard.measure.job import Job
     from perfguard.measure.progress import Progress
     from perfguard.suite import CaseSpec, Suite
 
@@ -26,7 +29,6 @@ def _one_case(suite: Suite, pattern: str | None) -> CaseSpec:
 
 def _explain_job(suite: Suite, cases: list[CaseSpec], sides: list[Any] | None, pair: tuple[str, str],
                  labels: tuple[str, str], settings: ProfileSettings, progress: Progress) -> Explanation:
-    from perfguard.errors import UserError
     from perfguard.measure.job import Job
 
     job = Job(suite, cases, sides=sides, progress=progress)
@@ -34,12 +36,36 @@ def _explain_job(suite: Suite, cases: list[CaseSpec], sides: list[Any] | None, p
         job.compile(memory=False)
         by_variant = {c.variant_id: c for c in job.compiled}
         baseline, candidate = by_variant[pair[0]], by_variant[pair[1]]
-        for compiled, label in ((baseline, labels[0]), (candidate, labels[1])):
-            if compiled.entry.error is not None:
-                raise UserError(f"{label}: {compiled.case.id} did not compile: {compiled.entry.error.message}")
-        progress.log(f"profiling {candidate.case.id}: {settings.workers} workers per side")
-        return explain_pair(suite, candidate.case.id, baseline, candidate, labels, settings, job.ctx.workdir,
-                            compile_change(baseline.entry, candidate.entry))
+        return _explain_compiled(suite, job, candidate.case.id, baseline, candidate, labels, settings, progress)
+    finally:
+        job.close()
+
+
+def _explain_compiled(suite: Suite, job: Job, case: str, baseline: CompiledCase, candidate: CompiledCase,
+                      labels: tuple[str, str], settings: ProfileSettings, progress: Progress) -> Explanation:
+    """Profile a pair compiled in ``job`` (still open: its artifacts are on disk); a side that did
+    not compile is a ``UserError`` naming it."""
+    from perfguard.errors import UserError
+
+    for compiled, label in ((baseline, labels[0]), (candidate, labels[1])):
+        if compiled.entry.error is not None:
+            raise UserError(f"{label}: {compiled.case.id} did not compile: {compiled.entry.error.message}")
+    progress.log(f"profiling {case}: {settings.workers} workers per side")
+    return explain_pair(suite, case, baseline, candidate, labels, settings, job.ctx.workdir,
+                        compile_change(baseline.entry, candidate.entry))
+
+
+def explain_versions(suite: Suite, case: CaseSpec, before: Variant, after: Variant, settings: ProfileSettings,
+                     progress: Progress) -> Explanation:
+    """Compile ``case`` as two variants (two compiler versions, or two pass lists) in one job,
+    measure nothing, and explain ``after`` against ``before``: what ``bisect`` asks of a culprit
+    it found (its parent against it; the good pipeline against the smallest reproducing edit)."""
+    from perfguard.measure.job import compile_variants
+
+    job, compiled = compile_variants(suite, case, [before, after], progress)
+    try:
+        return _explain_compiled(suite, job, case.id, compiled[before.label], compiled[after.label],
+                                 (before.label, after.label), settings, progress)
     finally:
         job.close()
 
