@@ -11,6 +11,7 @@ import time
 import pytest
 
 from perfguard.bisect.passes import apply_edits, ddmin, edit_script
+from perfguard.profile.dimension import DIMENSIONS
 
 from .conftest import REPO, run_cli
 from .factories import WORK_FUNCTION, compiler_suite, git, make_compiler_repo, pass_source
@@ -19,6 +20,8 @@ pytestmark = pytest.mark.slow
 
 MULTI = '[pipelines.multi]\npasses = ["mycc.passes:identity", "mycc.passes:extra_work", "constant_folding"]\n'
 FAST = ("--workers", "10", "--max-workers", "14")
+# The culprit's explanation (on by default): a short profile of its two sides.
+PROFILE = ("--profile-workers", "2", "--profile-runs", "5")
 
 
 def _history(tmp_path, n, changes, build_breaks=()):
@@ -51,7 +54,7 @@ def _bisect(tmp_path, suite, good, bad, *extra):
     out = tmp_path / "bisect.json"
     proc = run_cli("bisect", "commits", "--suite", str(suite), "--case", "r/multi/cpu", "--good", good,
                    "--bad", bad, "--json", str(out), "--state", str(tmp_path / "state.json"), "--quiet", *FAST,
-                   *extra, cwd=tmp_path, timeout=1500)
+                   *PROFILE, *extra, cwd=tmp_path, timeout=1500)
     return proc, (json.loads(out.read_text()) if out.exists() else None)
 
 
@@ -66,9 +69,19 @@ def test_one_culprit_among_16_commits_and_its_pass(tmp_path):
     assert culprit["pass"]["name"] == "mycc.passes:extra_work" and culprit["pass"]["position"] == 2
     assert report["total_probes"] <= 8  # endpoints + ceil(log2 16) + pass search, no confirmation re-run
     assert "culprit: commit" in proc.stdout and "pass #2 'mycc.passes:extra_work'" in proc.stdout
-    # The same command again resumes from the state file: no new measurement, same answer.
-    again, report2 = _bisect(tmp_path, _suite(tmp_path, repo), shas[0], shas[-1])
+    # Found, so explained by default: commit 10 against commit 11, profiled; printed after the summary.
+    (why,) = report["explanations"]
+    assert (why["case"], why["baseline"], why["candidate"]) == ("r/multi/cpu", shas[10][:10], shas[11][:10])
+    assert why["failures"] == [] and why["diff"] is not None, why["dimension"]
+    ops = {o["op_type"]: o for o in why["diff"]["ops"]}
+    assert ops["Mul"]["nodes_after"] - ops["Mul"]["nodes_before"] == 24  # the 24 inserted Mul/Add pairs
+    assert proc.stdout.index("probes:") < proc.stdout.index(f"why r/multi/cpu changed: {shas[11][:10]}")
+    assert "dimension: " in proc.stdout
+    # The same command again resumes from the state file: no new measurement, same answer;
+    # --no-explain leaves the explanation out.
+    again, report2 = _bisect(tmp_path, _suite(tmp_path, repo), shas[0], shas[-1], "--no-explain")
     assert report2["culprits"][0]["commit"]["sha"] == shas[11] and report2["measured_probes"] == 0
+    assert "explanations" not in report2 and "why r/multi/cpu" not in again.stdout
 
 
 def test_killed_bisection_resumes_with_the_same_answer(tmp_path):
@@ -87,7 +100,7 @@ def test_killed_bisection_resumes_with_the_same_answer(tmp_path):
     proc.wait()
     recorded = len(json.loads(state.read_text())["probes"])
     assert recorded >= 2
-    finished, report = _bisect(tmp_path, suite, shas[0], shas[-1], "--no-passes")
+    finished, report = _bisect(tmp_path, suite, shas[0], shas[-1], "--no-passes", "--no-explain")
     assert finished.returncode == 0, finished.stdout
     assert report["culprits"][0]["commit"]["sha"] == shas[3]
     assert report["measured_probes"] <= report["total_probes"] - recorded
@@ -96,7 +109,7 @@ def test_killed_bisection_resumes_with_the_same_answer(tmp_path):
 def test_culprit_next_to_a_commit_that_does_not_build(tmp_path):
     repo, shas = _history(tmp_path, 8, {5: 24}, build_breaks=(4,))
     proc, report = _bisect(tmp_path, _suite(tmp_path, repo, build="test ! -f BROKEN"), shas[0], shas[-1],
-                           "--no-passes")
+                           "--no-passes", "--no-explain")
     culprit = report["culprits"][0]
     if culprit["range"]:  # the unbuildable commit borders the culprit: the answer is a range
         assert {c["sha"] for c in culprit["range"]} == {shas[4], shas[5]}
@@ -108,7 +121,7 @@ def test_culprit_next_to_a_commit_that_does_not_build(tmp_path):
 
 def test_two_culprits_are_both_found(tmp_path):
     repo, shas = _history(tmp_path, 10, {3: 20, 8: 60})
-    proc, report = _bisect(tmp_path, _suite(tmp_path, repo), shas[0], shas[-1], "--no-passes")
+    proc, report = _bisect(tmp_path, _suite(tmp_path, repo), shas[0], shas[-1], "--no-passes", "--no-explain")
     assert sorted(c["commit"]["sha"] for c in report["culprits"]) == sorted([shas[3], shas[8]])
 
 
@@ -173,7 +186,7 @@ def work_if_flag(model):
 '''
 
 
-def _pipelines(tmp_path, good, bad):
+def _pipelines(tmp_path, good, bad, *extra):
     (tmp_path / "compiler").mkdir(exist_ok=True)
     (tmp_path / "compiler" / "flagpasses.py").write_text(FLAG_PASSES)
     suite = tmp_path / "pipes.toml"
@@ -181,7 +194,7 @@ def _pipelines(tmp_path, good, bad):
     out = tmp_path / "p.json"
     proc = run_cli("bisect", "passes", "--suite", str(suite), "--case", f"r/{good}/cpu", "--good-pipeline", good,
                    "--bad-pipeline", bad, "--json", str(out), "--state", str(tmp_path / "pstate.json"), "--quiet",
-                   cwd=tmp_path, timeout=1500)
+                   *PROFILE, *extra, cwd=tmp_path, timeout=1500)
     return proc, json.loads(out.read_text())
 
 
@@ -192,10 +205,16 @@ def test_moved_pass_is_the_smallest_reproducing_edit(tmp_path):
     assert [e["kind"] for e in report["minimal"]] == ["move"]
     assert report["minimal"][0]["describe"] in ("move constant_folding (position 2) before fuse_bn_into_conv",
                                                 "move fuse_bn_into_conv (position 1) before eliminate_identity")
+    # Explained by default: the good pipeline against the good one with just the minimal edit.
+    (why,) = report["explanations"]
+    assert (why["case"], why["baseline"], why["candidate"]) == ("r/good/cpu", "good", "good-minimal-edits")
+    assert why["diff"] is not None and why["dimension"]["label"] in DIMENSIONS, why["dimension"]
+    assert "why r/good/cpu changed: good-minimal-edits vs good" in proc.stdout
 
 
 def test_pass_that_regresses_only_together_with_another(tmp_path):
-    proc, report = _pipelines(tmp_path, "base", "together")
+    proc, report = _pipelines(tmp_path, "base", "together", "--no-explain")
+
     assert proc.returncode == 0, proc.stdout
     kinds = sorted(e["describe"] for e in report["minimal"])
     assert len(kinds) == 2 and any("flagpasses:set_flag" in k for k in kinds)

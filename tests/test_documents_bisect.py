@@ -145,3 +145,30 @@ def test_the_summary_printed_by_the_command_is_unchanged(capsys):
     for name, lines in expected.items():
         _print_summary(load_bisect(V1 / name))
         assert capsys.readouterr().out == "\n" + "\n".join(lines) + "\n", name
+
+
+def test_a_culprit_that_cannot_be_profiled_is_recorded_unavailable_and_renders(monkeypatch):
+    """Profiling the culprit never fails the bisection: the failure becomes an "unclear"
+    explanation saying why, kept in the document (version 1, an optional key) and shown."""
+    from types import SimpleNamespace
+
+    import perfguard.profile.pairs
+    from perfguard.bisect.explain import explain_pipelines
+    from perfguard.errors import BackendError
+    from perfguard.measure.progress import Progress
+
+    def broken(*args, **kwargs):
+        raise BackendError("no profiler for backend 'iree'\nsecond line")
+
+    monkeypatch.setattr(perfguard.profile.pairs, "explain_versions", broken)
+    suite, case = SimpleNamespace(compiler=SimpleNamespace(path=None)), SimpleNamespace(id="r/good/cpu")
+    why = explain_pipelines(suite, case, ["a"], ["b"], ("good", "bad"), None, Progress())
+    assert why["dimension"]["label"] == "unclear" and why["diff"] is None
+    assert why["dimension"]["headline"] == "explanation unavailable: no profiler for backend 'iree'"
+    document = json.loads((V1 / "bisect-pipelines.json").read_text())
+    document["explanations"] = [why]
+    result = BisectResult.from_json(document)
+    assert result.version == 1 and result.to_json() == document
+    html = render_html(build_report([result]))
+    assert "explanation unavailable: no profiler for backend &#39;iree&#39;" in html
+    assert 'data-dimension="unclear"' in html

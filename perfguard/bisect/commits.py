@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfguard.bisect.document import (
     BisectResult,
@@ -26,6 +27,9 @@ from perfguard.errors import UserError
 from perfguard.measure.progress import Progress
 from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
+
+if TYPE_CHECKING:
+    from perfguard.profile.explain import ProfileSettings
 
 __all__ = ["bisect_commits", "commit_range"]
 
@@ -53,7 +57,11 @@ def commit_range(root: Path, good: str, bad: str) -> list[CommitInfo]:
 
 
 def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: CheckSettings,
-                   progress: Progress, state_path: Path | None, with_passes: bool = True) -> BisectResult:
+                   progress: Progress, state_path: Path | None, with_passes: bool = True,
+                   explain: ProfileSettings | None = None) -> BisectResult:
+    """Bisect ``good..bad`` for the commit that made ``case`` slower, then (``with_passes``) the
+    pass inside each confirmed culprit; ``explain``: once found, profile each culprit against its
+    parent and keep the explanation (None: ``--no-explain``)."""
     started = time.perf_counter()
     root = compiler_repo_root(suite)
     commits = commit_range(root, good, bad)
@@ -93,14 +101,14 @@ def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: 
     progress.log(f"bisecting {case.id} over {len(shas) - 1} commits ({name(0)}..{name(len(shas) - 1)})")
     endpoint = _summary(search.confirm_endpoints())
 
-    def document(status: str, culprits: list[Culprit], probes: list[Json], skipped: list[CommitInfo] | None
-                 ) -> BisectResult:
+    def document(status: str, culprits: list[Culprit], probes: list[Json], skipped: list[CommitInfo] | None,
+                 explanations: list[Json] | None = None) -> BisectResult:
         return BisectResult("commits", status, suite.name, case.id, len(probes), time.perf_counter() - started,
                             good=dataclasses.replace(commits[0], ref=good),
                             bad=dataclasses.replace(commits[-1], ref=bad),
                             endpoints=endpoint, culprits=culprits, probes=_probe_rows(probes, name),
                             commits=len(shas) - 1, state_file=str(path), measured_probes=probes_measured,
-                            skipped=skipped)
+                            skipped=skipped, explanations=explanations or [])
 
     if endpoint is None:
         return document("no-regression", [], search.result.probes, None)
@@ -122,7 +130,14 @@ def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: 
             commits[culprit["range"][0]:culprit["range"][1] + 1] if culprit["range"] else None, pass_search))
     confirmed_all = all(c.confirmed for c in culprits)
     status = "found" if culprits and confirmed_all else "inconclusive"
-    return document(status, culprits, result.probes, [commits[i] for i in sorted(result.skipped)])
+    explanations = []
+    if status == "found" and explain is not None:
+        from perfguard.bisect.explain import explain_commits
+
+        explanations = [explain_commits(suite, case, shas[c.position - 1], shas[c.position],
+                                        (name(c.position - 1), name(c.position)), explain, progress)
+                        for c in culprits if c.position]
+    return document(status, culprits, result.probes, [commits[i] for i in sorted(result.skipped)], explanations)
 
 
 def _summary(verdict: Json | None) -> VerdictSummary | None:

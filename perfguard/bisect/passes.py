@@ -18,6 +18,7 @@ import difflib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from perfguard.bisect.document import (
     BisectResult,
@@ -38,6 +39,9 @@ from perfguard.compile.checkout import CompilerCheckout
 from perfguard.measure.progress import Progress
 from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
+
+if TYPE_CHECKING:
+    from perfguard.profile.explain import ProfileSettings
 
 
 def first_divergence(good_trace: Trace | None, bad_trace: Trace | None) -> int | None:
@@ -174,8 +178,9 @@ def apply_edits(good: list[str], bad: list[str], edits: list[Edit], chosen: froz
 
 
 def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipeline: str, settings: CheckSettings,
-                     progress: Progress, state: BisectState) -> BisectResult:
-    """ddmin over the edit script from ``good_pipeline`` to ``bad_pipeline`` on ``case``'s model."""
+                     progress: Progress, state: BisectState, explain: ProfileSettings | None = None) -> BisectResult:
+    """ddmin over the edit script from ``good_pipeline`` to ``bad_pipeline`` on ``case``'s model;
+    ``explain``: once found, profile the good pipeline against the smallest reproducing edit."""
     started = time.perf_counter()
     good = list(suite.pipelines[good_pipeline].passes)
     bad = list(suite.pipelines[bad_pipeline].passes)
@@ -206,10 +211,12 @@ def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipel
         progress.log(f"  {{{', '.join(edits[i].describe for i in sorted(chosen)) or 'no edits'}}}: {outcome}")
         return outcome
 
-    def document(status: str, minimal: list[MinimalEdit], effect: VerdictSummary | None) -> BisectResult:
+    def document(status: str, minimal: list[MinimalEdit], effect: VerdictSummary | None,
+                 explanations: list[Json] | None = None) -> BisectResult:
         return BisectResult("pipelines", status, suite.name, case.id, len(probes), time.perf_counter() - started,
                             probes=list(probes), good_pipeline=good_pipeline, bad_pipeline=bad_pipeline,
-                            edits=[e.describe for e in edits], minimal=minimal, effect=effect)
+                            edits=[e.describe for e in edits], minimal=minimal, effect=effect,
+                            explanations=explanations or [])
 
     everything = frozenset(e.index for e in edits)
     if not edits or test(everything) != "fail":
@@ -219,7 +226,16 @@ def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipel
     final = probes[-1] if probes else None
     confirm = next((p for p in reversed(probes) if p.edits == sorted(minimal)), final)
     progress.log("smallest set of edits that reproduces the regression: " + "; ".join(e.describe for e in chosen))
-    return document("found", [MinimalEdit(e.kind, e.describe) for e in chosen], confirm.verdict if confirm else None)
+    explanations = []
+    if explain is not None:
+        from perfguard.bisect.explain import explain_pipelines
+
+        # The good pipeline with just the minimal edits: the pipeline that isolates the regression.
+        reproducing = apply_edits(good, bad, edits, frozenset(minimal))
+        label = bad_pipeline if len(minimal) == len(edits) else f"{good_pipeline}-minimal-edits"
+        explanations = [explain_pipelines(suite, case, good, reproducing, (good_pipeline, label), explain, progress)]
+    return document("found", [MinimalEdit(e.kind, e.describe) for e in chosen], confirm.verdict if confirm else None,
+                    explanations)
 
 
 def ddmin(items: list[int], test: Callable[[frozenset[int]], str]) -> list[int]:

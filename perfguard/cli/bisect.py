@@ -7,7 +7,11 @@
 
 Every probe uses the same interleaved, adaptive three-way comparison as `perfguard check`, state is
 saved after every probe (the same command resumes a killed run), and a culprit is confirmed
-against its predecessor. Exit codes: 0 culprit found and confirmed; 2 bad input; 3 inconclusive (a
+against its predecessor. A found culprit is then explained: both of its sides (its parent and it;
+the good pipeline and the smallest reproducing edit) are compiled again and profiled as
+`check --explain` does, and the op-level "why" is printed and kept in --json (--no-explain: not;
+a side that cannot be profiled is recorded as "explanation unavailable", never a failure).
+Exit codes: 0 culprit found and confirmed; 2 bad input; 3 inconclusive (a
 range bordered by versions that do not build, or a culprit timing did not confirm); 5 no
 reproducible regression between good and bad. `step`: 0 good (no regression; an undecided change
 that is not a slowdown beyond the floor counts as good), 1 bad, 125 skip (does not build or
@@ -26,11 +30,14 @@ from perfguard.exit_codes import ExitCode
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
     from perfguard.bisect.state import BisectState
+    from perfguard.profile.explain import ProfileSettings
 
 HELP = "find the commit and the pass behind a regression"
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
+    from perfguard.cli.profile import add_profile_arguments
+
     parser.add_argument("--suite", required=True, help="suite file (TOML)")
     parser.add_argument("--case", required=True, metavar="PATTERN", help="exactly one case (model/pipeline/runner)")
     parser.add_argument("--json", metavar="PATH", help="write the bisection as JSON")
@@ -39,6 +46,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-workers", type=int, metavar="N", help="worker budget per probe")
     parser.add_argument("--alpha", type=float, default=0.01, help="error level of each probe (default 0.01)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (the narrative still prints)")
+    parser.add_argument("--no-explain", action="store_true",
+                        help="do not profile the found culprit's two sides to say why it is slower")
+    add_profile_arguments(parser)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,6 +88,7 @@ def _settings(suite: Any, args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.bisect.probe import require_case
     from perfguard.cli._progress import Narrator
+    from perfguard.cli.profile import profile_settings
     from perfguard.errors import UserError
     from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import load_suite
@@ -94,20 +105,22 @@ def run(args: argparse.Namespace) -> ExitCode:
         check_writable(args.json, "--json")
     check_writable(state_path or Path(".perfguard") / "bisect-state.json",
                    "--state" if state_path else "the state folder (set --state FILE)")
+    explain = None if args.no_explain else profile_settings(args)
     if args.mode == "commits":
         from perfguard.bisect.commits import bisect_commits
 
         report = bisect_commits(suite, case, args.good, args.bad, settings, narrator, state_path,
-                                with_passes=not args.no_passes)
+                                with_passes=not args.no_passes, explain=explain)
     elif args.good_pipeline or args.bad_pipeline:
         if not (args.good_pipeline and args.bad_pipeline) or args.good or args.bad:
             raise UserError("bisect passes: give --good-pipeline and --bad-pipeline, or --good and --bad")
-        report = _pipelines(suite, case, args, settings, narrator, state_path)
+        report = _pipelines(suite, case, args, settings, narrator, state_path, explain)
     else:
         if not (args.good and args.bad):
             raise UserError("bisect passes: give --good and --bad (commits), or --good-pipeline and --bad-pipeline")
-        report = _versions(suite, case, args, settings, narrator, state_path)
+        report = _versions(suite, case, args, settings, narrator, state_path, explain)
     _print_summary(report)
+    _print_explanations(report)
     if args.json:
         write_json_atomic(args.json, report.to_json())
         print(f"bisection written to {args.json}")
@@ -123,7 +136,7 @@ def _state(path: Path | None, *parts: str) -> BisectState:
 
 
 def _pipelines(suite: Any, case: Any, args: argparse.Namespace, settings: Any, narrator: Any,
-               state_path: Path | None) -> BisectResult:
+               state_path: Path | None, explain: ProfileSettings | None) -> BisectResult:
     import dataclasses
 
     from perfguard.bisect.passes import bisect_pipelines
@@ -135,14 +148,14 @@ def _pipelines(suite: Any, case: Any, args: argparse.Namespace, settings: Any, n
     case = dataclasses.replace(case, pipeline=suite.pipelines[args.good_pipeline])
     state = _state(state_path, "pipelines", suite.sha256, case.id, args.good_pipeline, args.bad_pipeline,
                    str(settings))
-    return bisect_pipelines(suite, case, args.good_pipeline, args.bad_pipeline, settings, narrator, state)
+    return bisect_pipelines(suite, case, args.good_pipeline, args.bad_pipeline, settings, narrator, state, explain)
 
 
 def _versions(suite: Any, case: Any, args: argparse.Namespace, settings: Any, narrator: Any,
-              state_path: Path | None) -> BisectResult:
+              state_path: Path | None, explain: ProfileSettings | None) -> BisectResult:
     import time
 
-    from perfguard.bisect.document import BisectResult, CommitInfo, Culprit, PassSearch
+    from perfguard.bisect.document import BisectResult, CommitInfo, Culprit, Json, PassSearch
     from perfguard.bisect.passes import bisect_passes_between
     from perfguard.bisect.probe import Variant, checkouts, run_probe, side_of
     from perfguard.bisect.state import ProbeRecord
@@ -165,17 +178,23 @@ def _versions(suite: Any, case: Any, args: argparse.Namespace, settings: Any, na
         state.record(f"pair:{good}:{bad}", result)
     verdict = result.verdicts.get(f"{labels[0]}->{labels[1]}")
 
-    def document(status: str, total_probes: int, culprits: list[Culprit], search: PassSearch | None) -> BisectResult:
+    def document(status: str, total_probes: int, culprits: list[Culprit], search: PassSearch | None,
+                 explanations: list[Json] | None = None) -> BisectResult:
         return BisectResult("passes", status, suite.name, case.id, total_probes, time.perf_counter() - started,
                             good=CommitInfo(good), bad=CommitInfo(bad), endpoints=verdict, culprits=culprits,
-                            pass_search=search)
+                            pass_search=search, explanations=explanations or [])
 
     if not result.ok or verdict is None or not verdict.is_regression:
         return document("no-regression", 1, [], None)
     search = bisect_passes_between(suite, case, good, bad, settings, narrator, state, result.entries, labels)
     culprit = Culprit(CommitInfo(bad), verdict, search.culprit, search.status == "found")
+    explanations = []
+    if search.status == "found" and explain is not None:
+        from perfguard.bisect.explain import explain_commits
+
+        explanations = [explain_commits(suite, case, good, bad, labels, explain, narrator)]
     # the endpoints probe, then the pass search's
-    return document(search.status, 1 + search.probes, [culprit], search)
+    return document(search.status, 1 + search.probes, [culprit], search, explanations)
 
 
 def _step(suite: Any, args: argparse.Namespace) -> ExitCode:
@@ -215,6 +234,16 @@ def _step(suite: Any, args: argparse.Namespace) -> ExitCode:
         return ExitCode.STEP_SKIP
     print(f"good: {reason}")
     return ExitCode.STEP_GOOD
+
+
+def _print_explanations(report: BisectResult) -> None:
+    """Why the culprit is slower, after the summary, as ``check --explain`` prints it."""
+    from perfguard.cli._explain import print_explanation
+    from perfguard.profile.explain import Explanation
+
+    for explanation in report.explanations:
+        print()
+        print_explanation(Explanation.from_json(explanation))
 
 
 def _print_summary(report: BisectResult) -> None:
