@@ -70,7 +70,9 @@ class WhyView:
 
 
 def _share(value: float | None) -> str:
-    return "" if value is None else f"{value * 100:.0f}%"
+    if value is None:
+        return ""
+    return f"{round(value * 100)}%"  # an integer: a sliver below zero reads 0%, not -0%
 
 
 def _nodes(row: OpDelta) -> str:
