@@ -4,7 +4,7 @@ Every amount a user writes goes through these tables: suite durations ("20ms", "
 amounts ("p90:0.5ms", "max:2MiB", ``stats.thresholds``) and sizes in backend options
 (``ir_dump_limit = "1GiB"``, ``backends.iree``).
 
-Time units: s, ms, us, µs (micro sign U+00B5) or μs (Greek mu U+03BC), ns, min.
+Time units: s, ms, us, µs (micro sign U+00B5) or μs (Greek mu U+03BC), ns, min or m (minutes), h.
 
 Size units: B; KB, MB, GB are decimal (10**3, 10**6, 10**9 bytes, as the SI and disk vendors count);
 KiB, MiB, GiB are binary (2**10, 2**20, 2**30). "MB" means 10**6 bytes wherever perfguard reads
@@ -26,7 +26,7 @@ from perfguard.errors import UserError
 # 0.0005 exactly as written, where multiplying by 1e-3 can be off in the last bit.
 _SECONDS: dict[str, tuple[int, int]] = {
     "s": (1, 1), "ms": (1, 10**3), "us": (1, 10**6), "\u00b5s": (1, 10**6), "\u03bcs": (1, 10**6),
-    "ns": (1, 10**9), "min": (60, 1),
+    "ns": (1, 10**9), "min": (60, 1), "m": (60, 1), "h": (3600, 1),
 }
 #: Every time unit perfguard reads.
 TIME_UNITS: tuple[str, ...] = tuple(_SECONDS)
@@ -61,7 +61,7 @@ def parse_duration(text: object, where: str) -> float:
     match = _DURATION.match(text)
     if not match:
         raise UserError(
-            f"{where}: cannot read duration {text!r}; write a number and one of the units s, ms, us, ns, min"
+            f"{where}: cannot read duration {text!r}; write a number and one of the units s, ms, us, ns, min (or m), h"
         )
     value = to_seconds(float(match.group(1)), match.group(2))
     if value <= 0:

@@ -170,7 +170,7 @@ def test_the_worker_saves_reference_outputs_atomically_and_loadably(tmp_path: Pa
 
 
 def test_one_time_vocabulary() -> None:
-    assert set(TIME_UNITS) == {"s", "ms", "us", "\u00b5s", "\u03bcs", "ns", "min"}
+    assert set(TIME_UNITS) == {"s", "ms", "us", "\u00b5s", "\u03bcs", "ns", "min", "m", "h"}
     assert to_seconds(0.5, "ms") == 0.0005  # exactly as written: division, not * 1e-3
     assert to_seconds(0.3, "ms") == 0.3 / 1000
     assert to_seconds(200, "\u00b5s") == to_seconds(200, "\u03bcs") == to_seconds(200, "us") == 200 / 10**6

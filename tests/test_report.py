@@ -393,7 +393,7 @@ def test_report_command_refuses_bad_input_in_one_line(tmp_path):
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"version": 1, "hello": "world"}))
     proc = run_cli("report", str(other))
-    assert proc.returncode == 2 and "not a perfguard result, verdicts or bisect document" in proc.stderr
+    assert proc.returncode == 2 and "not a perfguard result, verdicts, bisect or tune document" in proc.stderr
 
 
 def test_load_document_validates_embedded_results(verdicts, tmp_path):

@@ -25,7 +25,8 @@ from perfguard.suite.gates import CheckSettings
 __all__ = ["Variant", "checkouts", "require_case", "run_probe", "side_of"]
 
 
-def _summary(row: Verdict) -> dict[str, Any]:
+def verdict_summary(row: Verdict) -> dict[str, Any]:
+    """A verdict row cut to what a probe keeps (``perfguard.bisect.document.VerdictSummary``)."""
     c = row.comparison.to_json()
     return {"baseline": row.baseline, "candidate": row.candidate, "decision": row.decision,
             "direction": row.direction, "ratio": c.get("ratio"), "ci_low": c.get("ci_low"),
@@ -34,11 +35,12 @@ def _summary(row: Verdict) -> dict[str, Any]:
 
 
 def run_probe(suite: Suite, case: CaseSpec, variants: Sequence[Variant], comparisons: Sequence[tuple[str, str]],
-              settings: CheckSettings, progress: Progress) -> dict[str, Any]:
+              settings: CheckSettings, progress: Progress, also: Sequence[str] = ()) -> dict[str, Any]:
     """Compile and measure ``variants`` interleaved; compare each (baseline, candidate) label pair.
 
     Returns ``{"status": "ok", "verdicts": {"A->B": summary}, "entries": {label: case entry}}`` or
-    ``{"status": "skip", "reason": ...}`` when a variant does not compile (never guessed)."""
+    ``{"status": "skip", "reason": ...}`` when a variant does not compile (never guessed). The
+    metrics in ``also`` (``compile_time``, say) are kept beside latency as ``"A->B:metric"``."""
     job, compiled = compile_variants(suite, case, variants, progress)
     try:
         for variant in variants:
@@ -60,9 +62,10 @@ def run_probe(suite: Suite, case: CaseSpec, variants: Sequence[Variant], compari
                                     settings, adaptive=True)
     finally:
         job.close()
-    verdicts = {r.case: _summary(r) for r in rows if r.metric == "latency"}
+    verdicts = {r.case: verdict_summary(r) for r in rows if r.metric == "latency"}
     for summary in verdicts.values():
         summary["workers"] = summary["workers"] or info["history"][-1]["workers"]
+    verdicts.update({f"{r.case}:{r.metric}": verdict_summary(r) for r in rows if r.metric in also})
     entries = {label: c.entry for label, c in compiled.items()}
     slim = {label: {"trace": e.trace.to_json() if e.trace else None,
                     "median_s": e.metrics.latency_s.median if e.metrics.latency_s else None,

@@ -42,20 +42,25 @@ STATE_VERSION = 1
 
 @dataclass(frozen=True)
 class ProbeEntry:
-    """What a probe keeps of one variant's case entry: enough to search its passes later."""
+    """What a probe keeps of one variant's case entry: enough to search its passes later
+    (``identity``, the artifact's execution identity, where ``perfguard tune`` keeps it)."""
 
     trace: Trace | None = None
     median_s: float | None = None
     node_count: int | None = None
+    identity: str | None = None
 
     @classmethod
     def from_json(cls, value: Any) -> ProbeEntry:
         d = as_object(value, "entries")
         return cls(optional(d.get("trace"), lambda v: as_object(v, "trace")), get_number(d, "median_s"),
-                   get_int(d, "node_count"))
+                   get_int(d, "node_count"), get_str(d, "identity"))
 
     def to_json(self) -> Json:
-        return {"trace": self.trace, "median_s": self.median_s, "node_count": self.node_count}
+        out: Json = {"trace": self.trace, "median_s": self.median_s, "node_count": self.node_count}
+        if self.identity is not None:
+            out["identity"] = self.identity
+        return out
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,8 @@ def state_key(*parts: str) -> str:
 class BisectState:
     """Probe results by key, persisted atomically to ``path`` after every ``record``."""
 
-    def __init__(self, path: Path, key: str, header: StateHeader) -> None:
+    def __init__(self, path: Path, key: str, header: StateHeader, what: str = "bisection") -> None:
+        """``what`` names the state in messages (``perfguard tune`` keeps its evaluations here too)."""
         from perfguard.results.documents import read_json
 
         self.path = path
@@ -152,19 +158,19 @@ class BisectState:
         self.order: list[str] = []
         self.resumed = 0
         if path.exists():
-            corrupt = "{path}: corrupt bisection state ({exc}); delete it to start over"
+            corrupt = "{path}: corrupt " + what + " state ({exc}); delete it to start over"
             data = read_json(path, missing=corrupt, not_json=corrupt, unreadable=corrupt)
             version = data.get("version") if isinstance(data, dict) else None
             if isinstance(version, int) and not isinstance(version, bool) and version > STATE_VERSION:
-                raise StorageError(f"{path}: bisection state of version {version}, newer than this perfguard "
+                raise StorageError(f"{path}: {what} state of version {version}, newer than this perfguard "
                                    f"reads ({STATE_VERSION}): upgrade perfguard, or delete it to start over")
             if version != STATE_VERSION:
-                raise StorageError(f"{path}: not a perfguard bisection state of version {STATE_VERSION}")
+                raise StorageError(f"{path}: not a perfguard {what} state of version {STATE_VERSION}")
             if data.get("key") == key:
                 try:
                     saved = StateFile.from_json(data)
                 except StorageError as exc:
-                    raise StorageError(f"{path}: corrupt bisection state ({exc}); delete it to start over") from None
+                    raise StorageError(f"{path}: corrupt {what} state ({exc}); delete it to start over") from None
                 self.probes = dict(saved.probes)
                 self.order = list(saved.order)
 

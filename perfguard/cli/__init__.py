@@ -41,6 +41,7 @@ COMMANDS = {
     "history": "perfguard.cli.history",
     "export": "perfguard.cli.export",
     "profile": "perfguard.cli.profile",
+    "tune": "perfguard.cli.tune",
 }
 
 # What leaves a command, and the exit code it gets: the most specific class of the exception

@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from perfguard.backends import Artifact, get_backend
 from perfguard.errors import UserError
@@ -62,20 +63,24 @@ class Side:
 
 @dataclass(frozen=True)
 class Variant:
-    """One version of a case to compile: a compiler side and the pipeline's passes (None: the
-    case's own). A bisection probe and the explanation of its culprit compile the same variants."""
+    """One version of a case to compile: a compiler side and the pipeline's passes and options
+    (None: the case's own). A bisection probe and the explanation of its culprit compile the same
+    variants; ``perfguard tune`` confirms a candidate (passes and IREE options) as one."""
 
     label: str
     side: Side
     passes: tuple[str, ...] | None = None
+    options: Mapping[str, Any] | None = None
 
     def case_of(self, case: CaseSpec) -> CaseSpec:
-        """``case`` under this variant's passes (a pipeline named by the label), or as it is."""
-        if self.passes is None:
+        """``case`` under this variant's passes and options (a pipeline named by the label), or as it is."""
+        if self.passes is None and self.options is None:
             return case
         pipeline = case.pipeline
-        return replace(case, pipeline=PipelineSpec(name=self.label, backend=pipeline.backend,
-                                                   passes=tuple(self.passes), options=pipeline.options))
+        return replace(case, pipeline=PipelineSpec(
+            name=self.label, backend=pipeline.backend,
+            passes=tuple(pipeline.passes if self.passes is None else self.passes),
+            options=pipeline.options if self.options is None else self.options))
 
 
 @dataclass

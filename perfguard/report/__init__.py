@@ -29,20 +29,23 @@ __all__ = ["Document", "Report", "build_report", "document_kind", "load_document
 
 
 def parse_document(data: Any, path: str | Path = "<document>") -> Document:
-    """A result, verdicts or bisect document from its JSON value (read from ``path``), typed,
+    """A result, verdicts, bisect or tune document from its JSON value (read from ``path``), typed,
     through its own loader (which refuses newer versions and migrates older ones); anything else
     is refused with a one-line ``StorageError``."""
     from perfguard.bisect.document import bisect_from_json
     from perfguard.compare.verdicts import parse_verdicts
     from perfguard.results.result import parse_result
+    from perfguard.tune.document import tune_from_json
 
     kind = document_kind(data)
     if kind is None:
-        raise StorageError(f"{path}: not a perfguard result, verdicts or bisect document")
+        raise StorageError(f"{path}: not a perfguard result, verdicts, bisect or tune document")
     if kind == "result":
         return parse_result(data, path)
     if kind == "verdicts":
         return parse_verdicts(data, path)
+    if kind == "tune":
+        return tune_from_json(data, path)
     return bisect_from_json(data, path)
 
 

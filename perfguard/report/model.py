@@ -28,19 +28,21 @@ from perfguard.report import format as fmt, svg
 from perfguard.report.bisect import BisectView, bisect_view
 from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fingerprint
 from perfguard.report.rows import SEVERITY, VerdictRow, state_of
+from perfguard.report.tune import TuneView, tune_view
 from perfguard.report.why import WhyView, why_views
 from perfguard.results import CaseEntry, ResultDocument
+from perfguard.tune.document import TuneResult
 
 #: What a report is built from: verdicts, results and bisections.
-Document = VerdictsDocument | ResultDocument | BisectResult
+Document = VerdictsDocument | ResultDocument | BisectResult | TuneResult
 
 
 def document_kind(document: Any) -> str | None:
-    """``verdicts``, ``result`` or ``bisect`` for a perfguard document, else None."""
+    """``verdicts``, ``result``, ``bisect`` or ``tune`` for a perfguard document, else None."""
     if not isinstance(document, dict) or not isinstance(document.get("version"), int):
         return None
-    if document.get("kind") == "bisect":
-        return "bisect"
+    if document.get("kind") in ("bisect", "tune"):
+        return str(document["kind"])
     if "verdicts" in document and "results" in document:
         return "verdicts"
     if "cases" in document and "suite" in document:
@@ -133,6 +135,7 @@ class Report:
     # and the whole explanation as the HTML report's "why" section.
     why: list[tuple[str, str]] = field(default_factory=list)
     explanations: list[WhyView] = field(default_factory=list)
+    tunes: list[TuneView] = field(default_factory=list)
 
     @property
     def verdict_rows(self) -> list[VerdictRow]:
@@ -360,6 +363,7 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
     details: list[CaseDetail] = []
     comparisons, results = [], []
     bisections: list[BisectView] = []
+    tunes: list[TuneView] = []
     verdict_documents: list[VerdictsDocument] = []
     environments = []
     explain_warnings: list[str] = []
@@ -372,6 +376,12 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
         elif isinstance(document, ResultDocument):
             results.append((label, document))
             sources = [(label, document)]
+        elif isinstance(document, TuneResult):
+            tunes.append(tune_view(document))
+            if document.proof is not None:  # the proof's rows join the verdict table
+                comparisons.append(comparison_view(document.proof, details))
+                verdict_documents.append(document.proof)
+                sources = _side_documents(document.proof)
         else:
             bisections.append(bisect_view(document, f"bisect-{len(bisections) + 1}-why", explain_warnings))
         for side_label, source in sources:
@@ -397,10 +407,13 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
         title = comparisons[0].title if len(comparisons) == 1 else f"{len(comparisons)} comparisons"
     elif results:
         title = "run" if len(results) == 1 else f"{len(results)} runs side by side"
+    elif tunes:
+        title = f"tune {tunes[0].case}"
     else:
         title = "bisection"
     created = max((d.created_at if isinstance(d, VerdictsDocument) else d.finished_at if isinstance(d, ResultDocument)
-                   else "" for d in documents), default="")
+                   else d.proof.created_at if isinstance(d, TuneResult) and d.proof else "" for d in documents),
+                  default="")
     warnings = [w for c in comparisons for w in c.warnings]
     explanations = why_views([e for d in verdict_documents for e in d.explanations], "why", warnings)
     warnings += explain_warnings
@@ -415,4 +428,4 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
            for e in d.explanations if isinstance(e.get("dimension"), dict) and e["dimension"].get("headline")]
     return Report(title=title, suite=suite, created_at=created, tool_version=__version__, headline=headline,
                   comparisons=comparisons, run=run, bisections=bisections, cases=details,
-                  environments=environments, warnings=warnings, why=why, explanations=explanations)
+                  environments=environments, warnings=warnings, why=why, explanations=explanations, tunes=tunes)

@@ -246,3 +246,49 @@ def delta_bar(value: float, low: float, high: float, width: int = 220, height: i
                   f'height="{height}"/><rect class="fill {tone}" x="{_n(left)}" y="1" width="{_n(length)}" '
                   f'height="{height - 2}"/><line class="zero" x1="{_n(zero)}" x2="{_n(zero)}" y1="0" '
                   f'y2="{height}"/></svg>')
+
+
+def trajectory(screens: Sequence[tuple[int, float]], best: Sequence[tuple[int, float]], tried: int,
+               width: int = 640, height: int = 220) -> Markup:
+    """A search trajectory (``perfguard tune``): the best-so-far confirmed effect against the start
+    as a step line over candidates tried, and each screened candidate's estimate as a dot, both as
+    percent changes (below 0 is faster). ``screens`` and ``best`` are (candidate index, ratio)."""
+    values = [(r - 1) * 100 for _, r in [*screens, *best] if math.isfinite(r) and r > 0] or [0.0]
+    low, high = min(min(values), 0.0), max(max(values), 0.0)
+    pad = max((high - low) * 0.08, 1.0)
+    low, high = low - pad, high + pad
+    left, right, top, bottom = 48, 12, 10, 28
+    plot_w, plot_h = width - left - right, height - top - bottom
+    count = max(int(tried), 1)
+
+    def x(index: float) -> float:
+        return left + min(max(float(index), 0.0), count) / count * plot_w
+
+    def y(change: float) -> float:
+        return top + (high - min(max(change, low), high)) / (high - low) * plot_h
+
+    parts = [f'<svg class="chart trajectory" role="img" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}">']
+    for tick in nice_ticks(low, high, 5):
+        parts.append(f'<line class="grid" x1="{left}" x2="{width - right}" y1="{_n(y(tick))}" y2="{_n(y(tick))}"/>')
+        text = "0" if abs(tick) < 1e-9 else f"{tick:+.0f}%"
+        parts.append(f'<text class="ticklabel" x="{left - 4}" y="{_n(y(tick) + 4)}" text-anchor="end">'
+                     f'{_label(text)}</text>')
+    for tick in nice_ticks(0, count, 6):
+        parts.append(f'<text class="ticklabel" x="{_n(x(tick))}" y="{height - 8}" text-anchor="middle">'
+                     f'{_label(f"{tick:.0f}")}</text>')
+    parts.append(f'<line class="zero" x1="{left}" x2="{width - right}" y1="{_n(y(0))}" y2="{_n(y(0))}"/>')
+    for index, ratio in screens:
+        if math.isfinite(ratio) and ratio > 0:
+            tone = "improvement" if ratio < 1 else "regression" if ratio > 1 else "same"
+            parts.append(f'<circle class="point {tone}" cx="{_n(x(index))}" cy="{_n(y((ratio - 1) * 100))}" r="3"/>')
+    steps = [(0, 1.0), *[(i, r) for i, r in best if math.isfinite(r) and r > 0]]
+    path, level = [f"M{_n(x(0))},{_n(y(0))}"], 0.0
+    for index, ratio in steps[1:]:
+        path.append(f"H{_n(x(index))}")
+        level = (ratio - 1) * 100
+        path.append(f"V{_n(y(level))}")
+    path.append(f"H{_n(x(count))}")
+    parts.append(f'<path class="best" d="{"".join(path)}"/>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
