@@ -54,17 +54,6 @@ class Screen:
     compile_time: VerdictSummary | None = None
 
 
-class QuietJob(Progress):
-    """A job's progress inside a tune: its log lines pass through, its bar steps do not (the
-    tune's bar counts candidates)."""
-
-    def __init__(self, outer: Progress) -> None:
-        self.outer = outer
-
-    def log(self, message: str) -> None:
-        self.outer.log(message)
-
-
 class Screener:
     """Compiles and screens candidates of one case; remembers every outcome in ``state``."""
 
@@ -149,7 +138,9 @@ class Screener:
         names.update({c.key: f"tune-{c.key}" for c in candidates if c.key != incumbent.key})
         by_key = {incumbent.key: incumbent, **{c.key: c for c in candidates}}
         cases = [self._case(by_key[key], name) for key, name in names.items()]
-        job = Job(self.suite, cases, progress=QuietJob(self.progress))
+        # Silent: the tune's bar counts candidates, and a failed compile is an infeasible candidate
+        # there, not a red FAILED line of a run.
+        job = Job(self.suite, cases, progress=Progress())
         try:
             job.compile(memory=False)
             members = {c.case.pipeline.name: c for c in job.compiled}

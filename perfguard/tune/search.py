@@ -30,7 +30,7 @@ from perfguard.bisect.state import ProbeRecord
 from perfguard.compile.case import Side, Variant
 from perfguard.measure.progress import Progress
 from perfguard.tune.document import Point, Step, objective_score
-from perfguard.tune.screen import Compiled, QuietJob, Screen, Screener
+from perfguard.tune.screen import Compiled, Screen, Screener
 from perfguard.tune.space import Candidate, Move, drops, inserts, moves, option_moves, perturb, unique
 
 OBJECTIVES = ("latency", "compile_time", "both")
@@ -195,6 +195,8 @@ class Tuner:
         self.outcome.points.append(point)
         ratio = point.latency.ratio if point.latency else None
         shown = f" {(ratio - 1) * 100:+.1f}%" if ratio is not None and math.isfinite(ratio) else ""
+        if point.status == "infeasible":
+            shown = f": {(point.reason or '').splitlines()[0][:120]}"
         self.progress.advance(f"{phase} #{index}: {move.describe} ({point.status}{shown})")
         return point
 
@@ -211,7 +213,7 @@ class Tuner:
             variants = [Variant("incumbent", side, incumbent.passes, incumbent.options),
                         Variant("candidate", side, candidate.passes, candidate.options)]
             record = ProbeRecord.from_json(run_probe(screener.suite, case, variants, [("incumbent", "candidate")],
-                                                     screener.settings, QuietJob(self.progress),
+                                                     screener.settings, Progress(),
                                                      also=("compile_time",)))
             self.state.record(key, record)
         self.outcome.confirmations += 1

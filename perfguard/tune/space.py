@@ -140,7 +140,7 @@ def inserts(candidate: Candidate, universe: Sequence[str]) -> list[Move]:
     out = []
     for name in universe:
         for pos in range(len(p) + 1):
-            if pos > 0 and p[pos - 1] == name:
+            if (pos > 0 and p[pos - 1] == name) or (pos < len(p) and p[pos] == name):
                 continue  # the same pass twice in a row: idempotent for every pass we know
             where = f"before {p[pos]}" if pos < len(p) else "at the end"
             out.append(Move("insert", f"insert {name} {where}",
