@@ -8,7 +8,8 @@ the comparison (load order rotated by worker) and runs them interleaved, run by 
 order, as the timed workers do: profiled in separate processes one after the other, the same
 Conv kernels took 30 % more or less time from one process to the next on the loaded 2-core
 machine, which drowned a +12 % change made of inserted Transposes. Several workers give an
-interval across processes (``perfguard.profile.diff``).
+interval across processes (``perfguard.profile.diff``); they run side by side on the machine's
+cores (each holds both sides, so what one worker's neighbour costs, it costs both sides alike).
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ import random
 import shutil
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfguard.errors import BackendError, first_line
-from perfguard.measure.engine import run_worker
+from perfguard.measure.engine import WorkerOutcome, run_worker
+from perfguard.measure.job import available_cores
 from perfguard.measure.protocol import MeasureVariant, ProfileRequest, ProfileResponse
 from perfguard.measure.requests import profile_request
 from perfguard.profile.trace import ProfileRun, TraceError, aggregate, read_trace
@@ -106,10 +109,18 @@ def profile_sides(suite: Suite, sides: Sequence[tuple[str, CompiledCase]], *, wo
     if len(variants) < len(sides):
         return results
     first = sides[0][1]
-    for worker in range(workers):
+
+    def profile(worker: int) -> WorkerOutcome[ProfileResponse]:
         request = profile_request(suite, first.case, variants, first.model.inputs, worker, runs,
                                   workdir / "traces" if keep_traces else None)
-        outcome = run_worker(request, first.case.measure.timeout, workdir / "ipc")
+        return run_worker(request, first.case.measure.timeout, workdir / "ipc")
+
+    # Workers run side by side on the cores the case's threads leave free: a profile feeds no
+    # verdict, and each worker runs both sides interleaved, so a neighbour slows both alike.
+    at_once = max(1, min(workers, available_cores() // max(1, first.case.measure.threads)))
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
+        outcomes = list(pool.map(profile, range(workers)))
+    for worker, outcome in enumerate(outcomes):
         response = outcome.response
         if response is None:
             reason = outcome.failure or (outcome.error.message if outcome.error else "no response")

@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from perfguard import __version__
 from perfguard.bisect.document import VerdictSummary
 from perfguard.compare.verdicts import VerdictsDocument, parse_verdicts
 from perfguard.errors import StorageError
 from perfguard.tune.space import Candidate
-
-if TYPE_CHECKING:
-    from perfguard.tune.search import SearchOutcome
 
 TUNE_VERSION = 1
 
@@ -95,6 +92,22 @@ def objective_score(objective: str, latency: VerdictSummary | None, compile_time
     if objective == "compile_time":
         return ratio(compile_time)
     return ratio(latency) * ratio(compile_time)
+
+
+@dataclass
+class SearchOutcome:
+    """What the search found: the best candidate, the accepted steps and every point tried."""
+
+    start: Candidate
+    best: Candidate
+    steps: list[Step] = field(default_factory=list)
+    points: list[Point] = field(default_factory=list)
+    confirmations: int = 0
+    stopped: str = "budget"  # budget | time | exhausted
+    wall_time_s: float = 0.0
+    screen_mde: float | None = None  # median MDE of the screens (a few workers each)
+    confirm_mde: float | None = None  # median MDE of the confirming probes
+    floor: float = 0.0  # the objective's relative floor: a smaller gain is never accepted
 
 
 @dataclass(frozen=True)

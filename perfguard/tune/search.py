@@ -22,14 +22,13 @@ import math
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from perfguard.bisect.document import VerdictSummary
 from perfguard.bisect.probe import run_probe
 from perfguard.bisect.state import ProbeRecord
 from perfguard.compile.case import Side, Variant
 from perfguard.measure.progress import Progress
-from perfguard.tune.document import Point, Step, objective_score
+from perfguard.tune.document import Point, SearchOutcome, Step, objective_score
 from perfguard.tune.screen import Compiled, Screen, Screener
 from perfguard.tune.space import Candidate, Move, drops, inserts, moves, option_moves, perturb, unique
 
@@ -49,22 +48,6 @@ def improves(objective: str, latency: VerdictSummary | None, compile_time: Verdi
     if objective == "compile_time":
         return better(compile_time) and not worse(latency)
     return (better(latency) or better(compile_time)) and not worse(latency) and not worse(compile_time)
-
-
-@dataclass
-class SearchOutcome:
-    """What the search found: the best candidate, the accepted steps and every point tried."""
-
-    start: Candidate
-    best: Candidate
-    steps: list[Step] = field(default_factory=list)
-    points: list[Point] = field(default_factory=list)
-    confirmations: int = 0
-    stopped: str = "budget"  # budget | time | exhausted
-    wall_time_s: float = 0.0
-    screen_mde: float | None = None  # median MDE of the screens (a few workers each)
-    confirm_mde: float | None = None  # median MDE of the confirming probes
-    floor: float = 0.0  # the objective's relative floor: a smaller gain is never accepted
 
 
 class Tuner:
