@@ -325,7 +325,8 @@ def test_iree_tune_searches_preprocessing_passes_and_opt_levels(tmp_path):
         pytest.skip(_iree_missing())
     suite = tmp_path / "iree.toml"
     suite.write_text(IREE_SUITE)
-    proc, document = _tune(tmp_path, suite, "resnet/default/cpu", "--budget", "3", "--no-proof",
+    # Budget: the option moves (3 other opt levels, up to 4 flag toggles) come first, then the insert.
+    proc, document = _tune(tmp_path, suite, "resnet/default/cpu", "--budget", "9", "--no-proof",
                            "--passes", "iree-preprocessing-convert-conv-to-channels-last")
     assert proc.returncode == 3, proc.stdout + proc.stderr  # --no-proof: found, not proved
     moves = {p["move"]: p for p in document["points"]}

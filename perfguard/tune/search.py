@@ -2,8 +2,9 @@
 random local search with restarts, all under a budget of candidates (and, optionally, time).
 
 1. *Ablation*: leave each pass out; screen all; confirm the best; repeat while a drop helps.
-2. *Insert / move*: every universe pass at every position, every pass moved, every IREE option
-   changed; screen all; confirm the best; after an accepted move go back to 1.
+2. *Insert / move*: every IREE option changed, then every universe pass at every position and
+   every pass moved, in a seeded random order; screen all; confirm the best; after an accepted
+   move go back to 1.
 3. *Local search*: batches of candidates one to three random moves away from the best pipeline
    (the radius grows after a batch finds nothing: a restart farther out), until the budget or
    the time is spent.
@@ -103,9 +104,14 @@ class Tuner:
                 continue
             if (stopped := self._stop_reason()) is not None:
                 break
+            # Option moves first (few, and IREE's large effects), then inserts and moves in a seeded
+            # random order: under a time limit the search samples the whole neighbourhood instead
+            # of spending it on the first pass's inserts (most inserts of a cleanup pass change
+            # nothing: identical artifacts, cheap but not free, each a compile).
+            edits = unique(inserts(self.outcome.best, self.universe) + moves(self.outcome.best), set())
+            self.rng.shuffle(edits)
             options = option_moves(self.outcome.best, self.backend, self.known_flags)
-            if not self._neighbourhood("insert/move", inserts(self.outcome.best, self.universe)
-                                       + moves(self.outcome.best) + options):
+            if not self._neighbourhood("insert/move", options + edits):
                 break
         radius = 1
         while (stopped := self._stop_reason()) is None:
