@@ -2,7 +2,8 @@
 
     python benchmarks/tune_suite.py smoke            # resnet_s from bn_fused_unfolded, then the tuned
                                                      # order checked against bn_fused_folded
-    python benchmarks/tune_suite.py cpu --time 6m    # each cpu-suite model from onnx_cleanup
+    python benchmarks/tune_suite.py cpu --time 20m   # each cpu-suite model from onnx_cleanup
+    python benchmarks/tune_suite.py cpu --time 8m --case yolo_s/onnx_cleanup/cpu
 
 Runs the real command (``python -m perfguard tune ... --json``) for each case in a scratch folder,
 then prints one table: candidates tried (screened / identical / infeasible), confirmations, wall
@@ -68,9 +69,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("plan", choices=sorted(PLANS))
     parser.add_argument("--time", help="search time per case (e.g. 6m)")
-    parser.add_argument("--budget", type=int, help="candidates per case")
+    parser.add_argument("--budget", type=int, help="candidates per case (with --time alone: unlimited)")
+    parser.add_argument("--case", action="append", help="only these cases of the plan (repeatable)")
     args = parser.parse_args()
     suite_name, cases = PLANS[args.plan]
+    cases = [c for c in cases if not args.case or c in args.case]
+    if args.time and not args.budget:
+        args.budget = 100_000  # the time is the budget
     suite = ROOT / suite_name
     extra = (["--time", args.time] if args.time else []) + (["--budget", str(args.budget)] if args.budget else [])
     rows = []

@@ -111,6 +111,16 @@ def _mde(value: float | None) -> str:
     return "n/a" if value is None or not math.isfinite(value) else f"{value * 100:.1f}%"
 
 
+def nothing_better(result: TuneResult) -> str:
+    """What a search that accepted nothing could have detected."""
+    if not any(p.status == "screened" for p in result.points):
+        return ("nothing better within the budget: every candidate tried compiled to the incumbent's artifact or "
+                "was infeasible, so no order within reach changes this model's compiled graph")
+    return (f"nothing better within the budget: a gain had to pass the {result.floor * 100:.1f}% floor; a "
+            f"confirmation could detect {_mde(result.confirm_mde)} (its MDE), a screen "
+            f"{_mde(result.screen_mde)}")
+
+
 def print_result(result: TuneResult) -> None:
     points = result.points
     counts = {s: sum(1 for p in points if p.status == s) for s in ("screened", "identical", "infeasible")}
@@ -124,8 +134,7 @@ def print_result(result: TuneResult) -> None:
     print(f"start: {result.start.describe()}")
     print(f"best:  {result.best.describe()}")
     if result.status == "nothing-better":
-        print(f"nothing better within the budget: a gain had to pass the {result.floor * 100:.1f}% floor; the screens "
-              f"could detect about {_mde(result.screen_mde)} (median MDE), the confirmations {_mde(result.confirm_mde)}")
+        print(nothing_better(result))
         return
     for effect in result.proof_effects:
         line = (f"  proof {effect['case']}: {effect['metric']} {_pct(effect.get('ratio'))} "

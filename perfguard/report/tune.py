@@ -80,8 +80,10 @@ def tune_view(result: TuneResult) -> TuneView:
                     STATUS_TEXT.get(result.status, result.status), result.start.describe(), result.best.describe(),
                     summary, svg.trajectory(screens, best, max(len(points), 1)), patch=result.patch)
     if result.status == "nothing-better":
-        view.detectable = (f"A gain had to pass the {result.floor * 100:.1f}% floor; the screens could detect "
-                           f"about {_mde(result.screen_mde)} and the confirmations {_mde(result.confirm_mde)}.")
+        view.detectable = (f"A gain had to pass the {result.floor * 100:.1f}% floor; a confirmation could detect "
+                           f"{_mde(result.confirm_mde)} (its MDE), a screen {_mde(result.screen_mde)}."
+                           if counts["screened"] else "Every candidate compiled to the incumbent's artifact or was "
+                           "infeasible: no order within reach changes this model's compiled graph.")
     view.steps = [OrderRow(s.index, "accepted", s.move, s.candidate.describe(), fmt.change(s.latency.ratio),
                            fmt.interval(s.latency.ci_low, s.latency.ci_high), f"vs start {fmt.change(s.effect)}")
                   for s in result.steps]
