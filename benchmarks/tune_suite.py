@@ -70,6 +70,7 @@ def main() -> None:
     parser.add_argument("plan", choices=sorted(PLANS))
     parser.add_argument("--time", help="search time per case (e.g. 6m)")
     parser.add_argument("--budget", type=int, help="candidates per case (with --time alone: unlimited)")
+    parser.add_argument("--passes", help="what an insert may add (tune --passes; default: suite)")
     parser.add_argument("--case", action="append", help="only these cases of the plan (repeatable)")
     args = parser.parse_args()
     suite_name, cases = PLANS[args.plan]
@@ -78,6 +79,7 @@ def main() -> None:
         args.budget = 100_000  # the time is the budget
     suite = ROOT / suite_name
     extra = (["--time", args.time] if args.time else []) + (["--budget", str(args.budget)] if args.budget else [])
+    extra += ["--passes", args.passes] if args.passes else []
     rows = []
     with tempfile.TemporaryDirectory(prefix="perfguard-tune-bench-") as tmp:
         folder = Path(tmp)
@@ -98,8 +100,7 @@ def main() -> None:
                          code, note))
         folded = against_folded(suite, rows and json.loads((folder / (cases[0].replace("/", "_") + ".json"))
                                                            .read_text()), folder) if args.plan == "smoke" else ""
-    print(f"perfguard tune on {suite_name} ({'--time ' + args.time if args.time else ''}"
-          f"{' --budget ' + str(args.budget) if args.budget else ''})")
+    print(f"perfguard tune on {suite_name} ({' '.join(extra)})")
     print("| case | tried (screened/identical/infeasible) | confirmations | wall s | best order | proof per model "
           "| status (exit) |")
     print("|---|---|---|---|---|---|---|")
