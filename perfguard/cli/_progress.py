@@ -28,7 +28,7 @@ class RichProgress(Progress):
                        TimeElapsedColumn(), console=self.console, disable=quiet or self.lines)
         self.task: Any = None
 
-    def start(self, total: int) -> None:
+    def start(self, total: int | None) -> None:
         self.bar.start()
         self.task = self.bar.add_task("starting", total=total)
 
@@ -54,7 +54,7 @@ class Narrator(Progress):
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
 
-    def start(self, total: int) -> None: ...
+    def start(self, total: int | None) -> None: ...
 
     def advance(self, description: str) -> None:
         if not self.quiet:

@@ -32,8 +32,9 @@ HELP = "search for a better pass order of one case and prove it with the check"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", help="suite file (TOML)")
     parser.add_argument("--case", required=True, metavar="PATTERN", help="exactly one case (model/pipeline/runner)")
-    parser.add_argument("--budget", type=int, default=60, metavar="N",
-                        help="candidates to try, infeasible and identical ones included (default 60)")
+    parser.add_argument("--budget", type=int, metavar="N",
+                        help="candidates to try, infeasible and identical ones included (default 60; with --time "
+                             "alone: no limit but the time)")
     parser.add_argument("--time", metavar="DURATION", help="stop searching after this long (e.g. 20m); the proof follows")
     parser.add_argument("--passes", metavar="LIST",
                         help="passes an insert may add: a,b,c, a file with one per line, 'suite' (default: the "
@@ -62,10 +63,13 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.results import check_writable, write_json_atomic, write_text_atomic
     from perfguard.suite import load_suite
     from perfguard.tune import tune
+    from perfguard.tune.search import UNLIMITED
     from perfguard.units import parse_duration
 
     suite = load_suite(args.suite)
     case = require_case(suite, args.case)
+    if args.budget is None:
+        args.budget = UNLIMITED if args.time else 60
     for option, value, least in (("--budget", args.budget, 1), ("--screen-workers", args.screen_workers, 2),
                                  ("--batch", args.batch, 1)):
         if value < least:

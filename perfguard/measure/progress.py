@@ -10,7 +10,8 @@ from __future__ import annotations
 class Progress:
     """Callbacks the CLI uses for its progress bar; the default does nothing."""
 
-    def start(self, total: int) -> None: ...
+    def start(self, total: int | None) -> None:
+        """A new bar of ``total`` steps (None: open-ended, ``tune --time``)."""
 
     def advance(self, description: str) -> None: ...
 

@@ -34,6 +34,8 @@ from perfguard.tune.screen import Compiled, Screen, Screener
 from perfguard.tune.space import Candidate, Move, drops, inserts, moves, option_moves, perturb, unique
 
 OBJECTIVES = ("latency", "compile_time", "both")
+#: The budget of a search bounded by time alone (``tune --time`` without ``--budget``).
+UNLIMITED = 10**9
 
 
 def improves(objective: str, latency: VerdictSummary | None, compile_time: VerdictSummary | None) -> bool:
@@ -96,7 +98,7 @@ class Tuner:
     # -- the search ----------------------------------------------------------------------------
 
     def run(self) -> SearchOutcome:
-        self.progress.start(self.budget)
+        self.progress.start(self.budget if self.budget < UNLIMITED else None)
         self.tried.add(self.start.key)
         stopped: str | None
         while (stopped := self._stop_reason()) is None:
