@@ -34,6 +34,10 @@ def pct(value: float | None) -> str:
     return "n/a" if value is None else f"{(value - 1) * 100:+.1f}%"
 
 
+def mde(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
 def tune(suite: Path, case: str, folder: Path, extra: list[str]) -> tuple[dict, float, int]:
     out = folder / (case.replace("/", "_") + ".json")
     started = time.perf_counter()
@@ -93,9 +97,8 @@ def main() -> None:
             best = ", ".join(document["best"]["passes"]) or "no passes"
             note = ""
             if document["status"] == "nothing-better":
-                note = (f"floor {document['floor'] * 100:.1f}%, screen MDE "
-                        f"{(document['screen_mde'] or 0) * 100:.1f}%, confirm MDE "
-                        f"{(document['confirm_mde'] or 0) * 100:.1f}%")
+                note = (f"floor {document['floor'] * 100:.1f}%, confirmation MDE {mde(document['confirm_mde'])}, "
+                        f"screen MDE {mde(document['screen_mde'])}")
             rows.append((case, len(points), counts, document["confirmations"], wall, best, proof, document["status"],
                          code, note))
         folded = against_folded(suite, rows and json.loads((folder / (cases[0].replace("/", "_") + ".json"))
