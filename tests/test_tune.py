@@ -338,3 +338,35 @@ def test_iree_tune_searches_preprocessing_passes_and_opt_levels(tmp_path):
     assert document["best"]["passes"] == ["iree-preprocessing-convert-conv-to-channels-last"]
     assert document["steps"][0]["latency"]["direction"] == "improvement"
     assert document["best"]["options"]["opt_level"] == "O0"
+
+
+BURN_PASSES = '''
+import time
+
+
+def burn(model):
+    """Costs compile time, changes nothing."""
+    time.sleep(0.4)
+    return model
+'''
+
+
+def test_a_compile_time_search_drops_a_pass_that_only_burns_compile_time(tmp_path):
+    suite = _setup(tmp_path)
+    (tmp_path / "compiler" / "burnpasses.py").write_text(BURN_PASSES)
+    text = suite.read_text().replace("compile_repeats = 1", "compile_repeats = 5")
+    text += '\n[pipelines.burning]\npasses = ["burnpasses:burn", "fuse_bn_into_conv", "constant_folding"]\n'
+    text += '\n[[cases]]\nmodel = "r2"\npipelines = ["burning"]\n'  # r runs every pipeline already
+    suite.write_text(text)
+    proc, document = _tune(tmp_path, suite, "r2/burning/cpu", "--objective", "compile_time", "--budget", "3",
+                           "--passes", "constant_folding")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    step = document["steps"][0]
+    assert step["move"] == "drop burnpasses:burn (#1)"
+    # The artifact is the same: latency SAME without timing, compile time decidedly shorter.
+    assert step["latency"]["decision"] == "same" and step["compile_time"]["direction"] == "improvement"
+    effects = {e["case"]: e for e in document["proof"]["effects"]}
+    assert set(effects) == {"r/burning_tuned/cpu", "r2/burning_tuned/cpu"}  # every model `burning` runs on
+    effect = effects["r2/burning_tuned/cpu"]
+    assert effect["metric"] == "compile_time" and effect["decision"] == "different" and effect["ratio"] < 0.8
+    assert document["status"] == "proved"
