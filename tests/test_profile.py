@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from perfguard.profile.diff import diff_profiles
-from perfguard.profile.dimension import CompileChange, classify
+from perfguard.profile.dimension import CompileChange, classify, classify_dispatches
 from perfguard.profile.explain import Explanation
 from perfguard.profile.perfetto import merge_traces, trace_problems
 from perfguard.profile.trace import OpStats, ProfileRun, TraceError, aggregate, read_trace
@@ -145,6 +145,17 @@ def test_compile_time_up_with_the_run_flat_is_compile_overhead() -> None:
     assert classify(slow_init).label == "compile-overhead"
     # A compile-time rise the check could not tell from noise does not count.
     assert classify(flat, CompileChange(0.05, 0.45, ci_low=0.9)).label == "unclear"
+
+
+def test_iree_changes_are_read_from_the_dispatch_count() -> None:
+    more = classify_dispatches(31, 46, None)
+    assert (more.label, more.rule, more.headline) == ("scheduling", "more-dispatches", "+15 dispatches: scheduling")
+    assert more.evidence[0].startswith("dispatches 31 -> 46 (+15), from IREE's scheduling statistics")
+    assert classify_dispatches(31, 31, CompileChange(1.0, 3.0)).label == "compile-overhead"
+    same = classify_dispatches(31, 31, None)
+    assert same.label == "unclear" and "inside the kernels" in same.evidence[1]
+    assert classify_dispatches(31, 26, None).rule == "fewer-dispatches"
+    assert classify_dispatches(None, 26, None).rule == "no-profile"
 
 
 def test_nothing_dominating_is_unclear_with_the_largest_contributors() -> None:
@@ -308,3 +319,51 @@ def test_check_explain_profiles_the_regressed_case_and_says_why(why_suite: Path)
 def test_explain_needs_a_same_job_baseline(why_suite: Path, tmp_path: Path) -> None:
     proc = run_cli("check", str(why_suite), "--baseline", str(tmp_path / "b.json"), "--explain", "--quiet")
     assert proc.returncode == 2 and "--explain" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+IREE_PROFILE_SUITE = """
+[suite]
+name = "iree-why"
+backend = "iree"
+runners = ["cpu"]
+[measure]
+workers = 2
+rounds = 2
+warmup = 1
+min_time = "1ms"
+compile_repeats = 1
+memory_probes = 0
+timeout = "120s"
+compile_timeout = "300s"
+[models.r]
+arch = "resnet"
+params = { depth = 2, width = 8, image_size = 32, num_classes = 10 }
+[pipelines.plain]
+passes = []
+options = { opt_level = "O0" }
+[pipelines.nhwc]
+passes = ["iree-preprocessing-convert-conv-to-channels-last"]
+options = { opt_level = "O0" }
+"""
+
+
+@pytest.mark.slow
+def test_iree_pairs_are_explained_from_their_dispatch_counts(tmp_path: Path) -> None:
+    from .test_iree import _iree_missing
+
+    if _iree_missing():
+        pytest.skip(_iree_missing())
+    suite = tmp_path / "iree.toml"
+    suite.write_text(IREE_PROFILE_SUITE)
+    explanation, stdout = _profile(suite, "nhwc")
+    assert explanation["diff"] is None  # no runtime profiler for IREE here
+    assert explanation["failures"] == ["no runtime profiler for backend 'iree': explained from its compile statistics"]
+    dimension = explanation["dimension"]
+    line = next(e for e in dimension["evidence"] if e.startswith("dispatches "))
+    before, after = (int(n) for n in line.split(" (")[0].removeprefix("dispatches ").split(" -> "))
+    assert before > 0 and after > 0  # real counts from iree-compile's scheduling statistics
+    change = explanation["compile"]
+    rose = change is not None and CompileChange(change["before_s"], change["after_s"], change["ci_low"]).rose()
+    expected = "scheduling" if after > before else "compile-overhead" if rose else "unclear"
+    assert dimension["label"] == expected, dimension
+    assert "dimension:" in stdout

@@ -29,6 +29,13 @@ first that holds names the dimension:
    slower, or more arithmetic (the evidence says whether their node count changed).
 7. **unclear** (``mixed``): no class dominates; the evidence lists the largest contributors.
 
+IREE has no runtime profiler here: its changes are read from IREE's scheduling statistics instead
+(:func:`classify_dispatches`): the dispatch count of each module (``stream-aggregate`` /
+``execution`` / ``dispatch-count``, deterministic and cheap) rising is **scheduling**
+(``more-dispatches``: more, smaller kernels, each a launch); compile time rising with the count
+unchanged is **compile-overhead**; otherwise **unclear**, saying that the change is inside the
+kernels and no profiler can tell compute from memory.
+
 Rules 3-7 run when the run time rose by at least ``SLOWER``. When the workers disagree (the
 interval of the change holds 0: on a loaded machine process-to-process noise reaches 20 %), the
 first evidence line says so and the label stands on the shares alone. The profiler adds its own
@@ -269,3 +276,22 @@ def _compile(diff: ProfileDiff | None, change: CompileChange | None) -> Dimensio
     lead = (f"compile {_pct(change.ratio)}" if change is not None and change.rose()
             else f"session init {_pct(diff.session_init_us.ratio)}" if diff is not None else "compile")
     return Dimension("compile-overhead", "compile", tuple(evidence), f"{lead}, run flat: compile-overhead")
+
+
+def classify_dispatches(before: int | None, after: int | None, change: CompileChange | None) -> Dimension:
+    """The dimension of an IREE change from its dispatch counts (module docstring)."""
+    if before is None or after is None:
+        return classify(None, change)
+    line = (f"dispatches {before} -> {after} ({after - before:+d}), from IREE's scheduling statistics "
+            "(stream-aggregate dispatch-count); no runtime profiler for IREE")
+    if after > before:
+        return Dimension("scheduling", "more-dispatches",
+                         (line, "each dispatch is a kernel launch with its own scheduling cost: more of them for the "
+                                "same model is more, smaller kernels"), f"+{after - before} dispatches: scheduling")
+    if change is not None and change.rose():
+        compiled = _compile(None, change)
+        return replace(compiled, evidence=(*compiled.evidence, line))
+    inside = ("the same number of dispatches" if after == before else "fewer dispatches")
+    return Dimension("unclear", "same-dispatches" if after == before else "fewer-dispatches",
+                     (line, f"{inside}: the change is inside the kernels, and without a runtime profiler compute "
+                            "cannot be told from memory"), f"{inside} ({before} -> {after}): unclear")

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard import jsonfields as f
-from perfguard.profile.collect import SideProfiles, profile_sides
+from perfguard.profile.collect import PROFILED_BACKENDS, SideProfiles, profile_sides
 from perfguard.profile.diff import ProfileDiff, diff_profiles
-from perfguard.profile.dimension import CompileChange, Dimension, classify
+from perfguard.profile.dimension import CompileChange, Dimension, classify, classify_dispatches
 
 if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase
@@ -96,7 +96,13 @@ def compile_change(baseline: CaseEntry, candidate: CaseEntry, ci_low: float | No
 
 def explain_pair(suite: Suite, case: str, baseline: CompiledCase, candidate: CompiledCase, labels: tuple[str, str],
                  settings: ProfileSettings, workdir: Path, change: CompileChange | None = None) -> Explanation:
-    """Profile both sides of one compared pair and explain the change."""
+    """Profile both sides of one compared pair and explain the change (IREE: from its dispatch
+    counts, ``classify_dispatches``; it has no runtime profiler here)."""
+    backend = baseline.artifact.backend if baseline.artifact is not None else None
+    if backend is not None and backend not in PROFILED_BACKENDS:
+        counts = (baseline.entry.metrics.node_count, candidate.entry.metrics.node_count)
+        return Explanation(case, labels[0], labels[1], classify_dispatches(*counts, change), None, change,
+                           (f"no runtime profiler for backend {backend!r}: explained from its compile statistics",))
     sides = profile_sides(suite, [(labels[0], baseline), (labels[1], candidate)], workers=settings.workers,
                           runs=settings.runs, workdir=workdir / "profile" / case.replace("/", "_"),
                           keep_traces=settings.trace_dir is not None)
