@@ -1,7 +1,8 @@
 """The parent side of the measurement protocol: spawn workers, collect values, survive faults.
 
 Protocol (see README, "Measurement protocol"): for a group of variants (the pipelines of one model
-on one runner) perfguard starts ``workers`` fresh processes one after another. Each loads every
+on one runner) perfguard starts ``workers`` fresh processes one after another (each started ahead
+of its turn as a :class:`Spare` that has only imported, while the previous one works). Each loads every
 variant in a rotated order (its peak memory after the first load is that variant's memory
 sample), discards ``warmup`` runs of each (fewer once they lasted ``warmup * min_time``), then
 times ``rounds`` rounds, or stops after ``min_rounds`` once they lasted ``max_time``; in each round
@@ -57,30 +58,87 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def run_worker(request: Request[R], timeout: float, workdir: Path) -> WorkerOutcome[R]:
-    """Run one worker process on ``request``; never raises for the child's faults."""
+def _worker_env(threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    # Keep libraries that size their own thread pools from the core count out of the way.
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, str(threads))
+    return env
+
+
+class Spare:
+    """A measurement worker started ahead of its turn: a fresh process that has paid for the
+    interpreter and the imports of a measure worker (numpy, ONNX Runtime: about 0.5 s) and then
+    waits on stdin for its request. It has loaded no model and run nothing, so it is as fresh as
+    a process started on the spot; ``measure_group`` starts the next worker's spare while the
+    current worker loads its models, which takes that start-up off the critical path."""
+
+    def __init__(self, workdir: Path, threads: int) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        fd, self.stderr_path = tempfile.mkstemp(prefix="stderr-", suffix=".txt", dir=workdir)
+        self.stderr = os.fdopen(fd, "w")
+        self.threads = threads
+        self.proc = subprocess.Popen([sys.executable, "-m", "perfguard.measure.worker", "--spare"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.stderr,
+                                     env=_worker_env(threads), text=True)
+
+    def close(self) -> None:
+        """Stop a spare that was never used (its stdin closes: it exits at once)."""
+        if self.proc.poll() is None:
+            try:
+                if self.proc.stdin is not None:
+                    self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self.stderr.close()
+        try:
+            os.unlink(self.stderr_path)
+        except OSError:
+            pass
+
+
+def run_worker(request: Request[R], timeout: float, workdir: Path, spare: Spare | None = None) -> WorkerOutcome[R]:
+    """Run one worker process on ``request`` (in ``spare`` when given: a worker started ahead);
+    never raises for the child's faults."""
     workdir.mkdir(parents=True, exist_ok=True)
     fd, request_path = tempfile.mkstemp(prefix="request-", suffix=".json", dir=workdir)
     with os.fdopen(fd, "w") as handle:
         json.dump(request.to_json(), handle)
     response_path = request_path.replace("request-", "response-")
-    stderr_path = request_path.replace("request-", "stderr-").replace(".json", ".txt")
-    env = dict(os.environ)
-    # Keep libraries that size their own thread pools from the core count out of the way.
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env.setdefault(var, str(request.threads))
     failure = None
-    with open(stderr_path, "w") as stderr:
+    if spare is None:
+        stderr_path = request_path.replace("request-", "stderr-").replace(".json", ".txt")
+        with open(stderr_path, "w") as stderr:
+            try:
+                proc = subprocess.run([sys.executable, "-m", "perfguard.measure.worker", request_path, response_path],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                      timeout=timeout, env=_worker_env(request.threads), check=False)
+                returncode: int | None = proc.returncode
+            except subprocess.TimeoutExpired:
+                returncode = None
+    else:
+        stderr_path = spare.stderr_path
         try:
-            proc = subprocess.run([sys.executable, "-m", "perfguard.measure.worker", request_path, response_path],
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                  timeout=timeout, env=env, check=False)
-            if proc.returncode < 0:
-                failure = f"worker crashed ({_signal_name(proc.returncode)})"
-            elif proc.returncode != 0:
-                failure = f"worker exited with code {proc.returncode}"
+            assert spare.proc.stdin is not None
+            spare.proc.stdin.write(f"{request_path}\t{response_path}\n")
+            spare.proc.stdin.close()
+        except OSError:  # the spare died before its turn: it shows as its exit code below
+            pass
+        try:
+            returncode = spare.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            failure = f"worker timed out after {timeout:g} s and was killed"
+            spare.proc.kill()
+            spare.proc.wait()
+            returncode = None
+        spare.stderr.close()
+    if returncode is None:
+        failure = f"worker timed out after {timeout:g} s and was killed"
+    elif returncode < 0:
+        failure = f"worker crashed ({_signal_name(returncode)})"
+    elif returncode != 0:
+        failure = f"worker exited with code {returncode}"
     text = Path(stderr_path).read_text(errors="replace")
     statuses, others = split_stderr(text)
     response, error = None, None
@@ -126,34 +184,49 @@ def measure_group(request: MeasureRequest, *, timeout: float, workers: int, work
     results = {v.id: VariantValues() for v in request.variants}
     live = list(request.variants)
     loops: dict[str, int] = {}
-    for index in range(workers):
-        if not live:
-            break
-        worker_index = request.worker_index + index
-        outcome = run_worker(request.for_worker(worker_index, live, loops), timeout, workdir)
-        if outcome.failure or outcome.error or outcome.response is None:
-            reason = outcome.failure or (outcome.error.message if outcome.error else "no response")
-            if outcome.stderr_tail and outcome.failure:
-                reason += f": {outcome.stderr_tail.splitlines()[-1][:200]}"
-            culprit = status_variant(outcome.last_status, [v.id for v in live])
-            if culprit is not None:
-                results[culprit].failures.append(f"worker {worker_index}: {reason}")
-                results[culprit].dropped = f"dropped after worker {worker_index}: {reason}"
-                live = [v for v in live if v.id != culprit]
-            else:
-                for variant in live:
-                    results[variant.id].failures.append(f"worker {worker_index}: {reason}")
-            continue
-        response = outcome.response
-        for variant_id, values in response.values.items():
-            entry = results[variant_id]
-            entry.per_worker.append(list(values))
-            entry.worker_ids.append(worker_index)
-            entry.loops = response.loops[variant_id]
-            entry.rss_delta_bytes.append(response.rss_delta_bytes[variant_id])
-            entry.peak_rss_bytes.append(response.peak_rss_bytes)
-            entry.telemetry.append(dict(response.telemetry) if response.telemetry is not None else None)
-            loops.setdefault(variant_id, response.loops[variant_id])
-        if response.first_peak_rss_bytes is not None and response.load_order:
-            results[response.load_order[0]].memory_samples.append(response.first_peak_rss_bytes)
+    # The next worker starts (as a spare: imports only) while this one loads its models.
+    current: Spare | None = None
+    spare: Spare | None = Spare(workdir, request.threads) if workers > 0 else None
+    try:
+        for index in range(workers):
+            if not live:
+                break
+            current, spare = spare, (Spare(workdir, request.threads) if index + 1 < workers else None)
+            _measure_one(request, index, current, live, loops, results, timeout, workdir)
+            live = [v for v in live if results[v.id].dropped is None]
+    finally:
+        for left in (current, spare):
+            if left is not None:
+                left.close()
     return results
+
+
+def _measure_one(request: MeasureRequest, index: int, spare: Spare | None, live: list[Any], loops: dict[str, int],
+                 results: dict[str, VariantValues], timeout: float, workdir: Path) -> None:
+    """One worker of ``measure_group`` (in ``spare``), its values added to ``results``."""
+    worker_index = request.worker_index + index
+    outcome = run_worker(request.for_worker(worker_index, live, loops), timeout, workdir, spare)
+    if outcome.failure or outcome.error or outcome.response is None:
+        reason = outcome.failure or (outcome.error.message if outcome.error else "no response")
+        if outcome.stderr_tail and outcome.failure:
+            reason += f": {outcome.stderr_tail.splitlines()[-1][:200]}"
+        culprit = status_variant(outcome.last_status, [v.id for v in live])
+        if culprit is not None:
+            results[culprit].failures.append(f"worker {worker_index}: {reason}")
+            results[culprit].dropped = f"dropped after worker {worker_index}: {reason}"
+        else:
+            for variant in live:
+                results[variant.id].failures.append(f"worker {worker_index}: {reason}")
+        return
+    response = outcome.response
+    for variant_id, values in response.values.items():
+        entry = results[variant_id]
+        entry.per_worker.append(list(values))
+        entry.worker_ids.append(worker_index)
+        entry.loops = response.loops[variant_id]
+        entry.rss_delta_bytes.append(response.rss_delta_bytes[variant_id])
+        entry.peak_rss_bytes.append(response.peak_rss_bytes)
+        entry.telemetry.append(dict(response.telemetry) if response.telemetry is not None else None)
+        loops.setdefault(variant_id, response.loops[variant_id])
+    if response.first_peak_rss_bytes is not None and response.load_order:
+        results[response.load_order[0]].memory_samples.append(response.first_peak_rss_bytes)

@@ -1,4 +1,5 @@
-"""Worker processes: ``python -m perfguard.measure.worker REQUEST.json RESPONSE.json``.
+"""Worker processes: ``python -m perfguard.measure.worker REQUEST.json RESPONSE.json`` (or
+``--spare``: started ahead, the paths then come on stdin).
 
 Compiling and timing happen in fresh child processes, so a compiler or runtime that crashes or
 hangs costs one case (or one worker), never the run, and process-level effects (allocation, layout,
@@ -410,7 +411,26 @@ def serve(request: CompileRequest | MeasureRequest | MemoryRequest | VerifyReque
     raise ProtocolError(f"no worker serves {type(request).__name__}")
 
 
+def _wait_as_spare() -> list[str] | None:
+    """``--spare``: import what a measure worker needs, then wait for ``REQUEST\tRESPONSE`` on
+    stdin (``perfguard.measure.engine.Spare``); None when stdin closes first (not needed)."""
+    import importlib
+
+    for module in ("onnxruntime", "perfguard.backends.ort"):
+        try:
+            importlib.import_module(module)
+        except ImportError:  # a backend without ONNX Runtime: the request says what it needs
+            pass
+    line = sys.stdin.readline().strip()
+    return line.split("\t") if line else None
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--spare"]:
+        paths = _wait_as_spare()
+        if paths is None:
+            return 0
+        argv = paths
     request_path, response_path = argv
     request = json.loads(Path(request_path).read_text())
     os.environ["PERFGUARD_WORKER_MODE"] = str(request.get("mode"))
