@@ -174,9 +174,9 @@ def test_one_time_vocabulary() -> None:
     assert to_seconds(0.5, "ms") == 0.0005  # exactly as written: division, not * 1e-3
     assert to_seconds(0.3, "ms") == 0.3 / 1000
     assert to_seconds(200, "\u00b5s") == to_seconds(200, "\u03bcs") == to_seconds(200, "us") == 200 / 10**6
-    assert to_seconds(2, "min") == 120.0
+    assert to_seconds(2, "min") == to_seconds(2, "m") == 120.0 and to_seconds(1, "h") == 3600.0
     with pytest.raises(KeyError):
-        to_seconds(1, "h")
+        to_seconds(1, "hr")
 
 
 def test_one_size_vocabulary_mb_is_decimal_mib_is_binary() -> None:

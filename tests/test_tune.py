@@ -237,7 +237,7 @@ def test_the_suite_patch_loads_and_the_report_shows_the_search(searched):
     table = tomllib.loads(patch)["pipelines"]["unfolded_tuned"]
     assert table["passes"] == document["best"]["passes"]
     patched = folder / "patched.toml"
-    patched.write_text(suite.read_text() + "\n" + patch + '\n[[cases]]\nmodel = "r"\npipelines = ["unfolded_tuned"]\n')
+    patched.write_text(suite.read_text() + "\n" + patch)  # the case of model r runs every pipeline
     assert "r/unfolded_tuned/cpu" in {c.id for c in load_suite(patched).cases}
     html = (folder / "report" / "index.html").read_text()
     assert 'id="tune"' in html and 'class="chart trajectory"' in html and "infeasible candidate" in html
@@ -334,7 +334,7 @@ def test_iree_tune_searches_preprocessing_passes_and_opt_levels(tmp_path):
     moves = {p["move"]: p for p in document["points"]}
     # IREE 3.13's default is O0, and O1 compiles to the same module: identical, not timed.
     assert moves["opt_level O0 -> O1"]["status"] == "identical"
-    # Channels-last preprocessing (-69..-71 % on convolution nets, COMPILER_NOTES) is found and confirmed.
+    # Channels-last preprocessing (-69..-71 % on convolution nets with IREE 3.13) is found and confirmed.
     assert document["best"]["passes"] == ["iree-preprocessing-convert-conv-to-channels-last"]
     assert document["steps"][0]["latency"]["direction"] == "improvement"
     assert document["best"]["options"]["opt_level"] == "O0"
@@ -346,7 +346,7 @@ import time
 
 def burn(model):
     """Costs compile time, changes nothing."""
-    time.sleep(0.4)
+    time.sleep(1.0)
     return model
 '''
 
@@ -354,7 +354,7 @@ def burn(model):
 def test_a_compile_time_search_drops_a_pass_that_only_burns_compile_time(tmp_path):
     suite = _setup(tmp_path)
     (tmp_path / "compiler" / "burnpasses.py").write_text(BURN_PASSES)
-    text = suite.read_text().replace("compile_repeats = 1", "compile_repeats = 5")
+    text = suite.read_text().replace("compile_repeats = 1", "compile_repeats = 6")
     text += '\n[pipelines.burning]\npasses = ["burnpasses:burn", "fuse_bn_into_conv", "constant_folding"]\n'
     text += '\n[[cases]]\nmodel = "r2"\npipelines = ["burning"]\n'  # r runs every pipeline already
     suite.write_text(text)
