@@ -7,7 +7,7 @@ workers of a check pays before its first value) and that import plus SciPy's sta
 worker imported before its chain stopped going through ``perfguard.stats``) alternately in fresh
 processes, and prints the median, minimum and maximum wall time of each, the difference of the
 medians (what perfguard itself costs), and the heavy modules the ``--help`` process and the worker
-imported (targets: ``--help`` at most 0.2 s, and none of onnx, onnxruntime, numpy, scipy, jinja2,
+imported, and ``import onnx`` (with the ml_dtypes version it loads) (targets: ``--help`` at most 0.2 s, and none of onnx, onnxruntime, numpy, scipy, jinja2,
 git; a worker without scipy).
 
     python benchmarks/cli_startup.py [--runs 21]
@@ -47,7 +47,10 @@ def main() -> int:
                 "python -c pass": [sys.executable, "-c", "pass"],
                 "worker imports": [sys.executable, "-c", "import perfguard.measure.worker"],
                 "worker imports + scipy.stats": [sys.executable, "-c",
-                                                 "import perfguard.measure.worker, perfguard.stats.compare"]}
+                                                 "import perfguard.measure.worker, perfguard.stats.compare"],
+                # What the CLI, the user-pass check and every compile worker pay for onnx (its
+                # ml_dtypes: 0.7.0 took 0.6-1.4 s here, 0.6.0 0.005 s; pyproject pins below 0.7).
+                "import onnx": [sys.executable, "-c", "import onnx"]}
     for command in commands.values():  # warm the file cache and the bytecode
         _seconds(command, env)
     times: dict[str, list[float]] = {name: [] for name in commands}
@@ -58,10 +61,13 @@ def main() -> int:
     for name, values in times.items():
         print(f"  {name:28s} median {statistics.median(values) * 1000:7.1f} ms   "
               f"min {min(values) * 1000:7.1f} ms   max {max(values) * 1000:7.1f} ms")
-    help_s, floor_s, worker_s, before_s = (statistics.median(v) for v in times.values())
+    help_s, floor_s, worker_s, before_s, onnx_s = (statistics.median(v) for v in times.values())
     print(f"  perfguard above the floor    {(help_s - floor_s) * 1000:7.1f} ms (median difference)")
     print(f"  worker start, scipy left out {(before_s - worker_s) * 1000:7.1f} ms saved per worker process "
           f"(ratio {worker_s / before_s:.2f})")
+    ml_dtypes = subprocess.run([sys.executable, "-c", "import ml_dtypes; print(ml_dtypes.__version__)"],
+                               capture_output=True, text=True, env=env, check=False).stdout.strip() or "absent"
+    print(f"  import onnx above the floor  {(onnx_s - floor_s) * 1000:7.1f} ms (ml_dtypes {ml_dtypes})")
     heavy = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env,
                            check=True).stdout.strip()
     print(f"  heavy modules after --help:  {heavy or 'none'} (of {', '.join(HEAVY)})")

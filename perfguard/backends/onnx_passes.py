@@ -39,12 +39,12 @@ USER_PASS = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 
 def graph_hash(model: onnx.ModelProto) -> str:
     """A canonical hash of what computes: the graph (deterministic serialization) and opsets."""
-    from perfguard.models.onnx_files import MAX_PROTOBUF
+    from perfguard.models.onnx_files import fits_one_protobuf
 
     digest = hashlib.sha256()
     for opset in sorted((o.domain, o.version) for o in model.opset_import):
         digest.update(f"{opset[0]}:{opset[1]};".encode())
-    if model.graph.ByteSize() <= MAX_PROTOBUF:
+    if fits_one_protobuf(model.graph):
         digest.update(model.graph.SerializeToString(deterministic=True))
     else:  # a >2 GB graph cannot be serialized at once: the graph without weights, then each weight
         import onnx
@@ -95,6 +95,21 @@ def onnxoptimizer_passes() -> tuple[str, ...]:
     return tuple(onnxoptimizer.get_available_passes())
 
 
+@lru_cache(maxsize=1)
+def onnxoptimizer_version() -> str:
+    """The installed onnxoptimizer's version, from its distribution's metadata: importing it
+    takes 0.7 s on the 2-core machine (it imports onnx), which a pipeline of user passes never
+    needs."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("onnxoptimizer")
+    except metadata.PackageNotFoundError:  # not installed as a distribution: ask the module
+        import onnxoptimizer
+
+        return str(getattr(onnxoptimizer, "__version__", "unknown"))
+
+
 def list_onnx_passes() -> list[PassInfo]:
     infos = [PassInfo(name, "perfguard", summary) for name, (_, summary) in PERFGUARD_PASSES.items()]
     infos += [PassInfo(name, "onnxoptimizer") for name in onnxoptimizer_passes()]
@@ -103,16 +118,17 @@ def list_onnx_passes() -> list[PassInfo]:
 
 def check_pass_names(names: Iterable[str], where: str) -> None:
     """Raise ``UserError`` for a name that is none of the three kinds (with close names)."""
-    known = set(PERFGUARD_PASSES) | set(onnxoptimizer_passes())
     for name in names:
-        if name in known:
+        if name in PERFGUARD_PASSES:
             continue
-        if ":" in name:
+        if ":" in name:  # no onnxoptimizer pass has one: a pipeline of user passes never imports it
             if not USER_PASS.match(name):
                 raise UserError(f"{where}: user pass {name!r} must look like package.module:function")
             continue
-        raise UserError(f"{where}: " + unknown_name_message("pass", name, known)
-                        + "; or a user pass package.module:function")
+        known = set(PERFGUARD_PASSES) | set(onnxoptimizer_passes())
+        if name not in known:
+            raise UserError(f"{where}: " + unknown_name_message("pass", name, known)
+                            + "; or a user pass package.module:function")
 
 
 @dataclass
@@ -123,11 +139,10 @@ class _Step:
 
 def _group(names: list[str]) -> list[_Step]:
     steps: list[_Step] = []
-    optimizer_names = set(onnxoptimizer_passes())
     for name in names:
         if name in PERFGUARD_PASSES:
             steps.append(_Step("perfguard", [name]))
-        elif name in optimizer_names:
+        elif ":" not in name and name in onnxoptimizer_passes():
             if steps and steps[-1].source == "onnxoptimizer":
                 steps[-1].names.append(name)
             else:

@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard.backends.base import Artifact, Backend, CompileOutput, PassInfo
-from perfguard.backends.onnx_passes import apply_pipeline, check_pass_names, list_onnx_passes, run_pipeline
+from perfguard.backends.onnx_passes import (
+    apply_pipeline,
+    check_pass_names,
+    list_onnx_passes,
+    onnxoptimizer_version,
+    run_pipeline,
+)
 from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
 
 if TYPE_CHECKING:
@@ -135,11 +141,10 @@ class OrtBackend(Backend):
 
     def versions(self) -> dict[str, str]:
         import onnx
-        import onnxoptimizer
         import onnxruntime
 
         return {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
-                "onnxoptimizer": getattr(onnxoptimizer, "__version__", "unknown")}
+                "onnxoptimizer": onnxoptimizer_version()}
 
     def list_passes(self) -> list[PassInfo]:
         return list_onnx_passes()

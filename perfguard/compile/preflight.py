@@ -4,7 +4,7 @@ model files and their inputs, the compiler path, and that user passes import."""
 from __future__ import annotations
 
 from perfguard.backends import get_backend
-from perfguard.compile.user_passes import check_user_passes
+from perfguard.compile.user_passes import UserPassCheck
 from perfguard.errors import UserError
 from perfguard.models.inputs import input_specs
 from perfguard.runners import get_runner
@@ -14,27 +14,39 @@ from perfguard.suite import CaseSpec, ModelSpec, Suite
 def check_suite(suite: Suite, cases: list[CaseSpec]) -> None:
     """Everything that can be checked before work: backends, passes, options, runners, files,
     the inputs of model files (every dynamic dimension given), and that user passes import."""
-    for case in cases:
-        backend = get_backend(case.pipeline.backend)
-        backend.check_pipeline(case.pipeline)
-        get_runner(case.runner, options=suite.runner_options(case.runner)).check_available()
-    for model in {c.model.name: c.model for c in cases}.values():
-        if model.path is not None and not model.path.is_file():
-            raise UserError(f"{suite.path}: [models.{model.name}] path: file not found: {model.path}")
-        if model.path is not None:
-            _check_model_inputs(model)
-    if suite.compiler.path is not None and not suite.compiler.path.is_dir():
-        raise UserError(f"{suite.path}: [compiler] path: folder not found: {suite.compiler.path}")
+    start_check_suite(suite, cases).wait()
+
+
+def start_check_suite(suite: Suite, cases: list[CaseSpec]) -> UserPassCheck:
+    """:func:`check_suite` with the import of the user passes started, not waited for: the caller
+    waits (``.wait()``, which refuses as ``check_suite`` does) before any compile, and may build
+    its models meanwhile. Every other check has been made when this returns."""
     # User passes resolve from the working tree's [compiler] path, imported in a child process so
     # this process's sys.modules stays clean for compiles from other checkouts (check --base-ref).
+    # The child starts first: its imports overlap the checks below and the caller's model builds.
     user: dict[str, list[str]] = {}
     for pipeline in {c.pipeline.name: c.pipeline for c in cases}.values():
         if pipeline.backend == "ort":  # the backend whose pipelines run user passes (onnx_passes)
             names = [name for name in pipeline.passes if ":" in name]
             if names:
                 user[f"{suite.path}: [pipelines.{pipeline.name}] passes"] = names
-    if user:
-        check_user_passes(user, suite.compiler.path)
+    pending = UserPassCheck(user, suite.compiler.path)
+    try:
+        for case in cases:
+            backend = get_backend(case.pipeline.backend)
+            backend.check_pipeline(case.pipeline)
+            get_runner(case.runner, options=suite.runner_options(case.runner)).check_available()
+        for model in {c.model.name: c.model for c in cases}.values():
+            if model.path is not None and not model.path.is_file():
+                raise UserError(f"{suite.path}: [models.{model.name}] path: file not found: {model.path}")
+            if model.path is not None:
+                _check_model_inputs(model)
+        if suite.compiler.path is not None and not suite.compiler.path.is_dir():
+            raise UserError(f"{suite.path}: [compiler] path: folder not found: {suite.compiler.path}")
+    except BaseException:
+        pending.close()
+        raise
+    return pending
 
 
 def _check_model_inputs(model: ModelSpec) -> None:

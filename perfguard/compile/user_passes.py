@@ -71,31 +71,59 @@ json.dump(out, open(sys.argv[2], "w"))
 '''
 
 
-def probe_user_passes(names: Iterable[str], path: Path | None) -> dict[str, dict[str, Any]]:
-    """Import each ``module:function`` in a child process with ``path`` first on ``sys.path``.
+class UserPassProbe:
+    """Import each ``module:function`` in a child process with ``path`` first on ``sys.path``,
+    started at construction; :meth:`outcomes` waits for it. A job starts it before it builds its
+    models (the child's imports, about 1.3 s for a pass module that imports onnx, overlap that
+    work) and waits for it before any compile."""
 
-    Returns per name ``{"ok": True}`` or ``{"error": kind, ...}``; ``UserError`` when the child
-    itself fails (it never runs user code outside the imports)."""
-    names = sorted(set(names))
-    if not names:
-        return {}
-    with tempfile.TemporaryDirectory(prefix="perfguard-passes-") as folder:
-        request, response = Path(folder) / "request.json", Path(folder) / "response.json"
-        request.write_text(json.dumps({"names": names, "path": str(path) if path else None}))
+    def __init__(self, names: Iterable[str], path: Path | None) -> None:
+        self.names = sorted(set(names))
+        self.proc: subprocess.Popen[str] | None = None
+        if not self.names:
+            return
+        self.folder = tempfile.TemporaryDirectory(prefix="perfguard-passes-")
+        request, self.response = Path(self.folder.name) / "request.json", Path(self.folder.name) / "response.json"
+        request.write_text(json.dumps({"names": self.names, "path": str(path) if path else None}))
         env = dict(os.environ, PERFGUARD_WORKER_MODE="check")
+        self.proc = subprocess.Popen([sys.executable, "-c", _PROBE, str(request), str(self.response)],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True, env=env)
+
+    def outcomes(self) -> dict[str, dict[str, Any]]:
+        """Per name ``{"ok": True}`` or ``{"error": kind, ...}``; ``UserError`` when the child
+        itself fails or hangs (it never runs user code outside the imports)."""
+        if self.proc is None:
+            return {}
+        names = ", ".join(self.names)
         try:
-            proc = subprocess.run([sys.executable, "-c", _PROBE, str(request), str(response)],
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  text=True, timeout=IMPORT_TIMEOUT_S, env=env, check=False)
+            _, stderr = self.proc.communicate(timeout=IMPORT_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            raise UserError(f"importing the user passes ({', '.join(names)}) took over {IMPORT_TIMEOUT_S:g} s; "
+            self.close()
+            raise UserError(f"importing the user passes ({names}) took over {IMPORT_TIMEOUT_S:g} s; "
                             "does a module of the compiler hang on import?") from None
         try:
-            return dict(json.loads(response.read_text()))
+            return dict(json.loads(self.response.read_text()))
         except (OSError, ValueError):
-            tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit code {proc.returncode}"
-            raise UserError(f"importing the user passes ({', '.join(names)}) crashed the checking process: "
+            tail = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {self.proc.returncode}"
+            raise UserError(f"importing the user passes ({names}) crashed the checking process: "
                             f"{tail[:200]}") from None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the child if it still runs and remove its files (idempotent)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        self.folder.cleanup()
+
+
+def probe_user_passes(names: Iterable[str], path: Path | None) -> dict[str, dict[str, Any]]:
+    """:class:`UserPassProbe`'s outcomes, waited for at once."""
+    return UserPassProbe(names, path).outcomes()
 
 
 def user_pass_message(name: str, outcome: dict[str, Any], path: Path | None) -> str | None:
@@ -125,7 +153,25 @@ def user_pass_message(name: str, outcome: dict[str, Any], path: Path | None) -> 
 
 def check_user_passes(names_by_where: dict[str, list[str]], path: Path | None) -> None:
     """Refuse the first user pass (``where``: the suite key naming it) that does not resolve."""
-    outcomes = probe_user_passes([n for names in names_by_where.values() for n in names], path)
+    UserPassCheck(names_by_where, path).wait()
+
+
+class UserPassCheck:
+    """:func:`check_user_passes` started at construction (its child imports the passes);
+    :meth:`wait` refuses as that does, :meth:`close` drops a check nobody waits for."""
+
+    def __init__(self, names_by_where: dict[str, list[str]], path: Path | None) -> None:
+        self.names_by_where, self.path = names_by_where, path
+        self.probe = UserPassProbe([n for names in names_by_where.values() for n in names], path)
+
+    def wait(self) -> None:
+        _refuse(self.names_by_where, self.probe.outcomes(), self.path)
+
+    def close(self) -> None:
+        self.probe.close()
+
+
+def _refuse(names_by_where: dict[str, list[str]], outcomes: dict[str, dict[str, Any]], path: Path | None) -> None:
     for where, names in names_by_where.items():
         for name in names:
             message = user_pass_message(name, outcomes.get(name, {"ok": True}), path)

@@ -27,7 +27,7 @@ from perfguard.compile.case import (
     probe_memory,
     with_memory,
 )
-from perfguard.compile.preflight import check_suite
+from perfguard.compile.preflight import start_check_suite
 from perfguard.measure.engine import VariantValues, measure_group
 from perfguard.measure.progress import Progress
 from perfguard.measure.protocol import MeasureVariant, variant_id
@@ -100,8 +100,9 @@ class Job:
     def __init__(self, suite: Suite, cases: list[CaseSpec], *, sides: list[Side] | None = None,
                  workdir: Path | None = None, progress: Progress | None = None, repo: Path | None = None,
                  check: bool = True) -> None:
-        if check:  # ``check=False``: measuring artifacts compiled elsewhere (no model files here)
-            check_suite(suite, cases)
+        # ``check=False``: measuring artifacts compiled elsewhere (no model files here). The user
+        # passes' import check runs on while the models are built; ``compile`` waits for it.
+        self.pending_check = start_check_suite(suite, cases) if check else None
         self.owned = workdir is None
         folder = Path(tempfile.mkdtemp(prefix="perfguard-")) if workdir is None else workdir
         self.ctx = RunContext(suite, cases, folder, progress or Progress(),
@@ -114,14 +115,17 @@ class Job:
         self.workers_used: dict[tuple[str, str, str], int] = {}
 
     def close(self) -> None:
+        if self.pending_check is not None:
+            self.pending_check.close()
+            self.pending_check = None
         if self.owned:
             shutil.rmtree(self.ctx.workdir, ignore_errors=True)
 
-    def compile(self, memory: bool = True) -> None:
-        """Materialize the models and compile every case for every side, as many compiles at once
-        as the machine has cores (each in its own worker process; the measurement that follows
-        runs one process at a time). ``memory=False`` leaves the memory probes to
-        :meth:`probe_memory` (a check skips them for identical artifacts)."""
+    def prepare(self) -> None:
+        """Fingerprint the runners and materialize the models (once), then wait for the user
+        passes' import check: what comes before the first compile."""
+        if self.models:
+            return
         ctx = self.ctx
         runners = sorted({c.runner for c in ctx.cases})
         where = self.repo or ctx.suite.compiler.repo or ctx.suite.path
@@ -134,6 +138,17 @@ class Job:
         for name, spec in model_specs.items():
             ctx.progress.advance(f"model {name}")
             self.models[name] = materialize(spec, ctx.workdir / "models")
+        if self.pending_check is not None:  # no compile before every user pass imports
+            pending, self.pending_check = self.pending_check, None
+            pending.wait()
+
+    def compile(self, memory: bool = True) -> None:
+        """Materialize the models (:meth:`prepare`) and compile every case for every side, as many
+        compiles at once as the machine has cores (each in its own worker process; the
+        measurement that follows runs one process at a time). ``memory=False`` leaves the memory
+        probes to :meth:`probe_memory` (a check skips them for identical artifacts)."""
+        self.prepare()
+        ctx = self.ctx
         # Case by case, every side of a case next to each other: the sides of one comparison
         # compile at the same time, so any slowdown from running together hits both alike.
         tasks = [(side, index, case) for index, case in enumerate(ctx.cases) for side in ctx.sides]

@@ -36,7 +36,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from perfguard.stats.estimators import FloatArray, scipy_stats
+from perfguard.stats.estimators import FloatArray, normal_cdf, t_quantile
 
 
 def expanded_tail(n: int, confidence: float) -> float:
@@ -47,8 +47,8 @@ def expanded_tail(n: int, confidence: float) -> float:
     """
     if n < 2:
         return math.nan
-    t = float(scipy_stats().t.ppf(0.5 + confidence / 2.0, n - 1))
-    return float(scipy_stats().norm.cdf(-math.sqrt(n / (n - 1.0)) * t))
+    t = t_quantile(0.5 + confidence / 2.0, n - 1)
+    return normal_cdf(-math.sqrt(n / (n - 1.0)) * t)
 
 
 def percentile_interval(boot: FloatArray, n: int, confidence: float) -> tuple[float, float]:

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from perfguard.stats.estimators import FloatArray, scipy_stats
+from perfguard.stats.estimators import FloatArray, average_ranks, normal_cdf
 
 _EXACT_MAX_PAIRS = 100
 _EXACT_MAX_TOTAL = 60
@@ -51,7 +51,7 @@ def signed_rank_test(differences: FloatArray) -> float:
     d = np.asarray(differences, dtype=np.float64)
     if d.size == 0:
         return 1.0
-    ranks = scipy_stats().rankdata(np.abs(d))
+    ranks = average_ranks(np.abs(d))
     nonzero = d != 0
     if not nonzero.any():
         return 1.0
@@ -63,7 +63,7 @@ def signed_rank_test(differences: FloatArray) -> float:
     if doubled.size > _EXACT_MAX_PAIRS:
         variance = float(np.sum(doubled.astype(np.float64) ** 2)) / 4.0
         z = abs(observed - center) / math.sqrt(variance)
-        return float(min(1.0, 2.0 * scipy_stats().norm.sf(z)))
+        return float(min(1.0, 2.0 * normal_cdf(-z)))
     # dist[s] = P(sum of doubled ranks carrying a + sign == s) under random signs.
     dist = np.zeros(total + 1, dtype=np.float64)
     dist[0] = 1.0
@@ -93,7 +93,7 @@ def rank_sum_test(x: FloatArray, y: FloatArray) -> float:
     if n_x == 0 or n_y == 0:
         return 1.0
     n = n_x + n_y
-    ranks = scipy_stats().rankdata(np.concatenate([a, b]))
+    ranks = average_ranks(np.concatenate([a, b]))
     doubled = np.rint(2.0 * ranks).astype(np.int64)
     observed = int(doubled[:n_x].sum())
     center = n_x * (n + 1)  # doubled expected rank sum
@@ -104,7 +104,7 @@ def rank_sum_test(x: FloatArray, y: FloatArray) -> float:
         if variance <= 0:
             return 1.0
         z = abs(observed - center) / math.sqrt(variance)
-        return float(min(1.0, 2.0 * scipy_stats().norm.sf(z)))
+        return float(min(1.0, 2.0 * normal_cdf(-z)))
     top = int(doubled.sum())
     # ways[k, s] = number of k-subsets of the ranks seen so far whose doubled sum is s.
     ways = np.zeros((n_x + 1, top + 1), dtype=np.float64)

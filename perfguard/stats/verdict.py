@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from perfguard.stats.estimators import scipy_stats
+from perfguard.stats.estimators import t_quantile
 
 Decision = Literal["same", "different", "unknown"]
 Direction = Literal["regression", "improvement", "none"]
@@ -176,6 +176,6 @@ def minimum_detectable_effect(
     if not detectable or n < 2 or not (ci_low > 0 and math.isfinite(ci_high)):
         return math.inf
     df = n - 1
-    se = (math.log(ci_high) - math.log(ci_low)) / (2.0 * float(scipy_stats().t.ppf(0.5 + confidence / 2.0, df)))
-    hurdle = max(math.log1p(floor), float(scipy_stats().t.ppf(1.0 - alpha / 2.0, df)) * se)
-    return math.expm1(hurdle + float(scipy_stats().t.ppf(MDE_POWER, df)) * se)
+    se = (math.log(ci_high) - math.log(ci_low)) / (2.0 * t_quantile(0.5 + confidence / 2.0, df))
+    hurdle = max(math.log1p(floor), t_quantile(1.0 - alpha / 2.0, df) * se)
+    return math.expm1(hurdle + t_quantile(MDE_POWER, df) * se)
