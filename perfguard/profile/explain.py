@@ -18,6 +18,7 @@ Format history (``PROFILE_VERSION``, the document ``perfguard profile --json`` w
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -142,6 +143,14 @@ def _gpu_section(suite: Suite, sides: list[tuple[str, CompiledCase]], before: Si
 
     top = [k.name for side in (before, after) for run in side.runs[:1] if run.gpu is not None for k in run.gpu.top[:3]]
     nsight = nsight_sides(suite, sides, settings.runs, workdir, list(dict.fromkeys(top)))
+    if settings.trace_dir is not None:  # keep the tools' CSV outputs beside the trace (recorded fixtures)
+        target = Path(settings.trace_dir) / workdir.name
+        for index, role in enumerate(("baseline", "candidate")):
+            for tool, name in (("nsys", "cuda_gpu_kern_sum.csv"), ("ncu", "metrics.csv")):
+                found = workdir / f"side{index}" / tool / name
+                if found.is_file():
+                    target.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(found, target / f"{tool}-{role}.csv")
     return build_section([r.gpu for r in before.runs], [r.gpu for r in after.runs], nsight)
 
 
@@ -150,5 +159,8 @@ def _write_trace(folder: str, case: str, before: SideProfiles, after: SideProfil
     from perfguard.profile.trace import read_trace
 
     target = Path(folder) / case.replace("/", "_")
+    target.mkdir(parents=True, exist_ok=True)
+    for role, side in (("baseline", before), ("candidate", after)):  # the raw ORT files, as ORT wrote them
+        shutil.copyfile(side.trace_paths[0], target / f"ort-{role}.json")
     return write_trace(target, [(f"baseline: {before.label}", read_trace(before.trace_paths[0])),
                                 (f"candidate: {after.label}", read_trace(after.trace_paths[0]))])
