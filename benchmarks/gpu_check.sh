@@ -4,6 +4,12 @@
 #
 #   benchmarks/gpu_check.sh [OUT_DIR]          (default OUT_DIR: gpu-check)
 #
+# Then `perfguard profile` of resnet/ort_all/cuda against pipeline none, for the GPU path of the
+# profiles (ORT Kernel events, nsys/ncu when on PATH): OUT/profile.json (--json), OUT/traces/ (the
+# Perfetto trace, the raw ORT profiles ort-baseline.json / ort-candidate.json, and nsys-*.csv /
+# ncu-*.csv when the tools ran) and OUT/profile.txt (the printout). Copy those raw files into
+# tests/data/ to replace the constructed fixtures of tests/test_profile_gpu.py with recordings.
+#
 # Environment: PYTHON (default: .venv/bin/python if present, else python3), DEVICE (CUDA device
 # index, default 0), WORKERS (default 3), ROUNDS (default 10).
 #
@@ -127,5 +133,28 @@ open(table_path, "w").write(text)
 print(text)
 EOF
 
-echo "results: $OUT/result.json, table: $OUT/table.md"
+echo "== profile (GPU path: ORT Kernel events; nsys: $(command -v nsys || echo 'not on PATH'); ncu: $(command -v ncu || echo 'not on PATH'))"
+profile_status=0
+"$PYTHON" -m perfguard profile "$OUT/gpu_check.toml" --case resnet/ort_all/cuda --against-pipeline none \
+  --profile-workers 2 --profile-runs 20 --quiet --json "$OUT/profile.json" --trace-out "$OUT/traces" \
+  > "$OUT/profile.txt" || profile_status=$?
+cat "$OUT/profile.txt"
+if [[ -f "$OUT/profile.json" ]]; then
+  "$PYTHON" - "$OUT/profile.json" <<'EOF'
+import json
+import sys
+
+(explanation,) = json.load(open(sys.argv[1]))["explanations"]
+gpu = explanation.get("gpu") or {}
+diff = gpu.get("diff") or {}
+print("gpu section:", "present" if gpu else "absent", "| source:", diff.get("source"),
+      "| launches per inference:", (diff.get("launches") or {}).get("after", {}).get("mean"))
+for reason in gpu.get("skipped", []):
+    print("  ", reason)
+EOF
+fi
+ls -l "$OUT"/traces/*/ 2>/dev/null || true
+
+echo "results: $OUT/result.json, table: $OUT/table.md, profile: $OUT/profile.json, traces: $OUT/traces"
+if [[ "$status" == 0 && "$profile_status" != 0 ]]; then status=$profile_status; fi
 exit "$status"

@@ -1,5 +1,7 @@
 """The terminal form of an explanation (``perfguard profile``, ``perfguard check --explain``):
-the op table of the profile diff, then the dimension with its evidence."""
+the op table of the profile diff, then the dimension with its evidence, and on ``cuda`` a short
+GPU block (launches and kernel time before -> after, the top kernels, the Nsight metrics or why
+they were skipped)."""
 
 from __future__ import annotations
 
@@ -60,6 +62,11 @@ def print_explanation(explanation: Explanation) -> None:
     console.print(f"[bold]dimension: {dimension.label}[/] ({dimension.rule}): {dimension.headline}", highlight=False)
     for line in dimension.evidence:
         console.print(f"  - {line}", highlight=False)
+    if explanation.gpu is not None:
+        from perfguard.profile.gpu_diff import gpu_lines
+
+        for line in gpu_lines(explanation.gpu, us):
+            console.print(line, highlight=False, markup=False)
     for failure in explanation.failures:
         console.print(f"[yellow]warning:[/] {failure}", highlight=False)
     if explanation.trace_file:

@@ -2,6 +2,10 @@
 bottleneck dimension.
 
 * ``trace``: read ONNX Runtime's profiler file and aggregate it per inference (pure);
+* ``gpu``: the GPU ``Kernel`` events of that file (CUDA builds with profiling), per inference (pure);
+* ``nsight``: Nsight Systems / Nsight Compute around a profile worker on ``cuda`` when they are on
+  PATH, and their CSV outputs parsed (skipped, with the reason, when they are not);
+* ``gpu_diff``: the GPU section of an explanation: kernels before/after, Nsight metrics, skip reasons;
 * ``collect``: the worker that profiles one artifact, and fresh workers for both sides;
 * ``diff``: per (op type, provider) before/after with an interval across workers (pure);
 * ``dimension``: the documented rules that label a change compute / memory / scheduling /
@@ -9,5 +13,6 @@ bottleneck dimension.
 * ``explain``: a pair of compiled cases -> profiles -> diff -> dimension, as one document;
 * ``perfetto``: both sides as one Chrome / Perfetto trace file.
 
-Only ONNX Runtime artifacts are profiled (CPU here: no GPU profiler path is implemented yet).
+Only ONNX Runtime artifacts are profiled: on the CPU provider from the ``Node`` events, on ``cuda``
+also from the GPU's kernels (ORT's ``Kernel`` events, or nsys), with ncu's throughputs where it runs.
 """

@@ -36,7 +36,31 @@ IREE has no runtime profiler here: its changes are read from IREE's scheduling s
 unchanged is **compile-overhead**; otherwise **unclear**, saying that the change is inside the
 kernels and no profiler can tell compute from memory.
 
-Rules 3-7 run when the run time rose by at least ``SLOWER``. When the workers disagree (the
+On the ``cuda`` runner, when the explanation has GPU evidence (``perfguard.profile.gpu_diff``: ORT's
+``Kernel`` events or Nsight Systems' kernel summary, and Nsight Compute's throughputs where it
+ran), rules G1-G5 take the place of rules 3-7: there the ``Node`` events time the host's
+launches, not the kernels.
+
+G1. **scheduling** (``more-launches``): kernel launches per inference rose by at least
+    ``MORE_KERNELS``, and either the added launches are small (the kernel time they added, per added
+    launch, is at most ``SMALL_KERNEL`` of the mean kernel before) or the GPU-busy fraction of
+    ``model_run`` fell by at least ``BUSY_DROP``; or (``gpu-idle``) the busy fraction fell by at
+    least ``BUSY_DROP`` while Σ kernel time explains less than ``DOMINANT`` of the change (the
+    GPU waits on the host).
+G2. **memory** (``dram-bound``): among the kernels whose time grew, those ncu measured with DRAM
+    throughput at least ``HIGH_THROUGHPUT`` % of peak and above their SM throughput explain at
+    least ``DOMINANT`` of the kernels' growth.
+G3. **compute** (``sm-bound``): the same with SM throughput at least ``HIGH_THROUGHPUT`` % and at
+    least the DRAM throughput.
+G4. **compute** (``kernel-time``): no ncu metrics on the grown kernels, the launches flat (less
+    than ``MORE_KERNELS`` more), and Σ kernel time explains at least ``DOMINANT`` of the change:
+    the same kernels take longer (the evidence says that without ncu memory-bound kernels cannot
+    be ruled out).
+G5. **unclear** (``gpu-mixed``): nothing dominates (ncu saw both throughputs below
+    ``HIGH_THROUGHPUT``: latency-bound kernels, or the growth is spread); the evidence lists the
+    kernels that grew most.
+
+Rules 3-7 and G1-G5 run when the run time rose by at least ``SLOWER``. When the workers disagree (the
 interval of the change holds 0: on a loaded machine process-to-process noise reaches 20 %), the
 first evidence line says so and the label stands on the shares alone. The profiler adds its own
 cost per node, so shares, not absolute times, carry the judgement.
@@ -46,11 +70,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfguard import jsonfields as f
 from perfguard.profile.diff import OpDelta, ProfileDiff
 from perfguard.units import format_bytes, format_duration
+
+if TYPE_CHECKING:
+    from perfguard.profile.gpu_diff import GpuDiff, KernelDelta
 
 DIMENSIONS = ("compute", "memory", "scheduling", "compile-overhead", "unclear")
 
@@ -77,6 +104,11 @@ SMALL_KERNEL = 0.5
 STRUCTURAL = 0.25
 MORE_BYTES = 0.25
 COMPILE_UP = 0.10
+#: A fall of the GPU-busy fraction of ``model_run`` (absolute: 0.10 is 10 points) that counts.
+BUSY_DROP = 0.10
+#: % of peak above which ncu's SM or DRAM throughput counts as the bound (ncu's SpeedOfLight rule
+#: reads "below 60.0% of peak typically indicate latency issues").
+HIGH_THROUGHPUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -170,9 +202,10 @@ def _headline(rows: Sequence[OpDelta], label: str, fallback: str) -> str:
 
 
 def classify(diff: ProfileDiff | None, compile_change: CompileChange | None = None,
-             identical: bool = False) -> Dimension:
+             identical: bool = False, gpu: GpuDiff | None = None) -> Dimension:
     """Name the bottleneck dimension of a change by the rules of this module's docstring;
-    ``identical``: both artifacts have one execution identity (they run the same code)."""
+    ``identical``: both artifacts have one execution identity (they run the same code); ``gpu``:
+    the GPU evidence of a ``cuda`` pair (rules G1-G5 instead of 3-7)."""
     if diff is None:
         if compile_change is not None and compile_change.rose():
             return _compile(None, compile_change)
@@ -189,7 +222,7 @@ def classify(diff: ProfileDiff | None, compile_change: CompileChange | None = No
         same = "; the artifacts are identical" if identical else ""
         return Dimension("unclear", "no-slowdown", (f"the profiles show no slowdown: {run_line}{same}",),
                          f"no slowdown in the profile ({_pct(run.ratio)}): unclear")
-    dimension = _run_rules(diff, run_line)
+    dimension = _run_rules(diff, run_line) if gpu is None else _gpu_rules(diff, gpu, run_line)
     if run.delta_low <= 0:
         caution = (f"the profiled workers disagree: the change's interval [{us(run.delta_low)}, "
                    f"{us(run.delta_high)}] holds 0; the label rests on the shares of the mean change")
@@ -295,3 +328,81 @@ def classify_dispatches(before: int | None, after: int | None, change: CompileCh
     return Dimension("unclear", "same-dispatches" if after == before else "fewer-dispatches",
                      (line, f"{inside}: the change is inside the kernels, and without a runtime profiler compute "
                             "cannot be told from memory"), f"{inside} ({before} -> {after}): unclear")
+
+
+def _kernel_line(row: KernelDelta) -> str:
+    metrics = ""
+    if row.sm_pct is not None or row.dram_pct is not None:
+        sm = "n/a" if row.sm_pct is None else f"{row.sm_pct:.0f}%"
+        dram = "n/a" if row.dram_pct is None else f"{row.dram_pct:.0f}%"
+        metrics = f", ncu SM {sm} DRAM {dram} of peak"
+    name = row.name if len(row.name) <= 80 else row.name[:77] + "..."
+    return (f"{us(row.us.delta)} in kernel {name} ({row.launches.before.mean:.0f} -> {row.launches.after.mean:.0f} "
+            f"launches{metrics})")
+
+
+def _bound(row: KernelDelta, unit: str) -> bool:
+    """ncu says ``unit`` (``dram`` or ``sm``) bounds this kernel (rules G2, G3)."""
+    if row.sm_pct is None or row.dram_pct is None:
+        return False
+    if unit == "dram":
+        return row.dram_pct >= HIGH_THROUGHPUT and row.dram_pct > row.sm_pct
+    return row.sm_pct >= HIGH_THROUGHPUT and row.sm_pct >= row.dram_pct
+
+
+def _gpu_rules(diff: ProfileDiff, gpu: GpuDiff, run_line: str) -> Dimension:
+    """Rules G1-G5: what the run time's change is made of on the GPU."""
+    launches, kernel = gpu.launches, gpu.kernel_us
+    total = diff.total_change_us
+    kernel_share = kernel.delta / total if total else 0.0
+    added = launches.delta
+    per_before = kernel.before.mean / launches.before.mean if launches.before.mean else 0.0
+    per_added = kernel.delta / added if added > 0 else float("inf")
+    more = launches.ratio is not None and launches.ratio >= 1 + MORE_KERNELS
+    busy_drop = gpu.busy.before.mean - gpu.busy.after.mean if gpu.busy is not None else 0.0
+    launch_line = (f"{added:+.0f} kernel launches per inference ({launches.before.mean:.0f} -> "
+                   f"{launches.after.mean:.0f}, {_pct(launches.ratio)}; from {gpu.source}); Σ kernel time "
+                   f"{us(kernel.before.mean, False)} -> {us(kernel.after.mean, False)}, "
+                   f"{kernel_share * 100:.0f}% of the change ({run_line})")
+    busy_line = ("GPU-busy fraction of model_run unknown (nsys counts kernels, not the runs)" if gpu.busy is None else
+                 f"GPU busy {gpu.busy.before.mean * 100:.0f}% -> {gpu.busy.after.mean * 100:.0f}% of model_run")
+    grown = sorted((r for r in gpu.kernels if r.us.delta > 0), key=lambda r: -r.us.delta)
+    if (more and (per_added <= SMALL_KERNEL * per_before or busy_drop >= BUSY_DROP)) or \
+            (busy_drop >= BUSY_DROP and kernel_share < DOMINANT):
+        rule = "more-launches" if more else "gpu-idle"
+        evidence = [launch_line, busy_line]
+        if more:
+            evidence.append(f"each added launch adds {us(per_added, False) if added > 0 else 'n/a'} of kernel time, "
+                            f"against {us(per_before, False)} per launch before")
+        evidence += [_kernel_line(r) for r in sorted(gpu.kernels, key=lambda r: -r.launches.delta)[:3]
+                     if r.launches.delta > 0]
+        lead = f"{added:+.0f} kernel launches" if more else f"GPU busy -{busy_drop * 100:.0f} points"
+        return Dimension("scheduling", rule, tuple(evidence), f"{us(total)} with {lead}: scheduling")
+    growth = sum(r.us.delta for r in grown)
+    measured = [r for r in grown if r.sm_pct is not None or r.dram_pct is not None]
+    for unit, label, rule in (("dram", "memory", "dram-bound"), ("sm", "compute", "sm-bound")):
+        bound = [r for r in grown if _bound(r, unit)]
+        if growth > 0 and sum(r.us.delta for r in bound) >= DOMINANT * growth:
+            share = sum(r.us.delta for r in bound) / growth
+            evidence = [f"kernels ncu measured as {unit.upper()}-bound (>= {HIGH_THROUGHPUT:.0f}% of peak) explain "
+                        f"{share * 100:.0f}% of the kernels' growth", launch_line, *(_kernel_line(r) for r in bound[:3])]
+            return Dimension(label, rule, tuple(evidence),
+                             f"{us(bound[0].us.delta)} in {_kernel_name(bound[0])}, {unit.upper()}-bound: {label}")
+    if not measured and not more and kernel_share >= DOMINANT and grown:
+        evidence = [launch_line, "the same launches take longer; no ncu metrics on the grown kernels, so memory-bound "
+                    "kernels cannot be ruled out (run with ncu on PATH to tell)", *(_kernel_line(r) for r in grown[:3])]
+        return Dimension("compute", "kernel-time", tuple(evidence),
+                         f"{us(grown[0].us.delta)} in {_kernel_name(grown[0])}, same launches: compute")
+    evidence = [f"no GPU rule holds: {launch_line}", busy_line, *(_kernel_line(r) for r in grown[:3])]
+    if measured:
+        evidence.insert(1, f"ncu: neither SM nor DRAM throughput reaches {HIGH_THROUGHPUT:.0f}% of peak on most of the "
+                           "grown kernels' time (latency-bound, or a spread change)")
+    top = f"{us(grown[0].us.delta)} in {_kernel_name(grown[0])}" if grown else f"{us(total)} on the GPU"
+    return Dimension("unclear", "gpu-mixed", tuple(evidence), f"{top}: unclear")
+
+
+def _kernel_name(row: KernelDelta) -> str:
+    """A kernel's name for a headline: the function, without template arguments and parameters."""
+    name = row.name.split("(")[0].split("<")[0].strip()
+    name = name.removeprefix("void ").split("::")[-1]
+    return name or row.name[:40]

@@ -10,11 +10,15 @@ Format history (``PROFILE_VERSION``, the document ``perfguard profile --json`` w
 ``Explanation`` objects sit in a verdicts document under the optional key ``explanations``):
 
 1. First format: version, kind "profile", explanations[] (case, baseline, candidate, dimension,
-   diff or null, compile or null, failures, trace_file or null).
+   diff or null, compile or null, failures, trace_file or null). An explanation of a ``cuda``
+   pair adds the optional key ``gpu`` (``perfguard.profile.gpu_diff.GpuSection``: diff,
+   nsight, skipped); one without it (the CPU, older documents) reads as before, so the
+   version stays 1.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +28,7 @@ from perfguard import jsonfields as f
 from perfguard.profile.collect import PROFILED_BACKENDS, SideProfiles, profile_sides
 from perfguard.profile.diff import ProfileDiff, diff_profiles
 from perfguard.profile.dimension import CompileChange, Dimension, classify, classify_dispatches
+from perfguard.profile.gpu_diff import GpuSection
 
 if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase
@@ -46,7 +51,8 @@ class ProfileSettings:
 @dataclass(frozen=True)
 class Explanation:
     """Why one case changed: the dimension with its evidence, the profile diff it read (None
-    when a side could not be profiled: ``failures`` says why), the compile-time change."""
+    when a side could not be profiled: ``failures`` says why), the compile-time change, and on
+    the ``cuda`` runner the GPU section (kernels, Nsight metrics, what was skipped and why)."""
 
     case: str
     baseline: str
@@ -56,22 +62,27 @@ class Explanation:
     compile: CompileChange | None = None
     failures: tuple[str, ...] = ()
     trace_file: str | None = None
+    gpu: GpuSection | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"case": self.case, "baseline": self.baseline, "candidate": self.candidate,
+        data: dict[str, Any] = {"case": self.case, "baseline": self.baseline, "candidate": self.candidate,
                 "dimension": self.dimension.to_json(), "diff": None if self.diff is None else self.diff.to_json(),
                 "compile": None if self.compile is None else self.compile.to_json(),
                 "failures": list(self.failures), "trace_file": self.trace_file}
+        if self.gpu is not None:
+            data["gpu"] = self.gpu.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Explanation:
         kind = "explanation"
         diff, change = f.opt_obj(data, "diff", kind), f.opt_obj(data, "compile", kind)
+        gpu = f.opt_obj(data, "gpu", kind)
         return cls(f.string(data, "case", kind), f.string(data, "baseline", kind), f.string(data, "candidate", kind),
                    Dimension.from_json(f.obj(data, "dimension", kind)),
                    None if diff is None else ProfileDiff.from_json(diff),
                    None if change is None else CompileChange.from_json(change), f.string_list(data, "failures", kind),
-                   f.opt_string(data, "trace_file", kind))
+                   f.opt_string(data, "trace_file", kind), None if gpu is None else GpuSection.from_json(gpu))
 
 
 def unavailable(case: str, labels: tuple[str, str], reason: str) -> Explanation:
@@ -112,10 +123,35 @@ def explain_pair(suite: Suite, case: str, baseline: CompiledCase, candidate: Com
     from perfguard.compare.check import same_execution
 
     identical = same_execution(baseline.entry, candidate.entry)
-    explanation = Explanation(case, labels[0], labels[1], classify(diff, change, identical), diff, change, failures)
+    gpu = None
+    if baseline.case.runner == "cuda":
+        gpu = _gpu_section(suite, [(labels[0], baseline), (labels[1], candidate)], before, after, settings,
+                           workdir / "nsight" / case.replace("/", "_"))
+    dimension = classify(diff, change, identical, gpu.diff if gpu is not None else None)
+    explanation = Explanation(case, labels[0], labels[1], dimension, diff, change, failures, gpu=gpu)
     if settings.trace_dir is not None and before.trace_paths and after.trace_paths:
         explanation = replace(explanation, trace_file=str(_write_trace(settings.trace_dir, case, before, after)))
     return explanation
+
+
+def _gpu_section(suite: Suite, sides: list[tuple[str, CompiledCase]], before: SideProfiles, after: SideProfiles,
+                 settings: ProfileSettings, workdir: Path) -> GpuSection:
+    """The GPU section of a ``cuda`` pair: ORT's kernels from the profiles, and nsys / ncu around
+    one more worker per side where they are on PATH (``perfguard.profile.nsight``)."""
+    from perfguard.profile.gpu_diff import build_section
+    from perfguard.profile.nsight import nsight_sides
+
+    top = [k.name for side in (before, after) for run in side.runs[:1] if run.gpu is not None for k in run.gpu.top[:3]]
+    nsight = nsight_sides(suite, sides, settings.runs, workdir, list(dict.fromkeys(top)))
+    if settings.trace_dir is not None:  # keep the tools' CSV outputs beside the trace (recorded fixtures)
+        target = Path(settings.trace_dir) / workdir.name
+        for index, role in enumerate(("baseline", "candidate")):
+            for tool, name in (("nsys", "cuda_gpu_kern_sum.csv"), ("ncu", "metrics.csv")):
+                found = workdir / f"side{index}" / tool / name
+                if found.is_file():
+                    target.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(found, target / f"{tool}-{role}.csv")
+    return build_section([r.gpu for r in before.runs], [r.gpu for r in after.runs], nsight)
 
 
 def _write_trace(folder: str, case: str, before: SideProfiles, after: SideProfiles) -> Path:
@@ -123,5 +159,8 @@ def _write_trace(folder: str, case: str, before: SideProfiles, after: SideProfil
     from perfguard.profile.trace import read_trace
 
     target = Path(folder) / case.replace("/", "_")
+    target.mkdir(parents=True, exist_ok=True)
+    for role, side in (("baseline", before), ("candidate", after)):  # the raw ORT files, as ORT wrote them
+        shutil.copyfile(side.trace_paths[0], target / f"ort-{role}.json")
     return write_trace(target, [(f"baseline: {before.label}", read_trace(before.trace_paths[0])),
                                 (f"candidate: {after.label}", read_trace(after.trace_paths[0]))])

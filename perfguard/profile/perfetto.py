@@ -4,7 +4,8 @@ chrome://tracing, in the trace-event "JSON Object Format":
 
 Each side is its own process (``pid`` 1 for the baseline, 2 for the candidate), named by a
 ``process_name`` metadata event (``ph: "M"``); ONNX Runtime's thread ids become ``tid`` 1, 2...
-in order of appearance, named ``thread_name``. Every complete event (``ph: "X"``) keeps its
+in order of appearance, named ``thread_name``; the GPU's ``Kernel`` events (``cat: "Kernel"``, ORT's
+``pid``/``tid`` -1) go on one track per CUDA stream, named ``GPU stream N``. Every complete event (``ph: "X"``) keeps its
 ``name``, ``cat``, ``dur`` and ``args``; its ``ts`` is shifted so each side starts at 0 and the
 two line up one above the other.
 """
@@ -31,14 +32,22 @@ def merge_traces(sides: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> di
         events.append({"name": "process_sort_index", "ph": "M", "pid": index, "tid": 0, "ts": 0,
                        "args": {"sort_index": index}})
         for event in complete:
-            tid = threads.setdefault(event.get("tid"), len(threads) + 1)
+            tid = threads.setdefault(_track(event), len(threads) + 1)
             events.append({"name": str(event.get("name", "")), "cat": str(event.get("cat", "")), "ph": "X",
                            "ts": float(event["ts"]) - start, "dur": float(event.get("dur", 0)), "pid": index,
                            "tid": tid, "args": dict(event.get("args") or {})})
         for raw_tid, tid in threads.items():
+            label = f"GPU stream {raw_tid[1]}" if isinstance(raw_tid, tuple) else f"onnxruntime thread {raw_tid}"
             events.append({"name": "thread_name", "ph": "M", "pid": index, "tid": tid, "ts": 0,
-                           "args": {"name": f"onnxruntime thread {raw_tid}"}})
+                           "args": {"name": label}})
     return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def _track(event: Mapping[str, Any]) -> Any:
+    """The track key of an event: its thread, or ``("stream", N)`` for a GPU kernel or copy."""
+    if event.get("cat") == "Kernel":
+        return ("stream", str((event.get("args") or {}).get("stream", "?")))
+    return event.get("tid")
 
 
 def trace_problems(data: Any) -> list[str]:

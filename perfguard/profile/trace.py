@@ -21,6 +21,11 @@ which a mean would carry and a median does not. The framework overhead is the me
 of ``model_run`` − Σ kernel time, and the run time of the profile is the sum of those medians, so
 the parts add up exactly (Σ kernel time + framework overhead = ``run_us``). Bytes and kernel
 counts are means (they do not vary between runs).
+
+On the CUDA execution provider the ``Node`` events time the host side of each node (its kernel
+launches), and a build with CUDA profiling adds ``cat == "Kernel"`` events for the GPU work:
+``perfguard.profile.gpu`` aggregates them into the optional ``gpu`` part of a ``ProfileRun``
+(None on the CPU, and absent from its JSON, so the CPU aggregate and older documents are unchanged).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from statistics import median
 from typing import Any
 
 from perfguard import jsonfields as f
+from perfguard.profile.gpu import GpuProfile, aggregate_kernels, window_of
 
 KERNEL_SUFFIX = "_kernel_time"
 
@@ -78,13 +84,15 @@ class OpStats:
 class ProfileRun:
     """One worker process's profile of one artifact: the ``model_run`` time of every kept run
     (µs), the kernel time summed per run, ``session_initialization`` (µs), the per-op aggregates
-    and the framework overhead (medians per inference, see the module docstring)."""
+    and the framework overhead (medians per inference, see the module docstring); ``gpu``: the
+    GPU kernels' aggregate where ORT recorded ``Kernel`` events (``perfguard.profile.gpu``)."""
 
     model_run_us: tuple[float, ...]
     kernel_sum_us: tuple[float, ...]
     session_init_us: float
     ops: tuple[OpStats, ...]
     overhead_us: float
+    gpu: GpuProfile | None = None
 
     @property
     def runs(self) -> int:
@@ -104,16 +112,22 @@ class ProfileRun:
         return sum(o.kernels for o in self.ops)
 
     def to_json(self) -> dict[str, Any]:
-        return {"model_run_us": list(self.model_run_us), "kernel_sum_us": list(self.kernel_sum_us),
-                "session_init_us": self.session_init_us, "ops": [o.to_json() for o in self.ops],
-                "overhead_us": self.overhead_us}
+        data: dict[str, Any] = {
+            "model_run_us": list(self.model_run_us), "kernel_sum_us": list(self.kernel_sum_us),
+            "session_init_us": self.session_init_us, "ops": [o.to_json() for o in self.ops],
+            "overhead_us": self.overhead_us}
+        if self.gpu is not None:
+            data["gpu"] = self.gpu.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProfileRun:
         kind = "profile run"
+        gpu = f.opt_obj(data, "gpu", kind)
         return cls(f.number_list(data, "model_run_us", kind), f.number_list(data, "kernel_sum_us", kind),
                    f.number(data, "session_init_us", kind),
-                   tuple(OpStats.from_json(o) for o in f.objects(data, "ops", kind)), f.number(data, "overhead_us", kind))
+                   tuple(OpStats.from_json(o) for o in f.objects(data, "ops", kind)), f.number(data, "overhead_us", kind),
+                   None if gpu is None else GpuProfile.from_json(gpu))
 
 
 def read_trace(path: str | Path) -> list[dict[str, Any]]:
@@ -142,13 +156,6 @@ def _windows(events: Iterable[Mapping[str, Any]]) -> list[tuple[float, float]]:
     return sorted(runs)
 
 
-def _window_of(ts: float, windows: Sequence[tuple[float, float]]) -> int | None:
-    for index, (start, end) in enumerate(windows):
-        if start <= ts <= end:
-            return index
-    return None
-
-
 def aggregate(events: Sequence[Mapping[str, Any]], skip_runs: int = 0) -> ProfileRun:
     """Aggregate ONNX Runtime trace ``events`` per inference, leaving out the first
     ``skip_runs`` runs (warm-up). ``TraceError`` when no run is left."""
@@ -164,7 +171,7 @@ def aggregate(events: Sequence[Mapping[str, Any]], skip_runs: int = 0) -> Profil
         name = str(event.get("name", ""))
         if event.get("cat") != "Node" or not name.endswith(KERNEL_SUFFIX):
             continue
-        index = _window_of(float(event.get("ts", -1)), kept)
+        index = window_of(float(event.get("ts", -1)), kept)
         if index is None:
             continue
         args = event.get("args") or {}
@@ -184,4 +191,4 @@ def aggregate(events: Sequence[Mapping[str, Any]], skip_runs: int = 0) -> Profil
                         e["par"] / runs, e["out"] / runs) for (op, provider), e in sorted(per_op.items()))
     model_runs = tuple(end - start for start, end in kept)
     overhead = median([run - kernels for run, kernels in zip(model_runs, sums, strict=True)])
-    return ProfileRun(model_runs, tuple(sums), init, ops, overhead)
+    return ProfileRun(model_runs, tuple(sums), init, ops, overhead, aggregate_kernels(events, kept))

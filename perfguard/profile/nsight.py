@@ -1,0 +1,308 @@
+"""NVIDIA Nsight Systems (``nsys``) and Nsight Compute (``ncu``) around a profile worker, on the
+``cuda`` runner only, and only when the tool is on PATH; otherwise the side records
+``skipped: <reason>`` (never an error).
+
+* **nsys**: one fresh profile worker per side (that side's artifact alone, so the report holds
+  only its kernels) runs under ``nsys profile -t cuda``; ``nsys stats --report cuda_gpu_kern_sum
+  --format csv`` then sums the report per kernel name. Its CSV (Nsight Systems Analysis Guide,
+  "cuda_gpu_kern_sum"): a header ``"Time (%)","Total Time (ns)","Instances","Avg (ns)","Med
+  (ns)","Min (ns)","Max (ns)","StdDev (ns)","Name"`` after whatever progress lines nsys prints;
+  times in ns unless ``--timeunit`` (the unit is read from the header). The worker's every
+  inference is counted, warm-up included (the per-inference figures divide by all of them).
+* **ncu**: a second worker per side runs under ``ncu --csv --metrics gpu__time_duration.sum,
+  sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed
+  -k regex:<top kernels> --launch-count N`` (ncu replays each kernel, so only the top kernels and
+  a few launches). Its CSV ("details" page, Nsight Compute CLI manual): one row per kernel launch
+  and metric, with the columns ``"ID"`` (the launch), ``"Kernel Name"``, ``"Metric Name"``,
+  ``"Metric Unit"``, ``"Metric Value"`` among others, after ``==PROF==`` lines; numbers may carry
+  thousands separators, and a metric the GPU lacks reads ``n/a``.
+
+The parsers are pure; ``nsight_side`` runs the tools through ``run`` (``subprocess.run`` by
+default) so tests can fake them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfguard import jsonfields as f
+
+if TYPE_CHECKING:
+    from perfguard.compile.case import CompiledCase
+    from perfguard.measure.protocol import ProfileRequest
+    from perfguard.suite import Suite
+
+NSYS_REPORT = "cuda_gpu_kern_sum"
+NCU_TIME, NCU_SM, NCU_DRAM = ("gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                              "dram__throughput.avg.pct_of_peak_sustained_elapsed")
+#: Kernel launches ncu profiles per top kernel (each is replayed once per metric pass).
+NCU_LAUNCHES_PER_KERNEL = 3
+_NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
+
+Which = Callable[[str], "str | None"]
+
+
+class NsightError(ValueError):
+    """Output of nsys or ncu that is not the CSV perfguard asked for."""
+
+
+@dataclass(frozen=True)
+class NsysKernel:
+    """One row of ``cuda_gpu_kern_sum``: a kernel name, its launches and total time (ns)."""
+
+    name: str
+    instances: int
+    total_ns: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "instances": self.instances, "total_ns": self.total_ns}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NsysKernel:
+        kind = "nsys kernel"
+        return cls(f.string(data, "name", kind), f.integer(data, "instances", kind), f.number(data, "total_ns", kind))
+
+
+@dataclass(frozen=True)
+class NcuKernel:
+    """ncu's metrics of one kernel name, means over its profiled launches: duration (ns), SM and
+    DRAM throughput in % of peak (None where the GPU did not report them)."""
+
+    name: str
+    launches: int
+    time_ns: float | None
+    sm_pct: float | None
+    dram_pct: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "launches": self.launches, "time_ns": self.time_ns, "sm_pct": self.sm_pct,
+                "dram_pct": self.dram_pct}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NcuKernel:
+        kind = "ncu kernel"
+        return cls(f.string(data, "name", kind), f.integer(data, "launches", kind), f.opt_number(data, "time_ns", kind),
+                   f.opt_number(data, "sm_pct", kind), f.opt_number(data, "dram_pct", kind))
+
+
+@dataclass(frozen=True)
+class NsightSide:
+    """What nsys and ncu saw of one side: ``inferences`` the nsys worker ran, the kernel summary
+    (None: not run), ncu's metrics of the top kernels (None: not run), and why a tool was skipped."""
+
+    label: str
+    inferences: int
+    nsys: tuple[NsysKernel, ...] | None = None
+    ncu: tuple[NcuKernel, ...] | None = None
+    skipped: tuple[str, ...] = ()
+
+    @property
+    def launches(self) -> float:
+        """Kernel launches per inference (nsys)."""
+        return sum(k.instances for k in self.nsys or ()) / max(1, self.inferences)
+
+    @property
+    def kernel_us(self) -> float:
+        """Σ kernel time per inference, µs (nsys)."""
+        return sum(k.total_ns for k in self.nsys or ()) / 1e3 / max(1, self.inferences)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "inferences": self.inferences,
+                "nsys": None if self.nsys is None else [k.to_json() for k in self.nsys],
+                "ncu": None if self.ncu is None else [k.to_json() for k in self.ncu], "skipped": list(self.skipped)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NsightSide:
+        kind = "nsight side"
+        nsys, ncu = data.get("nsys"), data.get("ncu")
+        return cls(f.string(data, "label", kind), f.integer(data, "inferences", kind),
+                   None if nsys is None else tuple(NsysKernel.from_json(k) for k in f.objects(data, "nsys", kind)),
+                   None if ncu is None else tuple(NcuKernel.from_json(k) for k in f.objects(data, "ncu", kind)),
+                   f.string_list(data, "skipped", kind))
+
+
+def _number(text: str) -> float | None:
+    text = text.strip().replace(",", "")
+    try:
+        return float(text)
+    except ValueError:
+        return None  # "n/a", "", "-"
+
+
+def _table(text: str, starts: Callable[[str], bool], what: str) -> list[dict[str, str]]:
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if starts(line)), None)
+    if start is None:
+        raise NsightError(f"no {what} header in the output ({len(lines)} lines)")
+    return list(csv.DictReader(io.StringIO("\n".join(lines[start:]))))
+
+
+def parse_kern_sum(text: str) -> tuple[NsysKernel, ...]:
+    """The kernels of an ``nsys stats --report cuda_gpu_kern_sum --format csv`` output, by total
+    time; ``NsightError`` when it holds no such table."""
+    rows = _table(text, lambda line: "Total Time (" in line and "Instances" in line, NSYS_REPORT)
+    total = next(key for key in rows[0] if key.startswith("Total Time (")) if rows else "Total Time (ns)"
+    unit = total[len("Total Time ("):].rstrip(")")
+    if unit not in _NS:
+        raise NsightError(f"{NSYS_REPORT}: unknown time unit {unit!r} in column {total!r}")
+    kernels = []
+    for row in rows:
+        time, count = _number(row.get(total) or ""), _number(row.get("Instances") or "")
+        if time is None or count is None or not row.get("Name"):
+            continue
+        kernels.append(NsysKernel(str(row["Name"]), int(count), time * _NS[unit]))
+    return tuple(sorted(kernels, key=lambda k: (-k.total_ns, k.name)))
+
+
+def parse_ncu_csv(text: str) -> tuple[NcuKernel, ...]:
+    """The per-kernel means of an ``ncu --csv --metrics ...`` output (details page, one row per
+    launch and metric); ``NsightError`` when it holds no such table."""
+    rows = _table(text, lambda line: line.startswith('"ID"'), "ncu details")
+    launches: dict[str, dict[str, float | None]] = {}
+    names: dict[str, str] = {}
+    for row in rows:
+        launch, metric = row.get("ID") or "", row.get("Metric Name") or ""
+        if not launch or not metric:
+            continue
+        names[launch] = row.get("Kernel Name") or "?"
+        value = _number(row.get("Metric Value") or "")
+        if metric == NCU_TIME and value is not None:
+            value *= _NS.get((row.get("Metric Unit") or "ns").strip(), 1.0)
+        launches.setdefault(launch, {})[metric] = value
+    by_name: dict[str, list[dict[str, float | None]]] = {}
+    for launch, metrics in launches.items():
+        by_name.setdefault(names[launch], []).append(metrics)
+
+    def mean(samples: list[dict[str, float | None]], metric: str) -> float | None:
+        values = [v for v in (s.get(metric) for s in samples) if v is not None]
+        return sum(values) / len(values) if values else None
+
+    kernels = [NcuKernel(name, len(s), mean(s, NCU_TIME), mean(s, NCU_SM), mean(s, NCU_DRAM)) for name, s in by_name.items()]
+    return tuple(sorted(kernels, key=lambda k: (-(k.time_ns or 0.0), k.name)))
+
+
+def tool_skips(runner: str, which: Which = shutil.which) -> dict[str, str | None]:
+    """Per tool (``nsys``, ``ncu``): its path, or ``skipped: <reason>`` when it cannot run here."""
+    result: dict[str, str | None] = {}
+    for tool in ("nsys", "ncu"):
+        if runner != "cuda":
+            result[tool] = f"skipped: {tool} profiles CUDA kernels; runner {runner!r} is not cuda"
+        else:
+            path = which(tool)
+            result[tool] = path if path else f"skipped: {tool} not on PATH"
+    return result
+
+
+def kernel_regex(names: Sequence[str]) -> str:
+    """An ncu ``-k regex:`` that matches exactly these demangled kernel names."""
+    return "^(" + "|".join(re.escape(n) for n in names) + ")$"
+
+
+def nsys_commands(nsys: str, report: Path, worker: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The ``nsys profile`` command around ``worker`` and the ``nsys stats`` command on its report."""
+    profile = [nsys, "profile", "-t", "cuda", "--force-overwrite", "true", "-o", str(report), *worker]
+    stats = [nsys, "stats", "--report", NSYS_REPORT, "--format", "csv", "--force-export", "true",
+             f"{report}.nsys-rep"]
+    return profile, stats
+
+
+def ncu_command(ncu: str, log: Path, kernels: Sequence[str], worker: Sequence[str]) -> list[str]:
+    """``ncu`` around ``worker``: the three metrics of ``kernels`` (demangled names), a few launches each."""
+    return [ncu, "--csv", "--log-file", str(log), "--kernel-name-base", "demangled",
+            "--metrics", ",".join((NCU_TIME, NCU_SM, NCU_DRAM)), "-k", f"regex:{kernel_regex(kernels)}",
+            "--launch-count", str(NCU_LAUNCHES_PER_KERNEL * len(kernels)), *worker]
+
+
+Run = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+def _run_worker(prefix: Callable[[list[str]], list[str]], request: ProfileRequest, folder: Path, timeout: float,
+                run: Run) -> str | None:
+    """Run one profile worker inside ``prefix(worker command)``; its failure in one line, or None."""
+    from perfguard.errors import first_line
+    from perfguard.measure.protocol import decode_response
+
+    folder.mkdir(parents=True, exist_ok=True)
+    request_path, response_path = folder / "request.json", folder / "response.json"
+    request_path.write_text(json.dumps(request.to_json()))
+    command = prefix([sys.executable, "-m", "perfguard.measure.worker", str(request_path), str(response_path)])
+    try:
+        proc = run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return first_line(exc)
+    if proc.returncode != 0:
+        tail = (proc.stderr or "").strip().splitlines()
+        return f"exit code {proc.returncode}" + (f": {tail[-1][:200]}" if tail else "")
+    try:
+        _, error = decode_response(json.loads(response_path.read_text()), request.parse_response)
+    except (OSError, ValueError) as exc:
+        return f"the worker wrote no readable response: {first_line(exc)}"
+    return None if error is None else error.message
+
+
+def nsight_side(label: str, request: ProfileRequest, folder: Path, timeout: float, top_kernels: Sequence[str],
+                which: Which = shutil.which, run: Run = subprocess.run) -> NsightSide:
+    """nsys, then ncu on ``top_kernels``, around a fresh profile worker of one side (``request``
+    holds that side's variant alone); whatever cannot run is recorded as skipped, with the reason."""
+    tools = tool_skips(request.runner, which)
+    skipped = [reason for reason in tools.values() if reason and reason.startswith("skipped:")]
+    inferences = max(1, request.warmup) + max(1, request.runs)
+    nsys_rows: tuple[NsysKernel, ...] | None = None
+    ncu_rows: tuple[NcuKernel, ...] | None = None
+    nsys, ncu = tools["nsys"], tools["ncu"] or ""
+    if nsys and not nsys.startswith("skipped:"):
+        profile, stats = nsys_commands(nsys, folder / "nsys" / "report", [])
+        failure = _run_worker(lambda worker: profile + worker, request, folder / "nsys", timeout, run)
+        if failure is None:
+            proc = run(stats, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False)
+            try:
+                nsys_rows = parse_kern_sum(proc.stdout or "")
+            except NsightError as exc:
+                failure = f"nsys stats: {exc}"
+            else:
+                (folder / "nsys" / f"{NSYS_REPORT}.csv").write_text(proc.stdout)
+        if failure is not None:
+            skipped.append(f"skipped: nsys run failed: {failure}")
+    names = list(top_kernels) or [k.name for k in (nsys_rows or ())[:3]]
+    if ncu and not ncu.startswith("skipped:"):
+        if not names:
+            skipped.append("skipped: ncu has no top kernels to profile (no Kernel events and no nsys summary)")
+        else:
+            log = folder / "ncu" / "metrics.csv"
+            failure = _run_worker(lambda worker: ncu_command(ncu, log, names, worker), request, folder / "ncu",
+                                  timeout * 4, run)
+            try:
+                ncu_rows = parse_ncu_csv(log.read_text()) if failure is None else None
+            except (OSError, NsightError) as exc:
+                failure = f"ncu output: {exc}"
+            if failure is not None:
+                skipped.append(f"skipped: ncu run failed: {failure}")
+    return NsightSide(label, inferences, nsys_rows, ncu_rows, tuple(skipped))
+
+
+def nsight_sides(suite: Suite, sides: Sequence[tuple[str, CompiledCase]], runs: int, workdir: Path,
+                 top_kernels: Sequence[str], which: Which = shutil.which, run: Run = subprocess.run) -> list[NsightSide]:
+    """``nsight_side`` for each side of a pair, each in its own fresh worker (that side alone)."""
+    from perfguard.measure.protocol import MeasureVariant
+    from perfguard.measure.requests import profile_request
+
+    results = []
+    for index, (label, compiled) in enumerate(sides):
+        if compiled.artifact is None:
+            results.append(NsightSide(label, 0, skipped=("skipped: no artifact to profile",)))
+            continue
+        request = profile_request(suite, compiled.case, [MeasureVariant(compiled.variant_id, compiled.artifact)],
+                                  compiled.model.inputs, 0, runs, None)
+        results.append(nsight_side(label, request, workdir / f"side{index}", compiled.case.measure.timeout,
+                                   top_kernels, which, run))
+    return results
