@@ -5,9 +5,10 @@ on one runner) perfguard starts ``workers`` fresh processes one after another (e
 of its turn as a :class:`Spare` that has only imported, while the previous one works). Each loads every
 variant in a rotated order (its peak memory after the first load is that variant's memory
 sample), discards ``warmup`` runs of each (fewer once they lasted ``warmup * min_time``), then
-times ``rounds`` rounds, or stops after ``min_rounds`` once they lasted ``max_time``; in each round
-every variant runs ``loops`` times back to back in a fresh random order. ``loops`` is calibrated by
-the first worker so that one value lasts at least ``min_time``, and reused by the others.
+times ``rounds`` rounds, or stops after ``min_rounds`` once they lasted ``max_time``; a round is
+``loops`` steps, in each of which every variant runs once, in a fresh random order, each run timed
+on its own (``perfguard.measure.worker``). ``loops`` is calibrated by the first worker so that one
+value lasts at least ``min_time`` (one count for every variant), and reused by the others.
 
 A worker that crashes or outlives ``timeout`` is recorded and the run goes on. When its last status
 line names a variant (it was loading or running it), that variant is dropped from later workers.

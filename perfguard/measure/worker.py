@@ -307,7 +307,7 @@ def common_loops(loops: dict[str, int]) -> dict[str, int]:
     session finds warmer caches than one that follows another session's, and a variant with more
     runs follows itself more often. Measured: an A/A of one 0.4 ms model under two node namings,
     calibrated to 49 and 64 runs, read the 64-run side 1.8 % faster in all 8 workers (p = 0.008);
-    with equal counts an A/A reads within 0.3 %."""
+    with equal counts the same A/A read -0.0 % twice ([-0.8 %, +0.9 %] and [-0.5 %, +0.6 %])."""
     if not loops:
         return {}
     common = min(max(loops.values()), LOOPS_SPREAD * min(loops.values()))

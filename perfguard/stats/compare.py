@@ -188,7 +188,7 @@ def worker_log_ratios(a: FloatArray, b: FloatArray, statistic: str = "median") -
 
     For the median, when both sides timed the same rounds (equal row lengths, the same padding),
     the worker's ratio is the median of its *per-round* log ratios ``log(b_ir / a_ir)``: within a
-    round every variant ran once, back to back in random order, so a round's ratio cancels the
+    round the variants ran interleaved run by run in random order, so a round's ratio cancels the
     drift of that moment, which the ratio of the two medians only averages over the whole worker.
     On the 2-core machine's real timings of a 95 ms model (an A/A of one model under two node
     namings, 20 workers of 10 rounds, ``benchmarks/check_cost.py``'s ``aa_renamed``) the spread
