@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from pathlib import Path
@@ -190,3 +191,44 @@ def test_a_workers_peak_memory_is_its_own_not_its_parents():
     assert own < 150 * 2**20 and len(held) == 256 * 2**20
     if sys.platform.startswith("linux"):
         assert inherited >= 256 * 2**20  # what the old reading would have reported
+
+
+# --------------------------------------------------------------------------------------------
+# The timed round: one run count for all variants, short runs in interleaved blocks
+
+
+def test_common_loops_is_the_largest_count_at_most_four_times_the_smallest() -> None:
+    from perfguard.measure.worker import common_loops
+
+    assert common_loops({"a": 49, "b": 64}) == {"a": 64, "b": 64}
+    assert common_loops({"fast": 400, "slow": 10}) == {"fast": 40, "slow": 40}
+    assert common_loops({}) == {}
+
+
+def test_a_round_of_short_runs_interleaves_ten_blocks_each_after_an_untimed_run() -> None:
+    """Fakes the executables (they log their runs); the round is the production one."""
+    import random
+
+    from perfguard.measure.worker import _interleaved_round, round_blocks
+
+    log: list[str] = []
+
+    class Logged:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def run(self, feeds: object) -> None:
+            log.append(self.name)
+
+    values: dict[str, list[float]] = {"a": [], "b": []}
+    executables = {"a": Logged("a"), "b": Logged("b")}
+    assert round_blocks(50) == (10, 5) and round_blocks(39) == (1, 39)
+    _interleaved_round(executables, {"a": 50, "b": 50}, {}, lambda: None, random.Random(1), values)
+    assert log.count("a") == log.count("b") == 10 * (5 + 1)  # 10 blocks of 5 timed runs, each after one untimed
+    runs = [len(list(group)) for _, group in itertools.groupby(log)]
+    assert sum(runs) == len(log) and max(runs) <= 2 * 6  # blocks take turns: never more than two blocks in a row
+    assert len(values["a"]) == len(values["b"]) == 1 and values["a"][0] > 0
+
+    log.clear()
+    _interleaved_round(executables, {"a": 8, "b": 8}, {}, lambda: None, random.Random(1), values)
+    assert sorted(len(list(group)) for _, group in itertools.groupby(log)) == [8, 8]  # one block each, no untimed run

@@ -7,9 +7,9 @@ caches) become part of the measured spread instead of a hidden bias.
 
 ``compile`` requests compile one case, run the reference (ORT, all optimizations off) and check the
 artifact's outputs against it. ``measure`` requests load every variant of a case group and time
-them interleaved: in each round every variant runs its ``loops`` times, the runs of all variants
-shuffled into one fresh random order and each timed on its own, so drift hits all variants
-alike. The worker reports progress on stderr (``perfguard-worker: loading ID``) so the parent can
+them interleaved: in each round every variant runs its ``loops`` times, in blocks whose order is
+shuffled afresh (short runs in 10 blocks a round, each after one untimed run), so drift hits all
+variants alike. The worker reports progress on stderr (``perfguard-worker: loading ID``) so the parent can
 name the variant a crash happened in.
 """
 
@@ -68,6 +68,9 @@ __all__ = ["STATUS_PREFIX", "blindness", "compare_outputs", "main", "probe_input
 MAX_LOOPS = 1_000_000
 #: The largest over the smallest calibrated run count that :func:`common_loops` gives every variant.
 LOOPS_SPREAD = 4
+#: Blocks of a round whose runs are short (:func:`round_blocks`), and the fewest runs in a block.
+ROUND_BLOCKS = 10
+MIN_BLOCK_RUNS = 4
 
 
 def _status(message: str) -> None:
@@ -303,51 +306,68 @@ def common_loops(loops: dict[str, int]) -> dict[str, int]:
     ``LOOPS_SPREAD`` times the smallest (so every value lasts at least ``min_time``, and a variant
     10x slower than the fastest runs 4x, not 10x, its own count).
 
-    Why equal counts: in a round whose runs interleave, a run that follows a run of its own
-    session finds warmer caches than one that follows another session's, and a variant with more
-    runs follows itself more often. Measured: an A/A of one 0.4 ms model under two node namings,
-    calibrated to 49 and 64 runs, read the 64-run side 1.8 % faster in all 8 workers (p = 0.008);
-    with equal counts the same A/A read -0.0 % twice ([-0.8 %, +0.9 %] and [-0.5 %, +0.6 %])."""
+    Why equal counts: every variant's blocks then hold the same runs and take turns evenly. Run by
+    run without untimed runs (a design measured and not kept: see :func:`_interleaved_round`), an
+    A/A of one 0.4 ms model under two node namings, calibrated to 49 and 64 runs, read the 64-run
+    side 1.8 % faster in all 8 workers (p = 0.008): it followed itself more often."""
     if not loops:
         return {}
     common = min(max(loops.values()), LOOPS_SPREAD * min(loops.values()))
     return dict.fromkeys(loops, common)
 
 
+def round_blocks(count: int) -> tuple[int, int]:
+    """How one variant's ``count`` runs of a round are timed: ``(blocks, runs per block)``.
+    ``ROUND_BLOCKS`` blocks when each holds at least ``MIN_BLOCK_RUNS`` runs (a run shorter than
+    ``min_time / 40``: 0.5 ms by default), else one block of ``count``, as long as the runs take."""
+    if count >= ROUND_BLOCKS * MIN_BLOCK_RUNS:
+        return ROUND_BLOCKS, math.ceil(count / ROUND_BLOCKS)
+    return 1, count
+
+
 def _interleaved_round(executables: dict[str, Any], loops: dict[str, int], feeds: dict[str, np.ndarray],
                        sync: Callable[[], None], rng: random.Random, values: dict[str, list[float]]) -> float:
-    """One timed round of ``loops`` steps (one count for all: :func:`common_loops`): in each step
-    every variant runs once, in a fresh random order, each run timed on its own; a variant's
-    value is its mean time per run. Returns the seconds timed.
+    """One timed round: every variant's runs (one count for all: :func:`common_loops`) in blocks
+    (:func:`round_blocks`); the blocks of all variants interleave, in a fresh random order for
+    each block, and a variant's value is its mean time per run. A round of several blocks runs
+    each block after one untimed run of the same variant. Returns the seconds timed.
 
-    Why run by run, not a block of ``loops`` runs per variant: on the 2-core machine, in one
-    quiet process holding two sessions of one 0.4 ms model, the per-round log ratio of the
-    sessions had a spread of 8-10 % with 60-run blocks one after the other (25 ms each) and
-    1.7-2.6 % with the same runs interleaved one by one: this machine's speed wanders on every
-    time scale from milliseconds to seconds, and only runs that alternate see the same
-    machine. For a model whose value is one run (a 95 ms model) both are the same.
+    Why blocks: on the 2-core machine the speed wanders on every time scale from a millisecond
+    up, and only runs close in time see the same machine. For the smoke suite's 0.4 ms ResNet
+    (``python benchmarks/interleave.py --rounds 60``, twice), the per-round log ratio of its
+    pipelines to ``none`` spread 6-11 % with one 50-run block per variant and round, 3-7 % with
+    10 blocks of 5 runs. Why the untimed run: a run that follows another model's run finds the
+    caches holding that model. Timed run by run, the ratios moved by up to 9 points
+    (``bn_fused_unfolded`` +25.1 / +29.2 %, ``ort_all`` -55.4 / -53.6 %, against +22.3 / +22.5 %
+    and -60.9 / -63.4 % in one block, which is what a steady loop reads); with the untimed run
+    first, 10 blocks read +23.5 / +24.6 % and -61.9 / -62.4 %. A variant whose value is a few
+    runs (fewer than ``ROUND_BLOCKS * MIN_BLOCK_RUNS``) is timed in one block, as before.
 
-    The status line names each variant before its first run of the round; a crash inside the
-    interleaved runs is put on the variant named last (a variant that crashes every time does
+    The status line names each variant before its first block of the round; a crash inside the
+    interleaved blocks is put on the variant named last (a variant that crashes every time does
     so already in its warm-up, where it runs alone).
     """
     order = list(executables)
-    count = max(loops[variant_id] for variant_id in order)  # equal for all (common_loops)
+    blocks, size = round_blocks(max(loops[variant_id] for variant_id in order))  # equal for all
     totals = dict.fromkeys(order, 0)
     runs = {variant_id: executable.run for variant_id, executable in executables.items()}
     clock = time.perf_counter_ns
-    for index in range(count):
+    for block in range(blocks):
         rng.shuffle(order)
         for variant_id in order:
-            if index == 0:
+            if block == 0:
                 _status(variant_status("running", variant_id))
             run = runs[variant_id]
+            if blocks > 1:  # untimed: this variant's caches, not its neighbour's
+                run(feeds)
+                sync()
             start = clock()
-            run(feeds)
+            for _ in range(size):
+                run(feeds)
             sync()
             totals[variant_id] += clock() - start
     for variant_id, total in totals.items():
-        values[variant_id].append(total / 1e9 / count)
+        values[variant_id].append(total / 1e9 / (blocks * size))
     return sum(totals.values()) / 1e9
 
 
