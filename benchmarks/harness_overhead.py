@@ -23,7 +23,8 @@ import onnx
 
 from perfguard.backends import get_backend
 from perfguard.measure.engine import measure_group
-from perfguard.models.inputs import input_specs
+from perfguard.measure.protocol import MeasureRequest, MeasureVariant
+from perfguard.models.inputs import InputSpec, input_specs
 from perfguard.models.zoo import build_model
 from perfguard.suite import PipelineSpec
 
@@ -75,9 +76,11 @@ def main() -> int:
         perfguard_medians, bare_medians = [], []
         loops = None
         for pair in range(args.pairs):
-            values = measure_group([{"id": "v", "artifact": artifact.to_json()}], runner="cpu", threads=1, warmup=3,
-                                   rounds=args.rounds, min_time=0.02, timeout=300, workers=1, seed=pair,
-                                   input_specs=specs, workdir=folder / "ipc", worker_offset=pair)["v"]
+            request = MeasureRequest(variants=(MeasureVariant("v", artifact),), runner="cpu", runner_options=None,
+                                     threads=1, warmup=3, rounds=args.rounds, min_time=0.02, seed=pair,
+                                     worker_index=pair, input_specs=tuple(InputSpec.from_json(s) for s in specs),
+                                     min_rounds=args.rounds, max_time=0.0)
+            values = measure_group(request, timeout=300, workers=1, workdir=folder / "ipc")["v"]
             flat = [v for worker in values.per_worker for v in worker]
             perfguard_medians.append(statistics.median(flat))
             loops = values.loops
