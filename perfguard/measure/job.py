@@ -126,6 +126,17 @@ class Job:
         passes' import check: what comes before the first compile."""
         if self.models:
             return
+        pending, self.pending_check = self.pending_check, None
+        try:
+            self._materialize()
+        except BaseException:  # a broken model: the check's child is not waited for
+            if pending is not None:
+                pending.close()
+            raise
+        if pending is not None:  # no compile before every user pass imports
+            pending.wait()
+
+    def _materialize(self) -> None:
         ctx = self.ctx
         runners = sorted({c.runner for c in ctx.cases})
         where = self.repo or ctx.suite.compiler.repo or ctx.suite.path
@@ -138,9 +149,6 @@ class Job:
         for name, spec in model_specs.items():
             ctx.progress.advance(f"model {name}")
             self.models[name] = materialize(spec, ctx.workdir / "models")
-        if self.pending_check is not None:  # no compile before every user pass imports
-            pending, self.pending_check = self.pending_check, None
-            pending.wait()
 
     def compile(self, memory: bool = True) -> None:
         """Materialize the models (:meth:`prepare`) and compile every case for every side, as many
