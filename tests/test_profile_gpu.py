@@ -201,6 +201,21 @@ def test_a_failing_tool_is_skipped_with_its_message_not_raised(tmp_path: Path) -
         "skipped: ncu run failed: exit code 1: ==ERROR== ERR_NVGPUCTRPERM: no permission to profile")
 
 
+
+def test_an_nsys_stats_that_hangs_is_skipped_with_the_reason_not_raised(tmp_path: Path) -> None:
+    """Fakes the tools: the profiled worker answers, ``nsys stats`` times out."""
+    def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        if command[1] == "stats":
+            raise subprocess.TimeoutExpired(command, kwargs["timeout"])
+        Path(command[-1]).write_text(json.dumps({"profiles": {}, "trace_paths": {}, "pid": 1}))
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    side = nsight_side("head", _request(), tmp_path, 60, [], which=lambda tool: "/opt/nsys" if tool == "nsys" else None,
+                       run=run)
+    assert side.nsys is None
+    assert side.skipped[0] == "skipped: ncu not on PATH"
+    assert side.skipped[1].startswith("skipped: nsys run failed: nsys stats: Command ") and "timed out" in side.skipped[1]
+
 # -- the GPU rules, on constructed diffs ----------------------------------------------------------
 
 

@@ -254,6 +254,8 @@ def nsight_side(label: str, request: ProfileRequest, folder: Path, timeout: floa
                 which: Which = shutil.which, run: Run = subprocess.run) -> NsightSide:
     """nsys, then ncu on ``top_kernels``, around a fresh profile worker of one side (``request``
     holds that side's variant alone); whatever cannot run is recorded as skipped, with the reason."""
+    from perfguard.errors import first_line
+
     tools = tool_skips(request.runner, which)
     skipped = [reason for reason in tools.values() if reason and reason.startswith("skipped:")]
     inferences = max(1, request.warmup) + max(1, request.runs)
@@ -264,11 +266,12 @@ def nsight_side(label: str, request: ProfileRequest, folder: Path, timeout: floa
         profile, stats = nsys_commands(nsys, folder / "nsys" / "report", [])
         failure = _run_worker(lambda worker: profile + worker, request, folder / "nsys", timeout, run)
         if failure is None:
-            proc = run(stats, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False)
             try:
+                proc = run(stats, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+                           check=False)
                 nsys_rows = parse_kern_sum(proc.stdout or "")
-            except NsightError as exc:
-                failure = f"nsys stats: {exc}"
+            except (OSError, subprocess.TimeoutExpired, NsightError) as exc:
+                failure = f"nsys stats: {first_line(exc)}"
             else:
                 (folder / "nsys" / f"{NSYS_REPORT}.csv").write_text(proc.stdout)
         if failure is not None:
