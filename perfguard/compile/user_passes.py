@@ -2,7 +2,7 @@
 
 A user pass is ``package.module:function`` from the compiler under test (``[compiler] path``). The
 compile workers import it; a typo there would only surface as a failed compile per case, after the
-models were built. ``check_user_passes`` imports them up front, in a child process, so
+models were built. :class:`UserPassCheck` imports them up front, in a child process, so
 
 * the check sees the working tree's ``[compiler] path`` exactly as a compile worker does, and
 * nothing lands in this process's ``sys.modules`` (``check --base-ref`` and bisection later compile
@@ -121,11 +121,6 @@ class UserPassProbe:
         self.folder.cleanup()
 
 
-def probe_user_passes(names: Iterable[str], path: Path | None) -> dict[str, dict[str, Any]]:
-    """:class:`UserPassProbe`'s outcomes, waited for at once."""
-    return UserPassProbe(names, path).outcomes()
-
-
 def user_pass_message(name: str, outcome: dict[str, Any], path: Path | None) -> str | None:
     """One line for a user pass that does not resolve (``None`` when it does)."""
     if outcome.get("ok"):
@@ -151,14 +146,10 @@ def user_pass_message(name: str, outcome: dict[str, Any], path: Path | None) -> 
     return f"user pass {name!r}: cannot import {module_name}: {str(outcome.get('message', ''))[:300]}"
 
 
-def check_user_passes(names_by_where: dict[str, list[str]], path: Path | None) -> None:
-    """Refuse the first user pass (``where``: the suite key naming it) that does not resolve."""
-    UserPassCheck(names_by_where, path).wait()
-
-
 class UserPassCheck:
-    """:func:`check_user_passes` started at construction (its child imports the passes);
-    :meth:`wait` refuses as that does, :meth:`close` drops a check nobody waits for."""
+    """Refuse the first user pass (``where``: the suite key naming it) that does not resolve: the
+    child that imports them starts at construction, :meth:`wait` refuses with the first bad one,
+    :meth:`close` drops a check nobody waits for."""
 
     def __init__(self, names_by_where: dict[str, list[str]], path: Path | None) -> None:
         self.names_by_where, self.path = names_by_where, path
