@@ -349,10 +349,9 @@ options = { opt_level = "O0" }
 
 @pytest.mark.slow
 def test_iree_pairs_are_explained_from_their_dispatch_counts(tmp_path: Path) -> None:
-    from .test_iree import _iree_missing
+    from .test_iree import require_iree
 
-    if _iree_missing():
-        pytest.skip(_iree_missing())
+    require_iree()
     suite = tmp_path / "iree.toml"
     suite.write_text(IREE_PROFILE_SUITE)
     explanation, stdout = _profile(suite, "nhwc")

@@ -321,10 +321,9 @@ options = { opt_level = "O0" }
 
 
 def test_iree_tune_searches_preprocessing_passes_and_opt_levels(tmp_path):
-    from .test_iree import _iree_missing
+    from .test_iree import require_iree
 
-    if _iree_missing():
-        pytest.skip(_iree_missing())
+    require_iree()
     suite = tmp_path / "iree.toml"
     suite.write_text(IREE_SUITE)
     # Budget: the option moves (3 other opt levels, up to 4 flag toggles) come first, then the insert.

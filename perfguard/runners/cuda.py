@@ -30,7 +30,7 @@ from perfguard.runners.telemetry import TelemetrySource, decode_reasons
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
 GPU_EXTRA_HINT = ("on a GPU machine install the gpu extra in place of the CPU wheel: pip install 'perfguard[gpu]' "
-                  "&& pip uninstall -y onnxruntime && pip install --force-reinstall --no-deps onnxruntime-gpu")
+                  "&& pip uninstall -y onnxruntime && pip install --force-reinstall --no-deps 'onnxruntime-gpu>=1.17'")
 # CUDA runtime sonames ONNX Runtime GPU builds link against, newest first.
 CUDART_SONAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so")
 

@@ -1,0 +1,196 @@
+"""What CI runs, and how it can be trusted: the workflows' supply chain and tokens, and tests that
+cannot skip silently under CI=true.
+
+The workflow checks read the real files (``.github/workflows/*.yml``, ``action.yml``, README.md,
+pyproject.toml); actionlint and the older least-privilege checks live in tests/test_report.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import REPO
+from .test_report import WORKFLOWS, _yaml
+
+ACTION = REPO / "action.yml"
+SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+TAG_COMMENT = re.compile(r"^#\s*v\d+(\.\d+)*\b")
+# A program, in command position, that would run repository or compiler code (or install it).
+RUNS_CODE = re.compile(r"(?:^|[;&|]|\$\(|\b(?:then|do|else)\b)\s*(?:\w+=\S*\s+)*(?:[\w./-]*/)?"
+                       r"(perfguard|pip3?|python3?|tox|make|cmake|ninja|bash|sh)(?![\w.-])", re.M)
+REMOTE_GIT = re.compile(r"(?:^|[;&|]|\$\(|\b(?:then|do|else)\b)\s*git\s+(?:-c\s+\S+\s+)*"
+                        r"(fetch|pull|push|ls-remote|clone)\b", re.M)
+
+
+def _sources() -> list[Path]:
+    return [*WORKFLOWS, ACTION]
+
+
+def _steps(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(job name, step) for every step of a workflow, or of the composite action."""
+    if "jobs" in document:
+        return [(name, step) for name, job in document["jobs"].items() for step in job.get("steps", [])]
+    return [("action.yml", step) for step in document["runs"]["steps"]]
+
+
+def _is(step: dict[str, Any], action: str) -> bool:
+    return str(step.get("uses", "")).split("@")[0] == action
+
+
+def _logical_lines(script: str) -> list[str]:
+    """Shell lines with backslash continuations joined, so a command split over lines is one."""
+    return script.replace("\\\n", " ").splitlines()
+
+
+def test_every_action_is_pinned_by_a_commit_sha_with_its_tag_in_a_comment():
+    """A tag can be moved to other code; a 40-hex commit cannot. Local actions (``./``) and docker
+    images are not fetched by ref, so they are exempt."""
+    seen = 0
+    for path in _sources():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            match = re.match(r"\s*(?:-\s+)?uses:\s*(\S+)\s*(.*)$", line)
+            if not match or match.group(1).startswith(("./", "docker://")):
+                continue
+            seen += 1
+            where = f"{path.name}:{number}: {line.strip()}"
+            assert SHA_PIN.match(match.group(1)), f"not pinned by a full commit SHA: {where}"
+            assert TAG_COMMENT.match(match.group(2)), f"name the release tag in a comment (# v1.2.3): {where}"
+    assert seen >= 10, f"only {seen} uses: lines found; the scan is broken"
+
+
+def test_jobs_that_can_write_check_out_nothing_and_run_no_code():
+    """A job holding a write permission (contents, pull-requests, pages, id-token) never has the
+    repository on disk: no checkout, no local action, no perfguard, pip or python in its scripts.
+    A compiler built at a historical commit or a pull request's code cannot reach that token."""
+    writers = 0
+    for path in WORKFLOWS:
+        for name, job in _yaml(path)["jobs"].items():
+            permissions = job.get("permissions") or {}
+            if "write" not in permissions.values():
+                continue
+            writers += 1
+            where = f"{path.name}: job {name} ({permissions})"
+            for step in job.get("steps", []):
+                assert not _is(step, "actions/checkout"), f"{where} checks out the repository"
+                assert not str(step.get("uses", "")).startswith("./"), f"{where} runs a local action"
+                found = RUNS_CODE.search(step.get("run", ""))
+                assert found is None, f"{where} runs {found.group(1) if found else ''!r}"
+    assert writers >= 3, writers  # keep-history, pages, and the pull request's comment job
+
+
+def test_only_the_keep_history_job_can_push_and_it_pushes_the_store_branch():
+    nightly = _yaml(WORKFLOWS[1])
+    writers = {name for name, job in nightly["jobs"].items() if (job.get("permissions") or {}).get("contents") == "write"}
+    assert writers == {"keep-history"}, writers
+    keep = nightly["jobs"]["keep-history"]
+    assert keep["needs"] == "bisect" and keep["runs-on"] == "ubuntu-latest"
+    scripts = " ".join(step.get("run", "") for step in keep["steps"])
+    assert "refs/heads/perfguard-history" in scripts and "push" in scripts
+    bisect = nightly["jobs"]["bisect"]
+    assert bisect["permissions"] == {"contents": "read"}
+    handed = [s for s in bisect["steps"] if _is(s, "actions/upload-artifact")]
+    assert [s["with"]["name"] for s in handed] == ["perfguard-history-store"]
+    received = [s for s in keep["steps"] if _is(s, "actions/download-artifact")]
+    assert [s["with"]["name"] for s in received] == ["perfguard-history-store"]
+
+
+def test_every_checkout_keeps_no_token_and_no_step_relies_on_one():
+    """``persist-credentials: false`` everywhere; a git command that talks to a remote must then
+    bring its own credentials (a credential helper on its command line), or it would fail on a
+    private repository and, for the history branch, start an empty store."""
+    checkouts = 0
+    for path in WORKFLOWS:
+        for name, step in _steps(_yaml(path)):
+            if _is(step, "actions/checkout"):
+                checkouts += 1
+                assert (step.get("with") or {}).get("persist-credentials") is False, f"{path.name}: job {name}"
+            for line in _logical_lines(step.get("run", "")):
+                if REMOTE_GIT.search(line):
+                    assert "credential.helper" in line, f"{path.name}: job {name}: {line.strip()}"
+    assert checkouts >= 5, checkouts
+
+
+def test_history_branch_is_read_with_an_explicit_token_and_an_unreadable_branch_stops_the_job():
+    nightly = _yaml(WORKFLOWS[1])
+    readers = [(name, step) for name, step in _steps(nightly) if "perfguard-history" in step.get("run", "")
+               and "FETCH_HEAD" in step.get("run", "")]
+    assert {name for name, _ in readers} == {"measure", "publish"}, readers
+    for name, step in readers:
+        assert step.get("env", {}).get("GH_TOKEN") == "${{ github.token }}", name
+        script = step["run"]
+        # ls-remote exits 2 when the branch does not exist yet; anything else is an error.
+        assert "ls-remote --exit-code" in script and '-ne 2' in script and "exit 1" in script, name
+        assert "2>/dev/null" not in script, f"{name}: a failed fetch must not look like a first night"
+
+
+def test_action_uploads_whatever_it_wrote_even_when_the_check_failed():
+    steps = _yaml(ACTION)["runs"]["steps"]
+    uploads = [step for step in steps if _is(step, "actions/upload-artifact")]
+    assert uploads, "action.yml uploads nothing"
+    for step in uploads:
+        condition = str(step.get("if", "")).replace("${{", "").replace("}}", "").strip()
+        assert condition == "always()", f"{step.get('name')}: if: {step.get('if')!r}"
+        assert step["with"]["path"] == "perfguard-out/"
+    check = next(step for step in steps if step.get("id") == "check")
+    assert "--json perfguard-out/verdicts.json" in check["run"]  # where the error document goes
+
+
+def _gpu_extra() -> str:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    (spec,) = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
+    return str(spec)
+
+
+def test_gpu_wheel_is_installed_with_the_range_of_the_gpu_extra():
+    """``onnxruntime-gpu`` replaces the CPU wheel with ``--no-deps``: it is installed by hand, and
+    every such line names the same range as pyproject's ``gpu`` extra, never a bare name."""
+    spec = _gpu_extra()
+    assert re.fullmatch(r"onnxruntime-gpu\s*[<>=!~]=?.+", spec), spec
+    found: dict[str, int] = {}
+    for path in [*WORKFLOWS, ACTION, REPO / "README.md", REPO / "pyproject.toml", REPO / "perfguard/runners/cuda.py"]:
+        # The runner's install hint is one string split over two source lines.
+        for line in _logical_lines(re.sub(r'"\n\s*"', "", path.read_text())):
+            if "onnxruntime-gpu" not in line or not re.search(r"\bpip3?\s+install\b", line):
+                continue
+            for token in re.findall(r"onnxruntime-gpu[^\s'\"]*", line):
+                assert token == spec.replace(" ", ""), f"{path.name}: {line.strip()} (want {spec!r})"
+                found[path.name] = found.get(path.name, 0) + 1
+    assert found.get("perf-nightly.yml") == 2 and found.get("README.md", 0) >= 1 and found.get("cuda.py") == 1, found
+
+
+# --- tests that cannot skip silently ----------------------------------------------------------------
+
+IREE_PURE_TEST = "test_timing_report_is_summed_per_pass_name_in_first_run_order_skipping_containers"
+
+
+def _pytest_without_iree(tmp_path: Path, ci: str | None) -> subprocess.CompletedProcess[str]:
+    """One pure test of tests/test_iree.py in a child pytest that finds no IREE tools (an empty
+    PERFGUARD_IREE_BIN), with or without CI set."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
+    env["PERFGUARD_IREE_BIN"] = str(tmp_path)
+    if ci is not None:
+        env["CI"] = ci
+    return subprocess.run([sys.executable, "-m", "pytest", "tests/test_iree.py", "-q", "-p", "no:cacheprovider",
+                           "-k", IREE_PURE_TEST], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+
+
+@pytest.mark.slow
+def test_iree_tests_fail_under_ci_when_iree_is_missing_and_skip_with_the_reason_elsewhere(tmp_path):
+    """CI installs the iree extra (.ci/run), so there a missing IREE is a broken setup, as for
+    Chromium, actionlint and PostgreSQL; elsewhere the tests skip and say why."""
+    in_ci = _pytest_without_iree(tmp_path, "true")
+    assert in_ci.returncode == 1, in_ci.stdout[-3000:]
+    assert "CI=true" in in_ci.stdout and "PERFGUARD_IREE_BIN" in in_ci.stdout, in_ci.stdout[-3000:]
+    here = _pytest_without_iree(tmp_path, None)
+    assert here.returncode == 0 and "1 skipped" in here.stdout, here.stdout[-3000:]
+    assert "IREE is not installed" in here.stdout, here.stdout[-3000:]  # -ra prints the reason
