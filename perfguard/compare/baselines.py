@@ -290,7 +290,7 @@ def _stored_results(suite: Suite, cases: list[CaseSpec], spec: str) -> list[Resu
     """The suite's result documents in the history store named after ``store:`` (empty: the
     default store), newest first; the ones measured on this machine's comparable fingerprint
     (every runner of ``cases``) first. ``UserError`` when the store holds none."""
-    from perfguard.history.store import Store, store_url
+    from perfguard.history.store import Store, display_url, store_url
     from perfguard.results.result import parse_result
     from perfguard.runners import get_runner
     from perfguard.runners.fingerprint import fingerprint_hash
@@ -298,7 +298,7 @@ def _stored_results(suite: Suite, cases: list[CaseSpec], spec: str) -> list[Resu
     with Store.open(store_url(spec or None), create=False) as store:
         stored = store.latest_results(suite.name)
         if not stored:
-            raise UserError(f"--baseline {STORE_BASELINE}{spec}: the history store {store.url} holds no result of "
+            raise UserError(f"--baseline {STORE_BASELINE}{display_url(spec)}: the history store {store.url} holds no result of "
                             f"suite {suite.name!r} (`perfguard nightly` or `perfguard history ingest` stores them)")
         documents = [parse_result(data, f"{store.url} document {doc_id}") for doc_id, data in stored]
     where = suite.compiler.repo or suite.path

@@ -7,8 +7,9 @@ from perfguard.backends import get_backend
 from perfguard.compile.user_passes import UserPassCheck
 from perfguard.errors import UserError
 from perfguard.models.inputs import input_specs
+from perfguard.models.loader import read_model_file
 from perfguard.runners import get_runner
-from perfguard.suite import CaseSpec, ModelSpec, Suite
+from perfguard.suite import CaseSpec, Suite
 
 
 def check_suite(suite: Suite, cases: list[CaseSpec]) -> None:
@@ -37,10 +38,9 @@ def start_check_suite(suite: Suite, cases: list[CaseSpec]) -> UserPassCheck:
             backend.check_pipeline(case.pipeline)
             get_runner(case.runner, options=suite.runner_options(case.runner)).check_available()
         for model in {c.model.name: c.model for c in cases}.values():
-            if model.path is not None and not model.path.is_file():
-                raise UserError(f"{suite.path}: [models.{model.name}] path: file not found: {model.path}")
             if model.path is not None:
-                _check_model_inputs(model)
+                proto = read_model_file(model.path, f"{suite.path}: [models.{model.name}] path")
+                input_specs(proto, model.input_settings)  # every dynamic dimension given
         if suite.compiler.path is not None and not suite.compiler.path.is_dir():
             raise UserError(f"{suite.path}: [compiler] path: folder not found: {suite.compiler.path}")
     except BaseException:
@@ -48,14 +48,3 @@ def start_check_suite(suite: Suite, cases: list[CaseSpec]) -> UserPassCheck:
         raise
     return pending
 
-
-def _check_model_inputs(model: ModelSpec) -> None:
-    """Resolve a model file's input shapes with the suite's settings (``UserError`` for a dynamic
-    dimension left open); a file that does not load is left to the model stage's own error."""
-    import onnx
-
-    try:
-        proto = onnx.load(str(model.path), load_external_data=False)
-    except Exception:
-        return
-    input_specs(proto, model.input_settings)

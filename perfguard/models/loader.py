@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from perfguard.errors import UserError, first_line
 from perfguard.models.inputs import InputSpec, input_specs
 from perfguard.models.onnx_files import data_files, load_skeleton, model_digest, save_model
+from perfguard.names import safe_filename
 from perfguard.suite import ModelSpec
 
 if TYPE_CHECKING:
@@ -47,17 +48,7 @@ def materialize(spec: ModelSpec, folder: Path) -> LoadedModel:
     import onnx
 
     if spec.path is not None:
-        if not spec.path.is_file():
-            raise UserError(f"model {spec.name!r}: file not found: {spec.path}")
-        try:
-            model = load_skeleton(spec.path)
-        except Exception as exc:
-            raise UserError(
-                f"model {spec.name!r}: {spec.path} is not a readable ONNX model "
-                f"({type(exc).__name__}); give an .onnx file"
-            ) from None
-        if not model.graph.node:
-            raise UserError(f"model {spec.name!r}: {spec.path} holds no graph nodes; is it an ONNX model?")
+        model = read_model_file(spec.path, f"model {spec.name!r}")
         try:
             files = data_files(spec.path, model)
         except FileNotFoundError as exc:
@@ -67,7 +58,7 @@ def materialize(spec: ModelSpec, folder: Path) -> LoadedModel:
         normalized = constant_initializer_inputs_dropped(model)
         if normalized is not None and _is_valid(normalized):
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"{spec.name}.onnx"
+            path = folder / f"{safe_filename(spec.name)}.onnx"
             if files:
                 from onnx.external_data_helper import load_external_data_for_model
 
@@ -80,13 +71,36 @@ def materialize(spec: ModelSpec, folder: Path) -> LoadedModel:
 
         model = build_model(str(spec.arch), spec.params)
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{spec.name}.onnx"
+        path = folder / f"{safe_filename(spec.name)}.onnx"
         onnx.save(model, str(path))
         files = []
         _check(spec, model)
     digest = model_digest(model, files)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     return LoadedModel(spec, path, digest, input_specs(model, spec.input_settings), len(model.graph.node), opset)
+
+
+def read_model_file(path: Path, where: str) -> onnx.ModelProto:
+    """The ONNX model at ``path`` without its external data, or a ``UserError`` starting with
+    ``where`` that says why it is none: missing, a folder or other non-file, unreadable, not ONNX, or
+    without graph nodes. ``validate`` (through the preflight) and ``run`` refuse a model file here,
+    so a suite that validates does not fail on its model later."""
+    if path.is_dir():
+        raise UserError(f"{where}: {path} is a folder, not an ONNX model file")
+    if not path.exists():
+        raise UserError(f"{where}: file not found: {path}")
+    if not path.is_file():  # a device or a pipe: reading it may never end
+        raise UserError(f"{where}: {path} is not a regular file; give an .onnx file")
+    try:
+        model = load_skeleton(path)
+    except OSError as exc:
+        raise UserError(f"{where}: cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    except Exception as exc:  # protobuf's DecodeError, onnx's own: what a non-ONNX file raises
+        raise UserError(f"{where}: {path} is not a readable ONNX model ({type(exc).__name__}); "
+                        "give an .onnx file") from None
+    if not model.graph.node:
+        raise UserError(f"{where}: {path} holds no graph nodes; is it an ONNX model?")
+    return model
 
 
 def _check(spec: ModelSpec, model: onnx.ModelProto | str) -> None:

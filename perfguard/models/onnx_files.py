@@ -184,11 +184,12 @@ def artifact_files(path: Path) -> list[Path]:
     return [path, *data_files(path, skeleton)]
 
 
-def artifact_sha256(path: Path) -> str:
+def artifact_sha256(path: Path, files: list[Path] | None = None) -> str:
     """The file's sha256; for an ONNX model with external data, a hash over the model and its data
     files (so a damaged data file is caught like a damaged model). ``FileNotFoundError`` for a
-    missing data file."""
-    files = artifact_files(path)
+    missing data file. ``files``: :func:`artifact_files` of ``path`` when the caller has them (a
+    large model is not parsed twice)."""
+    files = artifact_files(path) if files is None else files
     if len(files) == 1:
         return file_sha256(path)
     digest = hashlib.sha256()

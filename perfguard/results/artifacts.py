@@ -23,6 +23,7 @@ result document. Format history (``MANIFEST_VERSION``): 1. first format.
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from perfguard.measure.job import Job
 from perfguard.measure.progress import Progress
 from perfguard.measure.requests import verify_request
 from perfguard.models.loader import LoadedModel
-from perfguard.models.onnx_files import artifact_sha256
+from perfguard.models.onnx_files import artifact_files, artifact_sha256
 from perfguard.results import (
     CaseEntry,
     ModelInfo,
@@ -54,6 +55,7 @@ from perfguard.results.result import ArtifactsOrigin
 from perfguard.suite import CaseSpec, Suite, load_suite
 
 MANIFEST_VERSION = 1
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _MIGRATIONS: dict[int, Callable[[JsonObject], JsonObject]] = {}
 
 
@@ -131,28 +133,61 @@ def compile_to_dir(suite: Suite, cases: list[CaseSpec], out: Path, progress: Pro
 
 
 def load_manifest(folder: Path) -> Manifest:
-    """The manifest of an artifact folder, with every artifact file checked against its sha256."""
+    """The manifest of an artifact folder, with every path it names checked to stay inside the
+    folder (:func:`_inside`) and every artifact file checked against its sha256."""
     path = folder / "manifest.json"
+    for entry in ("manifest.json", "suite.toml", "refs"):  # the fixed entries may not leave it either
+        _inside(folder, entry, str(folder))
     data = read_json(path, missing=f"{folder}: no manifest.json; write the folder with perfguard compile",
                      unreadable="{path}: corrupt manifest ({exc})", not_json="{path}: corrupt manifest ({exc})")
     data = current_format(data, path, kind="manifest", title="perfguard artifact manifest", version=MANIFEST_VERSION,
                           migrations=_MIGRATIONS)
     manifest = typed_document(data, path, Manifest.from_json, corrupt="manifest")
+    for name, info in manifest.models.items():  # a reference's file name is built from it (refs/)
+        if not _SHA256.fullmatch(info.sha256):
+            raise StorageError(f"{path}: models.{name}.sha256: {info.sha256!r} is not a sha256 (64 hex digits)")
     for case in manifest.cases:
         artifact = case.artifact_file
         if artifact is None:
             continue
         case_id = case.entry.id
-        file = folder / artifact.path
+        if not isinstance(artifact.path, str):
+            raise StorageError(f"{path}: artifact_file.path of {case_id} must be a string, found {artifact.path!r}")
+        file = _inside(folder, artifact.path, f"{path}: artifact of {case_id}")
         if not file.is_file():
             raise StorageError(f"{folder}: artifact of {case_id} is missing: {artifact.path}")
         try:
-            digest = artifact_sha256(file)
+            files = artifact_files(file)
+            for extra in files[1:]:  # an ONNX artifact's external data: locations written inside the model
+                if not extra.resolve().is_relative_to(folder.resolve()):
+                    raise StorageError(f"{path}: artifact of {case_id}: its external data {str(extra)!r} leads "
+                                       "outside the folder; every path of an artifact folder must stay inside it")
+            digest = artifact_sha256(file, files)
         except FileNotFoundError as exc:
             raise StorageError(f"{folder}: artifact of {case_id}: {exc}; copy the whole artifact folder") from None
         if digest != artifact.sha256:
             raise StorageError(f"{folder}: artifact of {case_id} does not match its sha256 (damaged in transit?)")
     return manifest
+
+
+def _inside(folder: Path, name: str, where: str) -> Path:
+    """``folder / name``, refused (``StorageError`` naming ``where``) unless it stays inside ``folder``.
+
+    An artifact folder is data, written by whoever made it: its manifest's sha256 of a file vouches
+    for nothing if the file may be anywhere (``../outside/model.onnx``, ``/etc/...``, or a symlink,
+    of the file or of a folder above it, that leaves the folder). ``resolve()`` follows every
+    symlink, so the resolved path must lie in the resolved folder."""
+    relative = Path(name)
+    if relative.is_absolute():
+        reason = "is an absolute path"
+    elif ".." in relative.parts:
+        reason = "has a '..' component"
+    else:
+        target = (folder / relative).resolve()
+        if target.is_relative_to(folder.resolve()):
+            return folder / relative
+        reason = f"leads outside the folder through a symlink (to {target})"
+    raise StorageError(f"{where}: {name!r} {reason}; every path of an artifact folder must stay inside it")
 
 
 def run_from_dir(folder: Path, progress: Progress, *, workers: int | None = None,
