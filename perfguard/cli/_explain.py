@@ -25,21 +25,24 @@ def _interval(change: Change) -> str:
 def print_explanation(explanation: Explanation) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    from perfguard.cli._text import literal
     from perfguard.profile.dimension import us
 
     console = Console(file=sys.stdout, width=max(130, Console().width))
     diff = explanation.diff
     title = f"why {explanation.case} changed: {explanation.candidate} vs {explanation.baseline}"
     if diff is not None:
-        table = Table(title=f"{title} (per inference, {diff.workers_before}+{diff.workers_after} profiled workers)")
+        table = Table(title=literal(f"{title} (per inference, {diff.workers_before}+{diff.workers_after} profiled "
+                                    "workers)"))
         for column in ("op type", "provider", "nodes", "kernel before", "kernel after", "change", "workers", "share"):
             table.add_column(column, justify="left" if column in ("op type", "provider") else "right")
         for row in diff.ops[:TOP_OPS]:
             change = row.kernel_us
             share = f"{row.share * 100:.0f}%" if row.share is not None else ""
             nodes = (f"{row.nodes_before} -> {row.nodes_after}" if row.nodes_delta else str(row.nodes_after))
-            table.add_row(row.op_type, row.provider.replace("ExecutionProvider", ""), nodes,
+            table.add_row(literal(row.op_type), literal(row.provider.replace("ExecutionProvider", "")), nodes,
                           us(change.before.mean, False), us(change.after.mean, False), us(change.delta),
                           _interval(change), share)
         if len(diff.ops) > TOP_OPS:
@@ -57,17 +60,18 @@ def print_explanation(explanation: Explanation) -> None:
                       us(init.delta), _interval(init), "")
         console.print(table)
     else:
-        console.print(title, highlight=False)
+        console.print(literal(title), highlight=False)
     dimension = explanation.dimension
-    console.print(f"[bold]dimension: {dimension.label}[/] ({dimension.rule}): {dimension.headline}", highlight=False)
+    console.print(Text.assemble(literal(f"dimension: {dimension.label}", "bold"),
+                                literal(f" ({dimension.rule}): {dimension.headline}")), highlight=False)
     for line in dimension.evidence:
-        console.print(f"  - {line}", highlight=False)
+        console.print(literal(f"  - {line}"), highlight=False)
     if explanation.gpu is not None:
         from perfguard.profile.gpu_diff import gpu_lines
 
         for line in gpu_lines(explanation.gpu, us):
-            console.print(line, highlight=False, markup=False)
+            console.print(literal(line), highlight=False)
     for failure in explanation.failures:
-        console.print(f"[yellow]warning:[/] {failure}", highlight=False)
+        console.print(Text("warning:", "yellow"), literal(failure), highlight=False)
     if explanation.trace_file:
-        console.print(f"trace written to {explanation.trace_file} (open in ui.perfetto.dev)", highlight=False)
+        console.print(literal(f"trace written to {explanation.trace_file} (open in ui.perfetto.dev)"), highlight=False)

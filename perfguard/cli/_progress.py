@@ -10,7 +10,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from perfguard.cli._text import literal
 from perfguard.measure.progress import Progress
+from perfguard.names import visible
 
 
 class RichProgress(Progress):
@@ -24,8 +26,10 @@ class RichProgress(Progress):
         self.quiet = quiet
         # Without a terminal (CI logs) print one line per step instead of redrawing a bar.
         self.lines = not quiet and not self.console.is_terminal
-        self.bar = Bar(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                       TimeElapsedColumn(), console=self.console, disable=quiet or self.lines)
+        # Descriptions name cases: shown as text, never parsed as markup (``perfguard.cli._text``).
+        self.bar = Bar(TextColumn("{task.description}", markup=False), BarColumn(),
+                       TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), console=self.console,
+                       disable=quiet or self.lines)
         self.task: Any = None
 
     def start(self, total: int | None) -> None:
@@ -35,12 +39,12 @@ class RichProgress(Progress):
     def advance(self, description: str) -> None:
         if self.task is not None and self.bar.tasks[0].description != "starting":
             self.bar.advance(self.task)
-        self.bar.update(self.task, description=description)
+        self.bar.update(self.task, description=visible(description))
         if self.lines:
-            self.console.print(f"perfguard: {description}", highlight=False)
+            self.console.print(literal(f"perfguard: {description}"), highlight=False)
 
-    def log(self, message: str) -> None:
-        self.console.print(message, highlight=False)
+    def log(self, message: str, style: str = "") -> None:
+        self.console.print(literal(message, style, keep_newlines=True), highlight=False)
 
     def stop(self) -> None:
         if self.task is not None:
@@ -58,9 +62,9 @@ class Narrator(Progress):
 
     def advance(self, description: str) -> None:
         if not self.quiet:
-            sys.stderr.write(f"  ... {description}\n")
+            sys.stderr.write(f"  ... {visible(description)}\n")
 
-    def log(self, message: str) -> None:
-        print(message, flush=True)
+    def log(self, message: str, style: str = "") -> None:
+        print(visible(message, keep_newlines=True), flush=True)
 
     def stop(self) -> None: ...

@@ -28,9 +28,12 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
     """Latency rows of every case, plus every other row that is not 'same'."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from perfguard.cli._text import literal
 
     mode = document.mode
-    table = Table(title=f"perfguard check: {mode['candidate']} vs {mode['baseline']} ({mode['kind']})")
+    table = Table(title=literal(f"perfguard check: {mode['candidate']} vs {mode['baseline']} ({mode['kind']})"))
     for column in ("case", "metric", "change", "interval", "p", "mde", "verdict"):
         table.add_column(column, justify="left" if column in ("case", "metric", "verdict") else "right")
     for row in document.verdicts:
@@ -40,9 +43,9 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
         interval = f"[{_pct(c.ci_low)}, {_pct(c.ci_high)}]" if math.isfinite(c.ci_low) and row.noisy else ""
         p_value = f"{c.p_value:.2g}" if math.isfinite(c.p_value) and row.noisy else ""
         mde = f"{c.mde * 100:.1f}%" if math.isfinite(c.mde) and row.noisy else ""
-        table.add_row(row.case, row.metric, _pct(c.ratio), interval, p_value, mde, badge(row))
+        table.add_row(literal(row.case), literal(row.metric), _pct(c.ratio), interval, p_value, mde, badge(row))
         if row.decision in ("failed", "unknown") or (row.decision == "different" and verbose):
-            table.add_row("", "", "", "", "", "", f"[dim]{c.reason[:150]}[/]")
+            table.add_row("", "", "", "", "", "", literal(c.reason[:150], "dim"))
     console = Console(file=sys.stdout, width=max(130, Console().width))
     console.print(table)
     s = document.summary
@@ -58,11 +61,11 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
     ungated = [r for r in document.verdicts if not r.gated]
     if ungated:
         metrics = ", ".join(sorted({r.metric.replace("_", " ") for r in ungated}))
-        console.print(f"{metrics} not gated in {len(ungated)} case(s): too few or too noisy samples to decide the "
-                      f"floor ({ungated[0].comparison.reason.rpartition('not gated: ')[2]}); --verbose shows them",
-                      highlight=False)
+        console.print(literal(f"{metrics} not gated in {len(ungated)} case(s): too few or too noisy samples to "
+                              f"decide the floor ({ungated[0].comparison.reason.rpartition('not gated: ')[2]}); "
+                              "--verbose shows them"), highlight=False)
     for warning in document.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        console.print(Text("warning:", "yellow"), literal(warning), highlight=False)
 
 
 def write_verdicts(path: str | None, document: VerdictsDocument) -> None:

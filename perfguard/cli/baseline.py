@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli.run import print_table
     from perfguard.errors import UserError
     from perfguard.measure.job import run_suite
+    from perfguard.names import safe_filename
     from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import load_suite
 
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise UserError(f"--workers must be >= 1, found {workers}")
     cases = [dataclasses.replace(c, measure=dataclasses.replace(c.measure, workers=workers))
              for c in suite.select(args.case)]
-    out = Path(args.out) if args.out else Path("baselines") / f"{suite.name}.json"
+    out = Path(args.out) if args.out else Path("baselines") / f"{safe_filename(suite.name)}.json"
     check_writable(out, "--out" if args.out else "the baseline file (set --out PATH)")
     progress = RichProgress(args.quiet)
     try:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -247,27 +248,32 @@ def _print_explanations(report: BisectResult) -> None:
 
 
 def _print_summary(report: BisectResult) -> None:
+    from perfguard.names import visible
+
+    def say(text: str = "") -> None:  # names, authors and commit subjects are data: shown, not obeyed
+        sys.stdout.write(visible(text) + "\n")
+
     def pct(value: float | None) -> str:
         return "n/a" if value is None else f"{(value - 1) * 100:+.1f}%"
 
-    print()
+    say()
     if report.status == "no-regression":
-        print("no reproducible regression between good and bad: nothing to bisect")
+        say("no reproducible regression between good and bad: nothing to bisect")
     for culprit in report.culprits:
         commit, effect = culprit.commit, culprit.effect
         where = (f"range {', '.join(c.sha[:10] for c in culprit.range)}" if culprit.range
                  else f"commit {commit.sha[:10] if commit else ''} {(commit.subject if commit else None) or ''!r}")
         author = commit.author if commit and commit.author is not None else "?"
-        print(f"culprit: {where} by {author}: {pct(effect.ratio if effect else None)} "
-              f"[{pct(effect.ci_low if effect else None)}, {pct(effect.ci_high if effect else None)}]"
-              + ("" if culprit.confirmed else " (not confirmed)"))
+        say(f"culprit: {where} by {author}: {pct(effect.ratio if effect else None)} "
+            f"[{pct(effect.ci_low if effect else None)}, {pct(effect.ci_high if effect else None)}]"
+            + ("" if culprit.confirmed else " (not confirmed)"))
         if culprit.pass_:
             p = culprit.pass_
-            print(f"  pass #{p.position} {p.name!r}" + ("" if p.confirmed else " (not confirmed)"))
+            say(f"  pass #{p.position} {p.name!r}" + ("" if p.confirmed else " (not confirmed)"))
     for edit in report.minimal:
-        print(f"edit: {edit.describe}")
+        say(f"edit: {edit.describe}")
     if report.effect:
         e = report.effect
-        print(f"effect: {pct(e.ratio)} [{pct(e.ci_low)}, {pct(e.ci_high)}]")
+        say(f"effect: {pct(e.ratio)} [{pct(e.ci_low)}, {pct(e.ci_high)}]")
     total = "?" if report.total_probes is None else report.total_probes
-    print(f"probes: {total}, wall time {report.wall_time_s or 0:.1f} s")
+    say(f"probes: {total}, wall time {report.wall_time_s or 0:.1f} s")

@@ -28,8 +28,10 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from perfguard.cli._progress import RichProgress
+    from perfguard.cli._text import literal
     from perfguard.compare.baselines import calibrate, floors_toml
     from perfguard.errors import UserError
     from perfguard.results import check_writable, write_json_atomic, write_text_atomic
@@ -50,17 +52,18 @@ def run(args: argparse.Namespace) -> ExitCode:
         result = calibrate(suite, suite.select(args.case), settings, progress)
     finally:
         progress.stop()
-    table = Table(title=f"perfguard calibrate: {suite.name} (A/A, {settings.workers} workers)")
+    table = Table(title=literal(f"perfguard calibrate: {suite.name} (A/A, {settings.workers} workers)"))
     for column in ("case", "noise sd", "within cv", "A/A change", "interval", "verdict", "mde", "floor"):
         table.add_column(column, justify="left" if column in ("case", "verdict") else "right")
     for row in result.cases:
         if row.status != "ok":
-            verdict = "[red]failed[/]" if row.status == "failed" else f"[yellow]unknown[/]: {row.reason}"
-            table.add_row(row.case, "", "", "", "", verdict, "", "")
+            failed = (Text("failed", "red") if row.status == "failed"
+                      else Text.assemble(("unknown", "yellow"), literal(f": {row.reason}")))
+            table.add_row(literal(row.case), "", "", "", "", failed, "", "")
             continue
         mde = f"{row.mde * 100:.1f}%" if row.mde is not None else "n/a"
         verdict = "[bold red]FALSE POSITIVE[/]" if row.false_positive else row.decision
-        table.add_row(row.case, _pct(row.noise_sd, 2), _pct(row.within_cv), _pct(_less_one(row.aa_ratio), 2, "+"),
+        table.add_row(literal(row.case), _pct(row.noise_sd, 2), _pct(row.within_cv), _pct(_less_one(row.aa_ratio), 2, "+"),
                       f"[{_pct(_less_one(row.ci_low), 1, '+')}, {_pct(_less_one(row.ci_high), 1, '+')}]", verdict,
                       mde, f"{(row.recommended_floor or 0.0) * 100:g}%")
     Console(file=sys.stdout, width=130).print(table)

@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._progress import RichProgress
     from perfguard.errors import UserError
+    from perfguard.names import visible
     from perfguard.results import check_writable
     from perfguard.results.artifacts import compile_to_dir
     from perfguard.suite import load_suite
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     failed = [c.entry for c in manifest.cases if not c.entry.ok]
     for case in failed:
         stage, message = (case.error.stage, case.error.message) if case.error else ("?", "failed")
-        print(f"failed: {case.id}: {stage}: {message}")
+        print(visible(f"failed: {case.id}: {stage}: {message}"))
     print(f"{len(manifest.cases) - len(failed)} artifacts written to {args.out} (manifest.json); "
           f"measure them with: perfguard run --artifacts {args.out}")
     return ExitCode.CASE_FAILED if failed else ExitCode.OK

@@ -186,6 +186,7 @@ def _ingest(args: argparse.Namespace) -> ExitCode:
 
 def _ingest_foreign(args: argparse.Namespace) -> ExitCode:
     from perfguard.formats import read_files
+    from perfguard.names import visible
 
     # Every file is read and validated before the first write: a bad one stores nothing.
     imported = read_files(args.format, args.files, project=args.project)
@@ -193,7 +194,7 @@ def _ingest_foreign(args: argparse.Namespace) -> ExitCode:
         for item in imported:
             done = store.ingest(item.data, source=str(item.path), extracted=item.extracted)
             what = f"{done.points} point(s)" if done.new else "already stored"
-            print(f"{item.path}: {done.kind} document {done.document_id} ({item.extracted.suite}), {what}")
+            print(f"{item.path}: {done.kind} document {done.document_id} ({visible(item.extracted.suite)}), {what}")
     return ExitCode.OK
 
 
@@ -201,10 +202,12 @@ def _list(args: argparse.Namespace) -> ExitCode:
     from rich.console import Console
     from rich.table import Table
 
+    from perfguard.cli._text import literal
+
     _check_json(getattr(args, "json", None))
     with open_store(args.store, create=False) as store:
         found = store.series(suite=args.suite, case=args.case, metric=args.metric, kind=args.kind)
-        table = Table(title=f"history in {store.url}: {len(found)} series", title_justify="left")
+        table = Table(title=literal(f"history in {store.url}: {len(found)} series"), title_justify="left")
         for column in ("case", "metric", "kind", "runner", "nights", "latest", "trend", "last nights"):
             table.add_column(column, justify="right" if column in ("nights", "latest", "trend") else "left")
         out = []
@@ -214,7 +217,8 @@ def _list(args: argparse.Namespace) -> ExitCode:
             level = levels(series, points)
             change = trend(level)
             latest = level[-1] if level else math.nan
-            table.add_row(series.key.case, series.key.metric, series.key.kind, series.key.runner_class,
+            table.add_row(literal(series.key.case), literal(series.key.metric), literal(series.key.kind),
+                          literal(series.key.runner_class),
                           str(len(points)), format_value(series.key.metric, series.key.kind, latest),
                           "" if change is None else f"{change:+.1%}", sparkline(level))
             out.append({**_key_json(series), "points": len(points), "latest": latest, "trend": change,
@@ -227,7 +231,9 @@ def _list(args: argparse.Namespace) -> ExitCode:
 def _show(args: argparse.Namespace) -> ExitCode:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    from perfguard.cli._text import literal
     from perfguard.errors import UserError
     from perfguard.history.nightly import series_changes
 
@@ -250,8 +256,8 @@ def _show(args: argparse.Namespace) -> ExitCode:
             at = {c.index: c for c in series_changes(series, points)}
             recorded = recorded_by_series.get(series.id, {})
             k = series.key
-            table = Table(title=f"{k.case} {k.metric} ({k.kind}, runner {k.runner_class}): {len(points)} night(s)",
-                          title_justify="left")
+            table = Table(title=literal(f"{k.case} {k.metric} ({k.kind}, runner {k.runner_class}): "
+                                        f"{len(points)} night(s)"), title_justify="left")
             columns = ["time", "commit", "level" if k.kind == "ratio" else "value"]
             columns += ["ratio", "interval", "decision"] if k.kind == "ratio" else ["workers"]
             columns.append("change point")
@@ -265,15 +271,16 @@ def _show(args: argparse.Namespace) -> ExitCode:
                 if change is not None:
                     mark = (mark or f"{'regression' if change.ratio > 1 else 'improvement'} "
                                     f"{change.ratio - 1:+.1%}") + f" ({change.status}, change {change.id})"
-                cells = [point.time, (point.commit or "")[:10], format_value(k.metric, k.kind, value)]
+                cells: list[Text | str] = [literal(point.time), literal((point.commit or "")[:10]),
+                                           format_value(k.metric, k.kind, value)]
                 if k.kind == "ratio":
                     interval = ("" if point.ci_low is None or point.ci_high is None
                                 else f"[{point.ci_low - 1:+.1%}, {point.ci_high - 1:+.1%}]")
-                    cells += [f"{point.value - 1:+.2%}", interval, point.decision or ""]
+                    cells += [f"{point.value - 1:+.2%}", interval, literal(point.decision or "")]
                 else:
                     cells.append(str(len(point.values)))
                 loud = (cp and cp.direction == "regression") or (change is not None and change.ratio > 1)
-                table.add_row(*cells, f"[bold red]{mark}[/]" if loud else mark)
+                table.add_row(*cells, literal(mark, "bold red" if loud else ""))
                 rows.append({"time": point.time, "commit": point.commit, "base_commit": point.base_commit,
                              "value": point.value, "level": value, "ci_low": point.ci_low, "ci_high": point.ci_high,
                              "decision": point.decision, "values": list(point.values),
@@ -292,19 +299,23 @@ def _changes(args: argparse.Namespace) -> ExitCode:
     from rich.console import Console
     from rich.table import Table
 
+    from perfguard.cli._text import literal
+
     _check_json(args.json)
     with open_store(args.store, create=False) as store:
         found = store.changes(suite=args.suite) if not args.all else [
             c for status in ("pending", "confirmed", "closed") for c in store.changes(status=status, suite=args.suite)]
-        table = Table(title=f"changes in {store.url}: {len(found)}", title_justify="left")
+        table = Table(title=literal(f"changes in {store.url}: {len(found)}"), title_justify="left")
         for column in ("id", "status", "case", "metric", "kind", "change", "interval", "commits", "culprit", "note"):
             table.add_column(column)
         out = []
         for c in found:
             interval = "" if c.ci_low is None or c.ci_high is None else f"[{c.ci_low - 1:+.1%}, {c.ci_high - 1:+.1%}]"
             culprit = " ".join(x for x in ((c.culprit_commit or "")[:10], c.culprit_pass or "") if x)
-            table.add_row(str(c.id), c.status, c.key.case, c.key.metric, c.key.kind, f"{c.ratio - 1:+.1%}", interval,
-                          f"{(c.good_commit or '?')[:10]}..{(c.bad_commit or '?')[:10]}", culprit, c.note)
+            table.add_row(str(c.id), literal(c.status), literal(c.key.case), literal(c.key.metric),
+                          literal(c.key.kind), f"{c.ratio - 1:+.1%}", interval,
+                          literal(f"{(c.good_commit or '?')[:10]}..{(c.bad_commit or '?')[:10]}"), literal(culprit),
+                          literal(c.note))
             out.append({"id": c.id, "status": c.status, "series": c.series_id, "case": c.key.case,
                         "metric": c.key.metric, "kind": c.key.kind, "suite": c.key.suite, "ratio": c.ratio,
                         "ci_low": c.ci_low, "ci_high": c.ci_high, "good_commit": c.good_commit,

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli.check import check_settings
     from perfguard.cli.history import open_store
     from perfguard.history.nightly import markdown_summary, run_nightly
+    from perfguard.names import visible
     from perfguard.results import check_writable
     from perfguard.suite import load_suite
 
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         if report.verdicts is not None:
             print_verdicts(report.verdicts)
         summary = markdown_summary(report)
-        print(summary)
+        print(visible(summary, keep_newlines=True))  # names and commit subjects are data
         if args.summary:
             with open(args.summary, "a", encoding="utf-8") as handle:  # $GITHUB_STEP_SUMMARY is appended to
                 handle.write(summary + "\n")
@@ -83,6 +84,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, progress: Any) -> ExitCode:
     from perfguard.cli.history import open_store
     from perfguard.history.nightly import bisect_open_changes
+    from perfguard.names import visible
 
     with open_store(args.store, create=False) as store:
         try:
@@ -102,7 +104,7 @@ def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace
     if not done:
         lines.append("No confirmed regression waits for a bisection.")
     summary = "\n".join(lines) + "\n"
-    print(summary)
+    print(visible(summary, keep_newlines=True))
     if args.summary:
         with open(args.summary, "a", encoding="utf-8") as handle:
             handle.write(summary)

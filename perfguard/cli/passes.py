@@ -18,14 +18,15 @@ def run(args: argparse.Namespace) -> ExitCode:
     from rich.table import Table
 
     from perfguard.backends import get_backend
+    from perfguard.cli._text import literal
 
     backend = get_backend(args.backend)
-    table = Table(title=f"passes of backend {args.backend!r}")
+    table = Table(title=literal(f"passes of backend {args.backend!r}"))
     table.add_column("pass")
     table.add_column("source")
     table.add_column("what it does")
     for info in backend.list_passes():
-        table.add_row(info.name, info.source, info.summary)
+        table.add_row(literal(info.name), literal(info.source), literal(info.summary))
     console = Console(width=120)
     console.print(table)
     console.print("A pipeline may also name a user pass as package.module:function (ModelProto -> ModelProto).")

@@ -109,7 +109,9 @@ class PerfguardChecker:
 @pytest.fixture
 def perfguard(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A :class:`PerfguardChecker`: ``perfguard.check(SUITE, case=...)`` fails the test on a regression."""
+    from perfguard.names import safe_filename
+
     option = request.config.getoption("perfguard_report")
-    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in request.node.name)[:80]
+    name = safe_filename(request.node.name)  # a test id such as test_sum[float32] or test_x[a/b]
     folder = Path(option) / name if option else tmp_path_factory.mktemp(f"perfguard-{name[:30]}")
     return PerfguardChecker(request.config.getoption("perfguard_base_ref"), folder)

@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     from perfguard.cli._progress import RichProgress
     from perfguard.measure.job import run_suite
+    from perfguard.names import safe_filename
     from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import builtin_suite_path, load_suite
 
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     if workers or rounds:
         cases = [dataclasses.replace(c, measure=c.measure.overridden(workers, rounds)) for c in cases]
     out = Path(args.out) if args.out else Path("perfguard-results") / (
-        f"{suite.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json")
+        f"{safe_filename(suite.name)}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json")
     check_writable(out, "--out" if args.out else "the result file (set --out FILE)")
     if args.keep_artifacts:
         check_writable(args.keep_artifacts, "--keep-artifacts", directory=True)
@@ -81,6 +82,7 @@ def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | 
 
     from perfguard.cli._progress import RichProgress
     from perfguard.errors import UserError
+    from perfguard.names import safe_filename
     from perfguard.results import check_writable, write_json_atomic
     from perfguard.results.artifacts import run_from_dir
 
@@ -95,8 +97,10 @@ def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | 
         document = run_from_dir(folder, progress, workers=workers, rounds=rounds)
     finally:
         progress.stop()
+    # The suite's name comes from the folder's manifest, a document: made safe as a file name.
+    stamp = datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')
     out = Path(args.out) if args.out else Path("perfguard-results") / (
-        f"{document.suite.name}-artifacts-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}.json")
+        f"{safe_filename(document.suite.name)}-artifacts-{stamp}.json")
     write_json_atomic(out, document.to_json())
     print_table(document)
     failed = [c for c in document.cases if not c.ok]
@@ -125,9 +129,10 @@ def print_table(document: ResultDocument) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from perfguard.cli._text import literal
     from perfguard.units import format_bytes, format_duration
 
-    table = Table(title=f"perfguard run: {document.suite.name}")
+    table = Table(title=literal(f"perfguard run: {document.suite.name}"))
     for column in ("case", "status", "median", "p90", "cv", "vs first", "nodes", "compile", "size"):
         table.add_column(column, justify="left" if column in ("case", "status") else "right")
     first_median: dict[str, float] = {}
@@ -137,16 +142,16 @@ def print_table(document: ResultDocument) -> None:
         nodes = str(metrics.node_count) if metrics.compiled else ""
         if not case.ok or latency is None:
             error = case.error
-            table.add_row(case.id, f"[red]failed[/red] ({error.stage})" if error else "failed",
+            table.add_row(literal(case.id), literal(f"failed ({error.stage})", "red") if error else "failed",
                           "", "", "", "", nodes, "", "")
             if error and error.message:
-                table.add_row("", f"[red]{error.message[:160]}[/red]", *[""] * 7)
+                table.add_row("", literal(error.message[:160], "red"), *[""] * 7)
             continue
         group = case.measurement.group if case.measurement else ""
         base = first_median.setdefault(group, latency.median)
         relative = f"{(latency.median / base - 1) * 100:+.1f}%" if base else ""
         status = "[yellow]ok (blind)[/yellow]" if is_blind(case) else "ok"
-        table.add_row(case.id, status, format_duration(latency.median), format_duration(latency.p90),
+        table.add_row(literal(case.id), status, format_duration(latency.median), format_duration(latency.p90),
                       f"{latency.cv * 100:.1f}%", relative, nodes,
                       format_duration(metrics.compile_time_s if metrics.compile_time_s is not None else float("nan")),
                       format_bytes(metrics.artifact_size_bytes or 0))

@@ -30,9 +30,9 @@ def _ort_line() -> str:
 
 def run(args: argparse.Namespace) -> ExitCode:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
+    from perfguard.cli._text import literal
     from perfguard.errors import RunnerUnavailable
     from perfguard.results import write_json_atomic
     from perfguard.runners import runner_status
@@ -49,12 +49,12 @@ def run(args: argparse.Namespace) -> ExitCode:
     table.add_column("device, or why not")
     for status in statuses:
         state = "[green]available[/green]" if status.available else "[red]unavailable[/red]"
-        table.add_row(status.name, state, escape(status.detail))
+        table.add_row(literal(status.name), state, literal(status.detail))
     console = Console(file=sys.stdout, width=max(120, Console().width))
     console.print(table)
-    console.print(escape(_ort_line()), highlight=False)
+    console.print(literal(_ort_line()), highlight=False)
     if any(s.name == "cuda" and s.available for s in statuses):
-        console.print(escape("GPU results record clocks and throttling; for stable numbers " + LOCK_HINT),
+        console.print(literal("GPU results record clocks and throttling; for stable numbers " + LOCK_HINT),
                       highlight=False)
     if args.json:
         write_json_atomic(args.json, {"version": 1, "runners": [s.to_json() for s in statuses]})

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -126,28 +127,33 @@ def nothing_better(result: TuneResult) -> str:
 
 
 def print_result(result: TuneResult) -> None:
+    from perfguard.names import visible
+
+    def say(text: str = "", end: str = "\n") -> None:  # names are data: bidi marks shown, not obeyed
+        sys.stdout.write(visible(text, keep_newlines=True) + end)
+
     points = result.points
     counts = {s: sum(1 for p in points if p.status == s) for s in ("screened", "identical", "infeasible")}
-    print()
-    print(f"tune {result.case}: {len(points)} candidates in {result.wall_time_s:.0f} s (stopped: {result.stopped}): "
-          f"{counts['screened']} screened, {counts['identical']} identical to the incumbent (not timed), "
-          f"{counts['infeasible']} infeasible; {result.confirmations} confirmation probe(s)")
+    say()
+    say(f"tune {result.case}: {len(points)} candidates in {result.wall_time_s:.0f} s (stopped: {result.stopped}): "
+        f"{counts['screened']} screened, {counts['identical']} identical to the incumbent (not timed), "
+        f"{counts['infeasible']} infeasible; {result.confirmations} confirmation probe(s)")
     for step in result.steps:
-        print(f"  accepted #{step.index} {step.move}: latency {_pct(step.latency.ratio)} "
-              f"[{_pct(step.latency.ci_low)}, {_pct(step.latency.ci_high)}]")
-    print(f"start: {result.start.describe()}")
-    print(f"best:  {result.best.describe()}")
+        say(f"  accepted #{step.index} {step.move}: latency {_pct(step.latency.ratio)} "
+            f"[{_pct(step.latency.ci_low)}, {_pct(step.latency.ci_high)}]")
+    say(f"start: {result.start.describe()}")
+    say(f"best:  {result.best.describe()}")
     if result.status == "nothing-better":
-        print(nothing_better(result))
+        say(nothing_better(result))
         return
     for effect in result.proof_effects:
         line = (f"  proof {effect['case']}: {effect['metric']} {_pct(effect.get('ratio'))} "
                 f"[{_pct(effect.get('ci_low'))}, {_pct(effect.get('ci_high'))}] {effect['decision']}")
-        print(line + (f"; rejects: {effect['rejects']}" if effect.get("rejects") else ""))
+        say(line + (f"; rejects: {effect['rejects']}" if effect.get("rejects") else ""))
     verdict = {"proved": "proved: the tuned order is faster and regresses no model",
                "rejected": "rejected: the tuned order regresses or fails on a model (see above)",
                "no-gain": "not proved: the fresh check does not decide a gain",
                "unproved": "not proved (--no-proof)"}
-    print(verdict.get(result.status, result.status))
+    say(verdict.get(result.status, result.status))
     if result.patch:
-        print(result.patch, end="")
+        say(result.patch, end="")

@@ -15,4 +15,6 @@ class Progress:
 
     def advance(self, description: str) -> None: ...
 
-    def log(self, message: str) -> None: ...
+    def log(self, message: str, style: str = "") -> None:
+        """One line of the narrative. ``message`` is plain text (names in it are data, never
+        markup); ``style`` (a Rich style such as ``"red"``) is how a terminal may colour it."""

@@ -115,7 +115,7 @@ def explain_pair(suite: Suite, case: str, baseline: CompiledCase, candidate: Com
         return Explanation(case, labels[0], labels[1], classify_dispatches(*counts, change), None, change,
                            (f"no runtime profiler for backend {backend!r}: explained from its compile statistics",))
     sides = profile_sides(suite, [(labels[0], baseline), (labels[1], candidate)], workers=settings.workers,
-                          runs=settings.runs, workdir=workdir / "profile" / case.replace("/", "_"),
+                          runs=settings.runs, workdir=workdir / "profile" / _folder_name(case),
                           keep_traces=settings.trace_dir is not None)
     before, after = sides
     failures = tuple(f"{s.label}: {reason}" for s in sides for reason in s.failures)
@@ -126,7 +126,7 @@ def explain_pair(suite: Suite, case: str, baseline: CompiledCase, candidate: Com
     gpu = None
     if baseline.case.runner == "cuda":
         gpu = _gpu_section(suite, [(labels[0], baseline), (labels[1], candidate)], before, after, settings,
-                           workdir / "nsight" / case.replace("/", "_"))
+                           workdir / "nsight" / _folder_name(case))
     dimension = classify(diff, change, identical, gpu.diff if gpu is not None else None)
     explanation = Explanation(case, labels[0], labels[1], dimension, diff, change, failures, gpu=gpu)
     if settings.trace_dir is not None and before.trace_paths and after.trace_paths:
@@ -154,11 +154,20 @@ def _gpu_section(suite: Suite, sides: list[tuple[str, CompiledCase]], before: Si
     return build_section([r.gpu for r in before.runs], [r.gpu for r in after.runs], nsight)
 
 
+def _folder_name(case: str) -> str:
+    """The folder of a case's profiles and trace: ``model_pipeline_runner`` where that is a safe
+    file name, else made safe (``perfguard.names.safe_filename``; a case id of a document may hold
+    anything)."""
+    from perfguard.names import safe_filename
+
+    return safe_filename(case.replace("/", "_"))
+
+
 def _write_trace(folder: str, case: str, before: SideProfiles, after: SideProfiles) -> Path:
     from perfguard.profile.perfetto import write_trace
     from perfguard.profile.trace import read_trace
 
-    target = Path(folder) / case.replace("/", "_")
+    target = Path(folder) / _folder_name(case)
     target.mkdir(parents=True, exist_ok=True)
     for role, side in (("baseline", before), ("candidate", after)):  # the raw ORT files, as ORT wrote them
         shutil.copyfile(side.trace_paths[0], target / f"ort-{role}.json")
