@@ -5,6 +5,7 @@ it imports no perfguard module, so any module may use it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,16 @@ class FieldError(ValueError):
 #: A worker request or response that does not follow the protocol (a perfguard bug).
 ProtocolError = FieldError
 
+#: The longest duration a document may hold, in seconds (about 116 days): no latency sample,
+#: compile or measurement setting lasts longer, and the ratios of the statistics stay finite.
+MAX_SECONDS = 1e7
+
+#: The shortest positive duration, in seconds (a picosecond): no model runs faster, and a
+#: smaller one (5e-324) turns a ratio of two latencies into infinity.
+MIN_POSITIVE_SECONDS = 1e-12
+
+#: The largest count or size (nodes, bytes, workers, rounds) a document may hold.
+MAX_COUNT = 2**63 - 1
 
 
 def field(data: Mapping[str, Any], key: str, kind: str) -> Any:
@@ -127,4 +138,80 @@ def objects(data: Mapping[str, Any], key: str, kind: str) -> list[dict[str, Any]
     values = array(data, key, kind)
     if not all(isinstance(v, dict) for v in values):
         raise wrong_type(kind, key, "a list of objects", values)
+    return values
+
+
+# --- numbers with a meaning: the readers of persisted documents check the value, not only its type
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _in_range(value: Any, *, positive: bool) -> bool:
+    if not _is_number(value) or not math.isfinite(value):
+        return False
+    low_ok = value >= MIN_POSITIVE_SECONDS if positive else value >= 0
+    return bool(low_ok and value <= MAX_SECONDS)
+
+
+def _seconds_expected(positive: bool) -> str:
+    low = f"at least {MIN_POSITIVE_SECONDS:g}" if positive else "0 or more"
+    return f"a finite number of seconds, {low} and at most {MAX_SECONDS:g}"
+
+
+def finite(data: Mapping[str, Any], key: str, kind: str) -> float:
+    """A number that is not NaN or infinite (a ratio, a p-value, an interval bound)."""
+    value = number(data, key, kind)
+    if not math.isfinite(value):
+        raise wrong_type(kind, key, "a finite number", value)
+    return value
+
+
+def opt_finite(data: Mapping[str, Any], key: str, kind: str) -> float | None:
+    return None if data.get(key) is None else finite(data, key, kind)
+
+
+def seconds(data: Mapping[str, Any], key: str, kind: str, *, positive: bool = False) -> float:
+    """A duration: finite, 0 or more (``positive``: a latency sample, above zero) and at most
+    ``MAX_SECONDS``."""
+    value = number(data, key, kind)  # a wrong type is worded as a wrong type
+    if not _in_range(value, positive=positive):
+        raise wrong_type(kind, key, _seconds_expected(positive), value)
+    return value
+
+
+def opt_seconds(data: Mapping[str, Any], key: str, kind: str, *, positive: bool = False) -> float | None:
+    return None if data.get(key) is None else seconds(data, key, kind, positive=positive)
+
+
+def seconds_list(data: Mapping[str, Any], key: str, kind: str, *, positive: bool = False) -> tuple[float, ...]:
+    """A list of durations, each as :func:`seconds` reads one."""
+    values = number_list(data, key, kind)
+    for i, value in enumerate(values):
+        if not _in_range(value, positive=positive):
+            raise wrong_type(kind, f"{key}[{i}]", _seconds_expected(positive), value)
+    return values
+
+
+_COUNT_RANGE = "an integer from 0 to 2**63 - 1"
+
+
+def count(data: Mapping[str, Any], key: str, kind: str) -> int:
+    """A count or a size (nodes, bytes, workers, loops): an integer from 0 to ``MAX_COUNT``."""
+    value = integer(data, key, kind)  # a wrong type is worded as a wrong type
+    if not 0 <= value <= MAX_COUNT:
+        raise wrong_type(kind, key, _COUNT_RANGE, value)
+    return value
+
+
+def opt_count(data: Mapping[str, Any], key: str, kind: str) -> int | None:
+    return None if data.get(key) is None else count(data, key, kind)
+
+
+def count_list(data: Mapping[str, Any], key: str, kind: str) -> tuple[int, ...]:
+    values = int_list(data, key, kind)
+    for i, value in enumerate(values):
+        if not 0 <= value <= MAX_COUNT:
+            raise wrong_type(kind, f"{key}[{i}]", _COUNT_RANGE, value)
     return values

@@ -18,6 +18,7 @@ that silently means the wrong one measures the wrong thing.
 
 from __future__ import annotations
 
+import math
 import re
 
 from perfguard.errors import UserError
@@ -35,6 +36,14 @@ SIZE_UNITS: dict[str, int] = {
     "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
 }
 _SIZE_UNITS_ANY_CASE = {unit.lower(): size for unit, size in SIZE_UNITS.items()}
+
+#: The longest duration perfguard reads anywhere (about 31 years): "1e400s" would be infinity,
+#: and a wait longer than ``threading.TIMEOUT_MAX`` (about 292 years) raises ``OverflowError``.
+#: Suite keys set tighter bounds of their own (``perfguard.suite.parse``).
+MAX_DURATION_S = 1e9
+#: The largest size perfguard reads (2**63 bytes).
+MAX_SIZE_BYTES = 2**63
+MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 _DURATION = re.compile(
     r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*("
     + "|".join(sorted(TIME_UNITS, key=len, reverse=True))
@@ -54,8 +63,9 @@ def to_bytes(number: float, unit: str) -> float:
     return number * SIZE_UNITS[unit]
 
 
-def parse_duration(text: object, where: str) -> float:
-    """Return seconds for a duration string like ``"20ms"``; ``where`` names the suite key."""
+def parse_duration(text: object, where: str, *, at_most: float = MAX_DURATION_S) -> float:
+    """Return seconds for a duration string like ``"20ms"``: positive, finite and at most
+    ``at_most`` seconds; ``where`` names the suite key."""
     if isinstance(text, bool) or not isinstance(text, str):
         raise UserError(f"{where}: expected a duration with a unit such as \"20ms\" or \"5s\", found {text!r}")
     match = _DURATION.match(text)
@@ -66,7 +76,17 @@ def parse_duration(text: object, where: str) -> float:
     value = to_seconds(float(match.group(1)), match.group(2))
     if value <= 0:
         raise UserError(f"{where}: duration must be positive, found {text!r}")
+    if not math.isfinite(value) or value > at_most:
+        raise UserError(f"{where}: duration must be at most {_plain_duration(at_most)}, found {text!r}")
     return value
+
+
+def _plain_duration(seconds: float) -> str:
+    """A bound as a user would write it in a suite: 24h, 1h, 5min (years past a year)."""
+    for size, unit in ((365 * DAY, " years"), (HOUR, "h"), (MINUTE, "min")):
+        if seconds >= size:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
 
 
 def parse_size(value: object, where: str) -> int:
@@ -79,8 +99,10 @@ def parse_size(value: object, where: str) -> int:
     unit = text[len(number):]
     try:
         size = float(number) * (1 if unit == "" else _SIZE_UNITS_ANY_CASE[unit])
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, OverflowError):
         raise UserError(f"{where}: expected a size like \"512MiB\" or \"2GB\", found {value!r}") from None
+    if not math.isfinite(size) or size > MAX_SIZE_BYTES:  # "nan", "inf", "1e400GB"
+        raise UserError(f"{where}: expected a finite size of at most 8 EiB, found {value!r}")
     if size <= 0:
         raise UserError(f"{where}: expected a positive size, found {value!r}")
     return int(size)

@@ -22,6 +22,7 @@ summaries (:class:`SummaryProbe`). A value of the wrong type is a one-line ``Sto
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,10 +64,14 @@ def get_str(d: Json, key: str, default: str | None = None) -> str | None:
     return value
 
 
+# Every integer of these documents is a count, a position or a version, and every number a
+# ratio, an interval bound, a p-value or a duration: a negative or non-finite one is corrupt.
 def get_int(d: Json, key: str) -> int | None:
     value = d.get(key)
     if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
         raise _fail(key, "an integer", value)
+    if value is not None and value < 0:
+        raise _fail(key, "an integer, 0 or more", value)
     return value
 
 
@@ -74,6 +79,8 @@ def get_number(d: Json, key: str) -> float | None:
     value = d.get(key)
     if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
         raise _fail(key, "a number", value)
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise _fail(key, "a finite number, 0 or more", value)
     return value
 
 

@@ -82,7 +82,7 @@ class Verdict:
         if decision not in ("same", "different", "unknown", "failed"):
             raise f.wrong_type(kind, "decision", "same, different, unknown or failed", decision)
         try:
-            comparison = Comparison.from_json(f.obj(data, "comparison", kind))
+            comparison = Comparison.from_json(_checked_comparison(f.obj(data, "comparison", kind)))
         except TypeError as exc:
             raise FieldError(f"{kind}: field 'comparison' is not a comparison: {exc}") from None
         return cls(f.string(data, "case", kind), f.string(data, "metric", kind), f.string(data, "unit", kind),
@@ -90,8 +90,39 @@ class Verdict:
                    f.string(data, "candidate", kind), f.boolean(data, "paired", kind), comparison,
                    "same" if decision == "same" else "different" if decision == "different"
                    else "unknown" if decision == "unknown" else "failed",
-                   f.string(data, "direction", kind), f.opt_number(data, "bh_adjusted_p", kind),
+                   f.string(data, "direction", kind), f.opt_finite(data, "bh_adjusted_p", kind),
                    f.boolean(data, "gated", kind) if "gated" in data else True)
+
+
+# The numbers of a comparison (``Comparison.to_json`` writes a non-finite one as null), the
+# counts, and the words with their allowed values: what a report formats must be what it
+# formats, or a hand-edited "ratio": "x" ends in a traceback instead of a one-line refusal.
+_COMPARISON_NUMBERS = ("ratio", "ci_low", "ci_high", "p_value", "mde", "baseline_median", "candidate_median", "floor",
+                       "alpha", "confidence")
+_COMPARISON_WORDS = {"decision": ("same", "different", "unknown"), "direction": ("regression", "improvement", "none"),
+                     "reason": None, "method": None, "statistic": None}
+
+
+def _checked_comparison(data: JsonObject) -> JsonObject:
+    """``data`` when every field of the comparison it holds has its type; a ``FieldError`` naming
+    the first that has not. Ratios, intervals and medians are 0 or more; p-values, alpha and
+    confidence between 0 and 1."""
+    kind = "comparison"
+    for key in _COMPARISON_NUMBERS:
+        value = f.opt_finite(data, key, kind)
+        if value is None:
+            continue
+        bound = 1.0 if key in ("p_value", "alpha", "confidence") else math.inf
+        if not 0 <= value <= bound:
+            raise f.wrong_type(kind, key, "from 0 to 1" if bound == 1.0 else "0 or more", value)
+    if "n_pairs" in data:
+        f.count(data, "n_pairs", kind)
+    for key, allowed in _COMPARISON_WORDS.items():
+        if key in data:
+            word = f.string(data, key, kind)
+            if allowed is not None and word not in allowed:
+                raise f.wrong_type(kind, key, " or ".join(allowed), word)
+    return data
 
 
 @dataclass(frozen=True)
@@ -109,8 +140,8 @@ class Geomean:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Geomean:
         kind = "latency_geomean"
-        return cls(f.number(data, "ratio", kind), f.number(data, "ci_low", kind), f.number(data, "ci_high", kind),
-                   f.integer(data, "cases", kind))
+        return cls(f.finite(data, "ratio", kind), f.finite(data, "ci_low", kind), f.finite(data, "ci_high", kind),
+                   f.count(data, "cases", kind))
 
 
 _COUNTS = ("regressions", "improvements", "same", "unknown", "unknown_latency", "failed")
@@ -174,9 +205,9 @@ class Summary:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Summary:
         geomean = f.opt_obj(data, "latency_geomean", "summary")
-        return cls(**{k: f.integer(data, k, "summary") for k in _COUNTS},
+        return cls(**{k: f.count(data, k, "summary") for k in _COUNTS},
                    latency_geomean=None if geomean is None else Geomean.from_json(geomean),
-                   not_gated=f.integer(data, "not_gated", "summary") if "not_gated" in data else 0)
+                   not_gated=f.count(data, "not_gated", "summary") if "not_gated" in data else 0)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import math
 import re
 import statistics
@@ -117,10 +116,12 @@ def _results_files(folder: Path) -> list[Path]:
 
 def _lenient_json(path: Path) -> dict[str, Any]:
     """``asv.conf.json`` may hold ``//`` comments (``asv quickstart`` writes them); {} when unreadable."""
+    from perfguard.results.documents import parse_json
+
     try:
         text = path.read_text(encoding="utf-8")
-        data = json.loads(re.sub(r"(?m)^\s*//.*$", "", text))
-    except (OSError, UnicodeDecodeError, ValueError):
+        data = parse_json(re.sub(r"(?m)^\s*//.*$", "", text), path, finite=False)
+    except (OSError, UnicodeDecodeError, ValueError, StorageError):  # deep or huge: as unreadable
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -261,7 +262,10 @@ def export(sources: Sequence[ExportSource], out: Path, *, repo: str, branch: str
     the first result's suite): ``commit`` for results that record none, ``machine`` instead of each
     runner's host name. Every file is computed before the first is written. Returns the paths
     written."""
-    from perfguard.atomic import write_json_atomic
+    import json
+
+    from perfguard.atomic import write_atomic
+    from perfguard.names import safe_filename
 
     benchmarks: dict[str, Any] = {}
     owners: dict[str, tuple[str, str]] = {}  # asv name -> (suite, case id): two cases must not share one
@@ -277,7 +281,7 @@ def export(sources: Sequence[ExportSource], out: Path, *, repo: str, branch: str
                 continue
             env = result.environment.get(entry.runner) or {}
             host = machine or str(env.get("hostname") or "") or "perfguard"
-            name = re.sub(r"[^\w.-]", "_", host)
+            name = safe_filename(host)  # a folder of results/: a host name from a document may be ".."
             python = str(env.get("python") or "")
             env_name = f"perfguard-py{python}" if python else "perfguard"
             held = machines.setdefault(name, _Machine(_machine_json(name, env), {}))
@@ -299,7 +303,7 @@ def export(sources: Sequence[ExportSource], out: Path, *, repo: str, branch: str
     for name, held in sorted(machines.items()):
         writes.append((results_dir / name / "machine.json", held.info))
         for (sha, env_name), document in sorted(held.files.items()):
-            path = results_dir / name / f"{sha[:8]}-{env_name}.json"
+            path = results_dir / name / f"{safe_filename(f'{sha[:8]}-{env_name}')}.json"  # both from documents
             before = _existing(path, RESULTS_VERSION)
             if before.get("result_columns") == COLUMNS and isinstance(before.get("results"), dict):
                 document = {**document, "results": {**before["results"], **document["results"]}}
@@ -309,7 +313,9 @@ def export(sources: Sequence[ExportSource], out: Path, *, repo: str, branch: str
             "results_dir": "results", "html_dir": "html"}
     writes.append((out / "asv.conf.json", conf))
     for path, document in writes:
-        write_json_atomic(path, document)
+        # As asv writes its files: NaN and Infinity allowed (a skipped benchmark, an interval asv
+        # could not compute), which an earlier results file merged into this one may hold.
+        write_atomic(path, json.dumps(document, sort_keys=True, indent=1) + "\n")
     return [path for path, _ in writes]
 
 

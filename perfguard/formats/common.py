@@ -42,10 +42,14 @@ class ExportSource:
 
 
 def read_json_file(path: Path, what: str) -> Any:
-    """The JSON value of ``path`` (``what``: the kind of file expected, for the messages)."""
+    """The JSON value of ``path`` (``what``: the kind of file expected, for the messages). NaN and
+    Infinity are read as Python reads them: asv writes them (a skipped benchmark, an interval it
+    cannot compute), and the extractors take finite values above zero only; huge integers and
+    deep nesting are refused as in every document."""
     from perfguard.results.documents import read_json
 
-    return read_json(path, missing="{path}: file not found", not_json=f"{{path}}: not a {what} file (not JSON: {{exc}})")
+    return read_json(path, missing="{path}: file not found", not_json=f"{{path}}: not a {what} file (not JSON: {{exc}})",
+                     finite=False)
 
 
 def json_files(paths: Iterable[str | Path], expand: Any = None) -> list[Path]:

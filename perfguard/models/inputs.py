@@ -127,6 +127,26 @@ def _given_range(setting: Any, dtype: np.dtype, name: str, where: str) -> tuple[
     return int(setting.low), int(setting.high)
 
 
+def _recorded_ranges(text: str) -> dict[str, tuple[int, int]]:
+    """The ``perfguard.input_ranges`` metadata of a model (``{"input_ids": [0, 30522]}``, what the
+    zoo records): each input's ``[low, high)`` of integers. A model file is the user's: anything
+    else there (not JSON, nested 100,000 deep, ``[1e400, 0]``, a range that holds nothing) is
+    ignored, and the heuristics decide as for a model without it."""
+    try:
+        found = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    ranges = {}
+    for name, value in found.items():
+        if (isinstance(value, list) and len(value) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v <= 2**63 for v in value)
+                and value[0] < value[1]):
+            ranges[name] = (value[0], value[1])
+    return ranges
+
+
 def input_specs(model: onnx.ModelProto, settings: InputSettings | None = None) -> list[InputSpec]:
     """Specs of the graph inputs that are not initializers, shaped by the suite's ``settings``.
 
@@ -145,13 +165,10 @@ def input_specs(model: onnx.ModelProto, settings: InputSettings | None = None) -
         if node.op_type == "Gather" and len(node.input) > 1 and node.input[0] in initializers:
             gather_bounds[node.input[1]] = int(initializers[node.input[0]].dims[0])
     # Zoo models record the valid range of integer inputs; trust it over the heuristics below.
-    ranges: dict[str, list[int]] = {}
+    ranges: dict[str, tuple[int, int]] = {}
     for prop in model.metadata_props:
         if prop.key == "perfguard.input_ranges":
-            try:
-                ranges = json.loads(prop.value)
-            except ValueError:
-                ranges = {}
+            ranges = _recorded_ranges(prop.value)
     feedable = [value for value in graph.input if value.name not in initializers]
     names = [value.name for value in feedable]
     for name in given:

@@ -30,7 +30,6 @@ launches), and a build with CUDA profiling adds ``cat == "Kernel"`` events for t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,8 +131,14 @@ class ProfileRun:
 
 def read_trace(path: str | Path) -> list[dict[str, Any]]:
     """The events of a profiler file: a JSON array, or a ``{"traceEvents": [...]}`` object."""
+    from perfguard.errors import StorageError
+    from perfguard.results.documents import parse_json
+
     try:
-        data = json.loads(Path(path).read_text())
+        # finite=False: a profiler may write NaN; the aggregation reads durations only.
+        data = parse_json(Path(path).read_text(encoding="utf-8"), path, finite=False)
+    except StorageError as exc:  # nested too deep, an integer beyond 2**63
+        raise TraceError(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise TraceError(f"{path}: not a readable profiler trace: {exc}") from None
     if isinstance(data, dict):

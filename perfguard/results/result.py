@@ -90,9 +90,14 @@ class Latency:
     def from_json(cls, data: Mapping[str, Any]) -> Latency:
         kind = "latency"
         workers = f.array(data, "per_worker", kind)
-        return cls(tuple(f.number_list({"values": w}, "values", kind) for w in workers), f.integer(data, "n", kind),
-                   *(f.number(data, k, kind) for k in ("median", "mean", "stdev", "cv", "min", "max", "p90", "p99")),
-                   *(f.opt_number(data, k, kind) for k in ("p10", "p25", "p75")))
+        # Every sample is a duration above zero: a NaN, negative or absurd one would be compared
+        # (or shown as "ok") as if it were measured. The summary may be 0 (``cv`` of one value).
+        per_worker = tuple(f.seconds_list({f"per_worker[{i}]": w}, f"per_worker[{i}]", kind, positive=True)
+                           for i, w in enumerate(workers))
+        median, mean, stdev = (f.seconds(data, k, kind) for k in ("median", "mean", "stdev"))
+        return cls(per_worker, f.count(data, "n", kind), median, mean, stdev, f.finite(data, "cv", kind),
+                   *(f.seconds(data, k, kind) for k in ("min", "max", "p90", "p99")),
+                   *(f.opt_seconds(data, k, kind) for k in ("p10", "p25", "p75")))
 
 
 @dataclass(frozen=True)
@@ -146,22 +151,25 @@ class Metrics:
     def from_json(cls, data: Mapping[str, Any]) -> Metrics:
         kind = "metrics"
 
-        def ints(key: str) -> tuple[int, ...] | None:
-            return None if data.get(key) is None else f.int_list(data, key, kind)
+        def counts(key: str) -> tuple[int, ...] | None:
+            return None if data.get(key) is None else f.count_list(data, key, kind)
 
         latency = data.get("latency_s")
+        throughput = f.opt_finite(data, "throughput_per_s", kind)
+        if throughput is not None and throughput < 0:
+            raise f.wrong_type(kind, "throughput_per_s", "0 or more", throughput)
         return cls(
-            compile_time_s=f.opt_number(data, "compile_time_s", kind),
-            compile_times_s=None if data.get("compile_times_s") is None else f.number_list(data, "compile_times_s", kind),
-            artifact_size_bytes=f.opt_integer(data, "artifact_size_bytes", kind),
-            node_count=f.opt_integer(data, "node_count", kind),
-            peak_rss_bytes=f.opt_integer(data, "peak_rss_bytes", kind),
-            peak_rss_bytes_probes=ints("peak_rss_bytes_probes"),
-            latency_s=None if latency is None else Latency.from_json(latency),
-            throughput_per_s=f.opt_number(data, "throughput_per_s", kind),
-            session_rss_bytes=f.opt_integer(data, "session_rss_bytes", kind),
-            session_rss_bytes_per_worker=ints("session_rss_bytes_per_worker"),
-            worker_peak_rss_bytes=f.opt_integer(data, "worker_peak_rss_bytes", kind),
+            compile_time_s=f.opt_seconds(data, "compile_time_s", kind),
+            compile_times_s=None if data.get("compile_times_s") is None else f.seconds_list(data, "compile_times_s", kind),
+            artifact_size_bytes=f.opt_count(data, "artifact_size_bytes", kind),
+            node_count=f.opt_count(data, "node_count", kind),
+            peak_rss_bytes=f.opt_count(data, "peak_rss_bytes", kind),
+            peak_rss_bytes_probes=counts("peak_rss_bytes_probes"),
+            latency_s=None if latency is None else Latency.from_json(f.obj(data, "latency_s", kind)),
+            throughput_per_s=throughput,
+            session_rss_bytes=f.opt_count(data, "session_rss_bytes", kind),
+            session_rss_bytes_per_worker=counts("session_rss_bytes_per_worker"),
+            worker_peak_rss_bytes=f.opt_count(data, "worker_peak_rss_bytes", kind),
         )
 
 
@@ -210,21 +218,30 @@ class Measurement:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Measurement:
         kind = "measurement"
-        return cls(f.string(data, "group", kind), f.integer(data, "workers_requested", kind),
-                   f.integer(data, "workers_ok", kind), f.int_list(data, "worker_ids", kind),
-                   f.opt_integer(data, "loops", kind), f.integer(data, "warmup", kind), f.integer(data, "rounds", kind),
-                   f.number(data, "min_time_s", kind), f.integer(data, "threads", kind),
+        return cls(f.string(data, "group", kind), f.count(data, "workers_requested", kind),
+                   f.count(data, "workers_ok", kind), f.count_list(data, "worker_ids", kind),
+                   f.opt_count(data, "loops", kind), f.count(data, "warmup", kind), f.count(data, "rounds", kind),
+                   f.seconds(data, "min_time_s", kind), f.count(data, "threads", kind),
                    f.string_list(data, "failures", kind) if "failures" in data else (),
                    f.opt_string(data, "dropped", kind), f.opt_obj(data, "telemetry", kind),
                    None if data.get("device_state") is None else DeviceState.from_json(f.obj(data, "device_state", kind)),
-                   f.opt_integer(data, "min_rounds", kind), f.opt_number(data, "max_time_s", kind))
+                   f.opt_count(data, "min_rounds", kind), f.opt_seconds(data, "max_time_s", kind))
+
+
+def _nodes(data: Mapping[str, Any], key: str, kind: str) -> int:
+    """A pass record's node count: -1 where it is unknown (the first IREE dump of a scope, whose
+    input does not print; ``iree_trace.ir_records``), else a count."""
+    value = f.integer(data, key, kind)
+    if value < -1:
+        raise f.wrong_type(kind, key, "a count of nodes (-1: unknown)", value)
+    return value
 
 
 def _pass_record(data: Mapping[str, Any]) -> PassRecord:
     kind = "pass record"
-    return PassRecord(f.integer(data, "index", kind), f.string(data, "name", kind), f.string(data, "source", kind),
-                      f.number(data, "time_s", kind), f.integer(data, "nodes_before", kind),
-                      f.integer(data, "nodes_after", kind), f.int_map(data, "op_histogram", kind),
+    return PassRecord(f.count(data, "index", kind), f.string(data, "name", kind), f.string(data, "source", kind),
+                      f.seconds(data, "time_s", kind), _nodes(data, "nodes_before", kind),
+                      _nodes(data, "nodes_after", kind), f.int_map(data, "op_histogram", kind),
                       f.string(data, "ir_hash", kind), f.boolean(data, "changed", kind))
 
 
@@ -265,7 +282,7 @@ class Trace:
         kind = "trace"
         pass_times = data.get("pass_times")
         return cls(tuple(_pass_record(p) for p in f.objects(data, "passes", kind)), f.string(data, "input_hash", kind),
-                   f.string(data, "final_hash", kind), f.number(data, "total_time_s", kind),
+                   f.string(data, "final_hash", kind), f.seconds(data, "total_time_s", kind),
                    f.boolean(data, "exact", kind), f.string(data, "note", kind), f.opt_string(data, "mode", kind),
                    None if pass_times is None else tuple(f.objects(data, "pass_times", kind)),
                    None if data.get("cache_hit") is None else f.boolean(data, "cache_hit", kind),
@@ -322,8 +339,8 @@ class ArtifactInfo:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ArtifactInfo:
         kind = "artifact"
-        return cls(f.string(data, "sha256", kind), f.integer(data, "size_bytes", kind),
-                   f.opt_integer(data, "node_count", kind), f.obj(data, "settings", kind),
+        return cls(f.string(data, "sha256", kind), f.count(data, "size_bytes", kind),
+                   f.opt_count(data, "node_count", kind), f.obj(data, "settings", kind),
                    f.opt_string(data, "execution_identity", kind))
 
 
@@ -472,7 +489,7 @@ class ModelInfo:
             inputs = tuple(InputSpec.from_json(s) for s in f.objects(data, "inputs", kind))
         except (KeyError, TypeError) as exc:
             raise FieldError(f"{kind}: field 'inputs' holds an entry that is not an input spec: {exc}") from None
-        return cls(f.string(data, "sha256", kind), f.integer(data, "nodes", kind), f.integer(data, "opset", kind),
+        return cls(f.string(data, "sha256", kind), f.count(data, "nodes", kind), f.count(data, "opset", kind),
                    f.obj(data, "source", kind), inputs)
 
 

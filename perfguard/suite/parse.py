@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.errors import UserError, did_you_mean
+from perfguard.names import name_problem
 from perfguard.runners import check_runner_options
 from perfguard.runners.options import RunnerOptions
 from perfguard.suite.gates import parse_check, parse_thresholds
@@ -27,7 +28,7 @@ from perfguard.suite.model import (
     Tolerance,
 )
 from perfguard.suite.reader import Reader, describe
-from perfguard.units import parse_duration
+from perfguard.units import DAY, HOUR, parse_duration
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,6 +40,11 @@ _MEASURE_KEYS = ("workers", "rounds", "min_rounds", "max_time", "warmup", "min_t
                  "compile_repeats", "memory_probes", "threads", "seed")
 _CORRECTNESS_KEYS = ("rtol", "atol", "seed")
 _RUNNER_KEYS = ("options", "device_id", "clock_tolerance", "telemetry_interval")
+# The longest each duration key may be (README, "Suite file"): a round that must last an hour, a
+# worker or a compile allowed more than a day, means a typo ("1e4h"), not a plan; and "1e400s"
+# (infinity) would pass for a number until a wait overflows.
+_MAX_DURATION = {"min_time": HOUR, "max_time": DAY, "timeout": DAY, "compile_timeout": DAY,
+                 "telemetry_interval": HOUR}
 
 
 def _runner_options(reader: Reader, raw: Any, key: str) -> RunnerOptions:
@@ -57,7 +63,8 @@ def _runner_options(reader: Reader, raw: Any, key: str) -> RunnerOptions:
     if "clock_tolerance" in table:
         values["clock_tolerance"] = reader.percent(table["clock_tolerance"], f"{key} clock_tolerance")
     if "telemetry_interval" in table:
-        values["telemetry_interval"] = parse_duration(table["telemetry_interval"], f"{reader.path}: {key} telemetry_interval")
+        values["telemetry_interval"] = parse_duration(table["telemetry_interval"], f"{reader.path}: {key} telemetry_interval",
+                                                      at_most=_MAX_DURATION["telemetry_interval"])
     return RunnerOptions(**values)
 
 
@@ -73,7 +80,7 @@ def _measure(reader: Reader, raw: Any, key: str, base: MeasureSettings) -> Measu
     for name in ("min_time", "max_time", "timeout", "compile_timeout"):
         if name in table:
             try:
-                values[name] = parse_duration(table[name], f"{reader.path}: {key}.{name}")
+                values[name] = parse_duration(table[name], f"{reader.path}: {key}.{name}", at_most=_MAX_DURATION[name])
             except UserError as exc:
                 raise UserError(str(exc)) from None
     return dataclasses.replace(base, **values)
@@ -186,13 +193,28 @@ class _SuiteHead:
     runners: list[str]
 
 
+def _name(reader: Reader, name: str, kind: str, key: str) -> str:
+    """``name`` of a model, pipeline or runner, refused as ``perfguard.names.name_problem`` says
+    (printed with repr, so a hostile one prints safely). The suite's own name is free text: it
+    only names files through ``safe_filename``."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise reader.fail(key, f"{kind} name {name!r} {problem}")
+    return name
+
+
+def _runner_names(reader: Reader, names: list[str], key: str) -> list[str]:
+    return [_name(reader, name, "runner", key) for name in names]
+
+
 def _suite_head(reader: Reader, raw: Any) -> _SuiteHead:
     head = reader.table(raw, "[suite]", ("name", "description", "backend", "runners"))
     return _SuiteHead(
         name=reader.string(head.get("name", reader.path.stem), "[suite] name"),
         description=str(head.get("description", "")),
         backend=reader.string(head.get("backend", "ort"), "[suite] backend"),
-        runners=reader.string_list(head.get("runners", ["cpu"]), "[suite] runners"),
+        runners=_runner_names(reader, reader.string_list(head.get("runners", ["cpu"]), "[suite] runners"),
+                              "[suite] runners"),
     )
 
 
@@ -208,7 +230,8 @@ def _compiler(reader: Reader, raw: Any) -> CompilerSpec:
 
 
 def _models(reader: Reader, raw: Any) -> dict[str, ModelSpec]:
-    models = {name: _model(reader, name, spec) for name, spec in reader.table(raw, "[models]").items()}
+    models = {_name(reader, name, "model", "[models]"): _model(reader, name, spec)
+              for name, spec in reader.table(raw, "[models]").items()}
     if not models:
         raise reader.fail("[models]", "the suite defines no model; add a [models.NAME] table")
     return models
@@ -237,7 +260,7 @@ def _pipelines(reader: Reader, raw: Any, default_backend: str) -> dict[str, Pipe
     """``[pipelines.NAME]``: ordered pass lists on a backend (default: ``[suite] backend``)."""
     pipelines: dict[str, PipelineSpec] = {}
     for name, spec in reader.table(raw, "[pipelines]").items():
-        key = f"[pipelines.{name}]"
+        key = f"[pipelines.{_name(reader, name, 'pipeline', '[pipelines]')}]"
         spec = reader.table(spec, key, ("passes", "backend", "options"))
         if "passes" not in spec:
             raise reader.fail(key, "missing 'passes' (an ordered list of pass names; [] for none)")
@@ -305,7 +328,8 @@ def _case_entry(reader: Reader, raw: Any, key: str, defaults: _CaseDefaults) -> 
     for pipe_name in pipe_names:
         if pipe_name not in defaults.pipelines:
             raise reader.fail(f"{key} pipelines", _unknown("pipeline", pipe_name, defaults.pipelines))
-    runner_names = reader.string_list(item.get("runners", defaults.runners), f"{key} runners")
+    runner_names = _runner_names(reader, reader.string_list(item.get("runners", defaults.runners), f"{key} runners"),
+                                 f"{key} runners")
     measure = _measure(reader, item.get("measure", {}), f"{key} measure", defaults.measure)
     tolerance = _tolerance(reader, item.get("correctness", {}), f"{key} correctness", defaults.tolerance)
     return [CaseSpec(defaults.models[model_name], defaults.pipelines[pipe_name], runner, measure, tolerance)
@@ -328,6 +352,7 @@ def _runners(reader: Reader, raw: Any, used: list[str]) -> dict[str, RunnerOptio
     """``[runners.NAME]``: settings of a runner some case uses, checked against what it takes."""
     runners: dict[str, RunnerOptions] = {}
     for name, spec in reader.table(raw, "[runners]").items():
+        _name(reader, name, "runner", "[runners]")
         key = f'[runners."{name}"]' if ":" in name else f"[runners.{name}]"
         if name not in used:
             raise reader.fail(key, f"no case runs on runner {name!r}; cases use: {', '.join(used)}")

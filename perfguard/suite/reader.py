@@ -7,6 +7,7 @@ unknown key), whichever table the value sits in.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,9 @@ class Reader:
         return value
 
     def non_negative_float(self, value: Any, key: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise self.fail(key, f"expected a number >= 0, found {describe(value)}")
+        # TOML has nan and inf literals: refused like a negative number.
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+            raise self.fail(key, f"expected a number >= 0 and finite, found {describe(value)}")
         return float(value)
 
     def percent(self, value: Any, key: str) -> float:

@@ -204,7 +204,7 @@ def tune_from_json(data: Any, path: str | Path = "<tune>") -> TuneResult:
             data.get("screen_mde"), data.get("confirm_mde"), float(data.get("floor") or 0.0), str(data.get("status") or "no-gain"), proof.get("pipeline"),
             tuple(proof.get("effects") or ()), parse_verdicts(verdicts, path) if verdicts is not None else None,
             data.get("patch"), str((data.get("tool") or {}).get("version") or ""), version)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise StorageError(f"{path}: malformed tune document ({type(exc).__name__}: {exc})") from None
 
 
