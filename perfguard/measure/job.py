@@ -169,7 +169,7 @@ class Job:
                 compiled = future.result()
                 ctx.progress.advance(f"compile {case.id}{label}")
                 if compiled.entry.error is not None:
-                    ctx.progress.log(f"[red]FAILED[/red] {case.id}{label}: {compiled.entry.error.message}")
+                    ctx.progress.log(f"FAILED {case.id}{label}: {compiled.entry.error.message}", style="red")
                 done[(side.label, index)] = compiled
         self.compiled.extend(done[(side.label, index)] for side in ctx.sides for index in range(len(ctx.cases)))
 
@@ -227,7 +227,7 @@ class Job:
                 fill_measurement(member, merged, group_id, self.workers_used[key])
                 error = member.entry.error
                 if error is not None and error.stage == "measure":
-                    ctx.progress.log(f"[red]FAILED[/red] {member.variant_id}: {error.message}")
+                    ctx.progress.log(f"FAILED {member.variant_id}: {error.message}", style="red")
 
     def model_infos(self) -> dict[str, ModelInfo]:
         return {name: ModelInfo(m.sha256, m.node_count, m.opset, m.spec.source(), tuple(m.inputs))
