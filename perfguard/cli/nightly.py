@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
 def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, progress: Any) -> ExitCode:
     from perfguard.cli.history import open_store
-    from perfguard.history.nightly import bisect_open_changes
+    from perfguard.history.nightly import bisect_open_changes, bisections_summary
     from perfguard.names import visible
 
     with open_store(args.store, create=False) as store:
@@ -91,19 +91,7 @@ def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace
             done = bisect_open_changes(suite, cases, store, settings, progress)
         finally:
             progress.stop()
-    lines = [f"## perfguard nightly: bisections ({suite.name})", ""]
-    for change, result in done:
-        culprit = "not run (see `perfguard history changes`)"
-        if result is not None:
-            first = next((c for c in result.culprits if c.commit), None)
-            culprit = result.status if first is None or first.commit is None else \
-                f"`{first.commit.sha[:10]}` {first.commit.subject or ''}".strip() + \
-                (f", pass `{first.pass_.name}`" if first.pass_ else "")
-        lines.append(f"- {change.key.case}: {change.ratio - 1:+.1%} in "
-                     f"{(change.good_commit or '?')[:10]}..{(change.bad_commit or '?')[:10]}: {culprit}")
-    if not done:
-        lines.append("No confirmed regression waits for a bisection.")
-    summary = "\n".join(lines) + "\n"
+    summary = bisections_summary(suite.name, done)
     print(visible(summary, keep_newlines=True))
     if args.summary:
         with open(args.summary, "a", encoding="utf-8") as handle:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from perfguard.errors import UserError
 from perfguard.measure.progress import Progress
+from perfguard.report.escape import md_code, md_text
 from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
 
@@ -340,19 +341,34 @@ def _interval(change: Change) -> str:
 
 def _commits(change: Change) -> str:
     good, bad = (change.good_commit or "?")[:10], (change.bad_commit or "?")[:10]
-    return f"{good}..{bad}"
+    return md_text(f"{good}..{bad}")
+
+
+def _culprit(result: BisectResult) -> str:
+    """The first culprit of a bisection as Markdown: commit, subject and pass, or its status."""
+    first = next((c for c in result.culprits if c.commit), None)
+    if first is None or first.commit is None:
+        return md_text(result.status)
+    text = f"{md_code(first.commit.sha[:10])} {md_text(first.commit.subject or '')}".strip()
+    return text + (f", pass {md_code(first.pass_.name)}" if first.pass_ else "")
+
+
+def _series(f: Finding, kind: bool = True) -> str:
+    key = f.series.key
+    return f"{md_text(key.case)} {md_text(key.metric)}" + (f" ({md_text(key.kind)})" if kind else "")
 
 
 def markdown_summary(report: NightReport) -> str:
-    """What changed since the previous night, as Markdown (the job summary of the workflow)."""
+    """What changed since the previous night, as Markdown (the job summary of the workflow). Names,
+    commit subjects and notes are data (:mod:`perfguard.report.escape`)."""
     night, previous = report.night, report.previous
-    lines = [f"## perfguard nightly: {report.suite}", ""]
+    lines = [f"## perfguard nightly: {md_text(report.suite)}", ""]
     if previous is None:
-        lines.append(f"First night at `{night.commit[:10]}`: {report.measured_cases} case(s) measured; "
+        lines.append(f"First night at {md_code(night.commit[:10])}: {report.measured_cases} case(s) measured; "
                      "the next night is checked against this one.")
     else:
-        lines.append(f"Night at `{night.commit[:10]}`, checked against the previous night at "
-                     f"`{previous.commit[:10]}` ({previous.time}) in the same job.")
+        lines.append(f"Night at {md_code(night.commit[:10])}, checked against the previous night at "
+                     f"{md_code(previous.commit[:10])} ({md_text(previous.time)}) in the same job.")
         if report.verdicts is not None:
             rows = [v for v in report.verdicts.verdicts if v.metric == "latency"]
             identical = sum(1 for v in rows if v.comparison.method == "identity")
@@ -361,7 +377,7 @@ def markdown_summary(report: NightReport) -> str:
                 word = ("regression" if v.is_regression else "improvement" if v.decision == "different"
                         else v.decision)
                 counts[word] = counts.get(word, 0) + 1
-            said = ", ".join(f"{n} {word}" for word, n in sorted(counts.items()))
+            said = ", ".join(f"{n} {md_text(word)}" for word, n in sorted(counts.items()))
             lines.append(f"Latency of {len(rows)} case(s): {said}" +
                          (f" ({identical} identical artifact(s), not timed)." if identical else "."))
     lines.append("")
@@ -375,38 +391,45 @@ def markdown_summary(report: NightReport) -> str:
             if f.series.key.case.count("/") == 2 and f.series.key.case.split("/")[1] in report.edited_pipelines:
                 culprit = "the suite's pipeline changed"
             if bisected is not None:
-                first = next((c for c in bisected.culprits if c.commit), None)
-                culprit = (f"`{first.commit.sha[:10]}` {first.commit.subject or ''}".strip() if first and first.commit
-                           else bisected.status)
-                if first and first.pass_:
-                    culprit += f", pass `{first.pass_.name}`"
-            lines.append(f"| {f.series.key.case} | {f.series.key.metric} | {f.series.key.kind} | "
+                culprit = _culprit(bisected)
+            key = f.series.key
+            lines.append(f"| {md_text(key.case)} | {md_text(key.metric)} | {md_text(key.kind)} | "
                          f"**{_pct(f.change.ratio)}** | {_interval(f.change)} | {_commits(f.change)} | {culprit} |")
         lines.append("")
     pending = [f for f in report.findings if f.change.status == "pending"]
     if pending:
         lines += ["### Seen tonight, not yet confirmed", ""]
-        lines += [f"- {f.series.key.case} {f.series.key.metric} ({f.series.key.kind}): {_pct(f.change.ratio)} "
-                  f"{_interval(f.change)}, {_commits(f.change)}: {f.change.note}" for f in pending]
+        lines += [f"- {_series(f)}: {_pct(f.change.ratio)} {_interval(f.change)}, {_commits(f.change)}: "
+                  f"{md_text(f.change.note)}" for f in pending]
         lines.append("")
     improvements = [f for f in report.findings if f.newly_confirmed and not f.is_regression]
     if improvements:
         lines += ["### Improvements (reported, not gated)", ""]
-        lines += [f"- {f.series.key.case} {f.series.key.metric}: {_pct(f.change.ratio)} {_commits(f.change)}"
-                  for f in improvements]
+        lines += [f"- {_series(f, kind=False)}: {_pct(f.change.ratio)} {_commits(f.change)}" for f in improvements]
         lines.append("")
     others = [f for f in report.findings if f.newly_confirmed and f.is_regression and f not in new]
     if others:
         lines += ["### Also changed (not a new alarm)", ""]
-        lines += [f"- {f.series.key.case} {f.series.key.metric} ({f.series.key.kind}): {_pct(f.change.ratio)} "
-                  f"{_commits(f.change)}: " + ("the same commits as a change already confirmed" if f.known_change
-                                               else "reported, not gated") for f in others]
+        lines += [f"- {_series(f)}: {_pct(f.change.ratio)} {_commits(f.change)}: "
+                  + ("the same commits as a change already confirmed" if f.known_change else "reported, not gated")
+                  for f in others]
         lines.append("")
     dropped = report.closed + [f.change for f in report.findings if f.change.status == "closed"]
     if dropped:
         lines += ["### Did not hold", ""]
-        lines += [f"- {_commits(c)} {_pct(c.ratio)}: {c.note}" for c in dropped]
+        lines += [f"- {_commits(c)} {_pct(c.ratio)}: {md_text(c.note)}" for c in dropped]
         lines.append("")
     if previous is not None and not (new or pending or improvements or others or dropped):
         lines += ["Nothing new since the previous night.", ""]
     return "\n".join(lines)
+
+
+def bisections_summary(suite: str, done: Sequence[tuple[Change, BisectResult | None]]) -> str:
+    """The bisections ``nightly --bisect-only`` ran (:func:`bisect_open_changes`), as Markdown."""
+    lines = [f"## perfguard nightly: bisections ({md_text(suite)})", ""]
+    for change, result in done:
+        culprit = "not run (see `perfguard history changes`)" if result is None else _culprit(result)
+        lines.append(f"- {md_text(change.key.case)}: {_pct(change.ratio)} in {_commits(change)}: {culprit}")
+    if not done:
+        lines.append("No confirmed regression waits for a bisection.")
+    return "\n".join(lines) + "\n"

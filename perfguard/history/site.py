@@ -21,7 +21,7 @@ Pages (every link relative, so the folder works from disk and on GitHub Pages):
 * ``feed.atom`` - confirmed regressions (ratio > 1), newest first.
 
 Like the report (:mod:`perfguard.report.html`), every page is one self-contained file: Jinja
-autoescape on every name, inline CSS and SVG, a Content-Security-Policy that loads nothing and
+autoescape on every name (its control and bidi characters shown as escapes), inline CSS and SVG, a Content-Security-Policy that loads nothing and
 runs only the one inline script it names by hash (on the index pages; the pages are complete
 without it). The site is built in a folder beside ``DIR`` and renamed into place, so ``DIR`` is
 either the old site or the new one, never half of one; a folder that is not a site is never
@@ -103,10 +103,12 @@ def _environment() -> Any:
     import jinja2
 
     from perfguard.report import format as fmt
+    from perfguard.report.escape import html_value
     from perfguard.report.rows import STATE_LABELS
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("perfguard.history", "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                             finalize=html_value, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True)
     env.filters.update({"change": fmt.change, "interval": fmt.interval, "timestamp": fmt.timestamp,
                         "state_label": lambda state: STATE_LABELS.get(state, state), "short": _short,
                         "value": lambda v, series: format_value(series.key.metric, series.key.kind, v),

@@ -1,6 +1,7 @@
 """The HTML report: one self-contained file from Jinja templates, with inline CSS, SVG and script.
 
-Autoescape is on for every template; charts come from :mod:`perfguard.report.svg` as ``Markup``
+Autoescape is on for every template, and every string shows its control and bidi characters as
+escapes (:func:`perfguard.report.escape.html_value`); charts come from :mod:`perfguard.report.svg` as ``Markup``
 built from numbers only. The page carries a Content-Security-Policy that allows nothing to load
 (``default-src 'none'``) and runs only the inline style and script whose SHA-256 hashes it names,
 so an injected ``<script>`` would not run even if escaping ever failed, and no request leaves the
@@ -19,6 +20,7 @@ from markupsafe import Markup
 
 from perfguard.report import format as fmt
 from perfguard.report.cases import env_text
+from perfguard.report.escape import html_value
 from perfguard.report.model import Report
 from perfguard.report.rows import SEVERITY, STATE_LABELS
 
@@ -33,7 +35,7 @@ def _environment() -> Any:
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("perfguard.report", "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             autoescape=True, finalize=html_value, undefined=jinja2.StrictUndefined,
                              trim_blocks=False, lstrip_blocks=False)
     env.filters.update({
         "change": fmt.change, "interval": fmt.interval, "pvalue": fmt.p_value, "mde": fmt.mde,

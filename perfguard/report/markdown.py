@@ -9,18 +9,16 @@
   undecided ones (GitHub shows at most 10 of each per step; the rest are counted in a notice).
 
 Text from documents (case names, pipeline labels, commit subjects, reasons) goes through
-:func:`md_text`, which neutralises Markdown and HTML (``|``, backticks, ``*``, ``_``, brackets,
-``<``, ``>``, ``&``) and breaks ``@mentions``; code spans are used only for strings that cannot
-contain any of those. Annotation text is escaped as GitHub's workflow-command parser expects, so
-a newline in a case name cannot start a new command.
+:func:`~perfguard.report.escape.md_text` or :func:`~perfguard.report.escape.md_code`, and
+annotation text through :func:`~perfguard.report.escape.command_data`: the one escaping of
+:mod:`perfguard.report.escape` (no formatting, HTML, link, mention or extra line from a name).
 """
 
 from __future__ import annotations
 
-import re
-
 from perfguard.report import format as fmt
 from perfguard.report.bisect import BisectView
+from perfguard.report.escape import command_data, command_property, md_code, md_text
 from perfguard.report.model import Report
 from perfguard.report.rows import SEVERITY, VerdictRow
 
@@ -30,30 +28,6 @@ WORDS = {"regression": "regression", "failed": "failed", "unknown": "undecided",
          "same": "same", "ungated": "not gated"}
 #: Rows a summary lists: every latency row and every other row that says something.
 QUIET = ("same", "ungated")
-_BACKSLASHED = set("\\`*_[]|~")
-_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
-_SAFE_CODE = re.compile(r"^[A-Za-z0-9 ._:/+=-]*$")
-
-
-def md_text(value: object) -> str:
-    """Plain text for a Markdown paragraph or table cell: no formatting, HTML, links or mentions."""
-    out = []
-    for char in " ".join(str(value).split()):  # newlines and tabs become single spaces
-        if char in _BACKSLASHED:
-            out.append("\\" + char)
-        elif char in _ENTITIES:
-            out.append(_ENTITIES[char])
-        elif char == "@":
-            out.append("@\u200b")  # a zero-width space: no @mention, no notification
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def md_code(value: object) -> str:
-    """A code span when the text is plainly safe in one (hashes, numbers, simple names)."""
-    text = str(value)
-    return f"`{text}`" if text and _SAFE_CODE.match(text) else md_text(text)
 
 
 def _plural(count: int, word: str) -> str:
@@ -211,7 +185,7 @@ def _run_lines(report: Report, max_rows: int) -> list[str]:
             lines.append(f"| {md_text(row.case)} | {status} | {cell['median']} | {cell['p90']} | {cell['cv']} | "
                          f"{cell['vs_first']} | {cell['nodes']} | {cell['compile']} |{extra}")
         else:
-            lines.append(f"| {md_text(row.case)} | {status} | {md_text(cell.get('error', ''))[:200]} | | | | | |{extra}")
+            lines.append(f"| {md_text(row.case)} | {status} | {md_text(cell.get('error', ''), limit=200)} | | | | | |{extra}")
     if len(run.rows) > max_rows:
         lines += ["", f"{len(run.rows) - max_rows} more cases are in the full report."]
     return lines + [""]
@@ -230,7 +204,7 @@ def pr_comment(report: Report, report_url: str | None = None, worst: int = 5) ->
         lines.append("")
         for row in attention[:worst]:
             if row.state == "failed":
-                lines.append(f"- {md_text(row.case)}: {md_text(row.reason[:300])}")
+                lines.append(f"- {md_text(row.case)}: {md_text(row.reason, limit=300)}")
         if any(row.state == "failed" for row in attention[:worst]):
             lines.append("")
     elif report.run and report.headline.cases_failed:
@@ -251,17 +225,9 @@ def _why_lines(report: Report) -> list[str]:
     return [f"- why {md_text(case)}: {md_text(headline)}" for case, headline in report.why] + [""]
 
 
-def _command_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _command_property(text: str) -> str:
-    return _command_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
 def annotation(level: str, title: str, message: str) -> str:
     """One workflow command (``::error title=...::message``), escaped."""
-    return f"::{level} title={_command_property(title)}::{_command_data(message)}"
+    return f"::{level} title={command_property(title)}::{command_data(message)}"
 
 
 def workflow_annotations(report: Report, limit: int = 10) -> list[str]:
