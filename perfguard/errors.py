@@ -32,6 +32,11 @@ with the message) while the other cases are still measured.
 Anything else that leaves a command is a bug in perfguard, never a verdict: the CLI exits with
 code 70 and writes the traceback to a file (``perfguard.cli``). Programming errors inside
 perfguard (a statistic called with invalid arguments) are ``ValueError`` / ``TypeError``.
+
+``Terminated`` (SIGTERM) and its subclass ``HungUp`` (SIGHUP) are no errors: the CLI's signal
+handlers raise them, as Python raises ``KeyboardInterrupt`` for SIGINT, and they subclass it so
+that every cleanup that Ctrl-C runs (``finally``, context managers) runs for them too. The CLI
+exits with 128 + the signal's number (143, 129).
 """
 
 from __future__ import annotations
@@ -65,6 +70,18 @@ class BuildError(UserError):
     def __init__(self, message: str, label: str | None = None) -> None:
         super().__init__(message)
         self.label = label
+
+
+class Terminated(KeyboardInterrupt):
+    """perfguard was asked to stop by SIGTERM (CI cancelling a job); unwinds like Ctrl-C."""
+
+    signal_name = "SIGTERM"
+
+
+class HungUp(Terminated):
+    """perfguard was asked to stop by SIGHUP (its terminal or session went away)."""
+
+    signal_name = "SIGHUP"
 
 
 def close_names(name: str, valid: Iterable[str], n: int = 3) -> list[str]:

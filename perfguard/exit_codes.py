@@ -13,8 +13,10 @@
 70   ``INTERNAL``        a bug in perfguard (``EX_SOFTWARE`` of sysexits.h); never a verdict
 125  ``STEP_SKIP``       ``bisect step``: this commit cannot be judged (``git bisect run`` skips it)
 128  ``STEP_ABORT``      ``bisect step``: every error of the tool, bad input or internal
+129  ``HUNG_UP``         stopped by SIGHUP, its terminal or session gone (128 + SIGHUP)
 130  ``INTERRUPTED``     Ctrl-C (128 + SIGINT)
 141  ``BROKEN_PIPE``     stdout closed early, ``perfguard ... | head`` (128 + SIGPIPE)
+143  ``TERMINATED``      stopped by SIGTERM, e.g. a cancelled CI job (128 + SIGTERM)
 ===  ==================  =================================================================
 
 A number that means different things to different commands has one member and aliases named for
@@ -42,8 +44,10 @@ class ExitCode(IntEnum):
     INTERNAL = 70
     STEP_SKIP = 125
     STEP_ABORT = 128
+    HUNG_UP = 129
     INTERRUPTED = 130
     BROKEN_PIPE = 141
+    TERMINATED = 143
     # Aliases: the same number, named for the command that gives it its meaning.
     FOUND = 0
     INCONCLUSIVE = 3

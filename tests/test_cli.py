@@ -74,7 +74,7 @@ def test_unknown_pass_is_exit_2_before_any_work(write_suite, tmp_path):
 def test_non_onnx_model_file_is_exit_2(write_suite, tmp_path):
     (tmp_path / "notes.onnx").write_text("this is not a model")
     path = write_suite("[models.bad]\npath = \"notes.onnx\"\n[pipelines.p]\npasses = []\n")
-    _assert_one_line_error(run_cli("run", str(path), "--out", str(tmp_path / "x.json")), "model 'bad'",
+    _assert_one_line_error(run_cli("run", str(path), "--out", str(tmp_path / "x.json")), "[models.bad]",
                            "not a readable ONNX model")
 
 

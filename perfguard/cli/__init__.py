@@ -9,8 +9,13 @@ the file holding its traceback, and the same in the ``--json`` output where one 
 An internal error is never reported as a regression. ``bisect`` adds 3 inconclusive and 5 no
 reproducible regression. ``bisect step`` speaks ``git bisect run``: 0 good, 1 bad, 125 skip, and
 128 for every error of the tool (bad input or internal), which makes ``git bisect run`` abort
-instead of blaming a commit. 130 interrupted, 141 stdout closed early (``| head``). Which error
-gets which code: ``ERROR_EXIT_CODES``, the one table ``main`` consults.
+instead of blaming a commit. 130 interrupted (Ctrl-C), 143 stopped by SIGTERM (a cancelled CI
+job), 129 by SIGHUP, 141 stdout closed early (``| head``). A signal stops a command the way Ctrl-C
+does: ``main`` installs handlers while the command runs that kill every child's process group
+(``perfguard.children``) and raise ``KeyboardInterrupt``, ``Terminated`` or ``HungUp``, so every
+``finally`` runs (temporary folders removed, state files left whole); the command then exits with
+one line on stderr. Which error gets which code: ``ERROR_EXIT_CODES``, the one table ``main``
+consults.
 """
 
 from __future__ import annotations
@@ -18,11 +23,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
-from perfguard import __version__
-from perfguard.errors import StorageError, UserError, one_line
+from perfguard import __version__, children
+from perfguard.errors import HungUp, StorageError, Terminated, UserError, one_line
 from perfguard.exit_codes import ExitCode
 
 COMMANDS = {
@@ -50,6 +60,8 @@ COMMANDS = {
 ERROR_EXIT_CODES: dict[type[BaseException], ExitCode] = {
     UserError: ExitCode.USAGE,  # bad usage or input: one line on stderr names what to fix
     KeyboardInterrupt: ExitCode.INTERRUPTED,
+    Terminated: ExitCode.TERMINATED,  # SIGTERM, what CI sends when it cancels a job
+    HungUp: ExitCode.HUNG_UP,  # SIGHUP: the terminal or session is gone
     BrokenPipeError: ExitCode.BROKEN_PIPE,  # stdout closed early (`| head`): not an error of perfguard
     Exception: ExitCode.INTERNAL,  # anything else is a bug in perfguard, never a verdict
 }
@@ -126,9 +138,53 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.USAGE
     try:
-        return int(args.handler(args))
+        with _stopped_by_signals():
+            return int(args.handler(args))
+    except Terminated as exc:  # its own line: "interrupted" would say someone pressed Ctrl-C
+        try:
+            sys.stderr.write(f"perfguard: stopped by {exc.signal_name}\n")
+        except OSError:  # after SIGHUP the terminal may be gone: the exit code says it alone
+            pass
+        return exit_code_of(exc, step)
     except (Exception, KeyboardInterrupt) as exc:
         return _report(_translated(exc), argv, args, step)
+
+
+# The signals that stop a command, and what each raises in the main thread.
+_STOP_SIGNALS: dict[int, type[KeyboardInterrupt]] = {
+    signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: Terminated, signal.SIGHUP: HungUp}
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """While a command runs, SIGTERM and SIGHUP stop it as Ctrl-C does: the handler kills every
+    child's process group (workers, spares, a build; ``perfguard.children.stop_all``) so threads
+    waiting on them return, then raises. Children run in sessions of their own, so Ctrl-C in a
+    terminal reaches only perfguard: SIGINT gets the same handler. A later signal kills any child
+    again but raises nothing, so the cleanup the first one started (temporary folders, worktrees,
+    the store's rollback) is not cut short; SIGKILL remains the way to stop at once."""
+    if threading.current_thread() is not threading.main_thread():  # main() called from a thread
+        yield
+        return
+    first: list[BaseException] = []
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        exc = _STOP_SIGNALS[signum]()
+        if first:
+            children.stop_all(first[0])
+            return
+        first.append(exc)
+        if children.stop_all(exc):  # else a child is being started: popen raises it once tracked
+            raise exc
+
+    previous = {signum: signal.signal(signum, stop) for signum in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            if handler is not None:  # None: installed outside Python, cannot be put back
+                signal.signal(signum, handler)
+        children.reset()
 
 
 def _report(exc: BaseException, argv: list[str], args: Any, step: bool) -> ExitCode:
@@ -158,11 +214,18 @@ def internal_error(exc: BaseException, argv: list[str], args: Any, code: int) ->
     import traceback
 
     from perfguard.errors import first_line
+    from perfguard.redact import redact, redact_url
 
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    summary = f"{type(exc).__name__}: {first_line(exc, empty='(no message)')}"
+    # The file and the document are meant for bug reports, the line for CI logs: no credential of
+    # the command line or of $PERFGUARD_STORE may reach them, even echoed inside an exception message.
+    command = [redact_url(arg) for arg in argv]
+    sources = [*argv, os.environ.get("PERFGUARD_STORE", "")]
+    text = redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), values=sources)
+    message = redact(str(exc), values=sources)
+    # Cut to one line after redacting: a URL cut short would hide its "@" from the redaction.
+    summary = f"{type(exc).__name__}: {first_line(Exception(message), empty='(no message)')}"
     header = (f"perfguard {__version__}: internal error (exit {code:d})\n"
-              f"command: {shlex.join(['perfguard', *argv])}\ncwd: {os.getcwd()}\npython: {sys.version}\n\n")
+              f"command: {shlex.join(['perfguard', *command])}\ncwd: {os.getcwd()}\npython: {sys.version}\n\n")
     path: str | None = None
     try:
         from perfguard.results import write_text_atomic
@@ -178,9 +241,9 @@ def internal_error(exc: BaseException, argv: list[str], args: Any, code: int) ->
         try:
             from perfguard.results import write_json_atomic
 
-            write_json_atomic(json_path, {"version": 1, "kind": "error", "exit_code": int(code), "command": argv,
+            write_json_atomic(json_path, {"version": 1, "kind": "error", "exit_code": int(code), "command": command,
                                           "error": {"kind": "internal", "type": type(exc).__name__,
-                                                    "message": str(exc), "traceback_file": path,
+                                                    "message": message, "traceback_file": path,
                                                     "traceback": text}})
         except Exception:
             pass

@@ -9,6 +9,7 @@ a detached git worktree in a temporary folder, removed afterwards.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -16,8 +17,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
+from perfguard import children
 from perfguard.errors import BuildError, UserError
 from perfguard.suite import Suite
 
@@ -91,20 +93,45 @@ def working_tree(suite: Suite) -> CompilerCheckout:
 
 
 def run_build(checkout: CompilerCheckout, command: str | None, timeout: float = BUILD_TIMEOUT) -> None:
-    """Run the suite's build command in ``checkout.root``; ``BuildError`` with its last output line."""
+    """Run the suite's build command in ``checkout.root``; ``BuildError`` with its last output line.
+
+    The build is done when its shell exits. Its output goes to temporary files, not pipes: a
+    process it leaves in the background (a compiler server, a daemon) holds a pipe open for as long
+    as it lives, and reading to the end would wait for it (for the whole timeout). Such a process
+    is left running, as the build meant. The command runs in a process group of its own: a timeout,
+    or a signal that stops perfguard (``perfguard.children.stop_all``), kills the whole group."""
     if not command:
         return
-    try:
-        proc = subprocess.run(command, shell=True, cwd=checkout.root, capture_output=True, text=True,
-                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise BuildError(f"build of {checkout.label} timed out after {timeout:g} s: {command}",
-                         checkout.label) from None
-    if proc.returncode != 0:
-        lines = (proc.stderr or proc.stdout).strip().splitlines()
-        last = lines[-1][:200] if lines else "(no output)"
-        raise BuildError(f"build of {checkout.label} failed (exit {proc.returncode}): {command}: {last}",
-                         checkout.label)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = children.popen(command, shell=True, cwd=checkout.root, stdin=subprocess.DEVNULL, stdout=out,
+                              stderr=err)
+        try:
+            returncode = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            children.kill_group(proc)
+            proc.wait()
+            raise BuildError(f"build of {checkout.label} timed out after {timeout:g} s: {command}: "
+                             f"{_last_line(err, out)}", checkout.label) from None
+        except BaseException:  # a signal: the handler killed the group already; make sure, and reap
+            children.kill_group(proc)
+            proc.wait()
+            raise
+        finally:
+            children.forget(proc)
+        if returncode != 0:
+            raise BuildError(f"build of {checkout.label} failed (exit {returncode}): {command}: "
+                             f"{_last_line(err, out)}", checkout.label)
+
+
+def _last_line(*outputs: IO[bytes], tail: int = 64 * 1024) -> str:
+    """The last non-blank line of the first output that has one (cut at 200 characters)."""
+    for output in outputs:
+        output.seek(0, os.SEEK_END)
+        output.seek(max(0, output.tell() - tail))
+        lines = output.read().decode(errors="replace").strip().splitlines()
+        if lines:
+            return lines[-1].strip()[:200]
+    return "(no output)"
 
 
 @contextmanager

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from perfguard import children
 from perfguard.errors import UserError, unknown_name_message
 
 #: Seconds the child may take to import the compiler's modules (a compiler may import a framework).
@@ -86,9 +87,13 @@ class UserPassProbe:
         request, self.response = Path(self.folder.name) / "request.json", Path(self.folder.name) / "response.json"
         request.write_text(json.dumps({"names": self.names, "path": str(path) if path else None}))
         env = dict(os.environ, PERFGUARD_WORKER_MODE="check")
-        self.proc = subprocess.Popen([sys.executable, "-c", _PROBE, str(request), str(self.response)],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True, env=env)
+        try:
+            self.proc = children.popen([sys.executable, "-c", _PROBE, str(request), str(self.response)],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                       text=True, env=env)
+        except BaseException:  # a signal while it started: its folder goes now, nobody will close it
+            self.folder.cleanup()
+            raise
 
     def outcomes(self) -> dict[str, dict[str, Any]]:
         """Per name ``{"ok": True}`` or ``{"error": kind, ...}``; ``UserError`` when the child
@@ -116,8 +121,9 @@ class UserPassProbe:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            self.proc.kill()
+            children.kill_group(self.proc)  # its imports may have started processes of their own
             self.proc.communicate()
+        children.forget(self.proc)
         self.folder.cleanup()
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from perfguard import children
 from perfguard.measure.protocol import (
     MeasureRequest,
     ProtocolError,
@@ -59,11 +60,16 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def _worker_env(threads: int) -> dict[str, str]:
+def _worker_env(threads: int, workdir: Path) -> dict[str, str]:
     env = dict(os.environ)
     # Keep libraries that size their own thread pools from the core count out of the way.
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(var, str(threads))
+    # A worker's temporary files (profiles, ONNX Runtime's scratch) go inside the job's folder: a
+    # worker killed by a signal cannot remove them itself, the job's cleanup removes that folder.
+    scratch = workdir / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    env["TMPDIR"] = str(scratch)
     return env
 
 
@@ -79,20 +85,32 @@ class Spare:
         fd, self.stderr_path = tempfile.mkstemp(prefix="stderr-", suffix=".txt", dir=workdir)
         self.stderr = os.fdopen(fd, "w")
         self.threads = threads
-        self.proc = subprocess.Popen([sys.executable, "-m", "perfguard.measure.worker", "--spare"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.stderr,
-                                     env=_worker_env(threads), text=True)
+        try:
+            self.proc = children.popen([sys.executable, "-m", "perfguard.measure.worker", "--spare"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.stderr,
+                                       env=_worker_env(threads, workdir), text=True)
+        except BaseException:
+            self.stderr.close()
+            raise
 
     def close(self) -> None:
-        """Stop a spare that was never used (its stdin closes: it exits at once)."""
-        if self.proc.poll() is None:
+        """Stop a spare that was never used (its stdin closes: it exits at once), or one still
+        working when its caller stops (a signal: its whole process group is killed)."""
+        if self.proc.poll() is None and self.proc.stdin is not None and children.stopping() is None:
             try:
-                if self.proc.stdin is not None:
-                    self.proc.stdin.close()
+                self.proc.stdin.close()
                 self.proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
+                pass
+        if self.proc.poll() is None:
+            children.kill_group(self.proc)
+            self.proc.wait()
+        children.forget(self.proc)
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:  # the pipe of a killed spare
+                pass
         self.stderr.close()
         try:
             os.unlink(self.stderr_path)
@@ -113,9 +131,9 @@ def run_worker(request: Request[R], timeout: float, workdir: Path, spare: Spare 
         stderr_path = request_path.replace("request-", "stderr-").replace(".json", ".txt")
         with open(stderr_path, "w") as stderr:
             try:
-                proc = subprocess.run([sys.executable, "-m", "perfguard.measure.worker", request_path, response_path],
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                      timeout=timeout, env=_worker_env(request.threads), check=False)
+                proc = children.run([sys.executable, "-m", "perfguard.measure.worker", request_path, response_path],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                    timeout=timeout, env=_worker_env(request.threads, workdir))
                 returncode: int | None = proc.returncode
             except subprocess.TimeoutExpired:
                 returncode = None
@@ -130,9 +148,10 @@ def run_worker(request: Request[R], timeout: float, workdir: Path, spare: Spare 
         try:
             returncode = spare.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            spare.proc.kill()
+            children.kill_group(spare.proc)
             spare.proc.wait()
             returncode = None
+        children.forget(spare.proc)
         spare.stderr.close()
     if returncode is None:
         failure = f"worker timed out after {timeout:g} s and was killed"

@@ -495,6 +495,36 @@ def _wait_as_spare() -> list[str] | None:
     return line.split("\t") if line else None
 
 
+def die_with_parent() -> None:
+    """Make this worker end with the perfguard process that started it, even when that process is
+    SIGKILLed (no handler of its own then stops its children): on Linux the kernel sends SIGKILL
+    here when the parent dies (``PR_SET_PDEATHSIG``; to the kernel the parent is the thread that
+    started this worker, and perfguard waits for each worker in the thread that started it). A
+    parent that died before this ran is checked by pid (``perfguard.children.PARENT_PID_ENV``):
+    then this worker exits at once. Elsewhere (macOS) nothing is set up: a signal the parent
+    handles still kills the worker's group."""
+    import ctypes
+    import signal
+
+    from perfguard.children import PARENT_PID_ENV
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no libc prctl: the parent's handlers still kill the group
+        return
+    parent = os.environ.get(PARENT_PID_ENV, "")
+    if not parent.isdigit() or os.getppid() == int(parent):
+        return  # started by perfguard itself (which lives: it is still the parent), or by hand
+    try:  # started through a wrapper (nsys, ncu), or perfguard is gone and this was reparented
+        os.kill(int(parent), 0)
+    except ProcessLookupError:
+        os._exit(1)
+    except OSError:  # alive, owned by someone else
+        pass
+
+
 def main(argv: list[str]) -> int:
     if argv == ["--spare"]:
         paths = _wait_as_spare()
@@ -517,4 +547,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    die_with_parent()
     sys.exit(main(sys.argv[1:]))

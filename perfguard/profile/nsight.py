@@ -17,8 +17,8 @@
   ``"Metric Unit"``, ``"Metric Value"`` among others, after ``==PROF==`` lines; numbers may carry
   thousands separators, and a metric the GPU lacks reads ``n/a``.
 
-The parsers are pure; ``nsight_side`` runs the tools through ``run`` (``subprocess.run`` by
-default) so tests can fake them.
+The parsers are pure; ``nsight_side`` runs the tools through ``run`` (``perfguard.children.run``
+by default: ``subprocess.run`` in a process group a signal stops) so tests can fake them.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfguard import jsonfields as f
+from perfguard import children, jsonfields as f
 
 if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase
@@ -251,7 +251,7 @@ def _run_worker(prefix: Callable[[list[str]], list[str]], request: ProfileReques
 
 
 def nsight_side(label: str, request: ProfileRequest, folder: Path, timeout: float, top_kernels: Sequence[str],
-                which: Which = shutil.which, run: Run = subprocess.run) -> NsightSide:
+                which: Which = shutil.which, run: Run = children.run) -> NsightSide:
     """nsys, then ncu on ``top_kernels``, around a fresh profile worker of one side (``request``
     holds that side's variant alone); whatever cannot run is recorded as skipped, with the reason."""
     from perfguard.errors import first_line
@@ -294,7 +294,7 @@ def nsight_side(label: str, request: ProfileRequest, folder: Path, timeout: floa
 
 
 def nsight_sides(suite: Suite, sides: Sequence[tuple[str, CompiledCase]], runs: int, workdir: Path,
-                 top_kernels: Sequence[str], which: Which = shutil.which, run: Run = subprocess.run) -> list[NsightSide]:
+                 top_kernels: Sequence[str], which: Which = shutil.which, run: Run = children.run) -> list[NsightSide]:
     """``nsight_side`` for each side of a pair, each in its own fresh worker (that side alone)."""
     from perfguard.measure.protocol import MeasureVariant
     from perfguard.measure.requests import profile_request
