@@ -152,6 +152,16 @@ def test_a_manifest_model_hash_that_is_not_a_sha256_is_refused(compiled: Path, t
     _one_error_line(proc, str(folder / "manifest.json"), f"models.{name}.sha256", "is not a sha256")
 
 
+def test_a_case_whose_model_the_manifest_does_not_hold_is_refused(compiled: Path, tmp_path: Path) -> None:
+    """Was an internal error (a KeyError on the manifest's models) when measuring the folder."""
+    folder, _, manifest = _copy(compiled, tmp_path)
+    name = next(iter(manifest["models"]))
+    del manifest["models"][name]
+    _write_manifest(folder, manifest)
+    proc = run_cli("run", "--artifacts", str(folder), "--quiet", cwd=tmp_path)
+    _one_error_line(proc, str(folder / "manifest.json"), f"names model {name!r}, which the manifest's models do not hold")
+
+
 @pytest.mark.parametrize("entry", ["suite.toml", "manifest.json"])
 def test_a_fixed_entry_symlinked_out_of_the_folder_is_refused(compiled: Path, tmp_path: Path, entry: str) -> None:
     folder, outside, _ = _copy(compiled, tmp_path)

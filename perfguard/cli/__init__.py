@@ -198,7 +198,12 @@ def _report(exc: BaseException, argv: list[str], args: Any, step: bool) -> ExitC
         except OSError:
             pass
     elif isinstance(exc, UserError):
-        sys.stderr.write(f"perfguard: error: {one_line(exc)}{_aborting(code)}\n")
+        from perfguard.names import visible
+        from perfguard.redact import redact
+
+        # The message may quote a user's name (control or bidi characters shown escaped) or a
+        # store URL given on the command line (its password masked).
+        sys.stderr.write(f"perfguard: error: {visible(redact(one_line(exc)))}{_aborting(code)}\n")
     else:
         internal_error(exc, argv, args, code)
     return code

@@ -151,6 +151,9 @@ def load_manifest(folder: Path) -> Manifest:
         if artifact is None:
             continue
         case_id = case.entry.id
+        if case.entry.model not in manifest.models:  # run_from_dir reads the model's inputs from there
+            raise StorageError(f"{path}: case {case_id!r} names model {case.entry.model!r}, which the manifest's "
+                               f"models do not hold ({', '.join(map(repr, sorted(manifest.models))) or 'none'})")
         if not isinstance(artifact.path, str):
             raise StorageError(f"{path}: artifact_file.path of {case_id} must be a string, found {artifact.path!r}")
         file = _inside(folder, artifact.path, f"{path}: artifact of {case_id}")
