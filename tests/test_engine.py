@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import statistics
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,7 @@ def _measure(tmp_path, variants, *, timeout=60.0, workers=3, **overrides):
     return measure_group(request, timeout=timeout, workers=workers, workdir=tmp_path / "ipc")
 
 
+@pytest.mark.timing
 def test_interleaved_values_recover_known_latency_ratio(tmp_path):
     variants = [{"id": "base", "artifact": _mock_artifact(tmp_path, "base", ("noop",))},
                 {"id": "slow", "artifact": _mock_artifact(tmp_path, "slow", ("slower_10pct",))}]
@@ -43,15 +43,20 @@ def test_interleaved_values_recover_known_latency_ratio(tmp_path):
         # Loops are calibrated to min_time (more than one call per value); how many depends on the
         # machine's load during calibration (3 seen on a loaded CI machine, 4-5 when idle).
         assert entry.worker_ids == [0, 1, 2] and entry.loops >= 2 and not entry.failures
-    base = statistics.median(v for w in values["base"].per_worker for v in w)
-    slow = statistics.median(v for w in values["slow"].per_worker for v in w)
-    assert base == pytest.approx(1e-3, rel=0.2)
+    # The mock busy-waits on the wall clock: a value is never shorter than its latency, and a
+    # preempted one is longer by the time the worker waited for a core. So the fastest value
+    # recovers the latency whatever the load, where the median doubled (1.94 ms for 1 ms) with
+    # one core kept busy; the medians are for the paired comparison to weigh, not for this test.
+    base = min(v for w in values["base"].per_worker for v in w)
+    slow = min(v for w in values["slow"].per_worker for v in w)
+    assert 1e-3 <= base < 1.2e-3
     assert slow / base == pytest.approx(1.10, abs=0.04)
     # Each worker is a memory probe of the variant it loads first (the first one rotates).
     assert len(values["base"].memory_samples) == 2 and len(values["slow"].memory_samples) == 1
     assert all(s > 10_000_000 for v in values.values() for s in v.memory_samples)
 
 
+@pytest.mark.timing
 def test_rounds_stop_at_max_time_after_min_rounds_and_stay_paired(tmp_path):
     variants = [{"id": "a", "artifact": _mock_artifact(tmp_path, "a", ("noop",))},
                 {"id": "b", "artifact": _mock_artifact(tmp_path, "b", ("noop",))}]
@@ -72,6 +77,7 @@ def test_a_variant_that_crashes_its_worker_is_dropped_and_the_rest_is_measured(t
     assert len(values["good"].per_worker) >= 2  # the crash cost at most the first worker
 
 
+@pytest.mark.timing
 def test_a_worker_that_outlives_its_timeout_is_killed_and_reported(tmp_path):
     variants = [{"id": "sluggish", "artifact": _mock_artifact(tmp_path, "slug", ("noop",), latency="400ms")}]
     values = _measure(tmp_path, variants, timeout=3.0, workers=1, rounds=20, min_time=0.001)
@@ -100,6 +106,7 @@ passes = ["crash_worker"]
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_per_case_faults_fail_their_case_and_the_run_goes_on(write_suite):
     suite = load_suite(write_suite(MOCK_SUITE))
     document = run_suite(suite, list(suite.cases)).to_json()
@@ -118,12 +125,14 @@ def test_per_case_faults_fail_their_case_and_the_run_goes_on(write_suite):
     assert cases["crashes_workers"]["measurement"]["dropped"].startswith("dropped after worker 0: ")
     assert cases["fine"]["measurement"]["dropped"] is None
     # The two survivors were measured in the same workers: their paired ratio (round by round, as
-    # a check compares them) recovers the mock's +10 %.
+    # a check compares them) finds the mock slower. Time spent waiting for a core adds to both sides
+    # alike and so dilutes the +10 % towards 1 (1.075 with one core kept busy), never past it; two
+    # workers give no interval (that needs 6).
     from perfguard.stats import compare_paired
 
     paired = compare_paired(cases["fine"]["metrics"]["latency_s"]["per_worker"],
                             cases["slower"]["metrics"]["latency_s"]["per_worker"])
-    assert paired.ratio == pytest.approx(1.10, abs=0.05)
+    assert 1.0 < paired.ratio < 1.10 + 0.05, paired
 
 
 def test_a_hanging_compiler_is_killed_at_the_compile_timeout(write_suite):

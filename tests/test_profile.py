@@ -241,6 +241,7 @@ def _profile(suite: Path, pipeline: str, *extra: str) -> tuple[dict[str, object]
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_layout_transposes_are_memory_with_transpose_named_and_a_valid_trace(why_suite: Path) -> None:
     trace_dir = why_suite.parent / "traces"
     explanation, stdout = _profile(why_suite, "transposed", "--trace-out", str(trace_dir))
@@ -261,6 +262,7 @@ def test_layout_transposes_are_memory_with_transpose_named_and_a_valid_trace(why
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_many_tiny_nodes_are_scheduling(why_suite: Path) -> None:
     explanation, _ = _profile(why_suite, "tiny")
     assert explanation["dimension"]["label"] == "scheduling"
@@ -269,6 +271,7 @@ def test_many_tiny_nodes_are_scheduling(why_suite: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_heavier_convolutions_at_the_same_node_count_are_compute(why_suite: Path) -> None:
     explanation, _ = _profile(why_suite, "wide")
     assert explanation["dimension"]["label"] == "compute"
@@ -277,6 +280,7 @@ def test_heavier_convolutions_at_the_same_node_count_are_compute(why_suite: Path
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_a_pass_that_burns_compile_time_is_compile_overhead(why_suite: Path) -> None:
     explanation, _ = _profile(why_suite, "slowc")
     assert explanation["dimension"]["label"] == "compile-overhead"
@@ -296,6 +300,7 @@ def test_bad_input_is_one_line_and_exit_2(why_suite: Path, tmp_path: Path) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_check_explain_profiles_the_regressed_case_and_says_why(why_suite: Path) -> None:
     """The done-when: `check --explain` on a pass that inserts layout transposes says memory,
     names Transpose with its share, and writes a trace that validates; the verdicts keep it."""

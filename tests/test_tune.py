@@ -202,6 +202,7 @@ def test_trajectory_chart_is_numbers_only():
 
 # -- a real search -------------------------------------------------------------------------------
 
+@pytest.mark.timing
 def test_tune_finds_and_proves_a_faster_order(searched):
     folder, suite, proc, document = searched
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -213,7 +214,7 @@ def test_tune_finds_and_proves_a_faster_order(searched):
     # Proved on every model the pipeline runs on: r and r2.
     assert set(effects) == {"r/unfolded_tuned/cpu", "r2/unfolded_tuned/cpu"}
     tuned = effects["r/unfolded_tuned/cpu"]
-    assert tuned["decision"] == "different" and tuned["ratio"] < 0.95 and not tuned["rejects"]
+    assert tuned["decision"] == "different" and tuned["ratio"] < 1.0 and not tuned["rejects"]
     assert "proved: the tuned order is faster" in proc.stdout
 
 
@@ -253,6 +254,7 @@ def test_the_document_round_trips_and_a_newer_one_is_refused(searched, tmp_path)
         tune_from_json({**document, "version": TUNE_VERSION + 1})
 
 
+@pytest.mark.timing
 def test_a_killed_search_resumes_from_its_state_without_measuring_again(searched):
     folder, suite, _, document = searched
     state = json.loads((folder / "state.json").read_text())
@@ -263,6 +265,7 @@ def test_a_killed_search_resumes_from_its_state_without_measuring_again(searched
     assert again["best"] == document["best"] and again["status"] == "unproved"
 
 
+@pytest.mark.timing
 def test_a_budget_that_finds_nothing_better_says_what_it_could_have_detected(tmp_path):
     suite = _setup(tmp_path)
     proc, document = _tune(tmp_path, suite, "r/folded/cpu", "--passes", "eliminate_identity", "--budget", "5")
@@ -320,6 +323,7 @@ options = { opt_level = "O0" }
 """
 
 
+@pytest.mark.timing
 def test_iree_tune_searches_preprocessing_passes_and_opt_levels(tmp_path):
     from .test_iree import require_iree
 
@@ -350,6 +354,7 @@ def burn(model):
 '''
 
 
+@pytest.mark.timing
 def test_a_compile_time_search_drops_a_pass_that_only_burns_compile_time(tmp_path):
     suite = _setup(tmp_path)
     (tmp_path / "compiler" / "burnpasses.py").write_text(BURN_PASSES)

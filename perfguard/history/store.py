@@ -11,9 +11,11 @@ answers with (:class:`Series`, :class:`Point`, :class:`Night`, :class:`Change`),
 
 Concurrency: any number of processes may write one store. On SQLite every write transaction
 starts with ``BEGIN IMMEDIATE`` (writers queue on the file lock, up to a 60 s busy timeout,
-instead of failing on a lock upgrade) in WAL mode (readers never wait for a writer). On
-PostgreSQL, series rows are created with "insert ... on conflict do nothing" in a fixed order, so
-concurrent writers neither fail nor deadlock; the first schema creation is serialized by an
+instead of failing on a lock upgrade) in WAL mode (readers never wait for a writer); the first
+open's switch of a new file to WAL, which SQLite refuses at once instead of waiting, is retried
+up to the same timeout, and the schema is created under ``BEGIN IMMEDIATE``. On PostgreSQL,
+series rows are created with "insert ... on conflict do nothing" in a fixed order, so concurrent
+writers neither fail nor deadlock; the first schema creation is serialized by an
 advisory lock. A writer killed mid-document leaves nothing of it: a document and its points are
 one transaction.
 
@@ -27,7 +29,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import re
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfguard.errors import StorageError, UserError, one_line
 from perfguard.history.ingest import SeriesKey as SeriesKey
+from perfguard.redact import redact, redact_url
 
 if TYPE_CHECKING:
     from sqlalchemy import Row
@@ -67,9 +69,9 @@ def store_url(arg: str | None) -> str:
 
 
 def display_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (works on a malformed URL too)."""
-    masked = re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*:)(.*)@", r"\1***@", url)
-    return re.sub(r"(?i)(password=)[^&]*", r"\1***", masked)
+    """``url`` with any password replaced by ``***`` (works on a malformed URL too): the one
+    redaction of :mod:`perfguard.redact`, which the traceback file and error documents use too."""
+    return redact_url(url)
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,7 @@ def _reason(exc: BaseException, password: str | None) -> str:
     """One line from a driver's exception (without SQLAlchemy's statement and parameters), the
     password scrubbed even where a driver echoes it."""
     orig = getattr(exc, "orig", None)
-    text = one_line(orig if isinstance(orig, BaseException) else exc)
+    text = redact(one_line(orig if isinstance(orig, BaseException) else exc))
     return text.replace(password, "***") if password else text
 
 
@@ -680,7 +682,7 @@ def _sqlite_engine(parsed: Any, shown: str, create: bool) -> Engine:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {int(_SQLITE_BUSY_TIMEOUT_S * 1000)}")
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(cursor)
             cursor.execute("PRAGMA foreign_keys = ON")
             # WAL with NORMAL survives a killed process (the commit is in the log); only a power
             # loss can drop the last commits, never corrupt the file.
@@ -694,3 +696,27 @@ def _sqlite_engine(parsed: Any, shown: str, create: bool) -> Engine:
         conn.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """Put the connection's database in WAL mode (a no-op once it is: the mode is stored in the file).
+
+    SQLite answers "database is locked" at once, without its busy timeout, to a switch to WAL while
+    another connection holds the write lock of a file not yet in WAL: another process's switch of
+    the same fresh store (16 processes switching a new file at once: one failed in 5 of 30 rounds
+    on 2 cores), or a program writing it without WAL. The switch is retried until the busy timeout,
+    so the first open queues like any write."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + _SQLITE_BUSY_TIMEOUT_S
+    pause = 0.001
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "database is locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
