@@ -2,7 +2,7 @@
 own start?
 
 Runs ``python -m perfguard --help``, ``python -c pass`` (the floor no command can go below), the
-import of a worker process (``perfguard.measure.worker``: what each of the 12-20 measurement
+import of a worker process (``perfguard.workers.worker``: what each of the 12-20 measurement
 workers of a check pays before its first value) and that import plus SciPy's statistics (what the
 worker imported before its chain stopped going through ``perfguard.stats``) alternately in fresh
 processes, and prints the median, minimum and maximum wall time of each, the difference of the
@@ -45,9 +45,9 @@ def main() -> int:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
     commands = {"python -m perfguard --help": [sys.executable, "-m", "perfguard", "--help"],
                 "python -c pass": [sys.executable, "-c", "pass"],
-                "worker imports": [sys.executable, "-c", "import perfguard.measure.worker"],
+                "worker imports": [sys.executable, "-c", "import perfguard.workers.worker"],
                 "worker imports + scipy.stats": [sys.executable, "-c",
-                                                 "import perfguard.measure.worker, perfguard.stats.compare"],
+                                                 "import perfguard.workers.worker, perfguard.stats.compare"],
                 # What the CLI, the user-pass check and every compile worker pay for onnx (its
                 # ml_dtypes: 0.7.0 took 0.6-1.4 s here, 0.6.0 0.005 s; pyproject pins below 0.7).
                 "import onnx": [sys.executable, "-c", "import onnx"]}
@@ -71,7 +71,7 @@ def main() -> int:
     heavy = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env,
                            check=True).stdout.strip()
     print(f"  heavy modules after --help:  {heavy or 'none'} (of {', '.join(HEAVY)})")
-    worker = subprocess.run([sys.executable, "-c", "import sys, perfguard.measure.worker\n"
+    worker = subprocess.run([sys.executable, "-c", "import sys, perfguard.workers.worker\n"
                              f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"],
                             capture_output=True, text=True, env=env, check=True).stdout.strip()
     print(f"  heavy modules in a worker:   {worker or 'none'} (before its first request)")

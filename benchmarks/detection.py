@@ -28,9 +28,9 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from perfguard.backends.ort import session_options  # noqa: E402
-from perfguard.compare.baselines import check_against_pipeline  # noqa: E402
-from perfguard.measure.progress import Progress  # noqa: E402
+from perfguard.flows.check import check_against_pipeline  # noqa: E402
 from perfguard.models.zoo import build_model  # noqa: E402
+from perfguard.progress import Progress  # noqa: E402
 from perfguard.suite import load_suite  # noqa: E402
 from tests.factories import WORK_FUNCTION  # noqa: E402
 

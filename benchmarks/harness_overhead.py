@@ -22,11 +22,11 @@ from pathlib import Path
 import onnx
 
 from perfguard.backends import get_backend
-from perfguard.measure.engine import measure_group
-from perfguard.measure.protocol import MeasureRequest, MeasureVariant
+from perfguard.measure.groups import measure_group
 from perfguard.models.inputs import InputSpec, input_specs
 from perfguard.models.zoo import build_model
 from perfguard.suite import PipelineSpec
+from perfguard.workers.protocol import MeasureRequest, MeasureVariant
 
 MODELS = {
     "resnet": ("resnet", {"depth": 8, "width": 16, "image_size": 128, "num_classes": 100}),

@@ -76,7 +76,7 @@ def documents(nights: int, cases: int, seed: int = 0):  # type: ignore[no-untype
 
 def bench(url: str, nights: int, cases: int, workdir: Path) -> dict[str, float]:
     from perfguard.history.changepoints import detect
-    from perfguard.history.nightly import MIN_STEP
+    from perfguard.history.series_changes import MIN_STEP
     from perfguard.history.store import Store
 
     out: dict[str, float] = {}
@@ -84,7 +84,7 @@ def bench(url: str, nights: int, cases: int, workdir: Path) -> dict[str, float]:
     started = time.perf_counter()
     with Store.open(url) as store:
         for _, _, doc in documents(nights, cases):
-            done = store.ingest(doc, source="history_scale")
+            done = store.ingest_json(doc, source="history_scale")
             count += 1
             points += done.points
         out["ingest_s"] = time.perf_counter() - started

@@ -32,7 +32,7 @@ def build_store(url: str, nights: int, cases: int) -> dict[str, float]:
     from history_scale import documents  # type: ignore[import-not-found]
 
     from perfguard.history.changepoints import detect
-    from perfguard.history.nightly import MIN_STEP
+    from perfguard.history.series_changes import MIN_STEP
     from perfguard.history.store import Store
 
     started = time.perf_counter()
@@ -40,7 +40,7 @@ def build_store(url: str, nights: int, cases: int) -> dict[str, float]:
         for _, runner, doc in documents(nights, cases):
             if runner != RUNNER:
                 continue
-            done = store.ingest(doc, source="history_site benchmark")
+            done = store.ingest_json(doc, source="history_site benchmark")
             store.record_night(doc["suite"]["name"], doc["compiler"]["commit"], done.document_id)
         found = 0
         every = store.all_points()

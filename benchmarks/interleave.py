@@ -6,7 +6,7 @@ every variant ``--loops`` times in one of three designs, the designs taking turn
 
 * ``one block``: each variant's runs back to back, the variants in a random order (perfguard's
   rounds before 2026-12-02);
-* ``10 blocks``: the production round (``perfguard.measure.worker._interleaved_round``): 10 blocks
+* ``10 blocks``: the production round (``perfguard.workers.worker._interleaved_round``): 10 blocks
   of a tenth of the runs per variant, the blocks of all variants in a fresh random order, each
   block after one untimed run of its own variant;
 * ``run by run``: every run its own block, no untimed run (tried on 2026-12-02 and not kept).
@@ -36,10 +36,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from perfguard.backends import get_backend  # noqa: E402
-from perfguard.measure import worker  # noqa: E402
 from perfguard.models.inputs import make_feeds  # noqa: E402
 from perfguard.results.artifacts import load_manifest  # noqa: E402
 from perfguard.runners import get_runner  # noqa: E402
+from perfguard.workers import worker  # noqa: E402
 
 PIPELINES = ("none", "bn_fused_unfolded", "ort_all")
 

@@ -26,7 +26,7 @@ from typing import Any
 __all__ = ["PARENT_PID_ENV", "forget", "kill_group", "popen", "reset", "run", "stop_all", "stopping"]
 
 #: The pid of the perfguard process that started a worker (the worker stops when it is gone:
-#: ``perfguard.measure.worker.die_with_parent``).
+#: ``perfguard.workers.worker.die_with_parent``).
 PARENT_PID_ENV = "PERFGUARD_PARENT_PID"
 
 # Set operations are single steps under the GIL: the signal handler (main thread) and the threads

@@ -12,6 +12,11 @@
             A result or baseline file could not be read or written (corrupt JSON, a newer format
             version, a full disk, a read-only folder). A ``UserError`` because the fix is the user's.
 
+        ``StoreError``
+            The history store (``--store``) cannot be opened, read or written: a bad URL, an
+            unreachable server, wrong credentials, a newer schema, a document it refuses. The
+            message names the store with its password masked.
+
         ``RunnerUnavailable``
             A runner (``cuda``, ``npu:<provider>``) cannot serve on this machine; the message says
             why.
@@ -23,6 +28,27 @@
     ``BackendError``
         A compiler adapter failed on one case: a pass raised, produced an invalid model, or the
         compiler crashed or hung. It fails that case; other cases go on.
+
+    ``DecodeError``
+        Input not in the form its reader expects, raised by a low-level reader and translated by
+        its caller at the boundary, where the caller knows what it means: a ``StorageError`` for a
+        document file, a ``BackendError`` for a profile a compiler's runtime wrote, a note in a
+        report for a profiler's output. Each is a ``ValueError`` too, as it was before the tree
+        held it, so a reader that guards a parse with ``except ValueError`` still catches it.
+
+        ``FieldError``
+            A JSON field that is missing or of the wrong type (``perfguard.jsonfields``; named
+            ``ProtocolError`` where a worker message breaks the protocol, a perfguard bug).
+
+        ``RefusedValue``
+            A JSON value no document may hold: NaN or Infinity, a number that overflows a float,
+            an integer beyond 2**63 (``perfguard.results.documents.parse_json``).
+
+        ``TraceError``
+            A runtime's profiler trace that cannot be read or holds no measured run.
+
+        ``NsightError``
+            Output of nsys or ncu that is not the CSV perfguard asked for.
 
 A wrong answer (outputs differ from the reference run of the unoptimized model) and a case whose
 every worker process crashed or hung are not exceptions: they happen in worker processes, and the
@@ -56,6 +82,10 @@ class StorageError(UserError):
     """A result or baseline document could not be read or written."""
 
 
+class StoreError(UserError):
+    """The history store cannot be opened, read or written; the message names the store."""
+
+
 class RunnerUnavailable(UserError):
     """A runner cannot serve on this machine (no driver, no provider, no device)."""
 
@@ -70,6 +100,30 @@ class BuildError(UserError):
     def __init__(self, message: str, label: str | None = None) -> None:
         super().__init__(message)
         self.label = label
+
+
+class DecodeError(PerfguardError, ValueError):
+    """Input not in the form its reader expects; the caller translates it at its boundary."""
+
+
+class FieldError(DecodeError):
+    """A JSON document or message whose field is missing or of the wrong type."""
+
+
+#: A worker request or response that does not follow the protocol (a perfguard bug).
+ProtocolError = FieldError
+
+
+class RefusedValue(DecodeError):
+    """A JSON value no document may hold (NaN, Infinity, a float overflow, an integer beyond 2**63)."""
+
+
+class TraceError(DecodeError):
+    """A profiler trace that cannot be read or holds no measured run."""
+
+
+class NsightError(DecodeError):
+    """Output of nsys or ncu that is not the CSV perfguard asked for."""
 
 
 class Terminated(KeyboardInterrupt):

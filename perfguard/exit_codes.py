@@ -1,4 +1,5 @@
-"""Every exit code of the ``perfguard`` command, in one enum (the README's tables say the same).
+"""Every exit code of the ``perfguard`` command, in one enum (the site's
+exit-code page, docs/reference/exit-codes.md, is generated from the table below).
 
 ===  ==================  =================================================================
  0   ``OK``              success, no regression (``bisect``: ``FOUND``, a culprit found and

@@ -1,25 +1,27 @@
-"""Readers of typed JSON fields, shared by the worker protocol (``perfguard.measure.protocol``) and
+"""Readers of typed JSON fields, shared by the worker protocol (``perfguard.workers.protocol``) and
 the persisted documents (``perfguard.results.result``...): each returns the field with its type or
 raises ``FieldError`` naming the document kind, the key and what it found. Generic JSON only:
-it imports no perfguard module, so any module may use it."""
+it imports no perfguard module but :mod:`perfguard.errors`, so any module may use it."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
+
+from perfguard.errors import FieldError
+
+#: A JSON value as perfguard writes it, with no ``Any``: what the ``to_json`` of a typed document
+#: returns (a ``Sequence``/``Mapping`` so that a ``list[float]`` or a ``dict[str, int]`` is one).
+JsonValue: TypeAlias = "None | bool | int | float | str | Sequence[JsonValue] | Mapping[str, JsonValue]"
+
+#: A JSON object as perfguard writes it: the ``to_json`` of its typed documents and messages.
+JsonDict: TypeAlias = "dict[str, JsonValue]"
 
 #: A free-form JSON object: a part of a document whose keys are not perfguard's to fix (a runner
 #: fingerprint, a model's source parameters, a backend's settings, device telemetry).
 JsonObject = dict[str, Any]
 
-
-class FieldError(ValueError):
-    """A JSON document whose field is missing or of the wrong type."""
-
-
-#: A worker request or response that does not follow the protocol (a perfguard bug).
-ProtocolError = FieldError
 
 #: The longest duration a document may hold, in seconds (about 116 days): no latency sample,
 #: compile or measurement setting lasts longer, and the ratios of the statistics stay finite.
@@ -81,6 +83,10 @@ def opt_number(data: Mapping[str, Any], key: str, kind: str) -> float | None:
     return None if data.get(key) is None else number(data, key, kind)
 
 
+def opt_boolean(data: Mapping[str, Any], key: str, kind: str) -> bool | None:
+    return None if data.get(key) is None else boolean(data, key, kind)
+
+
 def boolean(data: Mapping[str, Any], key: str, kind: str) -> bool:
     value = field(data, key, kind)
     if not isinstance(value, bool):
@@ -95,6 +101,8 @@ def array(data: Mapping[str, Any], key: str, kind: str) -> list[Any]:
     return value
 
 
+# The object readers return the raw JSON they found (read from a file: not yet typed); each
+# document's ``from_json`` reads it further with the readers above.
 def obj(data: Mapping[str, Any], key: str, kind: str) -> dict[str, Any]:
     value = field(data, key, kind)
     if not isinstance(value, dict):
@@ -195,6 +203,18 @@ def seconds_list(data: Mapping[str, Any], key: str, kind: str, *, positive: bool
 
 
 _COUNT_RANGE = "an integer from 0 to 2**63 - 1"
+
+
+def nonnegative(data: Mapping[str, Any], key: str, kind: str) -> float:
+    """A finite number, 0 or more (a ratio, an interval bound, a p-value, a duration)."""
+    value = finite(data, key, kind)
+    if value < 0:
+        raise wrong_type(kind, key, "a finite number, 0 or more", value)
+    return value
+
+
+def opt_nonnegative(data: Mapping[str, Any], key: str, kind: str) -> float | None:
+    return None if data.get(key) is None else nonnegative(data, key, kind)
 
 
 def count(data: Mapping[str, Any], key: str, kind: str) -> int:

@@ -4,8 +4,8 @@ A command line, an exception message or a store URL may carry a secret: ``--stor
 postgresql://USER:PASSWORD@HOST/DB`` (also ``postgres://``, ``postgresql+psycopg://``, a
 ``?password=`` or ``?sslpassword=`` query parameter), a git remote ``https://USER:TOKEN@github.com/...``
 or ``https://TOKEN@github.com/...``, an API URL with ``?token=`` or ``?access_token=``. The internal
-error's traceback file and ``--json`` error document (which the README asks users to attach to bug
-reports), error messages and CI logs get them with the secret replaced by ``***``.
+error's traceback file and ``--json`` error document (which docs/reference/exit-codes.md asks users to
+attach to bug reports), error messages and CI logs get them with the secret replaced by ``***``.
 
 How a URL's password is found: it runs from the first ``:`` after the user name to the LAST ``@`` of
 the URL, because users write passwords with ``@``, ``:``, ``/``, ``?`` or ``#`` unescaped (SQLAlchemy

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from perfguard.bisect.passes import apply_edits, ddmin, edit_script
+from perfguard.flows.bisect_passes import apply_edits, ddmin, edit_script
 from perfguard.profile.dimension import DIMENSIONS
 
 from .conftest import REPO, run_cli
@@ -288,6 +288,7 @@ def test_an_undecided_step_is_marked_uncertain_in_its_probe_row():
     endpoints show, every inner comparison undecided. Each step taken by distance is marked
     uncertain in its probe row, the row the bisect document shows."""
     from perfguard.bisect.search import SequenceBisector
+    from perfguard.bisect.state import ProbeRecord
 
     def verdict(a: int, b: int) -> dict:
         if (a, b) == (0, 4):
@@ -295,13 +296,17 @@ def test_an_undecided_step_is_marked_uncertain_in_its_probe_row():
         return {"decision": "unknown", "direction": "none", "ratio": 1.001 if a == 0 else 1.01}
 
     def probe(positions, comparisons):
-        return {"status": "ok", "verdicts": {f"v{a}->v{b}": verdict(a, b) for a, b in comparisons}}
+        return ProbeRecord.from_json({"status": "ok",
+                                      "verdicts": {f"v{a}->v{b}": verdict(a, b) for a, b in comparisons}})
 
     bisector = SequenceBisector(4, probe, lambda i: f"v{i}")
     assert bisector.confirm_endpoints() is not None
     result = bisector.run()
-    assert [c["position"] for c in result.culprits] == [4] and not result.culprits[0]["confirmed"]
-    triples = [p for p in result.probes if p["kind"] == "triple"]
-    assert [p["positions"] for p in triples] == [[0, 2, 4], [2, 3, 4]]
-    assert all(p["uncertain"] is True for p in triples)
-    assert not any(p.get("uncertain") for p in result.probes if p["kind"] == "pair")
+    assert [c.position for c in result.culprits] == [4] and not result.culprits[0].confirmed
+    triples = [p for p in result.probes if p.kind == "triple"]
+    assert [p.positions for p in triples] == [(0, 2, 4), (2, 3, 4)]
+    assert all(p.uncertain is True for p in triples)
+    assert not any(p.uncertain for p in result.probes if p.kind == "pair")
+    # the records stay as measured (the state file's): only the search's rows say "uncertain"
+    assert not any(p.record.uncertain for p in result.probes)
+    assert type(result).from_json(result.to_json()) == result

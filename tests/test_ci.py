@@ -1,8 +1,8 @@
 """What CI runs, and how it can be trusted: the workflows' supply chain and tokens, and tests that
 cannot skip silently under CI=true.
 
-The workflow checks read the real files (``.github/workflows/*.yml``, ``action.yml``, README.md,
-pyproject.toml); actionlint and the older least-privilege checks live in tests/test_report.py.
+The workflow checks read the real files (``.github/workflows/*.yml``, ``action.yml``, the runners
+guide docs/guides/runners.md, pyproject.toml); actionlint and the older least-privilege checks live in tests/test_report.py.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from .conftest import REPO
 from .test_report import WORKFLOWS, _yaml
 
 ACTION = REPO / "action.yml"
+# Where the documentation tells a GPU user how to install the GPU wheel.
+RUNNERS_GUIDE = REPO / "docs" / "guides" / "runners.md"
 SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 TAG_COMMENT = re.compile(r"^#\s*v\d+(\.\d+)*\b")
 # A program, in command position, that would run repository or compiler code (or install it).
@@ -157,7 +159,7 @@ def test_gpu_wheel_is_installed_with_the_range_of_the_gpu_extra():
     spec = _gpu_extra()
     assert re.fullmatch(r"onnxruntime-gpu\s*[<>=!~]=?.+", spec), spec
     found: dict[str, int] = {}
-    for path in [*WORKFLOWS, ACTION, REPO / "README.md", REPO / "pyproject.toml", REPO / "perfguard/runners/cuda.py"]:
+    for path in [*WORKFLOWS, ACTION, RUNNERS_GUIDE, REPO / "pyproject.toml", REPO / "perfguard/runners/cuda.py"]:
         # The runner's install hint is one string split over two source lines.
         for line in _logical_lines(re.sub(r'"\n\s*"', "", path.read_text())):
             if "onnxruntime-gpu" not in line or not re.search(r"\bpip3?\s+install\b", line):
@@ -165,7 +167,7 @@ def test_gpu_wheel_is_installed_with_the_range_of_the_gpu_extra():
             for token in re.findall(r"onnxruntime-gpu[^\s'\"]*", line):
                 assert token == spec.replace(" ", ""), f"{path.name}: {line.strip()} (want {spec!r})"
                 found[path.name] = found.get(path.name, 0) + 1
-    assert found.get("perf-nightly.yml") == 2 and found.get("README.md", 0) >= 1 and found.get("cuda.py") == 1, found
+    assert found.get("perf-nightly.yml") == 2 and found.get(RUNNERS_GUIDE.name, 0) >= 1 and found.get("cuda.py") == 1, found
 
 
 # --- tests that cannot skip silently ----------------------------------------------------------------

@@ -69,4 +69,4 @@ def test_a_worker_process_starts_without_scipy_or_a_compiler():
     """A measurement worker (12-20 of them per check) imports only what it needs to serve a request:
     numpy, but not SciPy (the statistics stay in the parent), onnx or onnxruntime (a backend loads
     them on its first request), jinja2 or git."""
-    assert _loaded_after("import perfguard.measure.worker\n") == ["numpy"]
+    assert _loaded_after("import perfguard.workers.worker\n") == ["numpy"]

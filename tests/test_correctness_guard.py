@@ -11,10 +11,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from perfguard.measure.worker import blindness, probe_inputs
 from perfguard.models.inputs import InputSpec, make_feeds
 from perfguard.report import parse_document, write_report
 from perfguard.results import schema_errors
+from perfguard.workers.worker import blindness, probe_inputs
 
 from .conftest import run_cli, smallest_measure
 from .factories import result_json

@@ -65,7 +65,7 @@ def test_a_state_file_of_another_bisection_is_not_resumed(tmp_path):
 def test_a_newer_state_file_says_upgrade(tmp_path):
     path = tmp_path / "state.json"
     path.write_text(json.dumps({**json.loads((V1 / "bisect-state.json").read_text()), "version": 2}))
-    with pytest.raises(StorageError, match="newer than this perfguard reads .*: upgrade perfguard") as caught:
+    with pytest.raises(StorageError, match="newer than this perfguard reads .*upgrade perfguard, or delete it") as caught:
         BisectState(path, "k", StateHeader())
     assert "\n" not in str(caught.value)
     path.write_text('{"probes": {}}')
@@ -153,9 +153,9 @@ def test_a_culprit_that_cannot_be_profiled_is_recorded_unavailable_and_renders(m
     from types import SimpleNamespace
 
     import perfguard.profile.pairs
-    from perfguard.bisect.explain import explain_pipelines
     from perfguard.errors import BackendError
-    from perfguard.measure.progress import Progress
+    from perfguard.flows.bisect_explain import explain_pipelines
+    from perfguard.progress import Progress
 
     def broken(*args, **kwargs):
         raise BackendError("no profiler for backend 'iree'\nsecond line")

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from perfguard.backends import get_backend
-from perfguard.measure.engine import measure_group
+from perfguard.measure.groups import measure_group
 from perfguard.measure.job import run_suite
-from perfguard.measure.protocol import MeasureRequest, MeasureVariant
 from perfguard.models.inputs import InputSpec
 from perfguard.results import schema_errors
 from perfguard.suite import PipelineSpec, load_suite
+from perfguard.workers.protocol import MeasureRequest, MeasureVariant
 
 from .conftest import FAST_MEASURE, TINY_MODELS
 
@@ -193,7 +193,7 @@ def test_a_workers_peak_memory_is_its_own_not_its_parents():
     for i in range(0, len(held), 4096):  # touch every page: resident, not just reserved
         held[i] = 1
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
-    code = ("import resource\nfrom perfguard.measure.worker import peak_rss_bytes\n"
+    code = ("import resource\nfrom perfguard.workers.worker import peak_rss_bytes\n"
             "print(peak_rss_bytes(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)")
     own, inherited = map(int, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                                              check=True).stdout.split())
@@ -207,7 +207,7 @@ def test_a_workers_peak_memory_is_its_own_not_its_parents():
 
 
 def test_common_loops_is_the_largest_count_at_most_four_times_the_smallest() -> None:
-    from perfguard.measure.worker import common_loops
+    from perfguard.workers.worker import common_loops
 
     assert common_loops({"a": 49, "b": 64}) == {"a": 64, "b": 64}
     assert common_loops({"fast": 400, "slow": 10}) == {"fast": 40, "slow": 40}
@@ -218,7 +218,7 @@ def test_a_round_of_short_runs_interleaves_ten_blocks_each_after_an_untimed_run(
     """Fakes the executables (they log their runs); the round is the production one."""
     import random
 
-    from perfguard.measure.worker import _interleaved_round, round_blocks
+    from perfguard.workers.worker import _interleaved_round, round_blocks
 
     log: list[str] = []
 

@@ -103,7 +103,7 @@ def build_store(folder: Path, *, hostile: bool = False) -> Built:
     url = f"sqlite:///{folder / 'history.sqlite'}"
     with Store.open(url) as store:
         for night in range(NIGHTS):
-            done = store.ingest(night_document(night, hostile=hostile), source=f"night {night}")
+            done = store.ingest_json(night_document(night, hostile=hostile), source=f"night {night}")
             store.record_night(SUITE, commit_of(night), done.document_id)
         stepped = STEPPED.replace("resnet_s", HOSTILE_MODEL) if hostile else STEPPED
         ratio = next(s for s in store.series(kind="ratio") if s.key.case == stepped)
@@ -125,7 +125,7 @@ def build_store(folder: Path, *, hostile: bool = False) -> Built:
                             time="2026-03-03T03:00:00.000000Z", ratio=1.05, ci_low=1.02, ci_high=1.08, status="closed",
                             note="a noisy night")
         bisect = json.loads((GOLDEN / "bisect-commits.json").read_text())
-        linked = store.ingest(bisect, source="bisect")
+        linked = store.ingest_json(bisect, source="bisect")
         culprit = bisect["culprits"][0]
         store.link_bisect(change.id, linked.document_id, culprit["commit"]["sha"], culprit["pass"]["name"])
     return Built(url, folder / "history.sqlite", ratio.id, absolute.id, change.id, bisect)

@@ -21,17 +21,18 @@ import textwrap
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
+from perfguard.errors import StoreError
 from perfguard.history import schema
 from perfguard.history.store import (
     DEFAULT_STORE,
     Store,
-    StoreError,
     display_url,
     store_url,
 )
@@ -124,11 +125,47 @@ def test_every_golden_document_kind_round_trips_and_twice_is_one_record(store: S
         assert store.document(done.document_id) == _raw(name)
         ids[name] = done.document_id
     for name in EXPECTED_POINTS:
-        again = store.ingest(_raw(name), source="again")
+        again = store.ingest_json(_raw(name), source="again")
         assert (again.document_id, again.new, again.points) == (ids[name], False, 0)
     assert _count(url, "documents") == len(EXPECTED_POINTS)
     assert _count(url, "points") == sum(EXPECTED_POINTS.values())
     assert_consistent(url)
+
+
+@pytest.mark.parametrize("name", ["result-run.json", "verdicts-compare.json", "bisect-commits.json"])
+def test_a_typed_document_gives_the_points_of_its_json_and_a_file_is_kept_as_written(tmp_path: Path,
+                                                                                     name: str) -> None:
+    from perfguard.history.ingest import parse_stored
+
+    raw = _raw(name)
+    typed = parse_stored(raw, name)
+    with Store.open(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
+        made = store.ingest(typed, source="nightly")  # made in this process: stored as its to_json()
+        assert (made.new, made.points, made.kind) == (True, EXPECTED_POINTS[name], name.split("-")[0])
+        assert store.document(made.document_id) == typed.to_json()
+        assert store.ingest_json(typed.to_json(), source="again").new is False
+        # Read from a file: stored as written (a version-1 result stays version 1), one record
+        # with the same file ingested again.
+        kept = store.ingest(typed, source=name, as_read=raw)
+        assert store.document(kept.document_id) == raw
+        assert kept.new == (typed.to_json() != raw) and kept.points == (made.points if kept.new else 0)
+        assert store.ingest_file(GOLDEN / name).document_id == kept.document_id
+        if kept.new:  # the typed document and its file give the same points
+            for series in store.series():
+                a, b = (tuple(replace(p, document_id=0) for p in store.points(series.id)
+                              if p.document_id == d) for d in (made.document_id, kept.document_id))
+                assert a == b, series.key
+
+
+def test_a_typed_verdicts_document_without_a_candidate_side_is_refused_in_one_line(store: Store, url: str) -> None:
+    from perfguard.compare.verdicts import parse_verdicts
+
+    raw = _raw("verdicts-compare.json")
+    raw["results"] = {f"side {label}": result for label, result in raw["results"].items()}
+    raw["verdicts"] = []
+    with pytest.raises(StoreError, match=r"^x\.json: corrupt verdicts document: no candidate result among"):
+        store.ingest(parse_verdicts(raw, "x.json"), source="x.json")
+    assert _count(url, "documents") == 0
 
 
 @pytest.mark.parametrize("name", NOT_DOCUMENTS)
@@ -150,7 +187,7 @@ def test_corrupt_and_newer_documents_are_refused_with_their_parsers_messages(sto
     for data, expected in ((corrupt, "corrupt result"), (newer, "upgrade perfguard"), (bad_bisect, "corrupt bisect"),
                            ([1, 2], "not a perfguard result, verdicts or bisect document")):
         with pytest.raises(StoreError, match=expected) as info:
-            store.ingest(data, source="bad.json")
+            store.ingest_json(data, source="bad.json")
         assert "\n" not in str(info.value) and str(info.value).startswith("bad.json: ")
     assert _count(url, "documents") == 0
 
@@ -164,17 +201,17 @@ def test_a_failure_mid_document_leaves_nothing_of_it(store: Store, url: str, mon
 
     monkeypatch.setattr(Store, "_insert_points", staticmethod(fail_after_points))
     with pytest.raises(RuntimeError):
-        store.ingest(_raw("result-run.json"))
+        store.ingest_json(_raw("result-run.json"))
     assert (_count(url, "documents"), _count(url, "points"), _count(url, "series")) == (0, 0, 0)
     monkeypatch.undo()
-    assert store.ingest(_raw("result-run.json")).points == 20
+    assert store.ingest_json(_raw("result-run.json")).points == 20
     assert_consistent(url)
 
 
 def test_absolute_points_hold_the_documents_numbers(tmp_path: Path) -> None:
     raw = _raw("result-run.json")
     with Store.open(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
-        document_id = store.ingest(raw).document_id
+        document_id = store.ingest_json(raw).document_id
         case = raw["cases"][0]
         found = {s.key.metric: s for s in store.series(case=case["id"])}
         assert sorted(found) == ["artifact_size", "compile_time", "latency", "memory", "node_count"]
@@ -200,7 +237,7 @@ def test_absolute_points_hold_the_documents_numbers(tmp_path: Path) -> None:
 
 def test_failed_cases_give_no_points(tmp_path: Path) -> None:
     with Store.open(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
-        store.ingest(_raw("result-failed.json"))
+        store.ingest_json(_raw("result-failed.json"))
         assert {s.key.case for s in store.series()} == {"tiny/none/cpu"}
 
 
@@ -220,10 +257,10 @@ def _as_base_ref(raw: dict[str, Any]) -> dict[str, Any]:
 
 def test_paired_latency_rows_give_ratio_points(tmp_path: Path) -> None:
     with Store.open(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
-        store.ingest(_raw("verdicts-pipeline.json"))
+        store.ingest_json(_raw("verdicts-pipeline.json"))
         assert store.series(kind="ratio") == []  # a pipeline check compares pipelines, not versions
         raw = _as_base_ref(_raw("verdicts-pipeline.json"))
-        store.ingest(raw)
+        store.ingest_json(raw)
         ratios = store.series(kind="ratio")
         rows = [v for v in raw["verdicts"] if v["metric"] == "latency" and v["paired"]]
         assert sorted(s.key.case for s in ratios) == sorted(r["case"] for r in rows)
@@ -250,7 +287,7 @@ def test_identity_rows_are_exactly_one_and_failed_rows_give_nothing(tmp_path: Pa
     latency[0]["decision"] = "same"
     latency[1]["decision"] = "failed"
     with Store.open(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
-        assert store.ingest(raw).points == 20 + 2
+        assert store.ingest_json(raw).points == 20 + 2
         by_case = {s.key.case: store.points(s.id)[0] for s in store.series(kind="ratio")}
     assert latency[1]["case"] not in by_case
     identity = by_case[latency[0]["case"]]
@@ -261,7 +298,7 @@ def test_identity_rows_are_exactly_one_and_failed_rows_give_nothing(tmp_path: Pa
 def test_the_baseline_side_of_a_verdicts_document_gives_no_points(tmp_path: Path) -> None:
     raw = _raw("verdicts-baseline.json")
     with Store.open(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
-        store.ingest(raw)
+        store.ingest_json(raw)
         times = {p.time for points in store.all_points().values() for p in points}
     assert times == {raw["results"]["candidate"]["finished_at"]} != {raw["results"]["baseline"]["finished_at"]}
 
@@ -280,7 +317,7 @@ WRITER = textwrap.dedent("""
         time.sleep(0.005)
     with Store.open(url) as store:
         for i in range(first, first + count):
-            store.ingest(small_result(i), source=f"writer {first}")
+            store.ingest_json(small_result(i), source=f"writer {first}")
             print(i, flush=True)
 """)
 
@@ -345,7 +382,7 @@ def test_a_writer_killed_mid_ingest_leaves_a_consistent_store_and_rerunning_comp
     assert done <= stored < total
     assert_consistent(url)
     with Store.open(url) as store:
-        new = sum(store.ingest(small_result(i), source="rerun").new for i in range(total))
+        new = sum(store.ingest_json(small_result(i), source="rerun").new for i in range(total))
     assert new == total - stored
     assert (_count(url, "documents"), _count(url, "points")) == (total, total * SMALL_POINTS)
     assert_consistent(url)
@@ -362,7 +399,7 @@ def test_a_store_of_a_newer_perfguard_is_refused(url: str) -> None:
 
 def test_an_older_store_is_migrated_and_the_newer_one_then_refused_by_the_old_code(url: str, tmp_path: Path) -> None:
     with Store.open(url) as store:
-        document_id = store.ingest(_raw("result-run.json")).document_id
+        document_id = store.ingest_json(_raw("result-run.json")).document_id
     assert _query(url, "SELECT version_num FROM alembic_version") == [("0001",)]
     newer = tmp_path / "migrations"
     shutil.copytree(schema.MIGRATIONS_DIR, newer, ignore=shutil.ignore_patterns("__pycache__"))
@@ -437,7 +474,7 @@ def test_store_url_takes_the_option_then_the_environment_then_the_default(
     assert store_url("rel/x.sqlite") == f"sqlite:///{tmp_path / 'rel' / 'x.sqlite'}"
     assert store_url("sqlite:///y.sqlite") == "sqlite:///y.sqlite"
     with Store.open(store_url("rel/x.sqlite")) as store:
-        store.ingest(_raw("result-iree.json"))
+        store.ingest_json(_raw("result-iree.json"))
     assert (tmp_path / "rel" / "x.sqlite").is_file()
 
 
@@ -490,7 +527,7 @@ def test_an_unwritable_sqlite_path_is_a_store_error(tmp_path: Path) -> None:
 def test_series_filters_by_suite_case_metric_and_kind(store: Store) -> None:
     for name in ("result-run.json", "result-iree.json"):
         store.ingest_file(GOLDEN / name)
-    store.ingest(_as_base_ref(_raw("verdicts-pipeline.json")))
+    store.ingest_json(_as_base_ref(_raw("verdicts-pipeline.json")))
     everything = store.series()
     assert len(everything) == 20 + 5 + 3
     assert {s.key.suite for s in store.series(suite="iree-cpu")} == {"iree-cpu"}
@@ -510,7 +547,7 @@ def test_points_are_ordered_by_time_then_document(store: Store) -> None:
     late, early = small_result(30), small_result(10)
     same_time = copy.deepcopy(early)
     same_time["compiler"]["commit"] = "f" * 40
-    ids = [store.ingest(d).document_id for d in (late, early, same_time)]
+    ids = [store.ingest_json(d).document_id for d in (late, early, same_time)]
     (latency,) = store.series(metric="latency")
     points = store.points(latency.id)
     assert [p.document_id for p in points] == [ids[1], ids[2], ids[0]]
@@ -521,7 +558,7 @@ def test_points_are_ordered_by_time_then_document(store: Store) -> None:
 
 def test_all_points_gives_every_series_in_one_answer(store: Store) -> None:
     store.ingest_file(GOLDEN / "result-run.json")
-    store.ingest(_as_base_ref(_raw("verdicts-pipeline.json")))
+    store.ingest_json(_as_base_ref(_raw("verdicts-pipeline.json")))
     everything = store.all_points()
     assert set(everything) == {s.id for s in store.series()}
     for series in store.series():
@@ -532,8 +569,8 @@ def test_all_points_gives_every_series_in_one_answer(store: Store) -> None:
 
 
 def test_nights_are_recorded_once_per_document_in_time_order(store: Store) -> None:
-    a = store.ingest(small_result(1)).document_id
-    b = store.ingest(small_result(2)).document_id
+    a = store.ingest_json(small_result(1)).document_id
+    b = store.ingest_json(small_result(2)).document_id
     assert store.last_night("golden") is None
     second = store.record_night("golden", "b" * 40, b)
     first = store.record_night("golden", "a" * 40, a, time="2025-12-31T23:00:00+00:00")
@@ -597,7 +634,7 @@ def test_latest_results_include_the_candidates_inside_verdicts_newest_first(stor
 def test_prune_deletes_old_documents_but_keeps_what_open_changes_and_the_last_night_need(store: Store,
                                                                                          url: str) -> None:
     docs = [small_result(i) for i in range(4)]  # 4 nights, one second apart
-    ids = [store.ingest(d).document_id for d in docs]
+    ids = [store.ingest_json(d).document_id for d in docs]
     for d, i in zip(docs, ids, strict=True):
         store.record_night("golden", d["compiler"]["commit"], i)
     (latency,) = store.series(metric="latency")
@@ -634,7 +671,7 @@ def test_utc_stamps_have_one_width_and_sort_in_time_order() -> None:
 def test_all_points_reads_half_a_million_points_in_seconds(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'big.sqlite'}"
     with Store.open(url) as store:
-        document_id = store.ingest(small_result(0)).document_id
+        document_id = store.ingest_json(small_result(0)).document_id
     engine = sa.create_engine(url)
     per_series, n_series = 1100, 500
     try:

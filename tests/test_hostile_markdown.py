@@ -25,8 +25,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from perfguard.bisect.document import bisect_from_json
+from perfguard.flows.nightly import Finding, NightReport, bisections_summary, markdown_summary
 from perfguard.history.ingest import SeriesKey
-from perfguard.history.nightly import Finding, NightReport, bisections_summary, markdown_summary
 from perfguard.history.site import build_site
 from perfguard.history.store import Change, Night, Series, Store
 from perfguard.names import visible
@@ -297,7 +297,7 @@ def test_history_site_pages_feed_and_charts_parse_and_show_the_name_as_text(tmp_
             raw["created_at"] = stamp = f"2026-03-0{night + 1}T03:00:00.000000Z"
             raw["results"]["head"].update(started_at=stamp, finished_at=stamp)
             raw["results"]["head"]["compiler"].update(commit=head, subject=NAME)
-            done = store.ingest(copy.deepcopy(raw), source=f"night {night}")
+            done = store.ingest_json(copy.deepcopy(raw), source=f"night {night}")
             store.record_night("smoke", head, done.document_id)
         hostile = next(s for s in store.series(kind="ratio") if s.key.case.startswith(NAME))
         store.upsert_change(hostile.id, good_commit=f"{1:040x}", bad_commit=f"{2:040x}", time=stamp, ratio=1.2,

@@ -5,6 +5,9 @@ function-level import hides a cycle from Python but not from a reader: two modul
 other mean a type lives in the wrong one. ``from pkg import name`` is an edge to ``pkg.name`` when
 that is a module, else to ``pkg``; the implicit import of a parent package is not an edge (every
 submodule would otherwise form a cycle with a package that re-exports it).
+
+The packages are also layered (``LAYERS``): a package imports only its own modules and those of
+the layers before it, so a stage never reaches up into the flow that composes it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "perfguard"
+
+#: The layer order, lowest first: the one place it is declared. Each entry is a top-level module
+#: or package of perfguard (``""`` is ``perfguard/__init__.py``, the version); the foundation
+#: modules come first, then the stages in the order a run flows through them. ``results`` (the
+#: documents) sits below ``workers`` because a worker's responses carry document parts (the
+#: correctness check) and the profile trace reader parses JSON as every document reader does.
+LAYERS = [
+    "", "errors", "jsonfields", "units", "names", "atomic", "redact", "exit_codes", "children", "progress", "schemas",
+    "stats", "runners", "suite", "models", "backends", "results", "workers", "compile", "measure", "compare",
+    "profile", "bisect", "tune", "report", "history", "formats", "flows", "cli", "__main__",
+]
 
 
 def _module_name(path: Path) -> str:
@@ -130,3 +144,31 @@ def test_find_cycle_reports_the_cycle() -> None:
 def test_perfguard_has_no_import_cycle() -> None:
     cycles = all_cycles(import_graph())
     assert not cycles, "import cycles:\n" + "\n".join("  " + " -> ".join(c) for c in cycles)
+
+
+def _package(module: str) -> str:
+    """The top-level part of perfguard a module belongs to (``""`` for perfguard itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def upward_edges(graph: dict[str, set[str]], layers: list[str]) -> list[str]:
+    """Each import of a module from a later layer than the importer's, as ``a -> b``."""
+    rank = {name: index for index, name in enumerate(layers)}
+    return sorted(f"{module} -> {target}" for module, targets in graph.items() for target in targets
+                  if rank[_package(target)] > rank[_package(module)])
+
+
+def test_upward_edges_names_each_import_from_a_later_layer() -> None:
+    graph = {"p.low.a": {"p.high.b", "p.low.c"}, "p.high.b": {"p.low.a"}, "p.low.c": set()}
+    assert upward_edges(graph, ["low", "high"]) == ["p.low.a -> p.high.b"]
+
+
+def test_every_package_has_a_layer() -> None:
+    missing = sorted({_package(m) for m in import_graph()} - set(LAYERS))
+    assert not missing, f"add to LAYERS in {Path(__file__).name}: {', '.join(missing)}"
+
+
+def test_no_package_imports_one_above_it() -> None:
+    edges = upward_edges(import_graph(), LAYERS)
+    assert not edges, "imports from a higher layer (see LAYERS):\n" + "\n".join("  " + e for e in edges)

@@ -144,7 +144,7 @@ def test_nightly_refuses_a_suite_outside_git(tmp_path):
 
 @pytest.mark.timing
 def test_smoke_suite_twice_with_a_pipeline_edit_between(tmp_path):
-    """The README's walk-through on the shipped smoke suite (one model, to keep it short): the
+    """The nightly guide's walk-through (docs/guides/nightly.md) on the shipped smoke suite (one model, to keep it short): the
     suite in its own git repository, a night, a commit that drops constant folding from a
     pipeline, another night. The second night checks the old pipeline (the suite at the first
     night's commit) against the new one, confirms the slowdown by a same-job re-check, and

@@ -157,7 +157,7 @@ def test_the_atomic_writer_imports_no_numpy() -> None:
 
 def test_the_worker_saves_reference_outputs_atomically_and_loadably(tmp_path: Path) -> None:
     np = pytest.importorskip("numpy")
-    from perfguard.measure.worker import _load_outputs, _save_outputs
+    from perfguard.workers.worker import _load_outputs, _save_outputs
 
     path = str(tmp_path / "ref.npz")
     _save_outputs(path, [np.arange(6).reshape(2, 3), np.ones(2, dtype=np.float32)])

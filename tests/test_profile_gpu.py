@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
+from perfguard.errors import NsightError
 from perfguard.profile.diff import Change, Spread, diff_profiles
 from perfguard.profile.dimension import classify
 from perfguard.profile.explain import Explanation
-from perfguard.profile.gpu import GpuProfile, KernelStat
 from perfguard.profile.gpu_diff import (
     GpuDiff,
     GpuSection,
@@ -42,7 +42,6 @@ from perfguard.profile.gpu_diff import (
     with_ncu,
 )
 from perfguard.profile.nsight import (
-    NsightError,
     NsightSide,
     nsight_side,
     parse_kern_sum,
@@ -50,7 +49,8 @@ from perfguard.profile.nsight import (
     tool_skips,
 )
 from perfguard.profile.perfetto import merge_traces, trace_problems
-from perfguard.profile.trace import ProfileRun, aggregate, read_trace
+from perfguard.workers.gpu import GpuProfile, KernelStat
+from perfguard.workers.trace import ProfileRun, aggregate, read_trace
 
 from .conftest import REPO, run_cli
 from .test_profile import BASE, RECORDED, _side
@@ -182,7 +182,7 @@ def test_nsys_and_ncu_wrap_a_worker_and_their_csv_is_parsed(tmp_path: Path) -> N
     side = nsight_side("head", _request(), tmp_path, 60, [CONV + "(int)"], which=lambda tool: f"/opt/{tool}", run=run)
     profile, stats, ncu = calls
     assert profile[:6] == ["/opt/nsys", "profile", "-t", "cuda", "--force-overwrite", "true"]
-    assert "perfguard.measure.worker" in profile and stats[1:4] == ["stats", "--report", "cuda_gpu_kern_sum"]
+    assert "perfguard.workers.worker" in profile and stats[1:4] == ["stats", "--report", "cuda_gpu_kern_sum"]
     assert ncu[ncu.index("--metrics") + 1] == ("gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
                                               "dram__throughput.avg.pct_of_peak_sustained_elapsed")
     assert ncu[ncu.index("-k") + 1].startswith("regex:^(void\\ implicit_convolve_sgemm")

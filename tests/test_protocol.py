@@ -10,13 +10,14 @@ import sys
 import pytest
 
 from perfguard.backends.base import Artifact
-from perfguard.measure import protocol
-from perfguard.measure.protocol import (
+from perfguard.models.inputs import InputSpec
+from perfguard.results.result import CorrectnessCheck
+from perfguard.workers import protocol
+from perfguard.workers.protocol import (
     CheckTolerance,
     CompilePipeline,
     CompileRequest,
     CompileResponse,
-    CorrectnessCheck,
     MeasureRequest,
     MeasureResponse,
     MeasureVariant,
@@ -30,7 +31,6 @@ from perfguard.measure.protocol import (
     encode_response,
     request_from_json,
 )
-from perfguard.models.inputs import InputSpec
 
 ARTIFACT = Artifact("mock", "/tmp/a/mock.json", {"latency": 0.001, "crash_worker": False}, "ab" * 32, 105, 1)
 SPECS = (InputSpec("x", "float32", (1, 4)), InputSpec("ids", "int64", (1, 8), 0, 100, "index", "suite", {"seq": 8}))
@@ -187,7 +187,7 @@ def test_status_lines_name_the_variant_a_worker_was_busy_with():
 
 
 def test_the_worker_refuses_an_unknown_mode_in_its_response(tmp_path):
-    from perfguard.measure import worker
+    from perfguard.workers import worker
 
     request, response = tmp_path / "request.json", tmp_path / "response.json"
     request.write_text(json.dumps({"mode": "bogus"}))
@@ -198,8 +198,8 @@ def test_the_worker_refuses_an_unknown_mode_in_its_response(tmp_path):
 
 def test_importing_the_protocol_leaves_backends_runners_onnx_and_numpy_out():
     heavy = ["numpy", "onnx", "onnxruntime", "scipy", "perfguard.backends", "perfguard.runners",
-             "perfguard.models.inputs", "perfguard.suite", "perfguard.measure.worker", "perfguard.measure.engine"]
-    code = ("import sys, perfguard.measure.protocol\n"
+             "perfguard.models.inputs", "perfguard.suite", "perfguard.workers.worker", "perfguard.workers.engine"]
+    code = ("import sys, perfguard.workers.protocol\n"
             f"print([m for m in {heavy!r} if m in sys.modules])")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]", proc.stdout

@@ -626,12 +626,12 @@ def test_worker_samples_telemetry_around_the_timed_rounds_and_harness_judges_it(
     """Fakes the runner (CPU with a scripted telemetry source) inside an in-process measure worker;
     the artifact is the mock backend's."""
     from perfguard.backends.mock import MockBackend
-    from perfguard.measure import worker
-    from perfguard.measure.engine import VariantValues
+    from perfguard.measure.groups import VariantValues
     from perfguard.measure.job import fill_measurement
-    from perfguard.measure.protocol import MeasureRequest
     from perfguard.models.inputs import InputSpec
     from perfguard.suite import MeasureSettings, PipelineSpec
+    from perfguard.workers import worker
+    from perfguard.workers.protocol import MeasureRequest
 
     monkeypatch.setattr(worker, "get_runner", lambda name, options=None: _WatchedCpuRunner())
     _WatchedCpuRunner.syncs = 0

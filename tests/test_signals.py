@@ -185,7 +185,7 @@ def workers(processes: list[psutil.Process], *, spare: bool | None = None) -> li
             cmdline = proc.cmdline()
         except psutil.Error:
             continue
-        if "perfguard.measure.worker" in cmdline and (spare is None or ("--spare" in cmdline) == spare):
+        if "perfguard.workers.worker" in cmdline and (spare is None or ("--spare" in cmdline) == spare):
             found.append(proc)
     return found
 

@@ -654,11 +654,11 @@ def test_check_levels_come_from_the_settings(alpha: float) -> None:
             assert c.alpha == pytest.approx(alpha) and c.confidence == pytest.approx(1 - alpha)
     from perfguard.stats.adaptive import SequentialPlan
 
-    levels = info["alpha_by_look"]
-    assert len(levels) == info["looks_planned"] == 4
+    levels = list(info.alpha_by_look)
+    assert len(levels) == info.looks_planned == 4
     assert sum(levels) == pytest.approx(alpha)
     assert levels == list(SequentialPlan(8, 4, 20, alpha).levels)
-    assert info["confidence_by_look"] == pytest.approx([1 - x for x in levels])
+    assert list(info.confidence_by_look) == pytest.approx([1 - x for x in levels])
     assert all(r.comparison.alpha in levels for r in rows if r.metric == "latency")
 
 
@@ -682,15 +682,15 @@ def test_compile_time_does_not_dilute_a_first_look_regression(shifts: tuple[floa
     assert [r.bh_adjusted_p for r in latency] == pytest.approx(bh_adjust(sequential))
     assert [r.bh_adjusted_p for r in compile_rows] == pytest.approx(
         bh_adjust([r.comparison.p_value for r in compile_rows]))
-    assert info["history"][0]["workers"] == 8
+    assert info.history[0].workers == 8
     assert plan.levels[0] >= 2 * (2 / 256)  # one regression among two models still decides at look 1
 
 
 def test_adaptive_compare_and_the_check_share_one_schedule() -> None:
     _, info, _ = _check((0.0,))
     result = adaptive_compare(_Source(1.3), n_boot=500)
-    assert list(result.alpha_by_look) == info["alpha_by_look"]
-    assert list(result.confidence_by_look) == pytest.approx(info["confidence_by_look"])
+    assert list(result.alpha_by_look) == list(info.alpha_by_look)
+    assert list(result.confidence_by_look) == pytest.approx(list(info.confidence_by_look))
 
 
 # --------------------------------------------------------------------------------------------
@@ -718,7 +718,7 @@ class _FakeJob:
 
 def _calibrate(monkeypatch: pytest.MonkeyPatch, ids_a: list[int], ids_b: list[int], workers: int = 8) -> dict:
     """The calibration as its ``--json`` object."""
-    from perfguard.compare import baselines
+    from perfguard.flows import check as check_flow
     from perfguard.suite.gates import ThresholdSet
 
     rng = np.random.default_rng(3)
@@ -729,10 +729,10 @@ def _calibrate(monkeypatch: pytest.MonkeyPatch, ids_a: list[int], ids_b: list[in
         return case_entry(per_worker, case="m/none/cpu", worker_ids=ids)
 
     job = _FakeJob({"a:m/none/cpu": entry(ids_a, 1.0), "b:m/none/cpu": entry(ids_b, 1.01)})
-    monkeypatch.setattr(baselines, "Job", lambda *args, **kwargs: job)
+    monkeypatch.setattr(check_flow, "Job", lambda *args, **kwargs: job)
     suite = SimpleNamespace(name="s", compiler=SimpleNamespace(path=None), thresholds=ThresholdSet())
     case = SimpleNamespace(id="m/none/cpu")
-    return baselines.calibrate(suite, [case], CheckSettings(workers=workers), None).to_json()  # type: ignore[arg-type]
+    return check_flow.calibrate(suite, [case], CheckSettings(workers=workers), None).to_json()  # type: ignore[arg-type]
 
 
 def test_calibrate_pairs_workers_by_id(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -755,13 +755,13 @@ def test_calibrate_with_one_worker_is_a_clear_result(monkeypatch: pytest.MonkeyP
     assert row["status"] == "unknown" and row["workers"] == 1
     assert "at least 2 workers" in row["reason"]
     assert calibration["false_positives"] == 0
-    from perfguard.compare.baselines import floors_toml
+    from perfguard.flows.check import floors_toml
 
     assert "[[thresholds.overrides]]" not in floors_toml(_as_calibration(calibration))
 
 
 def _as_calibration(data: dict) -> Any:
-    from perfguard.compare.baselines import Calibration, CalibrationRow
+    from perfguard.flows.check import Calibration, CalibrationRow
 
     rows = tuple(CalibrationRow(**{k: v for k, v in row.items() if k != "false_positive"}) for row in data["cases"])
     return Calibration(data["suite"], data["workers"], data["alpha"], rows)

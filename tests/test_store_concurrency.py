@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.history import store as store_module
-from perfguard.history.store import Store, StoreError
+from perfguard.errors import StoreError
+from perfguard.history.store import Store, engine as store_engine
 
 from .conftest import REPO
 from .pg import create_database
@@ -46,7 +46,7 @@ WRITER = textwrap.dedent("""
         os.read(int(start), 1)  # returns when the parent closes the pipe: every writer wakes at once
         with Store.open(url) as store:
             for i in range(first, first + each):
-                store.ingest(small_result(i), source=f"writer {first}")
+                store.ingest_json(small_result(i), source=f"writer {first}")
         print("done", flush=True)
 """)
 
@@ -122,7 +122,7 @@ def test_the_first_open_waits_for_a_writer_that_holds_a_fresh_store(
     def open_and_write() -> None:
         try:
             with Store.open(f"sqlite:///{path}") as store:
-                outcome.append(store.ingest(small_result(0)).points)
+                outcome.append(store.ingest_json(small_result(0)).points)
         except BaseException as exc:  # reported by the assertion below
             outcome.append(exc)
 
@@ -138,7 +138,7 @@ def test_the_first_open_waits_for_a_writer_that_holds_a_fresh_store(
 def test_a_store_held_past_the_busy_timeout_is_one_line_naming_it(
         held: tuple[Path, subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch) -> None:
     path, _ = held
-    monkeypatch.setattr(store_module, "_SQLITE_BUSY_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(store_engine, "_SQLITE_BUSY_TIMEOUT_S", 0.3)
     with pytest.raises(StoreError) as caught:
         Store.open(f"sqlite:///{path}")
     message = str(caught.value)

@@ -14,9 +14,9 @@ from perfguard.compile import case as compile_stage
 from perfguard.compile.case import Side
 from perfguard.compile.preflight import check_suite
 from perfguard.errors import UserError
-from perfguard.measure.engine import WorkerOutcome
 from perfguard.measure.job import Job
 from perfguard.suite import load_suite
+from perfguard.workers.engine import WorkerOutcome
 
 from .conftest import TINY_MODELS, run_cli
 

@@ -6,11 +6,21 @@ from __future__ import annotations
 import importlib
 from functools import cache, lru_cache
 
-from perfguard.backends.base import Artifact, Backend, CompileOutput, PassInfo, PassRecord, PassTrace
+from perfguard.backends.base import (
+    Artifact,
+    Backend,
+    Capabilities,
+    CompileOutput,
+    OptionEdit,
+    PassInfo,
+    PassRecord,
+    PassTrace,
+    ProfiledExecutable,
+)
 from perfguard.errors import UserError, unknown_name_message
 
-__all__ = ["Artifact", "Backend", "CompileOutput", "PassInfo", "PassRecord", "PassTrace",
-           "available_backends", "get_backend"]
+__all__ = ["Artifact", "Backend", "Capabilities", "CompileOutput", "OptionEdit", "PassInfo", "PassRecord",
+           "PassTrace", "ProfiledExecutable", "available_backends", "get_backend"]
 
 _BUILTIN = {
     "ort": "perfguard.backends.ort:OrtBackend",

@@ -13,6 +13,14 @@ A backend is the adapter to one compiler. It has three jobs:
 ``list_passes()`` / ``check_pipeline(pipeline)``
     What a pipeline may name, and a check before any work that raises ``UserError`` listing the
     valid names for a typo.
+
+Everything else a stage may ask of a backend is declared by the backend, with defaults that say
+"cannot", so a third-party backend offers what it implements and nothing breaks for what it does
+not: ``capabilities`` (profiling, hybrid compiles, user passes: ``Capabilities``),
+``load_profiled`` (the profiler the profile worker runs), ``tuning_moves`` (the option edits
+``perfguard tune`` may try) and ``execution_identity`` (what makes two artifacts run the same
+code). Stages ask these, never the backend's name: a stage that tested ``backend == "ort"`` kept
+a third-party backend from profiling or tuning however much it implemented.
 """
 
 from __future__ import annotations
@@ -25,6 +33,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from perfguard.errors import UserError
+from perfguard.jsonfields import JsonDict, JsonObject
+
+# Defined with the model files (models/ sits below backends/ and hashes them too); re-exported
+# because the plugin API names it for a backend's artifact hash.
+from perfguard.models.onnx_files import file_sha256 as file_sha256
 
 if TYPE_CHECKING:
     import numpy as np
@@ -73,7 +88,7 @@ class PassTrace:
     exact: bool = True
     note: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return asdict(self)
 
 
@@ -83,12 +98,12 @@ class Artifact:
 
     backend: str
     path: str
-    settings: dict[str, Any]
+    settings: JsonObject  # the backend's own settings: free-form
     sha256: str
     size_bytes: int
     node_count: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return asdict(self)
 
     @classmethod
@@ -112,10 +127,94 @@ class Executable(Protocol):
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]: ...
 
 
+class ProfiledExecutable(Executable, Protocol):
+    """A loaded artifact with the profiler on (``Backend.load_profiled``)."""
+
+    def end_profiling(self) -> str:
+        """Stop profiling and return the path of the trace written: a JSON array of trace
+        events (or ``{"traceEvents": [...]}``) in ONNX Runtime's profile format, which
+        ``perfguard.workers.trace`` aggregates: per ``run()`` one ``cat: "Session"``,
+        ``name: "model_run"`` event, and inside it one ``cat: "Node"`` event named
+        ``<node>_kernel_time`` per node with ``args.op_name`` and ``args.provider`` (``ts`` and
+        ``dur`` in µs). One format for every backend keeps the diff, the dimension and the
+        Perfetto file backend-blind."""
+        ...
+
+
+#: Each ability of ``Capabilities``, as the error for a backend without it says it.
+ABILITIES = {
+    "profile": "profile its artifacts (perfguard profile, check --explain)",
+    "hybrid_compile": "compile hybrids from another compiler's pass prefix (bisect passes)",
+    "user_passes": "run user passes (package.module:function)",
+}
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do beyond compile and load, declared by the backend
+    (``Backend.capabilities``). Each default says "cannot", so a backend written before a
+    capability existed keeps working without it.
+
+    ``profile``
+        ``Backend.load_profiled`` loads an artifact with a profiler on, and the trace it writes
+        is in the format of ``ProfiledExecutable.end_profiling``. Without it, ``perfguard
+        profile`` and ``check --explain`` explain a pair from its compile statistics.
+    ``hybrid_compile``
+        An artifact is a model that another compile of the same backend can start from (its
+        ``path`` is a valid ``model_path``), so the first passes from one compiler and the rest
+        from another make one artifact: the timing step of ``bisect passes`` between commits.
+    ``user_passes``
+        A pipeline may name passes of the compiler under test (``package.module:function``),
+        imported from the suite's ``[compiler] path``: preflight imports them before any work.
+
+    The option edits ``perfguard tune`` may try are ``Backend.tuning_moves`` (none by default)
+    and what makes two artifacts run the same code is ``Backend.execution_identity``.
+    """
+
+    profile: bool = False
+    hybrid_compile: bool = False
+    user_passes: bool = False
+
+    def to_json(self) -> dict[str, bool]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Capabilities:
+        """Read what ``to_json`` wrote; a key this version does not know is left out (a newer
+        perfguard's ability), a missing one reads as "cannot"."""
+        known = {name: bool(data[name]) for name in ABILITIES if name in data}
+        return cls(**known)
+
+    def missing(self, backend: str, ability: str) -> UserError | None:
+        """The one-line error for ``backend`` lacking ``ability`` (a key of ``ABILITIES``), or
+        None when it has it."""
+        if getattr(self, ability):
+            return None
+        return UserError(f"backend {backend!r} cannot {ABILITIES[ability]}: its Capabilities.{ability} is False")
+
+
+@dataclass(frozen=True)
+class OptionEdit:
+    """One edit of a pipeline's backend options that ``perfguard tune`` may try
+    (``Backend.tuning_moves``): a line that says what changed, and the whole options after it."""
+
+    describe: str
+    options: Mapping[str, Any]
+
+    def to_json(self) -> JsonDict:
+        return {"describe": self.describe, "options": dict(self.options)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> OptionEdit:
+        return cls(str(data["describe"]), dict(data["options"]))
+
+
 class Backend(ABC):
     """Base class of compiler adapters; register subclasses by name (see ``perfguard.backends``)."""
 
     name: ClassVar[str]
+    #: What this backend can do beyond compile and load (``Capabilities``: nothing by default).
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     @abstractmethod
     def versions(self) -> dict[str, str]:
@@ -145,6 +244,27 @@ class Backend(ABC):
     def load(self, artifact: Artifact, runner: Runner, threads: int) -> Executable:
         """Load an artifact for timed runs on ``runner`` with ``threads`` threads."""
 
+    def require(self, ability: str) -> None:
+        """Raise the one-line ``UserError`` naming this backend and ``ability`` (a key of
+        ``ABILITIES``) unless its ``capabilities`` declare it."""
+        error = self.capabilities.missing(self.name, ability)
+        if error is not None:
+            raise error
+
+    def load_profiled(self, artifact: Artifact, runner: Runner, threads: int, trace_prefix: str) -> ProfiledExecutable:
+        """Load ``artifact`` as :meth:`load` does, with the profiler on, writing its trace to a
+        file whose path starts with ``trace_prefix`` (the profile worker runs it, then
+        ``end_profiling``). Nothing else may change: a profiled artifact must run the same code.
+        Only for a backend whose ``capabilities.profile`` is True; the default refuses."""
+        self.require("profile")
+        raise NotImplementedError(f"backend {self.name!r} declares profile but has no load_profiled")
+
+    def tuning_moves(self, options: Mapping[str, Any]) -> list[OptionEdit]:
+        """The option edits ``perfguard tune`` may try from a pipeline with ``options`` (each a
+        neighbour one edit away, beside the pass-order moves every backend gets). None by
+        default: a backend's options stay as the suite pinned them."""
+        return []
+
     def execution_identity(self, artifact: Artifact) -> str:
         """A hash of everything that decides how ``artifact`` runs, the runner aside: its bytes
         (``sha256``, external data included), the runtime settings its pipeline pinned, and the
@@ -156,10 +276,3 @@ class Backend(ABC):
                 "runtime": self.versions()}
         return hashlib.sha256(json.dumps(part, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

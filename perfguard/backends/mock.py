@@ -5,7 +5,19 @@ inputs. Passes scale the latency (``slower_5pct``, ``slower_10pct``, ``faster_10
 misbehave on purpose so the harness's fault handling can be tested: ``fail`` raises,
 ``crash_compile`` kills the compile worker, ``hang_compile`` never returns, ``crash_worker`` kills
 each measurement worker that loads the artifact, ``wrong_output`` changes the answer.
-Option ``latency`` (a duration, default ``"1ms"``) sets the base time.
+Option ``latency`` (a duration, default ``"1ms"``) sets the base time; option ``speedup`` (a
+boolean, default false) divides it by 1.10.
+
+It exercises every capability of the contract (``Capabilities``), so the stages that ask for one
+are tested without a compiler:
+
+* **profile**: ``load_profiled`` records each run as ONNX Runtime's profiler would (one
+  ``model_run`` and one ``Mock`` node per run), the format ``perfguard.workers.trace`` reads;
+* **hybrid compiles**: compiled from a mock artifact (a hybrid's stage 2), that artifact's
+  latency over the default 1 ms scales this one, so what the prefix's passes did carries over;
+* **user passes**: ``package.module:function`` is called with the latency in seconds and returns
+  the new one;
+* **tuning moves**: ``speedup`` toggled (``tuning_moves``).
 """
 
 from __future__ import annotations
@@ -16,12 +28,14 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from perfguard.backends.base import (
     Artifact,
     Backend,
+    Capabilities,
     CompileOutput,
+    OptionEdit,
     PassInfo,
     PassRecord,
     PassTrace,
@@ -38,6 +52,8 @@ if TYPE_CHECKING:
 
 SCALES = {"noop": 1.0, "slower_5pct": 1.05, "slower_10pct": 1.10, "faster_10pct": 1 / 1.10}
 FAULTS = ("fail", "crash_compile", "hang_compile", "crash_worker", "wrong_output")
+OPTIONS = ("latency", "speedup")
+DEFAULT_LATENCY = "1ms"
 
 
 class MockExecutable:
@@ -70,8 +86,57 @@ class MockExecutable:
         return [o + 1 for o in outputs] if self.wrong else outputs
 
 
+class MockProfiledExecutable(MockExecutable):
+    """A ``MockExecutable`` that records each run as ONNX Runtime's profiler does: a
+    ``model_run`` event around it and one ``Mock`` node event for its busy wait (µs from load)."""
+
+    def __init__(self, latency: float, wrong: bool, model_path: str, trace_prefix: str) -> None:
+        super().__init__(latency, wrong, model_path)
+        self.trace_path = f"{trace_prefix}_mock.json"
+        self.origin = time.perf_counter()
+        self.events: list[dict[str, Any]] = []
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        start = time.perf_counter()
+        outputs = super().run(feeds)
+        end = time.perf_counter()
+        ts, dur = (start - self.origin) * 1e6, (end - start) * 1e6
+        self.events.append({"cat": "Session", "name": "model_run", "ph": "X", "ts": ts, "dur": dur})
+        self.events.append({"cat": "Node", "name": "mock_kernel_time", "ph": "X", "ts": ts, "dur": dur,
+                            "args": {"op_name": "Mock", "provider": "MockExecutionProvider"}})
+        return outputs
+
+    def end_profiling(self) -> str:
+        Path(self.trace_path).write_text(json.dumps(self.events))
+        return self.trace_path
+
+
+def _user_pass(name: str) -> Any:
+    """The function a user pass ``package.module:function`` names (the compile worker has put the
+    suite's ``[compiler] path`` on ``sys.path``)."""
+    import importlib
+
+    module_name, _, func_name = name.partition(":")
+    try:
+        func = getattr(importlib.import_module(module_name), func_name, None)
+    except Exception as exc:  # the compiler under test may raise anything on import
+        raise BackendError(f"user pass {name!r}: cannot import {module_name}: {type(exc).__name__}: {exc}") from None
+    if not callable(func):
+        raise BackendError(f"user pass {name!r}: module {module_name} has no function {func_name!r}")
+    return func
+
+
+def _source_artifact(model_path: Path) -> dict[str, Any] | None:
+    """The settings of a mock artifact compiled from (a hybrid's stage 2), None for a model."""
+    if model_path.suffix != ".json" or not model_path.is_file():
+        return None
+    data = json.loads(model_path.read_text())
+    return data if isinstance(data, dict) and "latency" in data else None
+
+
 class MockBackend(Backend):
     name = "mock"
+    capabilities = Capabilities(profile=True, hybrid_compile=True, user_passes=True)
 
     def versions(self) -> dict[str, str]:
         return {"mock": "1"}
@@ -82,16 +147,30 @@ class MockBackend(Backend):
 
     def check_pipeline(self, pipeline: PipelineSpec) -> None:
         for name in pipeline.passes:
-            if name not in SCALES and name not in FAULTS:
+            if name not in SCALES and name not in FAULTS and ":" not in name:  # a:b is a user pass
                 raise UserError(f"pipeline {pipeline.name!r}: " + unknown_name_message("pass", name, [*SCALES, *FAULTS]))
         for key in pipeline.options:
-            if key != "latency":
-                raise UserError(f"pipeline {pipeline.name!r}: " + unknown_name_message("mock option", key, ["latency"]))
+            if key not in OPTIONS:
+                raise UserError(f"pipeline {pipeline.name!r}: " + unknown_name_message("mock option", key, OPTIONS))
+        if not isinstance(pipeline.options.get("speedup", False), bool):
+            raise UserError(f"pipeline {pipeline.name!r}: mock option speedup must be true or false, "
+                            f"found {pipeline.options['speedup']!r}")
+
+    def tuning_moves(self, options: Mapping[str, Any]) -> list[OptionEdit]:
+        speedup = bool(options.get("speedup", False))
+        return [OptionEdit(f"speedup -> {str(not speedup).lower()}", {**options, "speedup": not speedup})]
 
     def compile(self, model_path: Path, pipeline: PipelineSpec, out_dir: Path) -> CompileOutput:
         self.check_pipeline(pipeline)
-        latency = parse_duration(pipeline.options.get("latency", "1ms"), f"pipeline {pipeline.name!r} latency")
+        latency = parse_duration(pipeline.options.get("latency", DEFAULT_LATENCY), f"pipeline {pipeline.name!r} latency")
+        if pipeline.options.get("speedup", False):
+            latency /= 1.10
         trace = PassTrace(input_hash="0" * 16)
+        source = _source_artifact(model_path)
+        if source is not None:
+            latency *= float(source["latency"]) / parse_duration(DEFAULT_LATENCY, "mock")
+            trace.input_hash = hashlib.sha256(model_path.read_bytes()).hexdigest()[:16]
+            model_path = Path(source["model_path"])
         flags = {"crash_worker": False, "wrong_output": False}
         previous = trace.input_hash
         for index, name in enumerate(pipeline.passes):
@@ -104,7 +183,7 @@ class MockBackend(Backend):
                 time.sleep(3600)
             if name in flags:
                 flags[name] = True
-            latency *= SCALES.get(name, 1.0)
+            latency = float(_user_pass(name)(latency)) if ":" in name else latency * SCALES.get(name, 1.0)
             ir_hash = hashlib.sha256(f"{previous}|{name}|{latency:.12g}".encode()).hexdigest()[:16]
             trace.passes.append(PassRecord(index, name, "mock", time.perf_counter() - start, 1, 1, {"Mock": 1},
                                            ir_hash, ir_hash != previous))
@@ -123,3 +202,9 @@ class MockBackend(Backend):
         if settings["crash_worker"] and os.environ.get("PERFGUARD_WORKER_MODE") == "measure":
             os.abort()
         return MockExecutable(float(settings["latency"]), bool(settings["wrong_output"]), settings["model_path"])
+
+    def load_profiled(self, artifact: Artifact, runner: Runner, threads: int,
+                      trace_prefix: str) -> MockProfiledExecutable:
+        settings = json.loads(Path(artifact.path).read_text())
+        return MockProfiledExecutable(float(settings["latency"]), bool(settings["wrong_output"]),
+                                      settings["model_path"], trace_prefix)

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfguard.backends.base import Artifact, Backend, CompileOutput, PassInfo
+from perfguard.backends.base import Artifact, Backend, Capabilities, CompileOutput, PassInfo
 from perfguard.backends.onnx_passes import (
     apply_pipeline,
     check_pass_names,
@@ -33,6 +33,7 @@ from perfguard.backends.onnx_passes import (
     run_pipeline,
 )
 from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
+from perfguard.jsonfields import JsonObject
 
 if TYPE_CHECKING:
     import numpy as np
@@ -75,7 +76,7 @@ ORT_RULES = (
 OPTION_KEYS = ("graph_optimization_level", "disabled_optimizers")
 
 
-def ort_settings(options: Mapping[str, Any], where: str) -> dict[str, Any]:
+def ort_settings(options: Mapping[str, Any], where: str) -> JsonObject:
     """Validate a pipeline's ORT options and return them in canonical form."""
     for key in options:
         if key not in OPTION_KEYS:
@@ -114,6 +115,11 @@ class OrtExecutable:
         outputs: list[np.ndarray] = self.session.run(self.output_names, dict(feeds))
         return outputs
 
+    def end_profiling(self) -> str:
+        """The trace of a session made with a ``profile_prefix`` (ORT's own JSON events, the
+        format ``perfguard.workers.trace`` reads)."""
+        return str(self.session.end_profiling())
+
 
 def create_session(path: str, settings: Mapping[str, Any], threads: int, providers: list[Any],
                    optimized_path: str | None = None, profile_prefix: str | None = None) -> Any:
@@ -138,6 +144,9 @@ def create_session(path: str, settings: Mapping[str, Any], threads: int, provide
 
 class OrtBackend(Backend):
     name = "ort"
+    # ONNX Runtime's profiler; an artifact is an ONNX model another compile can start from; its
+    # passes are ONNX-level, so the compiler under test's own passes (onnx_passes) run here too.
+    capabilities = Capabilities(profile=True, hybrid_compile=True, user_passes=True)
 
     def versions(self) -> dict[str, str]:
         import onnx
@@ -214,3 +223,6 @@ class OrtBackend(Backend):
             raise BackendError(f"ONNX Runtime cannot load {artifact.path}: {first_line(exc)}") from None
         runner.check_ort_session(session)
         return OrtExecutable(session)
+
+    def load_profiled(self, artifact: Artifact, runner: Runner, threads: int, trace_prefix: str) -> OrtExecutable:
+        return self.load(artifact, runner, threads, profile_prefix=trace_prefix)

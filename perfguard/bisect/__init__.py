@@ -1,4 +1,6 @@
-"""Bisection: attribute a regression to a commit and a pass (see perfguard.cli.bisect).
+"""Bisection: the search over commits and passes, its state file and its document. The drivers
+that probe real compilers are flows (:mod:`perfguard.flows.bisect_commits`, ``bisect_passes``,
+``bisect_versions``, ``bisect_explain``).
 
 The documents it writes, the result of ``perfguard bisect --json`` and the state file, their
 format versions and histories live in :mod:`perfguard.bisect.document`.

@@ -22,22 +22,24 @@ summaries (:class:`SummaryProbe`). A value of the wrong type is a one-line ``Sto
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from perfguard.errors import StorageError
+from perfguard import jsonfields as f
+from perfguard.errors import FieldError, StorageError
+from perfguard.jsonfields import JsonDict
+from perfguard.stats.adaptive import Look
+from perfguard.stats.verdict import is_regression
 
 BISECT_VERSION = 1
 
-Json = dict[str, Any]
+Json = JsonDict
 """A JSON object as read from or written to a file."""
-Look = dict[str, Any]
-"""One look of the adaptive comparison (``perfguard.compare.check``'s history row), kept as written."""
 Trace = dict[str, Any]
-"""A case entry's pass trace (``perfguard.compile``), kept as written."""
+"""A case entry's pass trace (``perfguard.compile``), kept as the result document wrote it: its
+reader (``perfguard.results.result.Trace``) checks it there; the pass search reads it raw."""
 
 # _MIGRATIONS[n] turns a version-n result document into version n + 1.
 _MIGRATIONS: dict[int, Callable[[Json], Json]] = {}
@@ -45,59 +47,51 @@ _MIGRATIONS: dict[int, Callable[[Json], Json]] = {}
 T = TypeVar("T")
 
 
-# --- reading helpers (the state file's too): one-line errors that name the key ------------------------
+# --- reading helpers (the state file's too): the readers of perfguard.jsonfields, whose one-line
+# FieldError (kind, key, what was found) becomes the StorageError every bisect reader raises.
 
-def _fail(key: str, what: str, value: Any) -> StorageError:
-    return StorageError(f"{key!r} must be {what}, found {type(value).__name__} {value!r:.60}")
+#: The kind the field errors of these documents name.
+KIND = "bisect"
+
+
+def _read(read: Callable[[], T]) -> T:
+    try:
+        return read()
+    except FieldError as exc:
+        raise StorageError(str(exc)) from None
 
 
 def as_object(value: Any, key: str) -> Json:
-    if not isinstance(value, dict):
-        raise _fail(key, "an object", value)
-    return value
+    return _read(lambda: f.obj({key: value}, key, KIND))
 
 
 def get_str(d: Json, key: str, default: str | None = None) -> str | None:
-    value = d.get(key, default)
-    if value is not None and not isinstance(value, str):
-        raise _fail(key, "a string", value)
-    return value
+    return default if key not in d else _read(lambda: f.opt_string(d, key, KIND))
 
 
 # Every integer of these documents is a count, a position or a version, and every number a
 # ratio, an interval bound, a p-value or a duration: a negative or non-finite one is corrupt.
 def get_int(d: Json, key: str) -> int | None:
-    value = d.get(key)
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-        raise _fail(key, "an integer", value)
-    if value is not None and value < 0:
-        raise _fail(key, "an integer, 0 or more", value)
-    return value
+    return _read(lambda: f.opt_count(d, key, KIND))
 
 
 def get_number(d: Json, key: str) -> float | None:
-    value = d.get(key)
-    if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
-        raise _fail(key, "a number", value)
-    if value is not None and not (math.isfinite(value) and value >= 0):
-        raise _fail(key, "a finite number, 0 or more", value)
-    return value
+    return _read(lambda: f.opt_nonnegative(d, key, KIND))
 
 
 def get_bool(d: Json, key: str, default: bool | None) -> bool | None:
-    value = d.get(key, default)
-    if value is not None and not isinstance(value, bool):
-        raise _fail(key, "true or false", value)
-    return value
+    return default if key not in d else _read(lambda: f.opt_boolean(d, key, KIND))
 
 
 def get_list(d: Json, key: str, item: Callable[[Any], T]) -> list[T]:
-    value = d.get(key)
-    if value is None:
+    if d.get(key) is None:
         return []
-    if not isinstance(value, list):
-        raise _fail(key, "a list", value)
-    return [item(v) for v in value]
+    return [item(v) for v in _read(lambda: f.array(d, key, KIND))]
+
+
+def read_look(value: Any) -> Look:
+    """One look of a probe's sampling history (:class:`perfguard.stats.adaptive.Look`)."""
+    return _read(lambda: Look.from_json(as_object(value, "looks")))
 
 
 def optional(value: Any, read: Callable[[Any], T]) -> T | None:
@@ -112,7 +106,7 @@ def _json(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class VerdictSummary:
-    """One comparison of a probe, as :func:`perfguard.bisect.probe.run_probe` summarizes a verdict row."""
+    """One comparison of a probe, as :func:`perfguard.flows.probe.run_probe` summarizes a verdict row."""
 
     baseline: str | None = None
     candidate: str | None = None
@@ -128,7 +122,7 @@ class VerdictSummary:
 
     @property
     def is_regression(self) -> bool:
-        return self.decision == "different" and self.direction == "regression"
+        return is_regression(self.decision, self.direction)
 
     @classmethod
     def from_json(cls, value: Any) -> VerdictSummary:
@@ -334,12 +328,12 @@ class ProbeRow:
         return cls(get_str(d, "kind", "") or "", get_list(d, "commits", str), get_str(d, "status", "") or "",
                    get_str(d, "reason"), bool(get_bool(d, "uncertain", False)),
                    summaries(d.get("verdicts")),
-                   get_list(d, "looks", lambda v: as_object(v, "looks")))
+                   get_list(d, "looks", read_look))
 
     def to_json(self) -> Json:
         return {"kind": self.kind, "commits": self.commits, "status": self.status, "reason": self.reason,
                 "uncertain": self.uncertain, "verdicts": {k: v.to_json() for k, v in self.verdicts.items()},
-                "looks": self.looks}
+                "looks": [look.to_json() for look in self.looks]}
 
 
 @dataclass(frozen=True)

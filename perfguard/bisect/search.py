@@ -20,23 +20,89 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
+from perfguard.bisect.document import Json, VerdictSummary, as_object, get_bool, get_int, get_list
+from perfguard.bisect.state import ProbeEntry, ProbeRecord
 from perfguard.errors import UserError
 
-ProbeFn = Callable[[list[int], list[tuple[int, int]]], dict[str, Any]]
+#: ``probe(positions, comparisons)``: the record of one probe (measured, or resumed from the state).
+ProbeFn = Callable[[list[int], list[tuple[int, int]]], ProbeRecord]
 
 
-def is_regression(verdict: dict[str, Any] | None) -> bool:
-    return verdict is not None and verdict["decision"] == "different" and verdict["direction"] == "regression"
+def _regressed(verdict: VerdictSummary | None) -> bool:
+    return verdict is not None and verdict.is_regression
 
 
-@dataclass
+@dataclass(frozen=True)
+class SearchProbe:
+    """One probe of the search: ``pair`` or ``triple``, the positions measured together, its
+    record, and whether the step it decided was uncertain (undecided at the budget)."""
+
+    kind: str
+    positions: tuple[int, ...]
+    record: ProbeRecord
+    uncertain: bool = False
+
+    def to_json(self) -> Json:
+        return {"kind": self.kind, "positions": list(self.positions), "record": self.record.to_json(),
+                "uncertain": self.uncertain}
+
+    @classmethod
+    def from_json(cls, value: object) -> SearchProbe:
+        d = as_object(value, "probe")
+        return cls(str(d.get("kind", "")), tuple(get_list(d, "positions", int)), ProbeRecord.from_json(d.get("record")),
+                   bool(get_bool(d, "uncertain", False)))
+
+
+@dataclass(frozen=True)
+class SearchCulprit:
+    """A culprit position; ``span`` (first, last) when only skipped versions were left before it
+    (the culprit is one of them), then its confirmation against its predecessor."""
+
+    position: int
+    span: tuple[int, int] | None = None
+    uncertain: bool = False
+    confirmation: VerdictSummary | None = None
+    confirmed: bool = False
+    entries: dict[str, ProbeEntry] = field(default_factory=dict)
+
+    def to_json(self) -> Json:
+        return {"position": self.position, "range": list(self.span) if self.span else None,
+                "uncertain": self.uncertain,
+                "confirmation": None if self.confirmation is None else self.confirmation.to_json(),
+                "confirmed": self.confirmed, "entries": {k: v.to_json() for k, v in self.entries.items()}}
+
+    @classmethod
+    def from_json(cls, value: object) -> SearchCulprit:
+        d = as_object(value, "culprit")
+        span = get_list(d, "range", int)
+        confirmation = d.get("confirmation")
+        return cls(get_int(d, "position") or 0, (span[0], span[1]) if len(span) == 2 else None,
+                   bool(get_bool(d, "uncertain", False)),
+                   None if confirmation is None else VerdictSummary.from_json(confirmation),
+                   bool(get_bool(d, "confirmed", False)),
+                   {str(k): ProbeEntry.from_json(v) for k, v in as_object(d.get("entries") or {}, "entries").items()})
+
+
+@dataclass(frozen=True)
 class SearchResult:
-    culprits: list[dict[str, Any]] = field(default_factory=list)
-    probes: list[dict[str, Any]] = field(default_factory=list)
+    """What a search found: its culprits, every probe in order, and the positions skipped (a
+    version that did not build or compile). The bisector fills the lists as it goes."""
+
+    culprits: list[SearchCulprit] = field(default_factory=list)
+    probes: list[SearchProbe] = field(default_factory=list)
     skipped: set[int] = field(default_factory=set)
+
+    def to_json(self) -> Json:
+        return {"culprits": [c.to_json() for c in self.culprits], "probes": [p.to_json() for p in self.probes],
+                "skipped": sorted(self.skipped)}
+
+    @classmethod
+    def from_json(cls, value: object) -> SearchResult:
+        d = as_object(value, "search")
+        return cls(get_list(d, "culprits", SearchCulprit.from_json), get_list(d, "probes", SearchProbe.from_json),
+                   set(get_list(d, "skipped", int)))
 
 
 class SequenceBisector:
@@ -50,50 +116,51 @@ class SequenceBisector:
         self.narrate = narrate
         self.result = SearchResult()
         # Every comparison measured so far: (a, b) -> (verdict, entries of that probe).
-        self.evidence: dict[tuple[int, int], tuple[dict[str, Any], dict[str, Any]]] = {}
+        self.evidence: dict[tuple[int, int], tuple[VerdictSummary, dict[str, ProbeEntry]]] = {}
 
-    def _remember(self, positions: list[int], outcome: dict[str, Any]) -> None:
+    def _verdict(self, record: ProbeRecord, a: int, b: int) -> VerdictSummary | None:
+        return record.verdicts.get(f"{self.name(a)}->{self.name(b)}")
+
+    def _remember(self, positions: list[int], record: ProbeRecord) -> None:
         for a in positions:
             for b in positions:
-                verdict = (outcome.get("verdicts") or {}).get(f"{self.name(a)}->{self.name(b)}")
+                verdict = self._verdict(record, a, b)
                 if verdict is not None:
-                    self.evidence[(a, b)] = (verdict, outcome.get("entries", {}))
+                    self.evidence[(a, b)] = (verdict, record.entries)
 
-    def _pair(self, a: int, b: int) -> dict[str, Any]:
-        outcome = self.probe([a, b], [(a, b)])
-        self.result.probes.append({"kind": "pair", "positions": [a, b], **outcome})
-        self._remember([a, b], outcome)
-        return outcome
+    def _pair(self, a: int, b: int) -> ProbeRecord:
+        record = self.probe([a, b], [(a, b)])
+        self.result.probes.append(SearchProbe("pair", (a, b), record, record.uncertain))
+        self._remember([a, b], record)
+        return record
 
-    def confirm_endpoints(self) -> dict[str, Any] | None:
+    def confirm_endpoints(self) -> VerdictSummary | None:
         """good -> bad must be a regression, else there is nothing to bisect."""
-        outcome = self._pair(0, self.n)
-        if outcome["status"] != "ok":
-            raise UserError(f"cannot bisect: {outcome.get('reason', 'an endpoint failed')}")
-        verdict = (outcome.get("verdicts") or {}).get(f"{self.name(0)}->{self.name(self.n)}")
+        record = self._pair(0, self.n)
+        if not record.ok:
+            raise UserError(f"cannot bisect: {record.reason or 'an endpoint failed'}")
+        verdict = self._verdict(record, 0, self.n)
         self.narrate(f"endpoints {self.name(0)} -> {self.name(self.n)}: {_text(verdict)}")
-        return verdict if outcome["status"] == "ok" and is_regression(verdict) else None
+        return verdict if _regressed(verdict) else None
 
     def run(self) -> SearchResult:
         self._search(0, self.n)
-        for culprit in self.result.culprits:
-            if culprit["range"]:
+        for index, culprit in enumerate(self.result.culprits):
+            if culprit.span:
                 continue
-            position = culprit["position"]
+            position = culprit.position
             known = self.evidence.get((position - 1, position))
-            verdict: dict[str, Any] | None
-            if known is not None and is_regression(known[0]):
+            verdict: VerdictSummary | None
+            if known is not None and _regressed(known[0]):
                 # The probe that closed the interval already measured exactly predecessor -> culprit.
                 verdict, entries, ok = known[0], known[1], True
             else:
-                outcome = self._pair(position - 1, position)
-                verdict = (outcome.get("verdicts") or {}).get(f"{self.name(position - 1)}->{self.name(position)}")
-                entries, ok = outcome.get("entries", {}), outcome["status"] == "ok"
-            culprit["confirmation"] = verdict
-            culprit["confirmed"] = ok and is_regression(verdict)
-            culprit["entries"] = entries
+                record = self._pair(position - 1, position)
+                verdict, entries, ok = self._verdict(record, position - 1, position), record.entries, record.ok
+            confirmed = ok and _regressed(verdict)
+            self.result.culprits[index] = replace(culprit, confirmation=verdict, confirmed=confirmed, entries=entries)
             self.narrate(f"confirm {self.name(position)} against {self.name(position - 1)}: {_text(verdict)}"
-                         + ("" if culprit["confirmed"] else " (NOT confirmed)"))
+                         + ("" if confirmed else " (NOT confirmed)"))
         return self.result
 
     def _mid(self, lo: int, hi: int) -> int | None:
@@ -106,27 +173,24 @@ class SequenceBisector:
     def _search(self, lo: int, hi: int) -> None:
         while True:
             if hi - lo == 1:
-                self.result.culprits.append({"position": hi, "range": None, "uncertain": False})
+                self.result.culprits.append(SearchCulprit(hi))
                 return
             mid = self._mid(lo, hi)
             if mid is None:
                 skipped = sorted(k for k in range(lo + 1, hi) if k in self.result.skipped)
                 self.narrate(f"only skipped versions between {self.name(lo)} and {self.name(hi)}: the culprit is "
                              f"one of {', '.join(self.name(k) for k in [*skipped, hi])}")
-                self.result.culprits.append({"position": hi, "range": [lo + 1, hi], "uncertain": True})
+                self.result.culprits.append(SearchCulprit(hi, (lo + 1, hi), uncertain=True))
                 return
-            outcome = self.probe([lo, mid, hi], [(lo, mid), (mid, hi)])
-            row = {"kind": "triple", "positions": [lo, mid, hi], **outcome}
-            self.result.probes.append(row)
-            self._remember([lo, mid, hi], outcome)
-            if outcome["status"] != "ok":
+            record = self.probe([lo, mid, hi], [(lo, mid), (mid, hi)])
+            self.result.probes.append(SearchProbe("triple", (lo, mid, hi), record, record.uncertain))
+            self._remember([lo, mid, hi], record)
+            if not record.ok:
                 self.result.skipped.add(mid)
-                self.narrate(f"skip {self.name(mid)}: {outcome.get('reason', 'failed')}")
+                self.narrate(f"skip {self.name(mid)}: {record.reason or 'failed'}")
                 continue
-            verdicts = outcome["verdicts"]
-            low = verdicts.get(f"{self.name(lo)}->{self.name(mid)}")
-            high = verdicts.get(f"{self.name(mid)}->{self.name(hi)}")
-            low_reg, high_reg = is_regression(low), is_regression(high)
+            low, high = self._verdict(record, lo, mid), self._verdict(record, mid, hi)
+            low_reg, high_reg = _regressed(low), _regressed(high)
             if low_reg and high_reg:
                 self.narrate(f"{self.name(mid)}: slower than {self.name(lo)} ({_text(low)}) and faster than "
                              f"{self.name(hi)} ({_text(high)}): culprits on both sides")
@@ -139,23 +203,24 @@ class SequenceBisector:
                 good = _closer_to_low(low, high)
                 self.narrate(f"{self.name(mid)}: undecided at the budget ({_text(low)}; {_text(high)}); "
                              f"taking it as {'good' if good else 'bad'} by distance (uncertain step)")
-                row["uncertain"] = True  # the probe row says so (the probe's outcome is the state's)
+                # The probe row says so; the record stays as the state file has it.
+                self.result.probes[-1] = replace(self.result.probes[-1], uncertain=True)
             self.narrate(f"{self.name(mid)}: {'good' if good else 'bad'} "
                          f"(vs {self.name(lo)}: {_text(low)}; vs {self.name(hi)}: {_text(high)})")
             lo, hi = (mid, hi) if good else (lo, mid)
 
 
-def _closer_to_low(low: dict[str, Any] | None, high: dict[str, Any] | None) -> bool:
-    a = abs(math.log(low["ratio"])) if low and low.get("ratio") else math.inf
-    b = abs(math.log(high["ratio"])) if high and high.get("ratio") else math.inf
+def _closer_to_low(low: VerdictSummary | None, high: VerdictSummary | None) -> bool:
+    a = abs(math.log(low.ratio)) if low and low.ratio else math.inf
+    b = abs(math.log(high.ratio)) if high and high.ratio else math.inf
     return a <= b
 
 
-def _text(verdict: dict[str, Any] | None) -> str:
-    if not verdict or verdict.get("ratio") is None:
+def _text(verdict: VerdictSummary | None) -> str:
+    if not verdict or verdict.ratio is None:
         return "no verdict"
     ci = ""
-    if verdict.get("ci_low") is not None and verdict.get("ci_high") is not None:
-        ci = f" [{(verdict['ci_low'] - 1) * 100:+.1f}%, {(verdict['ci_high'] - 1) * 100:+.1f}%]"
-    label = verdict["direction"] if verdict["decision"] == "different" else verdict["decision"]
-    return f"{(verdict['ratio'] - 1) * 100:+.1f}%{ci} {label}"
+    if verdict.ci_low is not None and verdict.ci_high is not None:
+        ci = f" [{(verdict.ci_low - 1) * 100:+.1f}%, {(verdict.ci_high - 1) * 100:+.1f}%]"
+    label = verdict.direction if verdict.decision == "different" else verdict.decision
+    return f"{(verdict.ratio - 1) * 100:+.1f}%{ci} {label}"

@@ -20,7 +20,6 @@ from typing import Any
 
 from perfguard.bisect.document import (
     Json,
-    Look,
     Trace,
     VerdictSummary,
     as_object,
@@ -30,10 +29,12 @@ from perfguard.bisect.document import (
     get_number,
     get_str,
     optional,
+    read_look,
     summaries,
 )
 from perfguard.errors import StorageError
 from perfguard.results import write_json_atomic
+from perfguard.stats.adaptive import Look
 
 __all__ = ["STATE_VERSION", "BisectState", "ProbeEntry", "ProbeRecord", "StateFile", "StateHeader", "state_key"]
 
@@ -87,11 +88,11 @@ class ProbeRecord:
         return cls(get_str(d, "status", "") or "", get_str(d, "reason"),
                    summaries(d.get("verdicts")),
                    {str(k): ProbeEntry.from_json(v) for k, v in as_object(d.get("entries") or {}, "entries").items()},
-                   get_list(d, "looks", lambda v: as_object(v, "looks")), bool(get_bool(d, "uncertain", False)))
+                   get_list(d, "looks", read_look), bool(get_bool(d, "uncertain", False)))
 
     def to_json(self) -> Json:
         out: Json = ({"status": self.status, "verdicts": {k: v.to_json() for k, v in self.verdicts.items()},
-                      "entries": {k: v.to_json() for k, v in self.entries.items()}, "looks": self.looks}
+                      "entries": {k: v.to_json() for k, v in self.entries.items()}, "looks": [look.to_json() for look in self.looks]}
                      if self.ok else {"status": self.status, "reason": self.reason})
         if self.uncertain:
             out["uncertain"] = True
@@ -149,7 +150,7 @@ class BisectState:
 
     def __init__(self, path: Path, key: str, header: StateHeader, what: str = "bisection") -> None:
         """``what`` names the state in messages (``perfguard tune`` keeps its evaluations here too)."""
-        from perfguard.results.documents import read_json
+        from perfguard.results.documents import current_format, read_json
 
         self.path = path
         self.key = key
@@ -160,12 +161,9 @@ class BisectState:
         if path.exists():
             corrupt = "{path}: corrupt " + what + " state ({exc}); delete it to start over"
             data = read_json(path, missing=corrupt, not_json=corrupt, unreadable=corrupt)
-            version = data.get("version") if isinstance(data, dict) else None
-            if isinstance(version, int) and not isinstance(version, bool) and version > STATE_VERSION:
-                raise StorageError(f"{path}: {what} state of version {version}, newer than this perfguard "
-                                   f"reads ({STATE_VERSION}): upgrade perfguard, or delete it to start over")
-            if version != STATE_VERSION:
-                raise StorageError(f"{path}: not a perfguard {what} state of version {STATE_VERSION}")
+            data = current_format(data, path, kind=f"{what} state", version=STATE_VERSION, migrations={},
+                                  title=f"perfguard {what} state of version {STATE_VERSION}",
+                                  newer_hint=", or delete it to start over")
             if data.get("key") == key:
                 try:
                     saved = StateFile.from_json(data)

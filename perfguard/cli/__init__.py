@@ -1,6 +1,6 @@
 """The ``perfguard`` command: one module per subcommand, each with ``add_arguments`` and ``run``.
 
-Exit codes (``perfguard.exit_codes.ExitCode``, also in README): 0 success / no regression; 1
+Exit codes (``perfguard.exit_codes.ExitCode``, also docs/reference/exit-codes.md): 0 success / no regression; 1
 regression found; 2 bad usage or bad input, or an output that cannot be written (one line on
 stderr, no traceback, nothing half written); 3 undecided cases with ``--fail-on-unknown``; 4 the
 run completed but some cases failed (compile error, wrong answer, every worker crashed); 70

@@ -2,7 +2,7 @@
 
 Imported inside the commands' ``run`` only, like the stages the commands drive (the measurement
 engine pulls in numpy, scipy and onnx, which ``perfguard --help`` and argument parsing must not
-load: ``tests/test_cli_startup.py``). It subclasses ``perfguard.measure.progress.Progress``.
+load: ``tests/test_cli_startup.py``). It subclasses ``perfguard.progress.Progress``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from perfguard.cli._text import literal
-from perfguard.measure.progress import Progress
 from perfguard.names import visible
+from perfguard.progress import Progress
 
 
 class RichProgress(Progress):

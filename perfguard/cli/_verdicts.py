@@ -1,5 +1,5 @@
 """Shared by the deciding commands: the terminal table of verdicts and the JSON output (the
-environment rule they apply is ``perfguard.compare.baselines.environment_warnings``)."""
+environment rule they apply is ``perfguard.compare.documents.environment_warnings``)."""
 
 from __future__ import annotations
 

@@ -30,8 +30,6 @@ from perfguard.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
-    from perfguard.bisect.state import BisectState
-    from perfguard.profile.explain import ProfileSettings
 
 HELP = "find the commit and the pass behind a regression"
 
@@ -87,10 +85,10 @@ def _settings(suite: Any, args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from perfguard.bisect.probe import require_case
     from perfguard.cli._progress import Narrator
     from perfguard.cli.profile import profile_settings
     from perfguard.errors import UserError
+    from perfguard.flows.probe import require_case
     from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import load_suite
 
@@ -108,18 +106,24 @@ def run(args: argparse.Namespace) -> ExitCode:
                    "--state" if state_path else "the state folder (set --state FILE)")
     explain = None if args.no_explain else profile_settings(args)
     if args.mode == "commits":
-        from perfguard.bisect.commits import bisect_commits
+        from perfguard.flows.bisect_commits import bisect_commits
 
         report = bisect_commits(suite, case, args.good, args.bad, settings, narrator, state_path,
                                 with_passes=not args.no_passes, explain=explain)
     elif args.good_pipeline or args.bad_pipeline:
         if not (args.good_pipeline and args.bad_pipeline) or args.good or args.bad:
             raise UserError("bisect passes: give --good-pipeline and --bad-pipeline, or --good and --bad")
-        report = _pipelines(suite, case, args, settings, narrator, state_path, explain)
+        from perfguard.flows.bisect_versions import bisect_between_pipelines
+
+        report = bisect_between_pipelines(suite, case, args.good_pipeline, args.bad_pipeline, settings, narrator,
+                                          state_path, explain)
     else:
         if not (args.good and args.bad):
             raise UserError("bisect passes: give --good and --bad (commits), or --good-pipeline and --bad-pipeline")
-        report = _versions(suite, case, args, settings, narrator, state_path, explain)
+        from perfguard.flows.bisect_versions import bisect_passes_between_commits
+
+        report = bisect_passes_between_commits(suite, case, args.good, args.bad, settings, narrator, state_path,
+                                               explain)
     _print_summary(report)
     _print_explanations(report)
     if args.json:
@@ -129,83 +133,14 @@ def run(args: argparse.Namespace) -> ExitCode:
                                                                               ExitCode.INCONCLUSIVE)
 
 
-def _state(path: Path | None, *parts: str) -> BisectState:
-    from perfguard.bisect.state import BisectState, StateHeader, state_key
-
-    key = state_key(*parts)
-    return BisectState(path or Path(".perfguard") / f"bisect-{key}.json", key, StateHeader(parts=list(parts)))
-
-
-def _pipelines(suite: Any, case: Any, args: argparse.Namespace, settings: Any, narrator: Any,
-               state_path: Path | None, explain: ProfileSettings | None) -> BisectResult:
-    import dataclasses
-
-    from perfguard.bisect.passes import bisect_pipelines
-    from perfguard.errors import UserError
-
-    for name in (args.good_pipeline, args.bad_pipeline):
-        if name not in suite.pipelines:
-            raise UserError(f"unknown pipeline {name!r}; defined: {', '.join(suite.pipelines)}")
-    case = dataclasses.replace(case, pipeline=suite.pipelines[args.good_pipeline])
-    state = _state(state_path, "pipelines", suite.sha256, case.id, args.good_pipeline, args.bad_pipeline,
-                   str(settings))
-    return bisect_pipelines(suite, case, args.good_pipeline, args.bad_pipeline, settings, narrator, state, explain)
-
-
-def _versions(suite: Any, case: Any, args: argparse.Namespace, settings: Any, narrator: Any,
-              state_path: Path | None, explain: ProfileSettings | None) -> BisectResult:
-    import time
-
-    from perfguard.bisect.document import BisectResult, CommitInfo, Culprit, Json, PassSearch
-    from perfguard.bisect.passes import bisect_passes_between
-    from perfguard.bisect.probe import Variant, checkouts, run_probe, side_of
-    from perfguard.bisect.state import ProbeRecord
-    from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root, resolve_commit
-
-    started = time.perf_counter()
-    root = compiler_repo_root(suite)
-    good, bad = resolve_commit(root, args.good)[0], resolve_commit(root, args.bad)[0]
-    state = _state(state_path, "passes", suite.sha256, case.id, good, bad, str(settings))
-    labels = (good[:10], bad[:10])
-    result = state.get(f"pair:{good}:{bad}")
-    if result is None:
-        with checkouts(suite, [good, bad]) as trees:
-            if not all(isinstance(trees[s], CompilerCheckout) for s in (good, bad)):
-                result = ProbeRecord("skip", "a version does not build")
-            else:
-                variants = [Variant(labels[0], side_of(trees[good], labels[0])),  # type: ignore[arg-type]
-                            Variant(labels[1], side_of(trees[bad], labels[1]))]  # type: ignore[arg-type]
-                result = ProbeRecord.from_json(run_probe(suite, case, variants, [labels], settings, narrator))
-        state.record(f"pair:{good}:{bad}", result)
-    verdict = result.verdicts.get(f"{labels[0]}->{labels[1]}")
-
-    def document(status: str, total_probes: int, culprits: list[Culprit], search: PassSearch | None,
-                 explanations: list[Json] | None = None) -> BisectResult:
-        return BisectResult("passes", status, suite.name, case.id, total_probes, time.perf_counter() - started,
-                            good=CommitInfo(good), bad=CommitInfo(bad), endpoints=verdict, culprits=culprits,
-                            pass_search=search, explanations=explanations or [])
-
-    if not result.ok or verdict is None or not verdict.is_regression:
-        return document("no-regression", 1, [], None)
-    search = bisect_passes_between(suite, case, good, bad, settings, narrator, state, result.entries, labels)
-    culprit = Culprit(CommitInfo(bad), verdict, search.culprit, search.status == "found")
-    explanations = []
-    if search.status == "found" and explain is not None:
-        from perfguard.bisect.explain import explain_commits
-
-        explanations = [explain_commits(suite, case, good, bad, labels, explain, narrator)]
-    # the endpoints probe, then the pass search's
-    return document(search.status, 1 + search.probes, [culprit], search, explanations)
-
-
 def _step(suite: Any, args: argparse.Namespace) -> ExitCode:
     """git bisect run: 0 good, 1 bad, 125 skip (the commit under test cannot build or compile, or
     undecided). Every error of the tool (bad input, --good that does not build, a bug) leaves as an
     exception, which ``perfguard.cli.main`` turns into exit 128: git bisect run aborts."""
-    from perfguard.bisect.probe import require_case
     from perfguard.cli._progress import Narrator
-    from perfguard.compare.baselines import check_against_ref
     from perfguard.errors import BuildError, UserError
+    from perfguard.flows.check import check_against_ref
+    from perfguard.flows.probe import require_case
 
     case = require_case(suite, args.case)
     try:

@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     from perfguard.cli._progress import RichProgress
     from perfguard.cli._text import literal
-    from perfguard.compare.baselines import calibrate, floors_toml
     from perfguard.errors import UserError
+    from perfguard.flows.check import calibrate, floors_toml
     from perfguard.results import check_writable, write_json_atomic, write_text_atomic
     from perfguard.suite import load_suite
 

@@ -79,8 +79,8 @@ def check_settings(suite: Any, args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._progress import RichProgress
     from perfguard.cli._verdicts import print_verdicts, write_verdicts
-    from perfguard.compare.baselines import check_against_baseline, check_against_pipeline, check_against_ref
     from perfguard.compare.check import exit_code
+    from perfguard.flows.check import check_against_baseline, check_against_pipeline, check_against_ref
     from perfguard.results import check_writable
     from perfguard.suite import load_suite
 

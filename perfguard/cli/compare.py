@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._verdicts import print_verdicts, write_verdicts
-    from perfguard.compare.baselines import compare_documents
     from perfguard.compare.check import exit_code
+    from perfguard.compare.documents import compare_documents
     from perfguard.errors import UserError
     from perfguard.results import check_writable, load_result
     from perfguard.suite.gates import CheckSettings

@@ -22,9 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._progress import RichProgress
     from perfguard.errors import UserError
+    from perfguard.flows.compile_here import compile_to_dir
     from perfguard.names import visible
     from perfguard.results import check_writable
-    from perfguard.results.artifacts import compile_to_dir
     from perfguard.suite import load_suite
 
     suite = load_suite(args.suite)

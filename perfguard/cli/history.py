@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard.exit_codes import ExitCode
+from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
-    from perfguard.history.store import Change, Point, Series, Store
+    from perfguard.history.store import Change, Series, Store
 
 HELP = "the history store: ingest documents, list series, show trends and change points, prune"
 SPARK = "▁▂▃▄▅▆▇█"
@@ -106,14 +107,6 @@ def format_value(metric: str, kind: str, value: float) -> str:
     return site_format(metric, kind, value)
 
 
-def levels(series: Series, points: Sequence[Point]) -> list[float]:
-    """The level of each night: the value (absolute) or the chained index of the paired ratios."""
-    from perfguard.history.changepoints import chained_index
-
-    values = [p.value for p in points]
-    return chained_index(values) if series.key.kind == "ratio" else values
-
-
 def sparkline(values: Sequence[float], width: int = 24) -> str:
     tail = [v for v in values[-width:] if math.isfinite(v)]
     if not tail:
@@ -133,7 +126,7 @@ def trend(values: Sequence[float]) -> float | None:
     return values[-1] / middle - 1.0 if middle else None
 
 
-def _key_json(series: Series) -> dict[str, Any]:
+def _key_json(series: Series) -> JsonDict:
     k = series.key
     return {"id": series.id, "suite": k.suite, "case": k.case, "metric": k.metric, "kind": k.kind,
             "runner_class": k.runner_class, "model_hash": k.model_hash, "pipeline_hash": k.pipeline_hash,
@@ -169,16 +162,16 @@ def _ingest(args: argparse.Namespace) -> ExitCode:
     if args.project:
         raise UserError("history ingest: --project names the suite of --format pytest-benchmark or asv files")
 
-    from perfguard.history.ingest import extract
+    from perfguard.history.ingest import parse_stored
 
     # Every file is read and validated before the first write: a missing or broken one stores nothing.
     documents = []
     for path in args.files:
         data = read_json(Path(path), missing="{path}: file not found", not_json="{path}: not a JSON document ({exc})")
-        documents.append((path, data, extract(data, str(path))))
+        documents.append((path, data, parse_stored(data, str(path))))
     with open_store(args.store, create=True) as store:
-        for path, data, extracted in documents:
-            done = store.ingest(data, source=str(path), extracted=extracted)
+        for path, data, document in documents:
+            done = store.ingest(document, source=str(path), as_read=data)
             what = f"{done.points} point(s)" if done.new else "already stored"
             print(f"{path}: {done.kind} document {done.document_id}, {what}")
     return ExitCode.OK
@@ -192,7 +185,7 @@ def _ingest_foreign(args: argparse.Namespace) -> ExitCode:
     imported = read_files(args.format, args.files, project=args.project)
     with open_store(args.store, create=True) as store:
         for item in imported:
-            done = store.ingest(item.data, source=str(item.path), extracted=item.extracted)
+            done = store.ingest(item, source=str(item.path))
             what = f"{done.points} point(s)" if done.new else "already stored"
             print(f"{item.path}: {done.kind} document {done.document_id} ({visible(item.extracted.suite)}), {what}")
     return ExitCode.OK
@@ -203,6 +196,7 @@ def _list(args: argparse.Namespace) -> ExitCode:
     from rich.table import Table
 
     from perfguard.cli._text import literal
+    from perfguard.history.site_model import levels
 
     _check_json(getattr(args, "json", None))
     with open_store(args.store, create=False) as store:
@@ -235,7 +229,8 @@ def _show(args: argparse.Namespace) -> ExitCode:
 
     from perfguard.cli._text import literal
     from perfguard.errors import UserError
-    from perfguard.history.nightly import series_changes
+    from perfguard.history.series_changes import series_changes
+    from perfguard.history.site_model import levels
 
     _check_json(args.json)
     console = Console(width=max(130, Console().width))

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._verdicts import print_verdicts
     from perfguard.cli.check import check_settings
     from perfguard.cli.history import open_store
-    from perfguard.history.nightly import markdown_summary, run_nightly
+    from perfguard.flows.nightly import markdown_summary, run_nightly
     from perfguard.names import visible
     from perfguard.results import check_writable
     from perfguard.suite import load_suite
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
 def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, progress: Any) -> ExitCode:
     from perfguard.cli.history import open_store
-    from perfguard.history.nightly import bisect_open_changes, bisections_summary
+    from perfguard.flows.nightly import bisect_open_changes, bisections_summary
     from perfguard.names import visible
 
     with open_store(args.store, create=False) as store:

@@ -61,14 +61,14 @@ class PerfguardChecker:
         from perfguard.cli._verdicts import print_verdicts
         from perfguard.cli.check import check_settings
         from perfguard.cli.report import write_report
-        from perfguard.compare.baselines import (
+        from perfguard.compare.check import exit_code
+        from perfguard.errors import UserError
+        from perfguard.exit_codes import ExitCode
+        from perfguard.flows.check import (
             check_against_baseline,
             check_against_pipeline,
             check_against_ref,
         )
-        from perfguard.compare.check import exit_code
-        from perfguard.errors import UserError
-        from perfguard.exit_codes import ExitCode
         from perfguard.suite import load_suite
 
         try:

@@ -82,9 +82,9 @@ def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | 
 
     from perfguard.cli._progress import RichProgress
     from perfguard.errors import UserError
+    from perfguard.flows.compile_here import run_from_dir
     from perfguard.names import safe_filename
     from perfguard.results import check_writable, write_json_atomic
-    from perfguard.results.artifacts import run_from_dir
 
     if args.suite or args.case or args.keep_artifacts:
         raise UserError("--artifacts DIR takes no SUITE, --case or --keep-artifacts: the folder holds them")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from perfguard.exit_codes import ExitCode
 
 if TYPE_CHECKING:
-    from perfguard.tune import TuneResult
+    from perfguard.flows.tune import TuneResult
 
 HELP = "search for a better pass order of one case and prove it with the check"
 
@@ -57,14 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from perfguard.bisect.probe import require_case
     from perfguard.cli._progress import RichProgress
     from perfguard.cli.check import check_settings
     from perfguard.errors import UserError
+    from perfguard.flows.probe import require_case
+    from perfguard.flows.tune import tune
+    from perfguard.flows.tune_search import UNLIMITED
     from perfguard.results import check_writable, write_json_atomic, write_text_atomic
     from perfguard.suite import load_suite
-    from perfguard.tune import tune
-    from perfguard.tune.search import UNLIMITED
     from perfguard.units import parse_duration
 
     suite = load_suite(args.suite)

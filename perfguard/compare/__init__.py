@@ -3,7 +3,10 @@
 ``check``
     Verdicts per case and metric, adaptive (sequential) sampling, Benjamini-Hochberg within each
     family of metrics, the verdicts document and its exit code.
-``baselines``
-    The three baselines of ``perfguard check`` (a pipeline, a git ref, a stored file) built on
-    one job, ``compare`` of two result files, ``calibrate``, and the environment rule.
+``documents``
+    ``compare`` of two result documents measured apart, and the environment rule.
+
+It receives documents and never measures or opens the store: the flows that do
+(``perfguard check`` against a ref, a pipeline or a stored baseline; ``calibrate``) are
+:mod:`perfguard.flows.check`.
 """

@@ -35,16 +35,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perfguard import jsonfields as f
 from perfguard.compare.verdicts import Verdict, VerdictsDocument
 from perfguard.exit_codes import ExitCode
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict, JsonObject
 from perfguard.results import CaseEntry
 from perfguard.stats import bh_adjust, compare_deterministic, compare_paired, compare_unpaired
-from perfguard.stats.adaptive import SequentialPlan, sequential_sampling
+from perfguard.stats.adaptive import Look, SequentialPlan, sequential_sampling
 from perfguard.stats.verdict import Comparison
 from perfguard.suite.gates import METRICS, CheckSettings, ThresholdSet
 
@@ -254,9 +255,47 @@ def control_false_discoveries(rows: list[Verdict], plan: SequentialPlan) -> list
     return rows
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How a check sampled: its plan (false-discovery level, looks, level and confidence by look,
+    the families corrected together, workers first / per step / at most) and its history, one
+    :class:`perfguard.stats.adaptive.Look` per look. Written as the ``settings`` of a verdicts
+    document (the check adds its own keys beside these)."""
+
+    alpha: float
+    looks_planned: int
+    alpha_by_look: tuple[float, ...]
+    confidence_by_look: tuple[float, ...]
+    families: tuple[str, ...]
+    initial_workers: int
+    step_workers: int
+    max_workers: int
+    history: tuple[Look, ...]
+
+    @property
+    def last_workers(self) -> int:
+        """The workers planned at the last look (what a decided comparison had)."""
+        return self.history[-1].workers
+
+    def to_json(self) -> JsonDict:
+        return {"alpha": self.alpha, "looks_planned": self.looks_planned, "alpha_by_look": list(self.alpha_by_look),
+                "confidence_by_look": list(self.confidence_by_look), "families": list(self.families),
+                "initial_workers": self.initial_workers, "step_workers": self.step_workers,
+                "max_workers": self.max_workers, "history": [h.to_json() for h in self.history]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Sampling:
+        kind = "sampling"
+        return cls(f.finite(data, "alpha", kind), f.count(data, "looks_planned", kind),
+                   f.number_list(data, "alpha_by_look", kind), f.number_list(data, "confidence_by_look", kind),
+                   f.string_list(data, "families", kind), f.count(data, "initial_workers", kind),
+                   f.count(data, "step_workers", kind), f.count(data, "max_workers", kind),
+                   tuple(Look.from_json(h) for h in f.objects(data, "history", kind)))
+
+
 def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[str], int], None],
                    thresholds: ThresholdSet, settings: CheckSettings,
-                   adaptive: bool) -> tuple[list[Verdict], JsonObject]:
+                   adaptive: bool) -> tuple[list[Verdict], Sampling]:
     """Looks at the data, adds workers to undecided paired comparisons, decides: the one sequential
     loop of every check, compare and bisection probe (``stats.adaptive.sequential_sampling``).
 
@@ -287,10 +326,8 @@ def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[
         return True
 
     history = sequential_sampling(plan, look, more)
-    info = {"alpha": settings.alpha, "looks_planned": plan.looks, "alpha_by_look": list(plan.levels),
-            "confidence_by_look": list(plan.confidences), "families": list(FAMILIES),
-            "initial_workers": settings.workers, "step_workers": settings.step_workers,
-            "max_workers": settings.max_workers, "history": history}
+    info = Sampling(settings.alpha, plan.looks, tuple(plan.levels), tuple(plan.confidences), tuple(FAMILIES),
+                    settings.workers, settings.step_workers, settings.max_workers, tuple(history))
     return state["rows"], info
 
 

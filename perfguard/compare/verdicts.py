@@ -28,14 +28,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from perfguard import __version__, jsonfields as f
-from perfguard.jsonfields import FieldError, JsonObject
+from perfguard.errors import FieldError
+from perfguard.jsonfields import JsonDict, JsonObject
 from perfguard.results import ResultDocument, read_json
 from perfguard.results.documents import current_format, typed_document
 from perfguard.results.result import current_result_json
-from perfguard.stats.verdict import Comparison
+from perfguard.stats.verdict import Comparison, is_regression
 
 VERDICTS_VERSION = 1
-_MIGRATIONS: dict[int, Callable[[JsonObject], JsonObject]] = {}
+_MIGRATIONS: dict[int, Callable[[JsonDict], JsonDict]] = {}
 
 #: A row's decision: the comparison's three-way decision, or ``failed`` (a side did not run).
 RowDecision = Literal["same", "different", "unknown", "failed"]
@@ -67,9 +68,9 @@ class Verdict:
 
     @property
     def is_regression(self) -> bool:
-        return self.decision == "different" and self.direction == "regression"
+        return is_regression(self.decision, self.direction)
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> JsonDict:
         return {"case": self.case, "metric": self.metric, "unit": self.unit, "noisy": self.noisy, "gate": self.gate,
                 "baseline": self.baseline, "candidate": self.candidate, "paired": self.paired,
                 "comparison": self.comparison.to_json(), "decision": self.decision, "direction": self.direction,
@@ -103,7 +104,7 @@ _COMPARISON_WORDS = {"decision": ("same", "different", "unknown"), "direction": 
                      "reason": None, "method": None, "statistic": None}
 
 
-def _checked_comparison(data: JsonObject) -> JsonObject:
+def _checked_comparison(data: JsonDict) -> JsonDict:
     """``data`` when every field of the comparison it holds has its type; a ``FieldError`` naming
     the first that has not. Ratios, intervals and medians are 0 or more; p-values, alpha and
     confidence between 0 and 1."""
@@ -134,7 +135,7 @@ class Geomean:
     ci_high: float
     cases: int
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> JsonDict:
         return {"ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high, "cases": self.cases}
 
     @classmethod
@@ -197,7 +198,7 @@ class Summary:
             geomean = Geomean(math.exp(mean), math.exp(mean - low), math.exp(mean + high), len(logs))
         return cls(**counts, latency_geomean=geomean, not_gated=not_gated)
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> JsonDict:
         return {**{k: getattr(self, k) for k in _COUNTS},
                 "latency_geomean": None if self.latency_geomean is None else self.latency_geomean.to_json(),
                 **({"not_gated": self.not_gated} if self.not_gated else {})}
@@ -238,7 +239,7 @@ class VerdictsDocument:
     def kind(self) -> str:
         return str(self.mode.get("kind", ""))
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> JsonDict:
         return {"version": self.version, "tool": {"name": "perfguard", "version": self.tool_version},
                 "created_at": self.created_at, "mode": self.mode, "settings": self.settings,
                 "summary": self.summary.to_json(), "warnings": list(self.warnings),

@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.backends import Artifact, get_backend
-from perfguard.errors import UserError
 from perfguard.jsonfields import JsonObject
-from perfguard.measure.engine import run_worker
-from perfguard.measure.progress import Progress
-from perfguard.measure.protocol import CompileRequest, variant_id as _variant_id
-from perfguard.measure.requests import compile_request, memory_request
 from perfguard.models.loader import LoadedModel
+from perfguard.progress import Progress
 from perfguard.results import ArtifactInfo, CaseEntry, CaseKey, CompilerInfo, Trace, utc_now
 from perfguard.runners.fingerprint import fingerprint_hash
 from perfguard.suite import CaseSpec, PipelineSpec, Suite
+from perfguard.workers.engine import run_worker
+from perfguard.workers.protocol import CompileRequest, variant_id as _variant_id
+from perfguard.workers.requests import compile_request, memory_request
 
 
 @dataclass
@@ -186,11 +185,10 @@ def with_memory(entry: CaseEntry, samples: Sequence[int]) -> CaseEntry:
 
 def _compile_prefix(ctx: RunContext, request: CompileRequest, side: Side,
                     timeout: float) -> tuple[Trace | None, CompileRequest, str]:
-    """Stage 1 of a hybrid compile: the first passes with the prefix compiler, no ORT options,
+    """Stage 1 of a hybrid compile: the first passes with the prefix compiler, no backend options,
     under the case's ``compile_timeout``. Returns its trace, the stage-2 request (the remaining
     passes, from the stage-1 model) and the failure message ("" when it compiled)."""
-    if request.backend != "ort":
-        raise UserError(f"hybrid (pass-bisection) compiles need an ONNX-level backend, not {request.backend!r}")
+    get_backend(request.backend).require("hybrid_compile")
     stage, rest = request.hybrid_stages(side.prefix_len, str(side.prefix_path) if side.prefix_path else None)
     outcome = run_worker(stage, timeout, ctx.workdir / "ipc")
     response = outcome.response

@@ -26,6 +26,9 @@ from perfguard.suite import Suite
 if TYPE_CHECKING:  # GitPython loads lazily: bisect and check import this module
     import git
 
+    from perfguard.progress import Progress
+    from perfguard.suite import PipelineSpec
+
 __all__ = ["BuildError", "CompilerCheckout", "checkout_at", "compiler_repo_root", "resolve_commit", "run_build",
            "working_tree"]
 
@@ -168,3 +171,29 @@ def checkout_at(suite: Suite, ref: str, label: str | None = None) -> Iterator[Co
             repo.git.worktree("prune")
         except Exception:
             pass
+
+
+def pipelines_at(suite: Suite, base: CompilerCheckout, progress: Progress) -> dict[str, PipelineSpec]:
+    """The suite's pipelines that the suite file at the base ref defines differently (by name),
+    when the suite file is part of the compiler's repository; empty otherwise. A pipeline the
+    base does not have, or a base suite that does not load, leaves the working tree's."""
+    from perfguard.suite import load_suite
+
+    try:
+        relative = suite.path.resolve().relative_to(compiler_repo_root(suite))
+    except ValueError:
+        return {}
+    at_base = base.root / relative
+    if not at_base.is_file():
+        return {}
+    try:
+        old = load_suite(at_base)
+    except UserError as exc:
+        progress.log(f"base: the suite at {base.label} does not load ({exc}); both sides use the working tree's "
+                     "pipelines")
+        return {}
+    changed = {name: p for name, p in old.pipelines.items()
+               if name in suite.pipelines and p.key() != suite.pipelines[name].key()}
+    if changed:
+        progress.log(f"base: pipeline(s) {', '.join(sorted(changed))} as the suite at {base.label} defines them")
+    return changed

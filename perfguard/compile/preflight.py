@@ -27,7 +27,7 @@ def start_check_suite(suite: Suite, cases: list[CaseSpec]) -> UserPassCheck:
     # The child starts first: its imports overlap the checks below and the caller's model builds.
     user: dict[str, list[str]] = {}
     for pipeline in {c.pipeline.name: c.pipeline for c in cases}.values():
-        if pipeline.backend == "ort":  # the backend whose pipelines run user passes (onnx_passes)
+        if get_backend(pipeline.backend).capabilities.user_passes:
             names = [name for name in pipeline.passes if ":" in name]
             if names:
                 user[f"{suite.path}: [pipelines.{pipeline.name}] passes"] = names

@@ -53,7 +53,6 @@ from typing import TYPE_CHECKING, Any
 
 from perfguard.errors import StorageError, UserError
 from perfguard.formats.common import (
-    Imported,
     identifier,
     json_files,
     ms_of_time,
@@ -62,6 +61,7 @@ from perfguard.formats.common import (
     read_json_file,
     time_of_ms,
 )
+from perfguard.history.ingest import Imported
 
 if TYPE_CHECKING:
     from perfguard.formats.common import ExportSource
@@ -114,6 +114,7 @@ def _results_files(folder: Path) -> list[Path]:
     return sorted(set(found))
 
 
+# The untyped JSON objects of this module are asv's (another tool's format), read and written as asv has them.
 def _lenient_json(path: Path) -> dict[str, Any]:
     """``asv.conf.json`` may hold ``//`` comments (``asv quickstart`` writes them); {} when unreadable."""
     from perfguard.results.documents import parse_json

@@ -17,18 +17,7 @@ from typing import TYPE_CHECKING, Any
 from perfguard.errors import StorageError
 
 if TYPE_CHECKING:
-    from perfguard.history.ingest import Extracted
     from perfguard.results.result import ResultDocument
-
-
-@dataclass(frozen=True)
-class Imported:
-    """One file of another tool, read and validated: its JSON as read (what the store keeps) and
-    what it gives the store (:class:`perfguard.history.ingest.Extracted`)."""
-
-    path: Path
-    data: Any
-    extracted: Extracted
 
 
 @dataclass(frozen=True)
@@ -135,7 +124,7 @@ def load_export_sources(paths: Sequence[str | Path]) -> list[ExportSource]:
     check's ``head_commit``, else the result's ``compiler.commit``). Every file is read and
     validated before anything is written."""
     from perfguard.compare.verdicts import parse_verdicts
-    from perfguard.history.ingest import candidate_label, document_kind
+    from perfguard.history.ingest import candidate_label, stored_kind
     from perfguard.results.documents import read_json
     from perfguard.results.result import parse_result
 
@@ -143,7 +132,7 @@ def load_export_sources(paths: Sequence[str | Path]) -> list[ExportSource]:
     for name in paths:
         path = Path(name)
         data = read_json(path, missing="{path}: file not found", not_json="{path}: not a JSON document ({exc})")
-        kind = document_kind(data, str(path))
+        kind = stored_kind(data, str(path))
         if kind == "result":
             result = parse_result(data, path)
             out.append(ExportSource(path, result, result.compiler.commit if result.compiler else None))

@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard.errors import StorageError
-from perfguard.formats.common import Imported, iso_time, json_files, numbers, positive, read_json_file
+from perfguard.formats.common import iso_time, json_files, numbers, positive, read_json_file
+from perfguard.history.ingest import Imported
 
 if TYPE_CHECKING:
     from perfguard.formats.common import ExportSource
@@ -108,6 +109,7 @@ def _text(value: Any) -> str:
 # --- out --------------------------------------------------------------------------------------
 
 
+# The untyped JSON objects of this module are pytest-benchmark's (another tool's format).
 def stats_of(data: Sequence[float]) -> dict[str, Any]:
     """The ``stats`` of one benchmark from its per-round times, as pytest-benchmark's
     ``stats.Stats`` computes them (quartiles: Wikipedia's method 3 for an odd count, method 2 for

@@ -32,12 +32,20 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from perfguard.errors import StorageError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from perfguard.bisect.document import BisectResult
+    from perfguard.compare.verdicts import VerdictsDocument
     from perfguard.results.result import CaseEntry, ResultDocument
+
+#: The documents of perfguard the store keeps, typed (files of other tools come as
+#: :class:`perfguard.formats.common.Imported`).
+PerfguardDocument: TypeAlias = "ResultDocument | VerdictsDocument | BisectResult"
 
 #: The side of a verdicts document that was measured now, in order of preference.
 CANDIDATE_LABELS = ("head", "candidate")
@@ -96,6 +104,17 @@ class Extracted:
     points: tuple[PointRow, ...]
 
 
+@dataclass(frozen=True)
+class Imported:
+    """One file of another tool, read and validated by :mod:`perfguard.formats`: its JSON as read
+    (what the store keeps) and what it gives the store. It lives with :class:`Extracted` because
+    the store ingests it, and the store sits below the readers of other tools' files."""
+
+    path: Path
+    data: Any
+    extracted: Extracted
+
+
 def canonical_json(data: Any) -> str:
     """The text a document is hashed and stored as: sorted keys, compact separators."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -114,25 +133,25 @@ def candidate_label(labels: Iterable[str]) -> str | None:
     return labels[0] if len(labels) == 1 else None
 
 
-def document_kind(data: Any, source: str) -> str:
-    """``result``, ``verdicts`` or ``bisect``; a ``StorageError`` naming what ``data`` is otherwise."""
-    if isinstance(data, dict):
-        if data.get("kind") == "bisect":
-            return "bisect"
-        if "verdicts" in data and "results" in data:
-            return "verdicts"
-        if "cases" in data and "finished_at" in data:
-            return "result"
-        if {"header", "order", "probes"} <= data.keys():
-            raise StorageError(f"{source}: a bisection state file, not a document the history stores; "
-                               "ingest the bisect document (perfguard bisect --json) instead")
-        if "cases" in data and "created_at" in data:
-            raise StorageError(f"{source}: an artifact manifest (perfguard compile), not a document the history "
-                               "stores; ingest the result of perfguard run --artifacts instead")
-        foreign = foreign_format(data)
-        if foreign is not None:
-            raise StorageError(f"{source}: looks like a file of {foreign}, not a perfguard document; ingest it "
-                               f"with --format {foreign}")
+def stored_kind(data: Any, source: str) -> str:
+    """``result``, ``verdicts`` or ``bisect`` (told apart by
+    :func:`perfguard.results.documents.document_kind`); a ``StorageError`` naming what ``data`` is
+    otherwise."""
+    from perfguard.results.documents import document_kind
+
+    kind = document_kind(data)
+    if kind in ("result", "verdicts", "bisect"):
+        return kind
+    if kind == "bisect-state":
+        raise StorageError(f"{source}: a bisection state file, not a document the history stores; "
+                           "ingest the bisect document (perfguard bisect --json) instead")
+    if kind == "manifest":
+        raise StorageError(f"{source}: an artifact manifest (perfguard compile), not a document the history "
+                           "stores; ingest the result of perfguard run --artifacts instead")
+    foreign = foreign_format(data) if isinstance(data, dict) and kind is None else None
+    if foreign is not None:
+        raise StorageError(f"{source}: looks like a file of {foreign}, not a perfguard document; ingest it "
+                           f"with --format {foreign}")
     raise StorageError(f"{source}: not a perfguard result, verdicts or bisect document")
 
 
@@ -149,25 +168,46 @@ def foreign_format(data: Mapping[str, Any]) -> str | None:
 def extract(data: Any, source: str) -> Extracted:
     """Validate ``data`` (the parsed JSON read from ``source``) through its document's parser and
     take what the store keeps of it. Every failure is a one-line ``StorageError``."""
-    kind = document_kind(data, source)
+    return extract_document(parse_stored(data, source), source)
+
+
+def parse_stored(data: Any, source: str) -> PerfguardDocument:
+    """The typed document of ``data`` (the parsed JSON read from ``source``), through its kind's
+    one parser, checked for what the store needs of it (a verdicts document's candidate side), so
+    that a command can refuse a bad file before it writes any. Every failure is a one-line
+    ``StorageError``."""
+    kind = stored_kind(data, source)
     if kind == "bisect":
         from perfguard.bisect.document import bisect_from_json
 
-        bisect = bisect_from_json(data, source)
-        return Extracted("bisect", bisect.suite, None, bisect.bad.sha if bisect.bad and bisect.bad.sha else None, ())
+        return bisect_from_json(data, source)
     if kind == "result":
         from perfguard.results.result import parse_result
 
-        result = parse_result(data, source)
-        commit = result.compiler.commit if result.compiler else None
-        return Extracted("result", result.suite.name, result.finished_at, commit, tuple(absolute_points(result)))
+        return parse_result(data, source)
     from perfguard.compare.verdicts import parse_verdicts
 
     verdicts = parse_verdicts(data, source)
-    label = candidate_label(verdicts.results)
-    if label is None:
-        raise StorageError(f"{source}: corrupt verdicts document: no candidate result among "
-                           f"{sorted(verdicts.results)} (expected 'head' or 'candidate')")
+    _candidate_label(verdicts, source)
+    return verdicts
+
+
+def extract_document(document: PerfguardDocument, source: str) -> Extracted:
+    """What the store keeps of a typed ``document`` (``source`` names it in messages): its kind,
+    suite, time, commit and points. A verdicts document without a candidate side is a one-line
+    ``StorageError``."""
+    from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.results.result import ResultDocument
+
+    if isinstance(document, ResultDocument):
+        commit = document.compiler.commit if document.compiler else None
+        return Extracted("result", document.suite.name, document.finished_at, commit,
+                         tuple(absolute_points(document)))
+    if not isinstance(document, VerdictsDocument):
+        bad = document.bad.sha if document.bad and document.bad.sha else None
+        return Extracted("bisect", document.suite, None, bad, ())
+    verdicts = document
+    label = _candidate_label(verdicts, source)
     candidate = verdicts.results[label]
     mode = verdicts.mode
     commit = _opt_str(mode.get("head_commit")) or (candidate.compiler.commit if candidate.compiler else None)
@@ -192,6 +232,14 @@ def extract(data: Any, source: str) -> Extracted:
         rows.append(PointRow(key, time, commit, c.ratio, worker_ratios(base_entry, entry), _finite(c.ci_low),
                              _finite(c.ci_high), _opt_str(mode.get("base_commit")), row.decision))
     return Extracted("verdicts", candidate.suite.name, time, commit, tuple(rows))
+
+
+def _candidate_label(verdicts: VerdictsDocument, source: str) -> str:
+    label = candidate_label(verdicts.results)
+    if label is None:
+        raise StorageError(f"{source}: corrupt verdicts document: no candidate result among "
+                           f"{sorted(verdicts.results)} (expected 'head' or 'candidate')")
+    return label
 
 
 def absolute_points(result: ResultDocument, commit: str | None = None) -> Iterable[PointRow]:

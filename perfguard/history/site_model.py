@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from perfguard.history.site_chart import Marker, sparkline
 from perfguard.history.store import Change, Night, Point, Series, Store
+from perfguard.jsonfields import JsonObject
 
 if TYPE_CHECKING:
     from perfguard.history.changepoints import ChangePoint
@@ -105,7 +106,7 @@ class DocumentView:
     time: str
     commit: str | None
     subject: str
-    environment: dict[str, dict[str, Any]]
+    environment: dict[str, JsonObject]  # runner fingerprints: free-form
     night: Night | None = None
     points: list[tuple[SeriesView, Point]] = field(default_factory=list)
     verdicts: list[tuple[Any, str, SeriesView | None]] = field(default_factory=list)  # (row, state, series)
@@ -152,7 +153,9 @@ def _dimensions(series: Series) -> dict[str, str]:
             "metric": key.metric, "backend": key.backend.split(" ", 1)[0]}
 
 
-def _levels(series: Series, points: Sequence[Point]) -> list[float]:
+def levels(series: Series, points: Sequence[Point]) -> list[float]:
+    """The level of each night: the value (absolute) or the chained index of the paired ratios
+    (the site and ``perfguard history`` both draw these)."""
     from perfguard.history.changepoints import chained_index
 
     values = [p.value for p in points]
@@ -166,7 +169,7 @@ def _levels(series: Series, points: Sequence[Point]) -> list[float]:
 
 def _change_points(series: Series, points: Sequence[Point]) -> list[ChangePoint]:
     from perfguard.history.changepoints import detect
-    from perfguard.history.nightly import MIN_STEP
+    from perfguard.history.series_changes import MIN_STEP
 
     ci = [(p.ci_low, p.ci_high) for p in points] if series.key.kind == "ratio" else None
     try:
@@ -182,12 +185,12 @@ def _stored_document(document_id: int, data: Any) -> Any:
     was 85 % of reading the nights of a store. A verdicts document of an older version (none
     yet) goes through its parser, which owns its migrations."""
     from perfguard.compare.verdicts import VERDICTS_VERSION, VerdictsDocument
-    from perfguard.history.ingest import document_kind
+    from perfguard.history.ingest import stored_kind
     from perfguard.report import parse_document
     from perfguard.results.result import ResultDocument, current_result_json
 
     source = f"stored document {document_id}"
-    kind = document_kind(data, source)
+    kind = stored_kind(data, source)
     if kind == "result":
         return ResultDocument.from_json(current_result_json(data, source))
     if kind == "verdicts" and data.get("version") == VERDICTS_VERSION:
@@ -225,7 +228,7 @@ def _document_view(document_id: int, data: Any) -> DocumentView | None:
     return view
 
 
-def _runner_environment(document: DocumentView | None, runner: str) -> dict[str, Any] | None:
+def _runner_environment(document: DocumentView | None, runner: str) -> JsonObject | None:
     if document is None:
         return None
     found = document.environment.get(runner)
@@ -303,7 +306,7 @@ def collect(store: Store, suite: str | None = None) -> Site:
     views = []
     for series in found:
         points = every.get(series.id, [])
-        views.append(SeriesView(series, _dimensions(series), points, _levels(series, points),
+        views.append(SeriesView(series, _dimensions(series), points, levels(series, points),
                                 _change_points(series, points)))
     by_id = {v.id: v for v in views}
     suites = sorted({v.key.suite for v in views} | ({suite} if suite else set()))

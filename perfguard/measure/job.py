@@ -28,15 +28,15 @@ from perfguard.compile.case import (
     with_memory,
 )
 from perfguard.compile.preflight import start_check_suite
-from perfguard.measure.engine import VariantValues, measure_group
-from perfguard.measure.progress import Progress
-from perfguard.measure.protocol import MeasureVariant, variant_id
-from perfguard.measure.requests import measure_request
+from perfguard.measure.groups import VariantValues, measure_group
 from perfguard.models.loader import LoadedModel, materialize
+from perfguard.progress import Progress
 from perfguard.results import Latency, Measurement, ModelInfo, ResultDocument, SuiteInfo, utc_now
 from perfguard.runners import get_runner
 from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
 from perfguard.suite import CaseSpec, Suite
+from perfguard.workers.protocol import MeasureVariant, variant_id
+from perfguard.workers.requests import measure_request
 
 
 def available_cores() -> int:
@@ -196,7 +196,7 @@ class Job:
     def measure(self, only: set[str] | None = None, workers: int | None = None, skip: Collection[str] = ()) -> None:
         """Measure every group (or the variants ``only`` names) with ``workers`` more worker
         processes (default: the suite's ``workers``); values accumulate. Variants in ``skip`` are
-        not measured (identical artifacts: see ``perfguard.compare.baselines``)."""
+        not measured (identical artifacts: see ``perfguard.flows.check``)."""
         ctx = self.ctx
         for key, members in self.groups().items():
             members = [m for m in members if (only is None or m.variant_id in only) and m.variant_id not in skip]

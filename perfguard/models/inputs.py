@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfguard.errors import UserError, did_you_mean
+from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
     import onnx
@@ -41,7 +42,7 @@ class InputSpec:
     # Symbolic dimension names of this input and the values used for them.
     dims: Mapping[str, int] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         data = asdict(self)
         data["shape"] = list(self.shape)
         data["dims"] = dict(self.dims)

@@ -21,8 +21,6 @@ from collections.abc import Iterator, MutableSequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfguard.backends.base import file_sha256
-
 if TYPE_CHECKING:
     import onnx
 
@@ -201,3 +199,12 @@ def artifact_sha256(path: Path, files: list[Path] | None = None) -> str:
 def artifact_size(path: Path) -> int:
     """Bytes on disk of the artifact, data files included."""
     return sum(file.stat().st_size for file in artifact_files(path))
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read in 1 MiB blocks (a model or an artifact may not fit twice in memory)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

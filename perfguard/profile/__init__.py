@@ -1,12 +1,11 @@
 """Why it got slower: profiles measured apart from timing, diffed per op type, and a named
 bottleneck dimension.
 
-* ``trace``: read ONNX Runtime's profiler file and aggregate it per inference (pure);
-* ``gpu``: the GPU ``Kernel`` events of that file (CUDA builds with profiling), per inference (pure);
 * ``nsight``: Nsight Systems / Nsight Compute around a profile worker on ``cuda`` when they are on
   PATH, and their CSV outputs parsed (skipped, with the reason, when they are not);
 * ``gpu_diff``: the GPU section of an explanation: kernels before/after, Nsight metrics, skip reasons;
-* ``collect``: the worker that profiles one artifact, and fresh workers for both sides;
+* ``collect``: fresh profiling workers for both sides (the worker's side, the trace reader and its
+  GPU events are :mod:`perfguard.workers.profile`, ``trace`` and ``gpu``);
 * ``diff``: per (op type, provider) before/after with an interval across workers (pure);
 * ``dimension``: the documented rules that label a change compute / memory / scheduling /
   compile-overhead / unclear, with the evidence that triggered them (pure);

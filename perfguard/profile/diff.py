@@ -3,15 +3,15 @@
 Op types, never node names, are matched across the two sides: fusions rename and remove nodes,
 and a lost fusion shows directly in the node counts of the op types it touched.
 
-Every figure is per inference. Within a worker it is a median over the profiled runs
-(``perfguard.profile.trace``); across the workers of a side it is the mean of the workers'
-values, with their range ``[low, high]`` as the interval. The run time (``model_run_us``) is the
-sum of the parts, so for each side Σ kernel time of the op types + framework overhead = run time,
-and the ``share`` of each row and of the framework overhead in the total change sum to exactly 1.
-The interval of a change is the conservative difference of the two ranges (``after.low -
-before.high``, ``after.high - before.low``): it is above 0 only when every worker of the candidate
-saw more than every worker of the baseline (with 3 workers a side: a one-sided exact rank test at
-p = 1/20).
+Every figure is per inference. Within a worker it is the least over the profiled runs
+(``perfguard.workers.trace``: a preempted run only adds time); across the workers of a side it is
+the mean of the workers' values, with their range ``[low, high]`` as the interval. The run time
+(``model_run_us``) is the sum of the parts, so for each side Σ kernel time of the op types +
+framework overhead = run time, and the ``share`` of each row and of the framework overhead in the
+total change sum to exactly 1. The interval of a change is the conservative difference of the two
+ranges (``after.low - before.high``, ``after.high - before.low``): it is above 0 only when every
+worker of the candidate saw more than every worker of the baseline (with 3 workers a side: a
+one-sided exact rank test at p = 1/20).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfguard import jsonfields as f
-from perfguard.profile.trace import OpStats, ProfileRun
+from perfguard.jsonfields import JsonDict
+from perfguard.workers.trace import OpStats, ProfileRun
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Spread:
             return cls(0.0, 0.0, 0.0)
         return cls(sum(values) / len(values), min(values), max(values))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"mean": self.mean, "low": self.low, "high": self.high}
 
     @classmethod
@@ -69,7 +70,7 @@ class Change:
     def ratio(self) -> float | None:
         return self.after.mean / self.before.mean if self.before.mean > 0 else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"before": self.before.to_json(), "after": self.after.to_json(), "delta": self.delta,
                 "delta_low": self.delta_low, "delta_high": self.delta_high}
 
@@ -98,7 +99,7 @@ class OpDelta:
     def nodes_delta(self) -> int:
         return self.nodes_after - self.nodes_before
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"op_type": self.op_type, "provider": self.provider, "nodes_before": self.nodes_before,
                 "nodes_after": self.nodes_after, "kernel_us": self.kernel_us.to_json(),
                 "kernels": self.kernels.to_json(), "moved_bytes": self.moved_bytes.to_json(), "share": self.share}
@@ -136,7 +137,7 @@ class ProfileDiff:
         total = self.total_change_us
         return self.overhead_us.delta / total if total else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"ops": [o.to_json() for o in self.ops], "model_run_us": self.model_run_us.to_json(),
                 "kernel_us": self.kernel_us.to_json(), "overhead_us": self.overhead_us.to_json(),
                 "kernels": self.kernels.to_json(), "session_init_us": self.session_init_us.to_json(),

@@ -73,6 +73,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from perfguard import jsonfields as f
+from perfguard.jsonfields import JsonDict
 from perfguard.profile.diff import OpDelta, ProfileDiff
 from perfguard.units import format_bytes, format_duration
 
@@ -127,7 +128,7 @@ class CompileChange:
     def rose(self) -> bool:
         return self.ratio >= 1 + COMPILE_UP and (self.ci_low is None or self.ci_low > 1)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"before_s": self.before_s, "after_s": self.after_s, "ci_low": self.ci_low}
 
     @classmethod
@@ -146,7 +147,7 @@ class Dimension:
     evidence: tuple[str, ...]
     headline: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"label": self.label, "rule": self.rule, "evidence": list(self.evidence), "headline": self.headline}
 
     @classmethod

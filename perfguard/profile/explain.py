@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard import jsonfields as f
-from perfguard.profile.collect import PROFILED_BACKENDS, SideProfiles, profile_sides
+from perfguard.jsonfields import JsonDict
+from perfguard.profile.collect import SideProfiles, profile_sides
 from perfguard.profile.diff import ProfileDiff, diff_profiles
 from perfguard.profile.dimension import CompileChange, Dimension, classify, classify_dispatches
 from perfguard.profile.gpu_diff import GpuSection
@@ -64,8 +65,8 @@ class Explanation:
     trace_file: str | None = None
     gpu: GpuSection | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"case": self.case, "baseline": self.baseline, "candidate": self.candidate,
+    def to_json(self) -> JsonDict:
+        data: JsonDict = {"case": self.case, "baseline": self.baseline, "candidate": self.candidate,
                 "dimension": self.dimension.to_json(), "diff": None if self.diff is None else self.diff.to_json(),
                 "compile": None if self.compile is None else self.compile.to_json(),
                 "failures": list(self.failures), "trace_file": self.trace_file}
@@ -92,7 +93,7 @@ def unavailable(case: str, labels: tuple[str, str], reason: str) -> Explanation:
     return Explanation(case, labels[0], labels[1], Dimension("unclear", "unavailable", (text,), text), None)
 
 
-def profile_document(explanations: list[Explanation]) -> dict[str, Any]:
+def profile_document(explanations: list[Explanation]) -> JsonDict:
     """The ``perfguard profile --json`` document."""
     return {"version": PROFILE_VERSION, "kind": "profile", "explanations": [e.to_json() for e in explanations]}
 
@@ -108,9 +109,11 @@ def compile_change(baseline: CaseEntry, candidate: CaseEntry, ci_low: float | No
 def explain_pair(suite: Suite, case: str, baseline: CompiledCase, candidate: CompiledCase, labels: tuple[str, str],
                  settings: ProfileSettings, workdir: Path, change: CompileChange | None = None) -> Explanation:
     """Profile both sides of one compared pair and explain the change (IREE: from its dispatch
-    counts, ``classify_dispatches``; it has no runtime profiler here)."""
+    counts, ``classify_dispatches``: a backend that cannot profile, ``Capabilities.profile``)."""
+    from perfguard.backends import get_backend
+
     backend = baseline.artifact.backend if baseline.artifact is not None else None
-    if backend is not None and backend not in PROFILED_BACKENDS:
+    if backend is not None and not get_backend(backend).capabilities.profile:
         counts = (baseline.entry.metrics.node_count, candidate.entry.metrics.node_count)
         return Explanation(case, labels[0], labels[1], classify_dispatches(*counts, change), None, change,
                            (f"no runtime profiler for backend {backend!r}: explained from its compile statistics",))
@@ -165,7 +168,7 @@ def _folder_name(case: str) -> str:
 
 def _write_trace(folder: str, case: str, before: SideProfiles, after: SideProfiles) -> Path:
     from perfguard.profile.perfetto import write_trace
-    from perfguard.profile.trace import read_trace
+    from perfguard.workers.trace import read_trace
 
     target = Path(folder) / _folder_name(case)
     target.mkdir(parents=True, exist_ok=True)

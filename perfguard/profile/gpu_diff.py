@@ -18,9 +18,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from perfguard import jsonfields as f
+from perfguard.jsonfields import JsonDict
 from perfguard.profile.diff import Change, Spread
-from perfguard.profile.gpu import GpuProfile, KernelStat
 from perfguard.profile.nsight import NcuKernel, NsightSide
+from perfguard.workers.gpu import GpuProfile, KernelStat
 
 #: Kernel rows a GPU diff keeps (largest change of time first).
 KERNEL_ROWS = 10
@@ -37,7 +38,7 @@ class KernelDelta:
     sm_pct: float | None = None
     dram_pct: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"name": self.name, "launches": self.launches.to_json(), "us": self.us.to_json(),
                 "sm_pct": self.sm_pct, "dram_pct": self.dram_pct}
 
@@ -60,7 +61,7 @@ class GpuDiff:
     busy: Change | None
     kernels: tuple[KernelDelta, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"source": self.source, "launches": self.launches.to_json(), "kernel_us": self.kernel_us.to_json(),
                 "busy": None if self.busy is None else self.busy.to_json(),
                 "kernels": [k.to_json() for k in self.kernels]}
@@ -84,7 +85,7 @@ class GpuSection:
     nsight: tuple[NsightSide, ...] = ()
     skipped: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"diff": None if self.diff is None else self.diff.to_json(),
                 "nsight": [s.to_json() for s in self.nsight], "skipped": list(self.skipped)}
 

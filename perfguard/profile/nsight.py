@@ -36,11 +36,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard import children, jsonfields as f
+from perfguard.errors import NsightError
+from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase
-    from perfguard.measure.protocol import ProfileRequest
     from perfguard.suite import Suite
+    from perfguard.workers.protocol import ProfileRequest
 
 NSYS_REPORT = "cuda_gpu_kern_sum"
 NCU_TIME, NCU_SM, NCU_DRAM = ("gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
@@ -52,10 +54,6 @@ _NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond
 Which = Callable[[str], "str | None"]
 
 
-class NsightError(ValueError):
-    """Output of nsys or ncu that is not the CSV perfguard asked for."""
-
-
 @dataclass(frozen=True)
 class NsysKernel:
     """One row of ``cuda_gpu_kern_sum``: a kernel name, its launches and total time (ns)."""
@@ -64,7 +62,7 @@ class NsysKernel:
     instances: int
     total_ns: float
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"name": self.name, "instances": self.instances, "total_ns": self.total_ns}
 
     @classmethod
@@ -84,7 +82,7 @@ class NcuKernel:
     sm_pct: float | None
     dram_pct: float | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"name": self.name, "launches": self.launches, "time_ns": self.time_ns, "sm_pct": self.sm_pct,
                 "dram_pct": self.dram_pct}
 
@@ -116,7 +114,7 @@ class NsightSide:
         """Σ kernel time per inference, µs (nsys)."""
         return sum(k.total_ns for k in self.nsys or ()) / 1e3 / max(1, self.inferences)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"label": self.label, "inferences": self.inferences,
                 "nsys": None if self.nsys is None else [k.to_json() for k in self.nsys],
                 "ncu": None if self.ncu is None else [k.to_json() for k in self.ncu], "skipped": list(self.skipped)}
@@ -230,12 +228,12 @@ def _run_worker(prefix: Callable[[list[str]], list[str]], request: ProfileReques
                 run: Run) -> str | None:
     """Run one profile worker inside ``prefix(worker command)``; its failure in one line, or None."""
     from perfguard.errors import first_line
-    from perfguard.measure.protocol import decode_response
+    from perfguard.workers.protocol import decode_response
 
     folder.mkdir(parents=True, exist_ok=True)
     request_path, response_path = folder / "request.json", folder / "response.json"
     request_path.write_text(json.dumps(request.to_json()))
-    command = prefix([sys.executable, "-m", "perfguard.measure.worker", str(request_path), str(response_path)])
+    command = prefix([sys.executable, "-m", "perfguard.workers.worker", str(request_path), str(response_path)])
     try:
         proc = run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -296,8 +294,8 @@ def nsight_side(label: str, request: ProfileRequest, folder: Path, timeout: floa
 def nsight_sides(suite: Suite, sides: Sequence[tuple[str, CompiledCase]], runs: int, workdir: Path,
                  top_kernels: Sequence[str], which: Which = shutil.which, run: Run = children.run) -> list[NsightSide]:
     """``nsight_side`` for each side of a pair, each in its own fresh worker (that side alone)."""
-    from perfguard.measure.protocol import MeasureVariant
-    from perfguard.measure.requests import profile_request
+    from perfguard.workers.protocol import MeasureVariant
+    from perfguard.workers.requests import profile_request
 
     results = []
     for index, (label, compiled) in enumerate(sides):

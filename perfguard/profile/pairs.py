@@ -1,7 +1,7 @@
 """``perfguard profile``: compile one compared pair as ``check`` would (against another pipeline
 or the compiler at a git ref), measure nothing (a profile is not a timing), and explain it
 (``perfguard.profile.explain.explain_pair``); ``explain_versions`` does the same for two variants
-of one case (a bisection's culprit). Apart from ``explain`` so that ``compare.baselines``
+of one case (a bisection's culprit). Apart from ``explain`` so that ``flows.check``
 (``check --explain``) can use the explanation without an import cycle."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from perfguard.profile.explain import Explanation, ProfileSettings, compile_chan
 if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase, Variant
     from perfguard.measure.job import Job
-    from perfguard.measure.progress import Progress
+    from perfguard.progress import Progress
     from perfguard.suite import CaseSpec, Suite
 
 
@@ -74,7 +74,7 @@ def profile_against_pipeline(suite: Suite, pattern: str | None, reference: str, 
                              progress: Progress) -> Explanation:
     """Case ``pattern`` against the same model and runner under pipeline ``reference``."""
     from perfguard.errors import UserError
-    from perfguard.measure.protocol import variant_id
+    from perfguard.workers.protocol import variant_id
 
     if reference not in suite.pipelines:
         raise UserError(f"--against-pipeline: unknown pipeline {reference!r}; defined: {', '.join(suite.pipelines)}")
@@ -92,10 +92,9 @@ def profile_against_pipeline(suite: Suite, pattern: str | None, reference: str, 
 def profile_against_ref(suite: Suite, pattern: str | None, ref: str, settings: ProfileSettings,
                         progress: Progress) -> Explanation:
     """Case ``pattern`` compiled by the compiler under test at ``ref`` and in the working tree."""
-    from perfguard.compare.baselines import pipelines_at
     from perfguard.compile.case import Side
-    from perfguard.compile.checkout import checkout_at, run_build, working_tree
-    from perfguard.measure.protocol import variant_id
+    from perfguard.compile.checkout import checkout_at, pipelines_at, run_build, working_tree
+    from perfguard.workers.protocol import variant_id
 
     case = _one_case(suite, pattern)
     head = working_tree(suite)

@@ -21,6 +21,7 @@ from perfguard.atomic import write_json_atomic
 TRACE_FILE = "profile-trace.json"
 
 
+# Chrome trace events (the format Perfetto reads: another tool's JSON).
 def merge_traces(sides: Sequence[tuple[str, Sequence[Mapping[str, Any]]]]) -> dict[str, Any]:
     """One trace object from ``(process name, ORT trace events)`` per side."""
     events: list[dict[str, Any]] = []

@@ -22,7 +22,8 @@ from typing import Any
 
 from perfguard.atomic import write_atomic
 from perfguard.errors import StorageError
-from perfguard.report.model import Document, Report, build_report, document_kind
+from perfguard.report.model import Document, Report, build_report, reported_kind
+from perfguard.results.documents import document_kind
 
 __all__ = ["Document", "Report", "build_report", "document_kind", "load_document", "parse_document",
            "write_report"]
@@ -37,7 +38,7 @@ def parse_document(data: Any, path: str | Path = "<document>") -> Document:
     from perfguard.results.result import parse_result
     from perfguard.tune.document import tune_from_json
 
-    kind = document_kind(data)
+    kind = reported_kind(data)
     if kind is None:
         raise StorageError(f"{path}: not a perfguard result, verdicts, bisect or tune document")
     if kind == "result":

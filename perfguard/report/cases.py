@@ -12,7 +12,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict, JsonObject
 from perfguard.report import format as fmt, svg
 from perfguard.report.rows import SEVERITY, VerdictRow
 from perfguard.results import CaseEntry
@@ -83,7 +83,7 @@ class CaseDetail:
     same_environment: bool
     errors: list[dict[str, str]]
     note: str = ""
-    devices: list[dict[str, Any]] = field(default_factory=list)
+    devices: list[JsonObject] = field(default_factory=list)  # device telemetry: free-form
     # Sides whose correctness check was blind (the reference does not depend on the inputs).
     blind: list[dict[str, str]] = field(default_factory=list)
 
@@ -146,8 +146,8 @@ def trace_view(sides: list[SideView]) -> TraceView | None:
     return TraceView([s.label for s in sides], rows, totals, first_divergence, len(finals) == 1 and len(totals) > 1)
 
 
-def flatten_fingerprint(fingerprint: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def flatten_fingerprint(fingerprint: JsonObject, prefix: str = "") -> JsonObject:
+    out: JsonDict = {}
     for key, value in fingerprint.items():
         if isinstance(value, dict):
             out.update(flatten_fingerprint(value, f"{prefix}{key}."))
@@ -208,7 +208,7 @@ def blind_checks(sides: list[SideView]) -> list[dict[str, str]]:
     return out
 
 
-def device_states(sides: list[SideView]) -> list[dict[str, Any]]:
+def device_states(sides: list[SideView]) -> list[JsonObject]:
     """Per side, the device state recorded with the measurement (GPU/NPU runners): clean, flagged
     (with the reasons) or unmonitored, and the telemetry ranges worth reading (clocks, temperature,
     power, throttling). Empty when no side carries telemetry (CPU runners)."""

@@ -18,12 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from markupsafe import Markup
 
 from perfguard.bisect.document import BisectResult
 from perfguard.compare.verdicts import Geomean, Summary, Verdict, VerdictsDocument
+from perfguard.jsonfields import JsonObject
 from perfguard.report import format as fmt, svg
 from perfguard.report.bisect import BisectView, bisect_view
 from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fingerprint
@@ -31,23 +31,20 @@ from perfguard.report.rows import SEVERITY, VerdictRow, state_of
 from perfguard.report.tune import TuneView, tune_view
 from perfguard.report.why import WhyView, why_views
 from perfguard.results import CaseEntry, ResultDocument
+from perfguard.results.documents import document_kind
 from perfguard.tune.document import TuneResult
 
 #: What a report is built from: verdicts, results and bisections.
 Document = VerdictsDocument | ResultDocument | BisectResult | TuneResult
 
 
-def document_kind(document: Any) -> str | None:
-    """``verdicts``, ``result``, ``bisect`` or ``tune`` for a perfguard document, else None."""
-    if not isinstance(document, dict) or not isinstance(document.get("version"), int):
+def reported_kind(document: object) -> str | None:
+    """``verdicts``, ``result``, ``bisect`` or ``tune`` for a perfguard document a report reads
+    (with an integer version), else None; the kind itself is :func:`document_kind`'s."""
+    kind = document_kind(document)
+    if kind not in ("verdicts", "result", "bisect", "tune") or not isinstance(document, dict):
         return None
-    if document.get("kind") in ("bisect", "tune"):
-        return str(document["kind"])
-    if "verdicts" in document and "results" in document:
-        return "verdicts"
-    if "cases" in document and "suite" in document:
-        return "result"
-    return None
+    return kind if isinstance(document.get("version"), int) else None
 
 
 def _tone(state: str) -> str:
@@ -129,7 +126,7 @@ class Report:
     run: RunView | None = None
     bisections: list[BisectView] = field(default_factory=list)
     cases: list[CaseDetail] = field(default_factory=list)
-    environments: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    environments: list[tuple[str, str, JsonObject]] = field(default_factory=list)  # fingerprints: free-form
     warnings: list[str] = field(default_factory=list)
     # ``check --explain``: (case, the dimension's one-line headline) per explained regression,
     # and the whole explanation as the HTML report's "why" section.

@@ -19,7 +19,7 @@ from typing import Any
 from markupsafe import Markup
 
 from perfguard import jsonfields as f
-from perfguard.jsonfields import FieldError
+from perfguard.errors import FieldError
 from perfguard.profile.diff import Change, OpDelta, ProfileDiff
 from perfguard.profile.dimension import Dimension, us
 from perfguard.report import svg

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from perfguard.atomic import write_atomic, write_json_atomic as write_json_atomic
-from perfguard.errors import StorageError
+from perfguard.errors import RefusedValue, StorageError
+from perfguard.jsonfields import JsonDict
 
 T = TypeVar("T")
 
@@ -81,7 +82,7 @@ SCHEMA_VERSIONS = {"result": 2, "verdicts": 1}
 
 
 @cache
-def load_schema(name: str = "result") -> dict[str, Any]:
+def load_schema(name: str = "result") -> dict[str, Any]:  # a JSON Schema: jsonschema's input
     """The shipped JSON Schema of the current version of ``result`` or ``verdicts``."""
     text = resources.files("perfguard.schemas").joinpath(f"{name}-v{SCHEMA_VERSIONS[name]}.schema.json").read_text()
     schema: dict[str, Any] = json.loads(text)
@@ -112,22 +113,14 @@ _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
-class _Refused(ValueError):
-    """A value no document may hold; ``what`` says which and why."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = what
-
-
 def _refuse_constant(token: str) -> Any:
-    raise _Refused(f"{token} is not a number (JSON has no NaN or Infinity; write a finite number)")
+    raise RefusedValue(f"{token} is not a number (JSON has no NaN or Infinity; write a finite number)")
 
 
 def _finite_float(token: str) -> float:
     value = float(token)
     if math.isinf(value):
-        raise _Refused(f"{token} is too large for a number (it overflows to infinity)")
+        raise RefusedValue(f"{token} is too large for a number (it overflows to infinity)")
     return value
 
 
@@ -139,7 +132,7 @@ def _too_large(token: str) -> bool:
 def _bounded_int(token: str) -> int:
     if _too_large(token):
         shown = token if len(token) <= 24 else f"{token[:12]}...({len(token)} digits)"
-        raise _Refused(f"{shown} is too large an integer (beyond 2**63)")
+        raise RefusedValue(f"{shown} is too large an integer (beyond 2**63)")
     return int(token)
 
 
@@ -219,9 +212,9 @@ def parse_json(text: str, path: str | Path, *, finite: bool = True) -> Any:
     try:
         data = json.loads(text, parse_int=_bounded_int, parse_float=_finite_float if finite else float,
                           parse_constant=_refuse_constant if finite else float)
-    except _Refused as exc:
+    except RefusedValue as exc:
         where = _where(text, finite)
-        raise StorageError(f"{path}: {where + ': ' if where else ''}{exc.what}") from None
+        raise StorageError(f"{path}: {where + ': ' if where else ''}{exc}") from None
     except RecursionError:  # deeper than the interpreter allows though the brackets looked shallow
         raise StorageError(f"{path}: nested deeper than {MAX_DEPTH} levels; not a document perfguard reads") from None
     if _SURROGATE_ESCAPE.search(text):
@@ -259,30 +252,62 @@ def read_json(path: Path, *, missing: str, not_json: str, unreadable: str = "{pa
         raise StorageError(message(not_json, exc)) from None
 
 
+#: The kinds :func:`document_kind` tells apart.
+DOCUMENT_KINDS = ("result", "verdicts", "bisect", "tune", "manifest", "bisect-state")
+
+
+def document_kind(data: object) -> str | None:
+    """Which perfguard file ``data`` (a parsed JSON value) is: one of ``DOCUMENT_KINDS``, or None.
+
+    The one set of rules for every reader (the report, the history's ingest, export): bisect and
+    tune documents name their ``kind``; the others are told by their keys. A manifest has
+    ``cases`` and ``suite`` like a result, so a result is told by ``finished_at`` (or, written by
+    hand, by having no ``created_at``). The version is not checked here: each kind's loader
+    (:func:`current_format`) refuses a missing or newer one with its own message."""
+    if not isinstance(data, dict):
+        return None
+    if data.get("kind") in ("bisect", "tune"):
+        return str(data["kind"])
+    if "verdicts" in data and "results" in data:
+        return "verdicts"
+    if {"header", "order", "probes"} <= data.keys():
+        return "bisect-state"
+    if "cases" in data and ("finished_at" in data or ("suite" in data and "created_at" not in data)):
+        return "result"
+    if "cases" in data and "created_at" in data:
+        return "manifest"
+    return None
+
+
 def current_format(data: Any, path: str | Path, *, kind: str, title: str, version: int,
-                   migrations: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]) -> dict[str, Any]:
+                   migrations: Mapping[int, Callable[[JsonDict], JsonDict]],
+                   newer_hint: str = "") -> JsonDict:
     """The JSON object ``data`` of a versioned document (``kind`` in messages, ``title`` what it
     is, e.g. "perfguard result") at format ``version``: refuses a value that is not such a
-    document and a newer version ("upgrade perfguard"), and migrates an older one step by step
-    (``migrations[n]`` turns version n into n + 1). Every failure is a one-line ``StorageError``."""
-    if not isinstance(data, dict) or not isinstance(data.get("version"), int):
+    document and a newer version ("upgrade perfguard", then ``newer_hint``), and migrates an older
+    one step by step (``migrations[n]`` turns version n into n + 1). Every failure is a one-line
+    ``StorageError``. The one loader of every perfguard document kind (result, verdicts, manifest,
+    bisect, bisection state, tune); the history store's own schema revisions are the store's."""
+    found = data.get("version") if isinstance(data, dict) else None
+    if not isinstance(found, int) or isinstance(found, bool):
         raise StorageError(f"{path}: not a {title} (no integer 'version')")
-    found = data["version"]
     if found > version:
         raise StorageError(f"{path}: {kind} format version {found} is newer than this perfguard reads "
-                           f"({version}); upgrade perfguard")
-    current: dict[str, Any] = data
+                           f"({version}); upgrade perfguard{newer_hint}")
+    current: JsonDict = data
     while found < version:
+        if found not in migrations:  # older than the first format (hand-edited): nothing to migrate from
+            raise StorageError(f"{path}: not a {title} ({kind} format version {found} never existed)")
         current = migrations[found](current)
-        found = current["version"]
+        found += 1  # each migration writes the next version
     return current
 
 
-def typed_document(data: dict[str, Any], path: str | Path, parse: Callable[[dict[str, Any]], T], *,
+def typed_document(data: JsonDict, path: str | Path, parse: Callable[[JsonDict], T], *,
                    corrupt: str, schemas: Mapping[str, Any] = {}) -> T:
     """``parse(data)`` after checking each ``schemas`` entry (label -> (schema name, JSON value)),
     with every failure one line: ``{path}: corrupt {corrupt}: ...``."""
-    from perfguard.jsonfields import FieldError
+    from perfguard.errors import FieldError
 
     for label, (schema, value) in schemas.items():
         errors = schema_errors(value, schema)

@@ -34,19 +34,19 @@ import numpy as np
 
 from perfguard import jsonfields as f
 from perfguard.backends.base import Artifact, PassRecord
-from perfguard.jsonfields import FieldError, JsonObject
-from perfguard.measure.protocol import CorrectnessCheck
+from perfguard.errors import FieldError
+from perfguard.jsonfields import JsonDict, JsonObject
 from perfguard.models.inputs import InputSpec
 from perfguard.results.documents import current_format, read_json, typed_document
 from perfguard.runners.telemetry import DeviceState
 
 RESULT_VERSION = 2
-_MIGRATIONS: dict[int, Callable[[JsonObject], JsonObject]] = {1: lambda data: {**data, "version": 2}}
+_MIGRATIONS: dict[int, Callable[[JsonDict], JsonDict]] = {1: lambda data: {**data, "version": 2}}
 
 Status = Literal["ok", "failed"]
 
 
-def _drop_none(data: Mapping[str, Any]) -> JsonObject:
+def _drop_none(data: Mapping[str, Any]) -> JsonDict:
     return {k: v for k, v in data.items() if v is not None}
 
 
@@ -80,7 +80,7 @@ class Latency:
         return cls(tuple(tuple(float(v) for v in w) for w in per_worker), int(data.size), median, mean, stdev,
                    stdev / mean if mean > 0 else 0.0, float(data.min()), float(data.max()), p90, p99, p10, p25, p75)
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> JsonDict:
         summary = {"n": self.n, "median": self.median, "mean": self.mean, "stdev": self.stdev, "cv": self.cv,
                    "min": self.min, "max": self.max, "p10": self.p10, "p25": self.p25, "p75": self.p75,
                    "p90": self.p90, "p99": self.p99}
@@ -130,7 +130,7 @@ class Metrics:
         value = getattr(self, key)
         return None if value is None else float(value)
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> JsonDict:
         out = _drop_none({
             "compile_time_s": self.compile_time_s,
             "compile_times_s": None if self.compile_times_s is None else list(self.compile_times_s),
@@ -202,8 +202,8 @@ class Measurement:
         summary = (self.telemetry or {}).get("summary")
         return summary if isinstance(summary, dict) else None
 
-    def to_json(self) -> JsonObject:
-        out: JsonObject = {
+    def to_json(self) -> JsonDict:
+        out: JsonDict = {
             "group": self.group, "workers_requested": self.workers_requested, "workers_ok": self.workers_ok,
             "worker_ids": list(self.worker_ids), "loops": self.loops, "warmup": self.warmup, "rounds": self.rounds,
             "min_time_s": self.min_time_s, "threads": self.threads, "failures": list(self.failures),
@@ -269,8 +269,8 @@ class Trace:
         return replace(self, passes=prefix.passes + tuple(replace(p, index=p.index + shift) for p in self.passes),
                        input_hash=prefix.input_hash, total_time_s=self.total_time_s + prefix.total_time_s)
 
-    def to_json(self) -> JsonObject:
-        out: JsonObject = {"passes": [_pass_json(p) for p in self.passes], "input_hash": self.input_hash,
+    def to_json(self) -> JsonDict:
+        out: JsonDict = {"passes": [_pass_json(p) for p in self.passes], "input_hash": self.input_hash,
                            "final_hash": self.final_hash, "total_time_s": self.total_time_s, "exact": self.exact,
                            "note": self.note}
         return {**self.extra, **out, **_drop_none({"mode": self.mode, "cache_hit": self.cache_hit,
@@ -293,7 +293,7 @@ _TRACE_KEYS = frozenset({"passes", "input_hash", "final_hash", "total_time_s", "
                          "cache_hit"})
 
 
-def _pass_json(record: PassRecord) -> JsonObject:
+def _pass_json(record: PassRecord) -> JsonDict:
     return {"index": record.index, "name": record.name, "source": record.source, "time_s": record.time_s,
             "nodes_before": record.nodes_before, "nodes_after": record.nodes_after,
             "op_histogram": dict(record.op_histogram), "ir_hash": record.ir_hash, "changed": record.changed}
@@ -306,7 +306,7 @@ class CaseError:
     stage: str
     message: str
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> JsonDict:
         return {"stage": self.stage, "message": self.message}
 
     @classmethod
@@ -331,9 +331,9 @@ class ArtifactInfo:
         return cls(artifact.sha256, artifact.size_bytes, artifact.node_count, dict(artifact.settings),
                    execution_identity)
 
-    def to_json(self) -> JsonObject:
-        out = {"sha256": self.sha256, "size_bytes": self.size_bytes, "node_count": self.node_count,
-               "settings": self.settings}
+    def to_json(self) -> JsonDict:
+        out: JsonDict = {"sha256": self.sha256, "size_bytes": self.size_bytes, "node_count": self.node_count,
+                         "settings": self.settings}
         return {**out, **_drop_none({"execution_identity": self.execution_identity})}
 
     @classmethod
@@ -359,7 +359,7 @@ class CaseKey:
         part = {"model": self.model, "pipeline": self.pipeline, "backend": self.backend, "runner": self.runner}
         return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> JsonDict:
         return {"model": self.model, "pipeline": self.pipeline, "backend": self.backend, "runner": self.runner,
                 "measure": self.measure}
 
@@ -367,6 +367,43 @@ class CaseKey:
     def from_json(cls, data: Mapping[str, Any]) -> CaseKey:
         kind = "case key"
         return cls(*(f.obj(data, k, kind) for k in ("model", "pipeline", "backend", "runner", "measure")))
+
+
+@dataclass(frozen=True)
+class CorrectnessCheck:
+    """The outcome of comparing an artifact's outputs with the reference, as stored in the case
+    entry (``correctness``, ``correctness_on_runner``).
+
+    ``status`` (compile only): ``verified``, ``failed`` or ``blind`` (the reference does not
+    depend on the inputs); ``probe_seed``: the seed of the blindness probe's inputs, when there
+    was one. Both are left out of the JSON when None, as before."""
+
+    passed: bool
+    reason: str
+    max_abs_error: float | None
+    max_rel_error: float | None
+    rtol: float
+    atol: float
+    seed: int
+    status: str | None = None
+    probe_seed: int | None = None
+
+    def to_json(self) -> JsonDict:
+        data: JsonDict = {"passed": self.passed, "reason": self.reason, "max_abs_error": self.max_abs_error,
+                                "max_rel_error": self.max_rel_error, "rtol": self.rtol, "atol": self.atol,
+                                "seed": self.seed}
+        if self.status is not None:
+            data["status"] = self.status
+        if self.probe_seed is not None:
+            data["probe_seed"] = self.probe_seed
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CorrectnessCheck:
+        kind = "correctness check"
+        return cls(f.boolean(data, "passed", kind), f.string(data, "reason", kind), f.opt_number(data, "max_abs_error", kind),
+                   f.opt_number(data, "max_rel_error", kind), f.number(data, "rtol", kind), f.number(data, "atol", kind),
+                   f.integer(data, "seed", kind), f.opt_string(data, "status", kind), f.opt_integer(data, "probe_seed", kind))
 
 
 @dataclass(frozen=True)
@@ -422,8 +459,8 @@ class CaseEntry:
         ids = (self.measurement.worker_ids if self.measurement else ()) or tuple(range(len(latency.per_worker)))
         return {i: list(w) for i, w in zip(ids, latency.per_worker, strict=False)}
 
-    def to_json(self) -> JsonObject:
-        out: JsonObject = {
+    def to_json(self) -> JsonDict:
+        out: JsonDict = {
             "id": self.id, "model": self.model, "pipeline": self.pipeline, "runner": self.runner,
             "status": self.status, "error": None if self.error is None else self.error.to_json(),
             "key": self.key.to_json(), "key_hash": self.key_hash,
@@ -478,7 +515,7 @@ class ModelInfo:
     source: JsonObject
     inputs: tuple[InputSpec, ...]
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> JsonDict:
         return {"sha256": self.sha256, "nodes": self.nodes, "opset": self.opset, "source": self.source,
                 "inputs": [s.to_json() for s in self.inputs]}
 
@@ -499,7 +536,7 @@ class SuiteInfo:
     path: str
     sha256: str
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> JsonDict:
         return {"name": self.name, "path": self.path, "sha256": self.sha256}
 
     @classmethod
@@ -516,7 +553,7 @@ class CompilerInfo:
     subject: str = ""
     pass_path: str | None = None
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> JsonDict:
         return {"label": self.label, "commit": self.commit, "subject": self.subject, "pass_path": self.pass_path}
 
     @classmethod
@@ -533,7 +570,7 @@ class ArtifactsOrigin:
     folder: str
     manifest_created_at: str
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> JsonDict:
         return {"folder": self.folder, "manifest_created_at": self.manifest_created_at}
 
     @classmethod
@@ -556,8 +593,8 @@ class ResultDocument:
     artifacts: ArtifactsOrigin | None = None
     version: int = RESULT_VERSION
 
-    def to_json(self) -> JsonObject:
-        out: JsonObject = {
+    def to_json(self) -> JsonDict:
+        out: JsonDict = {
             "version": self.version, "tool": {"name": "perfguard", "version": self.tool_version},
             "suite": self.suite.to_json(), "started_at": self.started_at, "finished_at": self.finished_at,
             "environment": self.environment, "models": {n: m.to_json() for n, m in self.models.items()},
@@ -585,7 +622,7 @@ class ResultDocument:
         )
 
 
-def current_result_json(data: Any, path: str | Path) -> JsonObject:
+def current_result_json(data: Any, path: str | Path) -> JsonDict:
     """The JSON object of a result document at the current version: refuses a newer one,
     migrates an older one (result files, and the results inside a verdicts document)."""
     return current_format(data, path, kind="result", title="perfguard result", version=RESULT_VERSION,

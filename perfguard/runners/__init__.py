@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from perfguard.errors import UserError, unknown_name_message
+from perfguard.jsonfields import JsonDict, JsonObject
 from perfguard.runners.base import Runner
 from perfguard.runners.cpu import CpuRunner
 from perfguard.runners.cuda import CudaRunner
@@ -37,7 +37,7 @@ def runner_names() -> list[str]:
     return sorted(_RUNNERS) + [f"{prefix}<provider>" for prefix in sorted(_PREFIXES)]
 
 
-def get_runner(name: str, repo: Path | None = None, options: RunnerOptions | dict[str, Any] | None = None) -> Runner:
+def get_runner(name: str, repo: Path | None = None, options: RunnerOptions | JsonObject | None = None) -> Runner:
     """Return the runner called ``name`` configured with ``options`` (a ``RunnerOptions`` or its JSON).
 
     The error for an unknown name lists the runners this perfguard knows; for an ``npu:`` name
@@ -79,7 +79,7 @@ class RunnerStatus:
     available: bool
     detail: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"name": self.name, "available": self.available, "detail": self.detail}
 
 

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfguard.errors import BackendError, UserError
+from perfguard.jsonfields import JsonObject
 from perfguard.runners.options import RunnerOptions
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class Runner(ABC):
         """Raise ``RunnerUnavailable`` with the reason when this machine cannot serve."""
 
     @abstractmethod
-    def fingerprint(self) -> dict[str, Any]:
+    def fingerprint(self) -> JsonObject:
         """Facts about the device and environment that make numbers comparable (JSON-ready)."""
 
     @abstractmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from perfguard.jsonfields import JsonObject
 from perfguard.runners.base import Runner
 from perfguard.runners.fingerprint import host_fingerprint
 
@@ -18,7 +19,7 @@ class CpuRunner(Runner):
     def check_available(self) -> None:
         return None
 
-    def fingerprint(self) -> dict[str, Any]:
+    def fingerprint(self) -> JsonObject:
         data = host_fingerprint(self.repo)
         data["runner"] = self.name
         return data

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, first_line
+from perfguard.jsonfields import JsonObject
 from perfguard.runners.base import Runner, ort_available_providers
 from perfguard.runners.fingerprint import host_fingerprint, library_versions
 from perfguard.runners.options import RunnerOptions
@@ -101,7 +102,7 @@ class NvmlSource(TelemetrySource):
         self._handle: Any = None
         self._unsupported: set[str] = set()
 
-    def open(self) -> dict[str, Any]:
+    def open(self) -> JsonObject:
         self._nvml = load_nvml(self._loader)
         try:
             self._handle = nvml_handle(self._nvml, self.index)
@@ -186,7 +187,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def gpu_fingerprint(nvml: Any, handle: Any) -> dict[str, Any]:
+def gpu_fingerprint(nvml: Any, handle: Any) -> JsonObject:
     """Facts about one GPU that decide whether numbers are comparable: name, driver, CUDA version,
     ECC and persistence state, power limit, maximum and application clocks (None where unsupported)."""
 
@@ -295,7 +296,7 @@ class CudaRunner(Runner):
         return (f"GPU {self.device_id}: {data['name']}, driver {data['driver']}, CUDA {data['cuda_driver_version']}, "
                 f"ECC {data['ecc'] or 'n/a'}, persistence {data['persistence_mode'] or 'n/a'}")
 
-    def fingerprint(self) -> dict[str, Any]:
+    def fingerprint(self) -> JsonObject:
         data = host_fingerprint(self.repo)
         data["runner"] = self.name
         data["runner_options"] = self.options.to_json()

@@ -16,6 +16,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from perfguard.jsonfields import JsonObject
+
 LIBRARIES = ("perfguard", "onnx", "onnxruntime", "onnxoptimizer", "numpy")
 
 # Fields that must match for two measurements to be compared without a warning.
@@ -24,7 +26,7 @@ comparable_keys = ("cpu_model", "logical_cores", "os", "python", "libraries", "g
 GPU_COMPARABLE = ("name", "driver", "cuda_driver_version", "ecc", "persistence_mode")
 
 
-def _comparable(fingerprint: dict[str, Any], key: str) -> Any:
+def _comparable(fingerprint: JsonObject, key: str) -> Any:
     value = fingerprint.get(key)
     if key == "gpu" and isinstance(value, dict):
         return {k: value.get(k) for k in GPU_COMPARABLE}
@@ -70,7 +72,7 @@ def git_commit(path: Path | None) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def host_fingerprint(repo: Path | None = None) -> dict[str, Any]:
+def host_fingerprint(repo: Path | None = None) -> JsonObject:
     """What every runner records about the host."""
     try:
         physical = __import__("psutil").cpu_count(logical=False)
@@ -93,13 +95,13 @@ def host_fingerprint(repo: Path | None = None) -> dict[str, Any]:
     }
 
 
-def fingerprint_hash(fingerprint: dict[str, Any]) -> str:
+def fingerprint_hash(fingerprint: JsonObject) -> str:
     """Hash of the comparable part of a fingerprint (load and host name left out)."""
     part = {k: _comparable(fingerprint, k) for k in comparable_keys}
     return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def fingerprint_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+def fingerprint_differences(a: JsonObject, b: JsonObject) -> dict[str, tuple[Any, Any]]:
     """The comparable fields where two fingerprints disagree."""
     return {k: (_comparable(a, k), _comparable(b, k)) for k in comparable_keys
             if _comparable(a, k) != _comparable(b, k)}

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, unknown_name_message
+from perfguard.jsonfields import JsonObject
 from perfguard.runners.base import Runner, ort_available_providers
 from perfguard.runners.fingerprint import host_fingerprint, library_versions
 from perfguard.runners.options import RunnerOptions
@@ -80,8 +81,8 @@ class NpuRunner(Runner):
         return (self._providers or ort_available_providers)()
 
     @property
-    def provider_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = dict(self.spec.defaults)
+    def provider_options(self) -> JsonObject:
+        options: JsonObject = dict(self.spec.defaults)
         options.update({str(k): v for k, v in self.options.provider_options.items()})
         return options
 
@@ -123,7 +124,7 @@ class NpuRunner(Runner):
     def describe(self) -> str:
         return f"{self.spec.provider} with options {self.provider_options or '{}'}"
 
-    def fingerprint(self) -> dict[str, Any]:
+    def fingerprint(self) -> JsonObject:
         data = host_fingerprint(self.repo)
         data["runner"] = self.name
         data["runner_options"] = self.options.to_json()

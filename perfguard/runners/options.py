@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfguard.jsonfields import JsonDict
+
 
 @dataclass(frozen=True)
 class RunnerOptions:
@@ -33,7 +35,7 @@ class RunnerOptions:
     clock_tolerance: float = 0.02
     telemetry_interval: float = 0.1
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         data = dataclasses.asdict(self)
         data["provider_options"] = dict(self.provider_options)
         return data

@@ -38,6 +38,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from perfguard.errors import first_line
+from perfguard.jsonfields import JsonDict, JsonObject
 from perfguard.runners.options import RunnerOptions
 
 # Clock-event ("throttle") reason bits of NVML's nvmlDeviceGetCurrentClocksEventReasons.
@@ -104,7 +105,7 @@ class TelemetrySource(ABC):
 
     name: str = "source"
 
-    def open(self) -> dict[str, Any]:
+    def open(self) -> JsonObject:
         """Start reading; return static facts about the device (JSON-ready). May raise."""
         return {}
 
@@ -143,8 +144,8 @@ class TelemetrySampler:
         self.clock_tolerance = clock_tolerance
         self.max_samples = max(2, max_samples)
         self._clock = clock
-        self._rows: list[dict[str, Any]] = []
-        self._device: dict[str, Any] = {}
+        self._rows: list[JsonObject] = []
+        self._device: JsonObject = {}
         self._errors: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -174,7 +175,7 @@ class TelemetrySampler:
 
     def sample(self) -> None:
         """Read every active source once and append one row (also called by the thread)."""
-        row: dict[str, Any] = {"t": round(self._clock() - self._t0, 6)}
+        row: JsonObject = {"t": round(self._clock() - self._t0, 6)}
         for state in self._states:
             if not state.active:
                 continue
@@ -194,7 +195,7 @@ class TelemetrySampler:
             self._rows = self._rows[::2]
             self.interval_s *= 2
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> JsonObject:
         """Stop the thread, take a last sample, close the sources and return the record."""
         self._stop.set()
         if self._thread is not None:
@@ -217,7 +218,7 @@ class TelemetrySampler:
         }
 
 
-def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+def _columns(rows: list[JsonObject]) -> dict[str, list[Any]]:
     names: list[str] = []
     for row in rows:
         names.extend(k for k in row if k not in names)
@@ -298,7 +299,7 @@ def _range(values: Iterable[Any]) -> dict[str, float] | None:
     return {"min": min(data), "median": float(statistics.median(data)), "max": max(data)}
 
 
-def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> JsonObject | None:
     """Pool the telemetry records of a case's workers into one summary; None without any record.
 
     Per numeric field: min, median and max over all samples. The clock fields (``sm_clock_mhz``,
@@ -313,7 +314,7 @@ def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> dict[str
     present = [r for r in records if r is not None]
     if not present:
         return None
-    rows: list[dict[str, Any]] = []
+    rows: list[JsonObject] = []
     errors: list[str] = []
     sources: list[str] = []
     tolerance = DEFAULT_CLOCK_TOLERANCE
@@ -324,7 +325,7 @@ def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> dict[str
         errors.extend(record.get("errors", []))
         sources.extend(s for s in record.get("sources", []) if s not in sources)
         tolerance = float(record.get("clock_tolerance", tolerance))
-    summary: dict[str, Any] = {"samples": len(rows), "workers": len(present),
+    summary: JsonObject = {"samples": len(rows), "workers": len(present),
                                "workers_unmonitored": len(records) - len(present), "sources": sources,
                                "errors": errors, "clock_tolerance": tolerance}
     known = [(row, int(row["throttle_reasons"])) for row in rows if row.get("throttle_reasons") is not None]
@@ -369,7 +370,7 @@ class DeviceState:
     def flagged(self) -> bool:
         return self.state == "flagged"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"state": self.state, "reasons": list(self.reasons), "notes": list(self.notes)}
 
     @classmethod

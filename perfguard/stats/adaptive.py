@@ -39,10 +39,12 @@ the default first batch is 8 workers.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from perfguard import jsonfields as f
+from perfguard.jsonfields import JsonDict
 from perfguard.stats.compare import compare_paired
 from perfguard.stats.verdict import Comparison, Decision
 
@@ -149,11 +151,29 @@ class SequentialPlan:
         return min(1.0, p_value * self.alpha / level)
 
 
+@dataclass(frozen=True)
+class Look:
+    """One look of the sequential sampling: its number (from 1), the workers planned by then, and
+    how many units were still undecided after it. A probe's and a check's sampling history is one
+    per look, in a verdicts document's ``settings.history``, a bisection probe's ``looks``."""
+
+    look: int
+    workers: int
+    undecided: int
+
+    def to_json(self) -> JsonDict:
+        return {"look": self.look, "workers": self.workers, "undecided": self.undecided}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Look:
+        return cls(f.count(data, "look", "look"), f.count(data, "workers", "look"), f.count(data, "undecided", "look"))
+
+
 def sequential_sampling(
     plan: SequentialPlan,
     look: Callable[[int], Collection[T]],
     more: Callable[[Collection[T], int], bool],
-) -> list[dict[str, int]]:
+) -> list[Look]:
     """The sampling loop shared by ``perfguard check`` (:func:`perfguard.compare.check.adaptive_check`)
     and :func:`adaptive_compare`.
 
@@ -161,14 +181,14 @@ def sequential_sampling(
     undecided, looks remain and the budget allows, ``more(units, n)`` measures ``n`` more workers
     for them (``step_workers``, less at ``max_workers``) and returns False when nothing more could
     be measured. The decision to go on depends only on the data; at most ``plan.looks`` looks are
-    made, which is what the levels of the plan pay for. Returns one ``{"look", "workers",
-    "undecided"}`` record per look (``workers``: the planned count at that look).
+    made, which is what the levels of the plan pay for. Returns one :class:`Look` per look
+    (``workers``: the planned count at that look).
     """
     workers = plan.initial_workers
-    history: list[dict[str, int]] = []
+    history: list[Look] = []
     for k in range(1, plan.looks + 1):
         undecided = look(k)
-        history.append({"look": k, "workers": workers, "undecided": len(undecided)})
+        history.append(Look(k, workers, len(undecided)))
         if not undecided or k == plan.looks or workers >= plan.max_workers:
             break
         step = min(plan.step_workers, plan.max_workers - workers)

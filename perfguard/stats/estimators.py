@@ -43,7 +43,7 @@ def _special() -> Any:
     """``scipy.special``, imported on first use: 0.34 s on the 2-core machine, where all of
     ``scipy.stats`` (which the functions below once came from, and which calls the same special
     functions) took 1.4 s. ``perfguard check`` imports it in a thread while its compiles run
-    (``perfguard.compare.baselines.compile_while_importing``), so a lighter import takes less
+    (``perfguard.flows.check.compile_while_importing``), so a lighter import takes less
     of the cores the compiles use."""
     from scipy import special
 

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from perfguard.jsonfields import JsonDict
 from perfguard.stats.estimators import t_quantile
 
 Decision = Literal["same", "different", "unknown"]
@@ -42,6 +43,12 @@ Direction = Literal["regression", "improvement", "none"]
 
 #: Power at which :attr:`Comparison.mde` is computed.
 MDE_POWER = 0.8
+
+
+def is_regression(decision: str | None, direction: str | None) -> bool:
+    """The one rule of a regression, for a comparison in any of its forms (``Comparison``, a
+    verdict row, a bisection probe's summary): ``different``, in the worse direction."""
+    return decision == "different" and direction == "regression"
 
 
 @dataclass(frozen=True)
@@ -84,11 +91,11 @@ class Comparison:
     @property
     def is_regression(self) -> bool:
         """True when the decision is ``different`` in the worse direction (the gate fails)."""
-        return self.decision == "different" and self.direction == "regression"
+        return is_regression(self.decision, self.direction)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         """Plain dict for JSON output; non-finite floats become ``None`` (JSON has no inf/NaN)."""
-        out: dict[str, Any] = {}
+        out: JsonDict = {}
         for key, value in dataclasses.asdict(self).items():
             if isinstance(value, float) and not math.isfinite(value):
                 value = None

@@ -3,7 +3,7 @@
 A suite names models, pipelines (ordered pass lists pinned per backend), cases (model x pipeline x
 runner), measurement settings and per-case overrides. Every error names the file, the key, what
 was found and what was expected, with close valid names for a typo. The format is documented in
-README.md ("Suite files").
+docs/reference/suite.md.
 
 ``model``
     The frozen specs a suite file becomes (``Suite``, ``CaseSpec``, ``ModelSpec``, ...).

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.errors import UserError
+from perfguard.jsonfields import JsonDict
 from perfguard.runners.options import RunnerOptions
 from perfguard.suite.gates import CheckSettings, ThresholdSet
 
 
 @dataclass(frozen=True)
 class MeasureSettings:
-    """How one case is measured (see README, "Measurement protocol")."""
+    """How one case is measured (docs/reference/protocol.md, "What a run does")."""
 
     workers: int = 5
     rounds: int = 10
@@ -35,7 +36,7 @@ class MeasureSettings:
     threads: int = 1
     seed: int = 0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return dataclasses.asdict(self)
 
     def overridden(self, workers: int | None, rounds: int | None) -> MeasureSettings:
@@ -53,7 +54,7 @@ class Tolerance:
     atol: float = 1e-4
     seed: int = 1234
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return dataclasses.asdict(self)
 
 
@@ -66,8 +67,8 @@ class InputSetting:
     low: int | None = None
     high: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
+    def to_json(self) -> JsonDict:
+        data: JsonDict = {}
         if self.shape is not None:
             data["shape"] = list(self.shape)
         if self.low is not None:
@@ -89,7 +90,7 @@ class InputSettings:
     def __bool__(self) -> bool:
         return bool(self.dims or self.inputs)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"dims": dict(sorted(self.dims.items())),
                 "inputs": {name: self.inputs[name].to_json() for name in sorted(self.inputs)}}
 

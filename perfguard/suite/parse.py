@@ -40,7 +40,7 @@ _MEASURE_KEYS = ("workers", "rounds", "min_rounds", "max_time", "warmup", "min_t
                  "compile_repeats", "memory_probes", "threads", "seed")
 _CORRECTNESS_KEYS = ("rtol", "atol", "seed")
 _RUNNER_KEYS = ("options", "device_id", "clock_tolerance", "telemetry_interval")
-# The longest each duration key may be (README, "Suite file"): a round that must last an hour, a
+# The longest each duration key may be (docs/reference/suite.md): a round that must last an hour, a
 # worker or a compile allowed more than a day, means a typo ("1e4h"), not a plan; and "1e400s"
 # (infinity) would pass for a number until a wait overflows.
 _MAX_DURATION = {"min_time": HOUR, "max_time": DAY, "timeout": DAY, "compile_timeout": DAY,
@@ -161,6 +161,8 @@ _TABLES = ("suite", "compiler", "measure", "correctness", "models", "pipelines",
            "check", "thresholds")
 
 
+# ``raw`` and the tables below are the suite's TOML as tomllib returns it (untyped), before
+# each key is checked; ``values`` are keyword bags for the settings dataclasses.
 def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
     """Validate the TOML tables of suite file ``path`` into a ``Suite``: one reader for every table,
     in the order the errors are reported."""

@@ -23,6 +23,7 @@ class Reader:
     def fail(self, key: str, message: str) -> UserError:
         return UserError(f"{self.path}: {key}: {message}")
 
+    # A TOML table as tomllib returns it (untyped), before each key is checked.
     def table(self, value: Any, key: str, allowed: tuple[str, ...] | None = None) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.fail(key, f"expected a table, found {describe(value)}")

@@ -18,6 +18,7 @@ from perfguard import __version__
 from perfguard.bisect.document import VerdictSummary
 from perfguard.compare.verdicts import VerdictsDocument, parse_verdicts
 from perfguard.errors import StorageError
+from perfguard.jsonfields import JsonDict
 from perfguard.tune.space import Candidate
 
 TUNE_VERSION = 1
@@ -42,7 +43,7 @@ class Point:
         """The screened objective against the incumbent (a ratio: below 1 is better)."""
         return objective_score(objective, self.latency, self.compile_time)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"index": self.index, "phase": self.phase, "move": self.move, "candidate": self.candidate.to_json(),
                 "status": self.status, "reason": self.reason, "node_count": self.node_count, "best": self.best,
                 "latency": self.latency.to_json() if self.latency else None,
@@ -66,7 +67,7 @@ class Step:
     compile_time: VerdictSummary | None
     effect: float
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"index": self.index, "move": self.move, "candidate": self.candidate.to_json(), "effect": self.effect,
                 "latency": self.latency.to_json(),
                 "compile_time": self.compile_time.to_json() if self.compile_time else None}
@@ -167,7 +168,7 @@ class TuneResult:
                    outcome.confirmations, outcome.screen_mde, outcome.confirm_mde, outcome.floor, status, proof_pipeline, tuple(proof_effects), proof,
                    patch)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"version": self.version, "kind": "tune", "tool": {"name": "perfguard", "version": self.tool_version},
                 "suite": self.suite, "case": self.case, "pipeline": self.pipeline, "objective": self.objective,
                 "start": self.start.to_json(), "best": self.best.to_json(), "universe": list(self.universe),
@@ -184,14 +185,13 @@ class TuneResult:
 def tune_from_json(data: Any, path: str | Path = "<tune>") -> TuneResult:
     """A tune document; refuses a newer version with "upgrade perfguard", anything malformed with
     a one-line ``StorageError``."""
+    from perfguard.results.documents import current_format
+
     if not isinstance(data, dict) or data.get("kind") != "tune":
         raise StorageError(f"{path}: not a perfguard tune document")
-    version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise StorageError(f"{path}: tune document without an integer version")
-    if version > TUNE_VERSION:
-        raise StorageError(f"{path}: tune document of version {version}, newer than this perfguard reads "
-                           f"({TUNE_VERSION}): upgrade perfguard")
+    data = current_format(data, path, kind="tune", title="perfguard tune document", version=TUNE_VERSION,
+                          migrations={})
+    version = TUNE_VERSION
     try:
         proof = data.get("proof") or {}
         verdicts = proof.get("verdicts")

@@ -2,8 +2,8 @@
 
 A candidate is a pipeline's ordered passes plus its backend options. Its neighbours are the
 candidates one *move* away: drop a pass, insert a pass of the universe at a position, move a pass
-to another position (an adjacent move is a swap) and, for IREE, change the opt level or toggle a
-boolean flag. Pass-order search results (CompilerGym's leaderboard: greedy search 1.055x over
+to another position (an adjacent move is a swap) and the option edits the backend offers
+(``Backend.tuning_moves``: IREE's opt level and boolean flags). Pass-order search results (CompilerGym's leaderboard: greedy search 1.055x over
 ``-Oz`` in under 3 minutes, random search 1.045x in 60 s) say that one-edit neighbourhoods searched
 greedily get most of the gain, so the space stays this small; the budget, not the space, bounds
 the search.
@@ -24,14 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.errors import UserError, unknown_name_message
+from perfguard.jsonfields import JsonDict
 from perfguard.suite import PipelineSpec, Suite
-
-#: IREE opt levels a candidate may take (3.13: the default is O0; O2 = O3 for these models).
-IREE_OPT_LEVELS = ("O0", "O1", "O2", "O3")
-#: Boolean iree-compile flags that toggle whole rewrites (measured on IREE 3.13: data tiling -25..-29 %,
-#: generalize-matmul behind O2's +23..31 % on BERT). Toggled where this iree-compile knows them.
-IREE_TUNABLE_FLAGS = ("iree-opt-data-tiling", "iree-opt-generalize-matmul", "iree-opt-aggressively-propagate-transposes",
-                      "iree-dispatch-creation-enable-aggressive-fusion")
 
 
 @dataclass(frozen=True)
@@ -57,7 +51,7 @@ class Candidate:
         # Parentheses, not brackets: the progress bar reads [...] as markup.
         return "(" + (", ".join(self.passes) or "no passes") + ")" + (f" {' '.join(extra)}" if extra else "")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDict:
         return {"passes": list(self.passes), "options": json.loads(json.dumps(self.options, default=str))}
 
     @classmethod
@@ -104,28 +98,14 @@ def pass_universe(suite: Suite, backend: str, spec: str | None) -> tuple[str, ..
     return tuple(dict.fromkeys(names))
 
 
-def option_moves(candidate: Candidate, backend: str, known_flags: Sequence[str] = ()) -> list[Move]:
-    """IREE: every other opt level, and each tunable boolean flag toggled (``known_flags``: the
-    flags this iree-compile accepts; the suite's own flags are always known). Other backends keep
-    their pinned options (ONNX Runtime's own optimizer level is a runtime setting, not an order)."""
-    if backend != "iree":
-        return []
-    moves = []
-    level = str(candidate.options.get("opt_level", "O0"))
-    for other in IREE_OPT_LEVELS:
-        if other != level:
-            moves.append(Move("option", f"opt_level {level} -> {other}",
-                              Candidate(candidate.passes, {**candidate.options, "opt_level": other})))
-    flags = dict(candidate.options.get("flags") or {})
-    for flag in dict.fromkeys([*flags, *IREE_TUNABLE_FLAGS]):
-        if flag not in flags and flag not in known_flags:
-            continue
-        value = flags.get(flag, False)
-        if not isinstance(value, bool):
-            continue
-        moves.append(Move("option", f"{flag} -> {str(not value).lower()}",
-                          Candidate(candidate.passes, {**candidate.options, "flags": {**flags, flag: not value}})))
-    return moves
+def option_moves(candidate: Candidate, backend: str) -> list[Move]:
+    """The option edits ``backend`` offers from ``candidate``'s options (``Backend.tuning_moves``:
+    IREE's opt levels and rewrite flags; none for ONNX Runtime, whose optimizer level is a
+    runtime setting, not an order), each with the candidate's passes."""
+    from perfguard.backends import get_backend
+
+    return [Move("option", edit.describe, Candidate(candidate.passes, dict(edit.options)))
+            for edit in get_backend(backend).tuning_moves(candidate.options)]
 
 
 def drops(candidate: Candidate) -> list[Move]:
@@ -175,12 +155,11 @@ def unique(candidates: Sequence[Move], exclude: set[str]) -> list[Move]:
 
 
 def perturb(candidate: Candidate, universe: Sequence[str], rng: random.Random, steps: int,
-            known_flags: Sequence[str] = (), backend: str = "ort") -> Move:
+            backend: str) -> Move:
     """``steps`` random moves from ``candidate`` (a restart of the local search)."""
     current, described = candidate, list[str]()
     for _ in range(steps):
-        pool = drops(current) + inserts(current, universe) + moves(current) + option_moves(current, backend,
-                                                                                            known_flags)
+        pool = drops(current) + inserts(current, universe) + moves(current) + option_moves(current, backend)
         if not pool:
             break
         move = rng.choice(pool)

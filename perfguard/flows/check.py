@@ -1,0 +1,361 @@
+"""The three baselines of ``perfguard check`` (and ``compare``, ``calibrate``) built on one Job.
+
+* ``check_against_ref``: the compiler under test at a git ref vs the working tree, both compiled
+  and measured interleaved in the same worker processes (paired).
+* ``check_against_pipeline``: every pipeline vs a reference pipeline of the same model (paired:
+  pipelines of a model are always measured together).
+* ``check_against_baseline``: the working tree vs a stored baseline file (unpaired, conservative).
+* ``calibrate``: A/A, the same compiler twice in the same workers (paired), to measure noise.
+
+The comparison of two result documents (a stored baseline here, two files for ``compare``) is
+:mod:`perfguard.compare.documents`, which also holds the environment rule of unpaired comparisons.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import math
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from perfguard.compare.check import (
+    Pair,
+    adaptive_check,
+    check_plan,
+    evaluate,
+    same_execution,
+    unmeasured_variants,
+)
+from perfguard.compare.documents import environment_warnings, settings_json, unpaired_pairs
+from perfguard.compare.verdicts import Verdict, VerdictsDocument
+from perfguard.compile.case import CompiledCase, Side
+from perfguard.compile.checkout import checkout_at, pipelines_at, run_build, working_tree
+from perfguard.errors import UserError
+from perfguard.jsonfields import JsonDict, JsonObject
+from perfguard.measure.job import Job
+from perfguard.progress import Progress
+from perfguard.results import ResultDocument, load_result
+from perfguard.suite import CaseSpec, Suite
+from perfguard.suite.gates import CheckSettings
+from perfguard.workers.protocol import variant_id
+
+if TYPE_CHECKING:
+    from perfguard.profile.explain import Explanation, ProfileSettings
+
+
+def compile_while_importing(job: Job) -> None:
+    """``job.compile(memory=False)`` while a thread imports ``scipy.special``, which only the
+    verdicts need (0.34 s on the 2-core machine: ``perfguard.stats.estimators._special``). The import is
+    over before the measurement starts, which runs alone on the machine. It starts once the
+    models are built: beside the Python work of building a zoo model it fought for the GIL and
+    built the model 1.7 s slower (3.0 s against 1.3 s, an 87 MB ResNet-34), where the compiles
+    leave this process idle."""
+    job.prepare()
+
+    def warm() -> None:
+        with contextlib.suppress(Exception):  # a broken SciPy fails where it is used, with its error
+            importlib.import_module("scipy.special")
+
+    thread = threading.Thread(target=warm, name="perfguard-warm-imports", daemon=True)
+    thread.start()
+    try:
+        job.compile(memory=False)
+    finally:
+        thread.join()
+
+
+#: Builds a check's pairs from the current entries of the job's variants (by variant id).
+MakePairs = Callable[[dict[str, CompiledCase]], list[Pair]]
+
+
+def _paired(case: str, baseline: CompiledCase, candidate: CompiledCase, base_label: str, cand_label: str,
+            settings: CheckSettings) -> Pair:
+    identical = not settings.measure_identical and same_execution(baseline.entry, candidate.entry)
+    return Pair(case, baseline.entry, candidate.entry, True, base_label, cand_label,
+                frozenset({baseline.variant_id, candidate.variant_id}), identical)
+
+
+def measure_paired(job: Job, pairs: list[Pair], by_variant: dict[str, CompiledCase], workers: int) -> None:
+    """The first look's measurement of a same-job comparison: every variant but those whose
+    every pair has two identical artifacts (marked ``not_measured``, no memory probes, no
+    timing). The workers sample each variant's memory as they load it first; memory probes
+    only for variants that too few workers loaded first. ``job`` was compiled with
+    ``memory=False``."""
+    skip = unmeasured_variants(pairs)
+    for variant, reason in skip.items():
+        compiled = by_variant[variant]
+        compiled.entry = dataclasses.replace(compiled.entry, not_measured=reason)
+    job.measure(workers=workers, skip=skip)
+    job.probe_memory(skip=skip)
+
+
+def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: CheckSettings,
+                  make_pairs: MakePairs, mode: JsonObject, explain: ProfileSettings | None = None
+                  ) -> VerdictsDocument:
+    try:
+        compile_while_importing(job)
+        by_variant = {c.variant_id: c for c in job.compiled}
+        measure_paired(job, make_pairs(by_variant), by_variant, settings.workers)
+        rows, info = adaptive_check(lambda: make_pairs(by_variant), lambda ids, n: job.measure(only=ids, workers=n),
+                                    suite.thresholds, settings, adaptive=True)
+        documents = job.documents()
+        explanations = _explain_regressions(suite, job, make_pairs(by_variant), by_variant, rows, explain)
+    finally:
+        job.close()
+    document = VerdictsDocument.of(mode, rows, settings_json(settings, info), documents, [])
+    return dataclasses.replace(document, explanations=tuple(e.to_json() for e in explanations))
+
+
+def _explain_regressions(suite: Suite, job: Job, pairs: list[Pair], by_variant: dict[str, CompiledCase],
+                         rows: list[Verdict], explain: ProfileSettings | None) -> list[Explanation]:
+    """``check --explain``: profile both sides of every case whose latency regressed (after the
+    verdicts, in fresh workers, never a timed run) while the job's artifacts are still there."""
+    if explain is None:
+        return []
+    from perfguard.profile.explain import compile_change, explain_pair
+
+    regressed = {r.case for r in rows if r.metric == "latency" and r.is_regression}
+    out = []
+    for pair in pairs:
+        if pair.case not in regressed:
+            continue
+        compiled = [by_variant[v] for v in pair.variants]
+        base = next(c for c in compiled if c.entry is pair.baseline)
+        cand = next(c for c in compiled if c.entry is pair.candidate)
+        job.ctx.progress.log(f"explaining {pair.case}: profiling both sides ({explain.workers} workers)")
+        out.append(explain_pair(suite, pair.case, base, cand, (pair.baseline_label, pair.candidate_label), explain,
+                                job.ctx.workdir, compile_change(pair.baseline, pair.candidate)))
+    return out
+
+
+def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: CheckSettings,
+                      progress: Progress, explain: ProfileSettings | None = None) -> VerdictsDocument:
+    head = working_tree(suite)
+    with checkout_at(suite, ref, "base") as base:
+        progress.log(f"base: {ref} = {base.commit[:10] if base.commit else '?'} {base.subject}")
+        run_build(base, suite.compiler.build)
+        run_build(head, suite.compiler.build)
+        changed = pipelines_at(suite, base, progress)
+        sides = [Side("base", base.pass_path, base.commit, base.subject, pipelines=changed),
+                 Side("head", suite.compiler.path, head.commit, "working tree")]
+        job = Job(suite, cases, sides=sides, progress=progress)
+
+        def make_pairs(by_variant: dict[str, CompiledCase]) -> list[Pair]:
+            return [_paired(c.id, by_variant[variant_id("base", c.id)], by_variant[variant_id("head", c.id)],
+                            f"base {ref}", "head", settings) for c in cases]
+
+        mode: JsonObject = {"kind": "base-ref", "ref": ref, "base_commit": base.commit, "base_subject": base.subject,
+                "head_commit": head.commit, "baseline": f"{ref} ({(base.commit or '')[:10]})", "candidate": "head"}
+        if changed:
+            mode["base_pipelines"] = sorted(changed)  # compiled as the suite at REF defined them
+        return _paired_check(suite, cases, job, settings, make_pairs, mode, explain)
+
+
+def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, settings: CheckSettings,
+                           progress: Progress, explain: ProfileSettings | None = None) -> VerdictsDocument:
+    if reference not in suite.pipelines:
+        raise UserError(f"--against-pipeline: unknown pipeline {reference!r}; defined: {', '.join(suite.pipelines)}")
+    by_id = {c.id: c for c in suite.cases}
+    needed: dict[str, CaseSpec] = {}
+    targets = [c for c in cases if c.pipeline.name != reference]
+    if not targets:
+        raise UserError(f"--against-pipeline {reference}: no selected case uses another pipeline")
+    for case in targets:
+        ref_id = f"{case.model.name}/{reference}/{case.runner}"
+        if ref_id not in by_id:
+            raise UserError(f"--against-pipeline {reference}: the suite has no case {ref_id} to compare {case.id} with")
+        needed[ref_id] = by_id[ref_id]
+        needed[case.id] = case
+    job = Job(suite, list(needed.values()), progress=progress)
+
+    def make_pairs(by_variant: dict[str, CompiledCase]) -> list[Pair]:
+        return [_paired(c.id, by_variant[variant_id("head", f"{c.model.name}/{reference}/{c.runner}")],
+                        by_variant[variant_id("head", c.id)], reference, c.pipeline.name, settings) for c in targets]
+
+    mode = {"kind": "pipeline", "baseline": f"pipeline {reference}", "candidate": "other pipelines"}
+    return _paired_check(suite, list(needed.values()), job, settings, make_pairs, mode, explain)
+
+
+STORE_BASELINE = "store:"
+
+
+def _stored_results(suite: Suite, cases: list[CaseSpec], spec: str) -> list[ResultDocument]:
+    """The suite's result documents in the history store named after ``store:`` (empty: the
+    default store), newest first; the ones measured on this machine's comparable fingerprint
+    (every runner of ``cases``) first. ``UserError`` when the store holds none."""
+    from perfguard.history.store import Store, display_url, store_url
+    from perfguard.results.result import parse_result
+    from perfguard.runners import get_runner
+    from perfguard.runners.fingerprint import fingerprint_hash
+
+    with Store.open(store_url(spec or None), create=False) as store:
+        stored = store.latest_results(suite.name)
+        if not stored:
+            raise UserError(f"--baseline {STORE_BASELINE}{display_url(spec)}: the history store {store.url} holds no result of "
+                            f"suite {suite.name!r} (`perfguard nightly` or `perfguard history ingest` stores them)")
+        documents = [parse_result(data, f"{store.url} document {doc_id}") for doc_id, data in stored]
+    where = suite.compiler.repo or suite.path
+    mine = {name: fingerprint_hash(get_runner(name, where, suite.runner_options(name)).fingerprint())
+            for name in sorted({c.runner for c in cases})}
+
+    def same_machine(document: ResultDocument) -> bool:
+        return all(name in document.environment and fingerprint_hash(document.environment[name]) == h
+                   for name, h in mine.items())
+
+    return sorted(documents, key=same_machine, reverse=True)  # stable: newest first within each group
+
+
+def check_against_baseline(suite: Suite, cases: list[CaseSpec], path: str, settings: CheckSettings,
+                           progress: Progress, strict_env: bool) -> VerdictsDocument:
+    """The working tree against a stored baseline: a result file, or ``store:[URL]``, the newest
+    result of the suite in the history store with this machine's comparable fingerprint (else
+    the newest of another machine, with the environment warning ``--baseline FILE`` gives)."""
+    if path.startswith(STORE_BASELINE):
+        baseline = _stored_results(suite, cases, path[len(STORE_BASELINE):])[0]
+        label = f"{path} ({baseline.finished_at})"
+    else:
+        baseline, label = load_result(path), path
+    job = Job(suite, cases, progress=progress)
+    try:
+        compile_while_importing(job)
+        job.measure(workers=settings.workers)
+        job.probe_memory()
+        candidate = job.documents()["head"]
+    finally:
+        job.close()
+    warnings = environment_warnings(baseline, candidate, strict_env)
+    pairs, more = unpaired_pairs(baseline, candidate, f"baseline {label}", "head")
+    rows, info = adaptive_check(lambda: pairs, lambda ids, n: None, suite.thresholds, settings, adaptive=False)
+    mode = {"kind": "baseline", "baseline": f"stored baseline {label}", "candidate": "head",
+            "baseline_created": baseline.finished_at}
+    return VerdictsDocument.of(mode, rows, settings_json(settings, info),
+                               {"baseline": baseline, "candidate": candidate}, warnings + more)
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """The A/A of one case: ``ok`` with the noise, the A/A verdict and the recommended floor;
+    ``unknown`` (too few workers measured both sides) or ``failed`` with the reason."""
+
+    case: str
+    status: str
+    reason: str = ""
+    workers: int | None = None
+    noise_sd: float | None = None
+    within_cv: float | None = None
+    aa_ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    decision: str = ""
+    mde: float | None = None
+    recommended_floor: float | None = None
+
+    @property
+    def false_positive(self) -> bool:
+        return self.decision == "different"
+
+    def to_json(self) -> JsonDict:
+        if self.status == "failed":
+            return {"case": self.case, "status": self.status, "reason": self.reason}
+        if self.status != "ok":
+            return {"case": self.case, "status": self.status, "workers": self.workers, "reason": self.reason}
+        return {"case": self.case, "status": self.status, "workers": self.workers, "noise_sd": self.noise_sd,
+                "within_cv": self.within_cv, "aa_ratio": self.aa_ratio, "ci_low": self.ci_low,
+                "ci_high": self.ci_high, "p_value": self.p_value, "decision": self.decision,
+                "false_positive": self.false_positive, "mde": self.mde, "recommended_floor": self.recommended_floor}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What ``perfguard calibrate`` measured (``--json``), and the floors it recommends (``--write``)."""
+
+    suite: str
+    workers: int
+    alpha: float
+    cases: tuple[CalibrationRow, ...]
+
+    @property
+    def false_positives(self) -> int:
+        return sum(1 for r in self.cases if r.false_positive)
+
+    def to_json(self) -> JsonDict:
+        return {"suite": self.suite, "workers": self.workers, "alpha": self.alpha,
+                "cases": [r.to_json() for r in self.cases], "false_positives": self.false_positives}
+
+
+def calibrate(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, progress: Progress) -> Calibration:
+    """A/A: every case compiled twice by the same compiler and measured in the same workers.
+
+    Per case: the noise (standard deviation of per-worker log ratios), the A/A verdict (any
+    DIFFERENT is a false positive), the minimum detectable effect at this budget, and a
+    recommended latency floor: the A/A estimate's distance from 1 plus two standard errors, at
+    least 1 %, rounded up to 0.5 %. The floor protects against steady biases the test cannot
+    see as noise (a session created first can be 1-2 % faster).
+
+    Workers are paired by worker id, as ``check`` pairs them (a worker that crashed on one side
+    drops out); a case with fewer than 2 workers that measured both sides has no spread to
+    measure and is reported ``unknown`` with the reason."""
+    if settings.workers < 2:
+        raise UserError(f"calibrate needs at least 2 workers to measure noise, found workers = {settings.workers}")
+    sides = [Side("a", suite.compiler.path), Side("b", suite.compiler.path)]
+    job = Job(suite, cases, sides=sides, progress=progress)
+    try:
+        compile_while_importing(job)  # no memory: calibrate judges latency only
+        job.measure(workers=settings.workers)
+        by_variant = {c.variant_id: c for c in job.compiled}
+        pairs = [Pair(c.id, by_variant[variant_id("a", c.id)].entry, by_variant[variant_id("b", c.id)].entry, True, "A", "A'")
+                 for c in cases]
+        rows = [r for r in evaluate(pairs, suite.thresholds, check_plan(settings, adaptive=False))
+                if r.metric in ("latency", "status")]
+    finally:
+        job.close()
+    report: list[CalibrationRow] = []
+    for pair, row in zip(pairs, rows, strict=True):
+        entry_a, entry_b = pair.baseline, pair.candidate
+        if row.metric != "latency":
+            report.append(CalibrationRow(pair.case, "failed", row.comparison.reason))
+            continue
+        a, b = entry_a.latency_by_worker(), entry_b.latency_by_worker()
+        common = sorted(set(a) & set(b))
+        if len(common) < 2:
+            report.append(CalibrationRow(pair.case, "unknown", f"needs at least 2 workers that measured both sides, "
+                                                               f"{len(common)} did", workers=len(common)))
+            continue
+        logs = np.log([np.median(b[i]) / np.median(a[i]) for i in common])
+        sd = float(np.std(logs, ddof=1))
+        se = sd / math.sqrt(len(logs))
+        c = row.comparison
+        floor = max(0.01, abs(float(np.mean(logs))) + 2 * se)
+        floor = math.ceil(floor * 200) / 200
+
+        def finite(value: float) -> float | None:
+            return value if math.isfinite(value) else None
+
+        report.append(CalibrationRow(
+            pair.case, "ok", workers=len(logs), noise_sd=sd,
+            within_cv=entry_a.metrics.latency_s.cv if entry_a.metrics.latency_s else None,
+            aa_ratio=finite(c.ratio), ci_low=finite(c.ci_low), ci_high=finite(c.ci_high), p_value=finite(c.p_value),
+            decision=row.decision, mde=finite(c.mde), recommended_floor=floor))
+    return Calibration(suite.name, settings.workers, settings.alpha, tuple(report))
+
+
+def floors_toml(calibration: Calibration) -> str:
+    lines = [f"# Written by perfguard calibrate for suite {calibration.suite!r} "
+             f"({calibration.workers} workers per A/A comparison).",
+             "# Include it from the suite:  [thresholds] include = \"<this file>\"", ""]
+    for row in calibration.cases:
+        if row.status != "ok" or row.recommended_floor is None:
+            continue
+        lines += ["[[thresholds.overrides]]", f"pattern = \"^{re.escape(row.case)}$\"".replace("\\", "\\\\"),
+                  f"latency = \"median:{row.recommended_floor * 100:g}%\"",
+                  f"# noise sd {(row.noise_sd or 0.0) * 100:.2f}%, A/A {((row.aa_ratio or 1.0) - 1) * 100:+.2f}%, "
+                  f"MDE {row.mde * 100 if row.mde is not None else float('inf'):.1f}%", ""]
+    return "\n".join(lines)

@@ -1,0 +1,404 @@
+"""``perfguard nightly``: one command for the whole night, over a history store.
+
+1. Find the last nightly of the suite in the store. The first night has none: it measures the
+   working tree (``perfguard run``) and stores the result; the chain of nights starts there.
+2. Otherwise check the working tree against that night's commit (``check --base-ref``: both in the
+   same job, paired, so drift-free on any machine; identical artifacts are SAME without timing)
+   and store the verdicts. A latency regression the check decides is re-checked at once in a fresh
+   job (new worker processes); one that holds there is confirmed the same night.
+3. Change-point detection (``perfguard.history.changepoints``) over every series of the suite:
+   the chained paired ratios (valid on hosted runners, whose machine changes every night) and the
+   absolute values (meaningful within one runner fingerprint). A latency ratio change of tonight
+   is *confirmed* (or closed) by the same-job re-check; without one (``--no-recheck``) it is
+   *pending* until the next night. An absolute change is reported once it has held for three
+   nights, and confirmed then; node count and artifact size have no noise and are confirmed as
+   seen. A pending change that no longer shows is closed.
+4. A newly confirmed latency regression triggers ``bisect commits`` over its commit range (the
+   night before .. the night it appeared), unless ``bisect=False``; the bisection document is
+   stored and linked to the change, with its culprit commit and pass.
+
+The outcome (``NightReport``) gives the exit code (0 nothing new, 1 a new confirmed regression)
+and a Markdown summary of what changed since the previous night.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from perfguard.errors import UserError
+from perfguard.history.series_changes import EXACT_METRICS, series_changes
+from perfguard.progress import Progress
+from perfguard.report.escape import md_code, md_text
+from perfguard.suite import CaseSpec, Suite
+from perfguard.suite.gates import CheckSettings
+
+if TYPE_CHECKING:
+    from perfguard.bisect.document import BisectResult
+    from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.history.changepoints import ChangePoint
+    from perfguard.history.store import Change, Night, Point, Series, Store
+
+#: Metrics whose confirmed regressions trigger a bisection (the others are recorded only).
+BISECTED_METRICS = ("latency",)
+#: Metrics a new confirmed regression of which makes the nightly exit 1. Compile time is reported,
+#: not gated (as in ``check``, where a few unpaired compiles rarely decide its floor).
+GATED_METRICS = ("latency", "memory", "node_count", "artifact_size")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A change point of one series as this night sees it, with what the store knew before."""
+
+    change: Change
+    series: Series
+    previous_status: str | None  # None: first seen tonight
+    # Another metric of the same case already had a confirmed change at this commit: the same
+    # change seen again (a node-count step after its latency step), not a new alarm.
+    known_change: bool = False
+
+    @property
+    def newly_confirmed(self) -> bool:
+        return self.change.status == "confirmed" and self.previous_status != "confirmed"
+
+    @property
+    def is_regression(self) -> bool:
+        return self.change.ratio > 1.0
+
+
+@dataclass
+class NightReport:
+    """What one nightly did: the night stored, the previous night, the check (None on the first
+    night), the changes found, the bisections run and the cases re-checked."""
+
+    suite: str
+    night: Night
+    previous: Night | None
+    verdicts: VerdictsDocument | None
+    findings: list[Finding] = field(default_factory=list)
+    closed: list[Change] = field(default_factory=list)
+    bisections: dict[int, BisectResult] = field(default_factory=dict)
+    rechecked: dict[str, str] = field(default_factory=dict)  # case -> what the re-check said
+    measured_cases: int = 0
+    failed_cases: int = 0
+    edited_pipelines: tuple[str, ...] = ()  # pipelines the suite changed since the previous night
+
+    @property
+    def new_regressions(self) -> list[Finding]:
+        return [f for f in self.findings if f.newly_confirmed and f.is_regression and not f.known_change
+                and f.series.key.metric in GATED_METRICS]
+
+    @property
+    def exit_regression(self) -> bool:
+        return bool(self.new_regressions)
+
+
+def _head_commit(suite: Suite) -> tuple[str, str]:
+    """The commit (sha, subject) the compiler's repository is at: what tonight measures. A suite
+    outside git is refused (``UserError``: set ``[compiler] repo``)."""
+    from perfguard.compile.checkout import compiler_repo_root, resolve_commit
+
+    return resolve_commit(compiler_repo_root(suite), "HEAD")
+
+
+def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings, progress: Progress,
+                *, bisect: bool = True, recheck: bool = True) -> NightReport:
+    """One night: measure or check, store, detect, confirm, bisect (see the module docstring)."""
+    head_sha, head_subject = _head_commit(suite)
+    previous = store.last_night(suite.name)
+    verdicts = None
+    rechecked: dict[str, str] = {}
+    if previous is None:
+        progress.log(f"first night of {suite.name} in {store.url}: measuring {head_sha[:10]} {head_subject}")
+        from perfguard.compile.case import Side
+        from perfguard.measure.job import run_suite
+
+        document = run_suite(suite, cases, progress=progress,
+                             side=Side("head", suite.compiler.path, head_sha, head_subject))
+        ingested = store.ingest(document, source="nightly")
+        measured = sum(1 for c in document.cases if c.metrics.latency_s is not None)
+        failed = sum(1 for c in document.cases if not c.ok)
+    else:
+        from perfguard.flows.check import check_against_ref
+
+        progress.log(f"previous night: {previous.commit[:10]} ({previous.time}); checking {head_sha[:10]} against it")
+        verdicts = check_against_ref(suite, cases, previous.commit, settings, progress)
+        if recheck:
+            rechecked = _recheck(suite, cases, previous.commit, settings, progress, verdicts)
+        ingested = store.ingest(verdicts, source="nightly")
+        measured = sum(1 for v in verdicts.verdicts if v.metric == "latency" and v.comparison.method != "identity"
+                       and v.decision != "failed")
+        failed = len({v.case for v in verdicts.verdicts if v.decision == "failed"})
+    night = store.record_night(suite.name, head_sha, ingested.document_id)
+    report = NightReport(suite.name, night, previous, verdicts, rechecked=rechecked, measured_cases=measured,
+                         failed_cases=failed)
+    _detect(store, suite.name, report)
+    # A pipeline the suite itself changed between the nights is the cause; bisecting the compiler's
+    # commits (which compiles every commit with tonight's pipelines) could not find it.
+    edited = set(verdicts.mode.get("base_pipelines") or ()) if verdicts is not None else set()
+    report.edited_pipelines = tuple(sorted(edited))
+    if bisect:
+        for finding in report.new_regressions:
+            pipeline = finding.series.key.case.split("/")[1] if finding.series.key.case.count("/") == 2 else ""
+            if pipeline in edited:
+                store.set_change_status(finding.change.id, finding.change.status,
+                                        f"{finding.change.note}; not bisected: the suite's pipeline {pipeline!r} "
+                                        "changed between these nights")
+                continue
+            if finding.series.key.metric in BISECTED_METRICS and finding.change.good_commit and \
+                    finding.change.bad_commit and finding.change.good_commit != finding.change.bad_commit:
+                result = _bisect(suite, store, finding, settings, progress)
+                if result is not None:
+                    report.bisections[finding.change.id] = result
+    return report
+
+
+def _recheck(suite: Suite, cases: list[CaseSpec], base: str, settings: CheckSettings, progress: Progress,
+             verdicts: VerdictsDocument) -> dict[str, str]:
+    """Re-check, in a fresh job, every case whose latency the check called a regression; what the
+    re-check said per case ("regression +5.1 % [...]" or "did not hold: ...")."""
+    from perfguard.flows.check import check_against_ref
+
+    regressed = sorted({v.case for v in verdicts.verdicts if v.metric == "latency" and v.is_regression})
+    if not regressed:
+        return {}
+    progress.log(f"re-checking {len(regressed)} regressed case(s) in a fresh job: {', '.join(regressed)}")
+    again = check_against_ref(suite, [c for c in cases if c.id in regressed], base, settings, progress)
+    said = {}
+    for row in again.verdicts:
+        if row.metric == "latency" and row.case in regressed:
+            c = row.comparison
+            text = f"{c.ratio - 1:+.1%} [{c.ci_low - 1:+.1%}, {c.ci_high - 1:+.1%}]"
+            said[row.case] = f"regression {text}" if row.is_regression else f"did not hold: {row.decision} {text}"
+    return said
+
+
+def _range_of(points: Sequence[Point], index: int, kind: str) -> tuple[str | None, str | None]:
+    """(good, bad) commits of a change first seen at ``points[index]``."""
+    bad = points[index].commit
+    good = points[index].base_commit if kind == "ratio" else None
+    if good is None and index > 0:
+        good = points[index - 1].commit
+    return good, bad
+
+
+def _detect(store: Store, suite: str, report: NightReport) -> None:
+    before = {(c.series_id, c.bad_commit): c for c in store.changes(suite=suite)}
+    known = {(c.key.case, c.bad_commit) for c in before.values() if c.status == "confirmed"}
+    seen = set()
+    for series in store.series(suite=suite):
+        points = store.points(series.id)
+        found = series_changes(series, points)
+        found += _decided_tonight(series, points, found, report)
+        for point in found:
+            good, bad = _range_of(points, point.index, series.key.kind)
+            if good == bad:
+                continue  # the same commit on both sides: the environment changed, not the compiler
+            old = before.get((series.id, bad))
+            if old is not None and old.status == "closed":
+                continue
+            seen.add((series.id, bad))
+            status, note = _status(series, points, point.index, old, report)
+            change = store.upsert_change(series.id, good_commit=good, bad_commit=bad, time=points[point.index].time,
+                                         ratio=point.ratio, ci_low=point.ci_low, ci_high=point.ci_high,
+                                         status=status, note=note)
+            if old is None or old.status != change.status:
+                report.findings.append(Finding(change, series, None if old is None else old.status,
+                                               (series.key.case, bad) in known))
+    for key, change in before.items():
+        if change.status == "pending" and key not in seen:
+            store.set_change_status(change.id, "closed", "did not hold on the next night")
+            report.closed.append(dataclasses.replace(change, status="closed"))
+
+
+def _decided_tonight(series: Series, points: Sequence[Point], found: Sequence[ChangePoint],
+                     report: NightReport) -> list[ChangePoint]:
+    """Tonight's latency ratio as a change where the paired check and its same-job re-check both
+    called it a regression but the series is too short for change-point detection (its first
+    nights): the check's own test is the evidence."""
+    from perfguard.history.changepoints import ChangePoint
+
+    if series.key.kind != "ratio" or series.key.metric != "latency" or not points:
+        return []
+    last = points[-1]
+    if (last.commit != report.night.commit or last.decision != "different" or last.value <= 1.0
+            or any(c.index == len(points) - 1 for c in found)
+            or not report.rechecked.get(series.key.case, "").startswith("regression")):
+        return []
+    level = 1.0
+    for p in points[:-1]:
+        level *= p.value
+    low = last.ci_low if last.ci_low is not None else last.value
+    high = last.ci_high if last.ci_high is not None else last.value
+    return [ChangePoint(len(points) - 1, level, level * last.value, last.value, low, high, "regression")]
+
+
+def _status(series: Series, points: Sequence[Point], index: int, old: Change | None,
+            report: NightReport) -> tuple[str, str]:
+    """A change point's status and note. A ratio series' chained index keeps every night's
+    ratio, so "it holds on the next night" says nothing there: a latency ratio change is
+    confirmed (or closed) by the same-job re-check of its night. An absolute series' change is
+    confirmed when the nights after it stay at the new level."""
+    newest = index == len(points) - 1
+    tonight = points[index].commit == report.night.commit
+    if series.key.metric in EXACT_METRICS:
+        return "confirmed", "exact metric (no noise): confirmed as seen"
+    if series.key.kind == "ratio" and series.key.metric == "latency" and newest and tonight:
+        said = report.rechecked.get(series.key.case)
+        if said is not None:
+            return ("confirmed" if said.startswith("regression") else "closed"), f"same-job re-check: {said}"
+        return "pending", "seen once; confirmed if it holds on the next night"
+    if newest:
+        return "pending", "seen once; confirmed if it holds on the next night"
+    if old is not None and old.status == "confirmed":
+        return "confirmed", old.note
+    return "confirmed", "held on the next night"
+
+
+def _bisect(suite: Suite, store: Store, finding: Finding, settings: CheckSettings,
+            progress: Progress) -> BisectResult | None:
+    """Bisect one change's commit range, store the bisection and link it (None: not run)."""
+    from perfguard.flows.bisect_commits import bisect_commits
+    from perfguard.flows.probe import require_case
+
+    change = finding.change
+    case = require_case(suite, finding.series.key.case)
+    assert change.good_commit is not None and change.bad_commit is not None
+    progress.log(f"bisecting {case.id} over {change.good_commit[:10]}..{change.bad_commit[:10]}")
+    try:
+        result = bisect_commits(suite, case, change.good_commit, change.bad_commit, settings, progress, None)
+    except UserError as exc:
+        store.set_change_status(change.id, change.status, f"{change.note}; bisection not run: {exc}")
+        return None
+    ingested = store.ingest(result, source="nightly bisect")
+    culprit = next((c for c in result.culprits if c.confirmed), result.culprits[0] if result.culprits else None)
+    commit = culprit.commit.sha if culprit and culprit.commit else None
+    pass_name = culprit.pass_.name if culprit and culprit.pass_ else None
+    store.link_bisect(change.id, ingested.document_id, commit, pass_name)
+    return result
+
+
+def bisect_open_changes(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings,
+                        progress: Progress) -> list[tuple[Change, BisectResult | None]]:
+    """Bisect every confirmed latency regression of the suite's selected cases that has no
+    bisection yet (``perfguard nightly --bisect-only``: the workflow's follow-up job on the runner
+    class where the change was seen). Returns each change with its bisection (None: not run)."""
+    selected = {c.id for c in cases}
+    series = {s.id: s for s in store.series(suite=suite.name)}
+    done: list[tuple[Change, BisectResult | None]] = []
+    for change in store.changes(status="confirmed", suite=suite.name):
+        s = series.get(change.series_id)
+        if (s is None or change.bisect_document_id is not None or change.ratio <= 1.0
+                or s.key.metric not in BISECTED_METRICS or s.key.case not in selected
+                or not change.good_commit or not change.bad_commit or change.good_commit == change.bad_commit):
+            continue
+        done.append((change, _bisect(suite, store, Finding(change, s, "confirmed"), settings, progress)))
+    return done
+
+
+def _pct(ratio: float) -> str:
+    return f"{ratio - 1:+.1%}"
+
+
+def _interval(change: Change) -> str:
+    if change.ci_low is None or change.ci_high is None:
+        return ""
+    return f"[{_pct(change.ci_low)}, {_pct(change.ci_high)}]"
+
+
+def _commits(change: Change) -> str:
+    good, bad = (change.good_commit or "?")[:10], (change.bad_commit or "?")[:10]
+    return md_text(f"{good}..{bad}")
+
+
+def _culprit(result: BisectResult) -> str:
+    """The first culprit of a bisection as Markdown: commit, subject and pass, or its status."""
+    first = next((c for c in result.culprits if c.commit), None)
+    if first is None or first.commit is None:
+        return md_text(result.status)
+    text = f"{md_code(first.commit.sha[:10])} {md_text(first.commit.subject or '')}".strip()
+    return text + (f", pass {md_code(first.pass_.name)}" if first.pass_ else "")
+
+
+def _series(f: Finding, kind: bool = True) -> str:
+    key = f.series.key
+    return f"{md_text(key.case)} {md_text(key.metric)}" + (f" ({md_text(key.kind)})" if kind else "")
+
+
+def markdown_summary(report: NightReport) -> str:
+    """What changed since the previous night, as Markdown (the job summary of the workflow). Names,
+    commit subjects and notes are data (:mod:`perfguard.report.escape`)."""
+    night, previous = report.night, report.previous
+    lines = [f"## perfguard nightly: {md_text(report.suite)}", ""]
+    if previous is None:
+        lines.append(f"First night at {md_code(night.commit[:10])}: {report.measured_cases} case(s) measured; "
+                     "the next night is checked against this one.")
+    else:
+        lines.append(f"Night at {md_code(night.commit[:10])}, checked against the previous night at "
+                     f"{md_code(previous.commit[:10])} ({md_text(previous.time)}) in the same job.")
+        if report.verdicts is not None:
+            rows = [v for v in report.verdicts.verdicts if v.metric == "latency"]
+            identical = sum(1 for v in rows if v.comparison.method == "identity")
+            counts: dict[str, int] = {}
+            for v in rows:
+                word = ("regression" if v.is_regression else "improvement" if v.decision == "different"
+                        else v.decision)
+                counts[word] = counts.get(word, 0) + 1
+            said = ", ".join(f"{n} {md_text(word)}" for word, n in sorted(counts.items()))
+            lines.append(f"Latency of {len(rows)} case(s): {said}" +
+                         (f" ({identical} identical artifact(s), not timed)." if identical else "."))
+    lines.append("")
+    new = report.new_regressions
+    if new:
+        lines += ["### New confirmed regressions", "", "| case | metric | series | change | interval | commits | "
+                  "culprit |", "|---|---|---|---|---|---|---|"]
+        for f in new:
+            bisected = report.bisections.get(f.change.id)
+            culprit = "not bisected"
+            if f.series.key.case.count("/") == 2 and f.series.key.case.split("/")[1] in report.edited_pipelines:
+                culprit = "the suite's pipeline changed"
+            if bisected is not None:
+                culprit = _culprit(bisected)
+            key = f.series.key
+            lines.append(f"| {md_text(key.case)} | {md_text(key.metric)} | {md_text(key.kind)} | "
+                         f"**{_pct(f.change.ratio)}** | {_interval(f.change)} | {_commits(f.change)} | {culprit} |")
+        lines.append("")
+    pending = [f for f in report.findings if f.change.status == "pending"]
+    if pending:
+        lines += ["### Seen tonight, not yet confirmed", ""]
+        lines += [f"- {_series(f)}: {_pct(f.change.ratio)} {_interval(f.change)}, {_commits(f.change)}: "
+                  f"{md_text(f.change.note)}" for f in pending]
+        lines.append("")
+    improvements = [f for f in report.findings if f.newly_confirmed and not f.is_regression]
+    if improvements:
+        lines += ["### Improvements (reported, not gated)", ""]
+        lines += [f"- {_series(f, kind=False)}: {_pct(f.change.ratio)} {_commits(f.change)}" for f in improvements]
+        lines.append("")
+    others = [f for f in report.findings if f.newly_confirmed and f.is_regression and f not in new]
+    if others:
+        lines += ["### Also changed (not a new alarm)", ""]
+        lines += [f"- {_series(f)}: {_pct(f.change.ratio)} {_commits(f.change)}: "
+                  + ("the same commits as a change already confirmed" if f.known_change else "reported, not gated")
+                  for f in others]
+        lines.append("")
+    dropped = report.closed + [f.change for f in report.findings if f.change.status == "closed"]
+    if dropped:
+        lines += ["### Did not hold", ""]
+        lines += [f"- {_commits(c)} {_pct(c.ratio)}: {md_text(c.note)}" for c in dropped]
+        lines.append("")
+    if previous is not None and not (new or pending or improvements or others or dropped):
+        lines += ["Nothing new since the previous night.", ""]
+    return "\n".join(lines)
+
+
+def bisections_summary(suite: str, done: Sequence[tuple[Change, BisectResult | None]]) -> str:
+    """The bisections ``nightly --bisect-only`` ran (:func:`bisect_open_changes`), as Markdown."""
+    lines = [f"## perfguard nightly: bisections ({md_text(suite)})", ""]
+    for change, result in done:
+        culprit = "not run (see `perfguard history changes`)" if result is None else _culprit(result)
+        lines.append(f"- {md_text(change.key.case)}: {_pct(change.ratio)} in {_commits(change)}: {culprit}")
+    if not done:
+        lines.append("No confirmed regression waits for a bisection.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,174 @@
+"""Storing documents: a typed document becomes one row of ``documents`` and its points, in one
+transaction; and the stored documents read back.
+
+What a document gives the store (its kind, suite, time, commit and points) is
+:mod:`perfguard.history.ingest`'s, pure functions over the typed documents; this module writes
+it. A document is stored as JSON, compressed, and identified by the sha256 of its canonical JSON
+(sorted keys, compact separators): the same document twice is one record, also when two
+writers race (the second one's insert does nothing and it answers with the first one's id).
+
+On PostgreSQL, series rows are created with "insert ... on conflict do nothing" in the order of
+their keys, so concurrent writers neither fail nor deadlock. A writer killed mid-document leaves
+nothing of it: a document and its points are one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from perfguard.errors import StorageError, StoreError
+from perfguard.history.store.engine import StoreConnection, insert_ignoring
+from perfguard.history.store.rows import Ingested
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from perfguard.history.ingest import Extracted, Imported, PerfguardDocument, PointRow
+
+#: What :meth:`Ingesting.ingest` stores: a result, verdicts or bisect document of perfguard, or a
+#: file of another tool read and validated by :mod:`perfguard.formats` (stored as read, under
+#: that tool's kind).
+StoredDocument: TypeAlias = "PerfguardDocument | Imported"
+
+
+class Ingesting(StoreConnection):
+    """The store's documents: ingest them (typed, or JSON read from a file) and read them back."""
+
+    def ingest(self, document: StoredDocument, *, source: str = "",
+               as_read: Mapping[str, object] | None = None) -> Ingested:
+        """Store ``document`` and its points in one transaction (``source``: where it came from,
+        a file name or ``nightly``, kept with it and naming it in messages).
+
+        It is stored, and identified, as ``as_read`` when given: the JSON it was parsed from, so a
+        file is kept as it was written (an older format version too) and the same file twice is
+        one record; else as its ``to_json()``. A file of another tool is stored as read. The same
+        JSON again is the same record: ``new=False``, no points added. A document the store cannot
+        keep (a verdicts document without a candidate side) is refused in one line, as a
+        ``StoreError``."""
+        from perfguard.history import ingest as extract
+        from perfguard.history.ingest import Imported
+
+        if isinstance(document, Imported):
+            imported = document
+            return self._store(imported.data, lambda: imported.extracted, source)
+        typed = document
+        body = as_read if as_read is not None else typed.to_json()
+        return self._store(body, lambda: extract.extract_document(typed, source or "<document>"), source)
+
+    def ingest_json(self, data: object, *, source: str = "") -> Ingested:
+        """Parse ``data`` (the JSON of a result, verdicts or bisect document, as read from
+        ``source``) with its kind's one parser and :meth:`ingest` it as read. JSON already stored is
+        recognised before it is parsed again. A document that is not valid is refused with its
+        parser's one-line message, as a ``StoreError``."""
+        from perfguard.history import ingest as extract
+
+        return self._store(data, lambda: extract.extract(data, source or "<document>"), source)
+
+    def ingest_file(self, path: str | Path) -> Ingested:
+        """Read a document file and :meth:`ingest_json` it (``source``: the path)."""
+        from perfguard.results.documents import read_json
+
+        try:
+            data = read_json(Path(path), missing="{path}: file not found", not_json="{path}: not JSON ({exc})")
+        except StorageError as exc:
+            raise StoreError(str(exc)) from None
+        return self.ingest_json(data, source=str(path))
+
+    def _store(self, body: object, extracted: Callable[[], Extracted], source: str) -> Ingested:
+        """Store the JSON ``body`` with what ``extracted()`` gives of it, unless it is stored already
+        (then ``extracted`` is not called: a known document is not validated again)."""
+        import sqlalchemy as sa
+
+        from perfguard.history import ingest as extract
+        from perfguard.history.schema import documents, utc_now, utc_stamp
+
+        text = extract.canonical_json(body)
+        digest = extract.document_hash(text)
+        label = source or "<document>"
+        with self._connect(write=False) as conn:
+            known = conn.execute(sa.select(documents.c.id, documents.c.kind)
+                                 .where(documents.c.sha256 == digest)).first()
+        if known is not None:
+            return Ingested(known.id, known.kind, False, 0)
+        try:
+            found = extracted()
+        except StorageError as exc:
+            raise StoreError(str(exc)) from None
+        now = utc_now()
+        try:
+            time = utc_stamp(found.time) if found.time else now
+            rows = [(row, utc_stamp(row.time) if row.time else time) for row in found.points]
+        except ValueError as exc:
+            raise StoreError(f"{label}: corrupt {found.kind} document: a time that is not ISO 8601 ({exc})") from None
+        with self._connect(write=True) as conn:
+            inserted = conn.execute(
+                insert_ignoring(conn, documents).values(
+                    sha256=digest, kind=found.kind, suite=found.suite, time=time, commit_sha=found.commit,
+                    source=source, ingested_at=now, points=len(rows), body=zlib.compress(text.encode("utf-8")))
+                .on_conflict_do_nothing(index_elements=["sha256"]).returning(documents.c.id)).first()
+            if inserted is None:  # a concurrent writer stored it first
+                known = conn.execute(sa.select(documents.c.id, documents.c.kind)
+                                     .where(documents.c.sha256 == digest)).one()
+                return Ingested(known.id, known.kind, False, 0)
+            document_id = int(inserted.id)
+            self._insert_points(conn, document_id, rows)
+        return Ingested(document_id, found.kind, True, len(rows))
+
+    @staticmethod
+    def _insert_points(conn: Connection, document_id: int, rows: Sequence[tuple[PointRow, str]]) -> None:
+        import sqlalchemy as sa
+
+        from perfguard.history.schema import points, series
+
+        if not rows:
+            return
+        keys = {row.key.hash(): row.key for row, _ in rows}
+        # In key order: concurrent writers lock new series rows in one order and cannot deadlock.
+        conn.execute(insert_ignoring(conn, series).on_conflict_do_nothing(index_elements=["key_hash"]), [
+            {"key_hash": h, "suite": k.suite, "case_id": k.case, "model_hash": k.model_hash,
+             "pipeline_hash": k.pipeline_hash, "backend": k.backend, "runner_class": k.runner_class,
+             "metric": k.metric, "kind": k.kind} for h, k in sorted(keys.items())])
+        ids = {r.key_hash: r.id for r in conn.execute(sa.select(series.c.key_hash, series.c.id)
+                                                      .where(series.c.key_hash.in_(list(keys))))}
+        conn.execute(points.insert(), [
+            {"series_id": ids[row.key.hash()], "document_id": document_id, "time": time, "commit_sha": row.commit,
+             "value": row.value, "ci_low": row.ci_low, "ci_high": row.ci_high, "worker_values": list(row.values),
+             "base_commit": row.base_commit, "decision": row.decision} for row, time in rows])
+
+    def document(self, document_id: int) -> Any:
+        """The stored JSON document, as ingested."""
+        import sqlalchemy as sa
+
+        from perfguard.history.schema import documents
+
+        with self._connect(write=False) as conn:
+            body = conn.execute(sa.select(documents.c.body).where(documents.c.id == document_id)).scalar()
+        if body is None:
+            raise StoreError(f"history store {self.url}: no document {document_id}")
+        return json.loads(zlib.decompress(body))
+
+    def latest_results(self, suite: str) -> list[tuple[int, Any]]:
+        """(document id, result JSON) of every stored result of ``suite``, newest first: result
+        documents, and the candidate result inside verdicts documents."""
+        import sqlalchemy as sa
+
+        from perfguard.history.ingest import candidate_label
+        from perfguard.history.schema import documents
+
+        with self._connect(write=False) as conn:
+            found = conn.execute(sa.select(documents.c.id, documents.c.kind, documents.c.body)
+                                 .where(documents.c.suite == suite, documents.c.kind.in_(("result", "verdicts")))
+                                 .order_by(documents.c.time.desc(), documents.c.id.desc())).all()
+        out = []
+        for row in found:
+            data = json.loads(zlib.decompress(row.body))
+            if row.kind == "verdicts":
+                label = candidate_label(data.get("results") or {})
+                data = data["results"][label] if label else None
+            if data is not None:
+                out.append((int(row.id), data))
+        return out
