@@ -13,7 +13,7 @@ import time
 import pytest
 
 from perfguard.flows.bisect_passes import apply_edits, ddmin, edit_script
-from perfguard.profile.dimension import DIMENSIONS
+from perfguard.results.explanation import DIMENSIONS
 
 from .conftest import REPO, run_cli
 from .factories import WORK_FUNCTION, compiler_suite, git, make_compiler_repo, pass_source

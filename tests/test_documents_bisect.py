@@ -163,12 +163,12 @@ def test_a_culprit_that_cannot_be_profiled_is_recorded_unavailable_and_renders(m
     monkeypatch.setattr(perfguard.profile.pairs, "explain_versions", broken)
     suite, case = SimpleNamespace(compiler=SimpleNamespace(path=None)), SimpleNamespace(id="r/good/cpu")
     why = explain_pipelines(suite, case, ["a"], ["b"], ("good", "bad"), None, Progress())
-    assert why["dimension"]["label"] == "unclear" and why["diff"] is None
-    assert why["dimension"]["headline"] == "explanation unavailable: no profiler for backend 'iree'"
+    assert why.dimension.label == "unclear" and why.diff is None
+    assert why.dimension.headline == "explanation unavailable: no profiler for backend 'iree'"
     document = json.loads((V1 / "bisect-pipelines.json").read_text())
-    document["explanations"] = [why]
+    document["explanations"] = [why.to_json()]
     result = BisectResult.from_json(document)
-    assert result.version == 1 and result.to_json() == document
+    assert result.version == 1 and result.to_json() == document and result.explanations == [why]
     html = render_html(build_report([result]))
     assert "explanation unavailable: no profiler for backend &#39;iree&#39;" in html
     assert 'data-dimension="unclear"' in html

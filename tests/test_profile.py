@@ -15,9 +15,9 @@ import pytest
 
 from perfguard.errors import TraceError
 from perfguard.profile.diff import diff_profiles
-from perfguard.profile.dimension import CompileChange, classify, classify_dispatches
-from perfguard.profile.explain import Explanation
+from perfguard.profile.dimension import classify, classify_dispatches, compile_rose
 from perfguard.profile.perfetto import merge_traces, trace_problems
+from perfguard.results.explanation import CompileChange, Explanation
 from perfguard.workers.trace import OpStats, ProfileRun, aggregate, read_trace
 
 from .conftest import REPO, run_cli
@@ -359,7 +359,8 @@ def test_check_explain_profiles_the_regressed_case_and_says_why(why_suite: Path)
     # The verdicts document with its explanations is a valid document (read back by the loader).
     from perfguard.compare.verdicts import load_verdicts
 
-    assert load_verdicts(out).explanations[0]["case"] == "r/transposed/cpu"
+    (typed,) = load_verdicts(out).explanations
+    assert isinstance(typed, Explanation) and typed.case == "r/transposed/cpu" and typed.dimension.label == "memory"
 
 
 def test_explain_needs_a_same_job_baseline(why_suite: Path, tmp_path: Path) -> None:
@@ -408,7 +409,7 @@ def test_iree_pairs_are_explained_from_their_dispatch_counts(tmp_path: Path) -> 
     before, after = (int(n) for n in line.split(" (")[0].removeprefix("dispatches ").split(" -> "))
     assert before > 0 and after > 0  # real counts from iree-compile's scheduling statistics
     change = explanation["compile"]
-    rose = change is not None and CompileChange(change["before_s"], change["after_s"], change["ci_low"]).rose()
+    rose = change is not None and compile_rose(CompileChange(change["before_s"], change["after_s"], change["ci_low"]))
     expected = "scheduling" if after > before else "compile-overhead" if rose else "unclear"
     assert dimension["label"] == expected, dimension
     assert "dimension:" in stdout

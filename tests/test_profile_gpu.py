@@ -29,26 +29,30 @@ from typing import Any
 import pytest
 
 from perfguard.errors import NsightError
-from perfguard.profile.diff import Change, Spread, diff_profiles
+from perfguard.profile.diff import diff_profiles
 from perfguard.profile.dimension import classify
-from perfguard.profile.explain import Explanation
 from perfguard.profile.gpu_diff import (
-    GpuDiff,
-    GpuSection,
-    KernelDelta,
     build_section,
     diff_nsys,
     gpu_lines,
     with_ncu,
 )
 from perfguard.profile.nsight import (
-    NsightSide,
     nsight_side,
     parse_kern_sum,
     parse_ncu_csv,
     tool_skips,
 )
 from perfguard.profile.perfetto import merge_traces, trace_problems
+from perfguard.results.explanation import (
+    Change,
+    Explanation,
+    GpuDiff,
+    GpuSection,
+    KernelDelta,
+    NsightSide,
+    Spread,
+)
 from perfguard.workers.gpu import GpuProfile, KernelStat
 from perfguard.workers.trace import ProfileRun, aggregate, read_trace
 

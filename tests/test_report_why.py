@@ -1,4 +1,4 @@
-"""The HTML report's "why it got slower" section: the view model built from an explanation's JSON
+"""The HTML report's "why it got slower" section: the view model built from a typed explanation
 (bars per op type, largest change first, shares, node counts, overhead, dimension), and the report
 that renders it for a verdicts document and for a bisection, "unclear" included."""
 
@@ -13,9 +13,10 @@ import pytest
 
 from perfguard.profile.diff import diff_profiles
 from perfguard.profile.dimension import classify
-from perfguard.profile.explain import Explanation, unavailable
+from perfguard.profile.explain import unavailable
 from perfguard.report.html import render_html
 from perfguard.report.why import why_view
+from perfguard.results.explanation import Explanation, UnreadableExplanation, read_explanation
 
 from .test_profile import BASE, _side
 from .test_report import browser, build_report, make_bisect, make_verdicts, write_report
@@ -33,7 +34,7 @@ def _explanation(case: str, after: dict[str, tuple[int, float]] = AFTER, **kwarg
 
 
 def test_view_has_one_bar_per_op_type_largest_change_first_with_shares_and_nodes() -> None:
-    view = why_view(_explanation("r/transposed/cpu", overhead=30.0), "why-1")
+    view = why_view(Explanation.from_json(_explanation("r/transposed/cpu", overhead=30.0)), "why-1")
     assert (view.case, view.baseline, view.candidate, view.dimension) == ("r/transposed/cpu", "plain", "transposed",
                                                                           "memory")
     assert [r.name for r in view.ops] == ["Transpose", "Conv", "Relu", "Add", "Gemm"]
@@ -51,11 +52,17 @@ def test_view_has_one_bar_per_op_type_largest_change_first_with_shares_and_nodes
 
 
 def test_view_of_an_unavailable_or_diffless_explanation_still_names_the_dimension() -> None:
-    view = why_view(unavailable("r/p/cpu", ("a", "b"), "b: pass x failed").to_json(), "why-1")
+    view = why_view(unavailable("r/p/cpu", ("a", "b"), "b: pass x failed"), "why-1")
     assert view.unclear and view.ops == [] and view.overhead is None
     assert view.headline == "explanation unavailable: b: pass x failed"
     with pytest.raises(ValueError, match="dimension"):
-        why_view({"case": "x"}, "why-1")
+        Explanation.from_json({"case": "x"})
+    # In a document it is kept as found, with the reason, rather than failing the document.
+    kept = read_explanation({"case": "x"})
+    assert isinstance(kept, UnreadableExplanation) and kept.to_json() == {"case": "x"} and "dimension" in kept.problem
+    # Cut to its dimension (hand-written), it still reads: the rest takes its defaults.
+    cut = Explanation.from_json({"dimension": unavailable("r", ("a", "b"), "gone").dimension.to_json()})
+    assert why_view(cut, "why-1").headline == "explanation unavailable: gone" and cut.failures == ()
 
 
 def _why_section(html: str, anchor: str) -> str:

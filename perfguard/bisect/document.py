@@ -6,8 +6,9 @@ Format history of the bisect result (``BISECT_VERSION``), written in every mode 
 
 1. First format. Later additions, optional and absent where they would say nothing (older readers
    ignore them): ``explanations`` (a found culprit profiled on both of its sides: the objects of
-   ``perfguard.profile.explain.Explanation``, kept as JSON here as in the verdicts document; one
-   per culprit, absent under ``--no-explain`` or when nothing was found).
+   ``perfguard.results.explanation.Explanation``, read typed at load as in the verdicts document,
+   one that does not read kept as found; one per culprit, absent under ``--no-explain`` or when
+   nothing was found).
 
 Each class owns its JSON: ``from_json`` reads it, ``to_json`` writes exactly the keys today's
 writers write (``to_json(from_json(d)) == d`` for every document perfguard writes; the golden files
@@ -22,16 +23,21 @@ summaries (:class:`SummaryProbe`). A value of the wrong type is a one-line ``Sto
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from perfguard import jsonfields as f
 from perfguard.errors import FieldError, StorageError
 from perfguard.jsonfields import JsonDict
+from perfguard.results.explanation import StoredExplanation, read_explanation
 from perfguard.stats.adaptive import Look
 from perfguard.stats.verdict import is_regression
+
+if TYPE_CHECKING:
+    from perfguard.compare.verdicts import Verdict
 
 BISECT_VERSION = 1
 
@@ -98,6 +104,10 @@ def optional(value: Any, read: Callable[[Any], T]) -> T | None:
     return None if value is None else read(value)
 
 
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None  # JSON has no inf/NaN: null, as Comparison writes it
+
+
 def _json(value: Any) -> Any:
     return None if value is None else value.to_json()
 
@@ -106,7 +116,15 @@ def _json(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class VerdictSummary:
-    """One comparison of a probe, as :func:`perfguard.flows.probe.run_probe` summarizes a verdict row."""
+    """One comparison of a probe: a ``perfguard.compare.verdicts.Verdict`` cut to what the bisect,
+    state and tune documents persist (:meth:`of`, the one projection), flat and all optional.
+
+    It stays its own persisted type rather than a ``Verdict``: a verdict row holds its case, metric,
+    unit, gate and the whole ``Comparison`` (medians, floor, alpha, method, statistic), which no
+    version-1 bisect, state or tune document recorded, so an old document could not be migrated to
+    rows (the data is gone), and hand-written effects cut to their estimate must still read. It
+    shares every rule with the row: ``is_regression`` is ``perfguard.stats.verdict.is_regression``
+    and a non-finite number is null, as ``Comparison.to_json`` writes it."""
 
     baseline: str | None = None
     candidate: str | None = None
@@ -123,6 +141,13 @@ class VerdictSummary:
     @property
     def is_regression(self) -> bool:
         return is_regression(self.decision, self.direction)
+
+    @classmethod
+    def of(cls, row: Verdict) -> VerdictSummary:
+        """The summary of a verdict row (``workers``: the comparison's pairs)."""
+        c = row.comparison
+        return cls(row.baseline, row.candidate, row.decision, row.direction, _finite(c.ratio), _finite(c.ci_low),
+                   _finite(c.ci_high), _finite(c.p_value), _finite(c.mde), c.n_pairs, c.reason)
 
     @classmethod
     def from_json(cls, value: Any) -> VerdictSummary:
@@ -435,7 +460,7 @@ class BisectResult:
     edits: list[str] = field(default_factory=list)
     minimal: list[MinimalEdit] = field(default_factory=list)
     effect: VerdictSummary | None = None
-    explanations: list[Json] = field(default_factory=list)
+    explanations: list[StoredExplanation] = field(default_factory=list)
     version: int = BISECT_VERSION
 
     @property
@@ -462,7 +487,7 @@ class BisectResult:
             edits=get_list(d, "edits", str), minimal=get_list(d, "minimal", MinimalEdit.from_json),
             # a hand-written effect may be cut to its estimate; it reads as a summary without a decision
             effect=optional(effect, VerdictSummary.from_json),
-            explanations=get_list(d, "explanations", lambda v: as_object(v, "explanations")),
+            explanations=get_list(d, "explanations", lambda v: read_explanation(as_object(v, "explanations"))),
             version=get_int(d, "version") or BISECT_VERSION)
 
     def to_json(self) -> Json:
@@ -488,7 +513,7 @@ class BisectResult:
 
     def _explained(self, out: Json) -> Json:
         if self.explanations:
-            out["explanations"] = list(self.explanations)
+            out["explanations"] = [e.to_json() for e in self.explanations]
         return out
 
 

@@ -6,11 +6,11 @@ they were skipped)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from perfguard.profile.diff import Change
-    from perfguard.profile.explain import Explanation
+    from perfguard.results.explanation import Change, Explanation, StoredExplanation
 
 #: Op rows shown; the rest are summed into one line.
 TOP_OPS = 12
@@ -20,6 +20,21 @@ def _interval(change: Change) -> str:
     from perfguard.profile.dimension import us
 
     return f"[{us(change.delta_low)}, {us(change.delta_high)}]"
+
+
+def print_explanations(explanations: Sequence[StoredExplanation], blank_line: bool = False) -> None:
+    """Each explanation of a document (``blank_line``: one before each); one that did not read
+    when the document was loaded is a warning on stderr, as the report shows it."""
+    from perfguard.results.explanation import Explanation
+
+    for explanation in explanations:
+        if blank_line:
+            print()
+        if isinstance(explanation, Explanation):
+            print_explanation(explanation)
+        else:
+            print(f"warning: the explanation of {explanation.case} does not read: {explanation.problem}",
+                  file=sys.stderr)
 
 
 def print_explanation(explanation: Explanation) -> None:

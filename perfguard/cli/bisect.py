@@ -174,12 +174,9 @@ def _step(suite: Any, args: argparse.Namespace) -> ExitCode:
 
 def _print_explanations(report: BisectResult) -> None:
     """Why the culprit is slower, after the summary, as ``check --explain`` prints it."""
-    from perfguard.cli._explain import print_explanation
-    from perfguard.profile.explain import Explanation
+    from perfguard.cli._explain import print_explanations
 
-    for explanation in report.explanations:
-        print()
-        print_explanation(Explanation.from_json(explanation))
+    print_explanations(report.explanations, blank_line=True)
 
 
 def _print_summary(report: BisectResult) -> None:

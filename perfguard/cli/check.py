@@ -116,11 +116,9 @@ def run(args: argparse.Namespace) -> ExitCode:
         progress.stop()
     print_verdicts(document, args.verbose)
     if document.explanations:
-        from perfguard.cli._explain import print_explanation
-        from perfguard.profile.explain import Explanation
+        from perfguard.cli._explain import print_explanations
 
-        for data in document.explanations:
-            print_explanation(Explanation.from_json(data))
+        print_explanations(document.explanations)
     write_verdicts(args.json, document)
     if args.report:
         from perfguard.cli.report import write_report

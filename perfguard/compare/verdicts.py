@@ -11,7 +11,8 @@ Format history (``VERDICTS_VERSION``):
    them): ``verdicts[].gated`` (false: undecidable at this sample size, not gated) and
    ``summary.not_gated``; comparisons with ``method = "identity"`` (identical artifacts);
    ``explanations`` (``check --explain``: the profile explanation of each regressed case, the
-   objects of ``perfguard.profile.explain.Explanation``, kept as JSON here).
+   objects of ``perfguard.results.explanation.Explanation``, read typed at load; one that does
+   not read is kept as found, an ``UnreadableExplanation``, and written back unchanged).
 
 The loader refuses a newer version ("upgrade perfguard") and migrates older ones
 (``_MIGRATIONS[n]`` turns version n into n + 1); ``to_json(from_json(d)) == d`` for every valid
@@ -32,6 +33,7 @@ from perfguard.errors import FieldError
 from perfguard.jsonfields import JsonDict, JsonObject
 from perfguard.results import ResultDocument, read_json
 from perfguard.results.documents import current_format, typed_document
+from perfguard.results.explanation import StoredExplanation, read_explanation
 from perfguard.results.result import current_result_json
 from perfguard.stats.verdict import Comparison, is_regression
 
@@ -226,7 +228,7 @@ class VerdictsDocument:
     created_at: str = ""
     tool_version: str = __version__
     version: int = VERDICTS_VERSION
-    explanations: tuple[JsonObject, ...] = ()
+    explanations: tuple[StoredExplanation, ...] = ()
 
     @classmethod
     def of(cls, mode: JsonObject, rows: Iterable[Verdict], settings: JsonObject,
@@ -245,7 +247,7 @@ class VerdictsDocument:
                 "summary": self.summary.to_json(), "warnings": list(self.warnings),
                 "verdicts": [v.to_json() for v in self.verdicts],
                 "results": {label: r.to_json() for label, r in self.results.items()},
-                **({"explanations": list(self.explanations)} if self.explanations else {})}
+                **({"explanations": [e.to_json() for e in self.explanations]} if self.explanations else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> VerdictsDocument:
@@ -256,7 +258,8 @@ class VerdictsDocument:
                    f.string_list(data, "warnings", kind), Summary.from_json(f.obj(data, "summary", kind)),
                    f.string(data, "created_at", kind), f.string(f.obj(data, "tool", kind), "version", "tool"),
                    f.integer(data, "version", kind),
-                   tuple(f.objects(data, "explanations", kind)) if "explanations" in data else ())
+                   tuple(read_explanation(e) for e in f.objects(data, "explanations", kind)) if "explanations" in data
+                   else ())
 
 
 def parse_verdicts(data: Any, path: str | Path) -> VerdictsDocument:

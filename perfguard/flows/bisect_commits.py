@@ -14,7 +14,6 @@ from perfguard.bisect.document import (
     CommitInfo,
     Culprit,
     Effect,
-    Json,
     Probe,
     ProbeRow,
 )
@@ -24,6 +23,7 @@ from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root, res
 from perfguard.errors import UserError
 from perfguard.flows.probe import Variant, checkouts, run_probe, side_of
 from perfguard.progress import Progress
+from perfguard.results.explanation import StoredExplanation
 from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
 
@@ -101,7 +101,7 @@ def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: 
     endpoint = search.confirm_endpoints()
 
     def document(status: str, culprits: list[Culprit], probes: list[SearchProbe], skipped: list[CommitInfo] | None,
-                 explanations: list[Json] | None = None) -> BisectResult:
+                 explanations: list[StoredExplanation] | None = None) -> BisectResult:
         return BisectResult("commits", status, suite.name, case.id, len(probes), time.perf_counter() - started,
                             good=dataclasses.replace(commits[0], ref=good),
                             bad=dataclasses.replace(commits[-1], ref=bad),
@@ -127,7 +127,7 @@ def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: 
             commits[culprit.span[0]:culprit.span[1] + 1] if culprit.span else None, pass_search))
     confirmed_all = all(c.confirmed for c in culprits)
     status = "found" if culprits and confirmed_all else "inconclusive"
-    explanations = []
+    explanations: list[StoredExplanation] = []
     if status == "found" and explain is not None:
         from perfguard.flows.bisect_explain import explain_commits
 

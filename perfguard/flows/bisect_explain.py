@@ -16,19 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from perfguard.bisect.document import Json
 from perfguard.compile.case import Side, Variant
 from perfguard.compile.checkout import CompilerCheckout
 from perfguard.errors import first_line
 from perfguard.flows.probe import checkouts, side_of
-from perfguard.profile.explain import Explanation, ProfileSettings, unavailable
+from perfguard.profile.explain import ProfileSettings, unavailable
 from perfguard.progress import Progress
+from perfguard.results.explanation import Explanation
 from perfguard.suite import CaseSpec, Suite
 
 
 def _guarded(case: CaseSpec, labels: tuple[str, str], explain: Callable[[], Explanation | str],
-             progress: Progress) -> Json:
-    """``explain()`` as JSON; a reason it returns, or any exception it raises, as an unavailable
+             progress: Progress) -> Explanation:
+    """``explain()``; a reason it returns, or any exception it raises, as an unavailable
     explanation (logged)."""
     progress.log(f"explaining the culprit: profiling {labels[0]} and {labels[1]}")
     try:
@@ -38,11 +38,11 @@ def _guarded(case: CaseSpec, labels: tuple[str, str], explain: Callable[[], Expl
     if isinstance(outcome, str):
         progress.log(f"explanation unavailable: {outcome}")
         outcome = unavailable(case.id, labels, outcome)
-    return outcome.to_json()
+    return outcome
 
 
 def explain_commits(suite: Suite, case: CaseSpec, before: str, after: str, labels: tuple[str, str],
-                    settings: ProfileSettings, progress: Progress) -> Json:
+                    settings: ProfileSettings, progress: Progress) -> Explanation:
     """The explanation of commit ``after`` against commit ``before`` (shas), built anew."""
     from perfguard.profile.pairs import explain_versions
 
@@ -60,7 +60,7 @@ def explain_commits(suite: Suite, case: CaseSpec, before: str, after: str, label
 
 
 def explain_pipelines(suite: Suite, case: CaseSpec, good: Sequence[str], candidate: Sequence[str],
-                      labels: tuple[str, str], settings: ProfileSettings, progress: Progress) -> Json:
+                      labels: tuple[str, str], settings: ProfileSettings, progress: Progress) -> Explanation:
     """The explanation of pass list ``candidate`` against ``good``, both compiled by the suite's
     compiler (labels name the pipelines in the explanation)."""
     from perfguard.profile.pairs import explain_versions

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from perfguard.bisect.document import (
     BisectResult,
     FirstDivergence,
-    Json,
     MinimalEdit,
     PassCulprit,
     PassSearch,
@@ -37,6 +36,7 @@ from perfguard.compile.case import Side
 from perfguard.compile.checkout import CompilerCheckout
 from perfguard.flows.probe import Variant, checkouts, run_probe
 from perfguard.progress import Progress
+from perfguard.results.explanation import StoredExplanation
 from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
 
@@ -210,7 +210,7 @@ def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipel
         return outcome
 
     def document(status: str, minimal: list[MinimalEdit], effect: VerdictSummary | None,
-                 explanations: list[Json] | None = None) -> BisectResult:
+                 explanations: list[StoredExplanation] | None = None) -> BisectResult:
         return BisectResult("pipelines", status, suite.name, case.id, len(probes), time.perf_counter() - started,
                             probes=list(probes), good_pipeline=good_pipeline, bad_pipeline=bad_pipeline,
                             edits=[e.describe for e in edits], minimal=minimal, effect=effect,
@@ -224,7 +224,7 @@ def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipel
     final = probes[-1] if probes else None
     confirm = next((p for p in reversed(probes) if p.edits == sorted(minimal)), final)
     progress.log("smallest set of edits that reproduces the regression: " + "; ".join(e.describe for e in chosen))
-    explanations = []
+    explanations: list[StoredExplanation] = []
     if explain is not None:
         from perfguard.flows.bisect_explain import explain_pipelines
 

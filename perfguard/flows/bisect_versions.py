@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfguard.bisect.document import BisectResult, CommitInfo, Culprit, Json, PassSearch
+from perfguard.bisect.document import BisectResult, CommitInfo, Culprit, PassSearch
 from perfguard.bisect.state import BisectState, ProbeRecord, StateHeader, state_key
 from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root, resolve_commit
 from perfguard.errors import UserError
 from perfguard.flows.bisect_passes import bisect_passes_between, bisect_pipelines
 from perfguard.flows.probe import Variant, checkouts, run_probe, side_of
+from perfguard.results.explanation import StoredExplanation
 
 if TYPE_CHECKING:
     from perfguard.profile.explain import ProfileSettings
@@ -66,7 +67,7 @@ def bisect_passes_between_commits(suite: Suite, case: CaseSpec, good_ref: str, b
     verdict = result.verdicts.get(f"{labels[0]}->{labels[1]}")
 
     def document(status: str, total_probes: int, culprits: list[Culprit], search: PassSearch | None,
-                 explanations: list[Json] | None = None) -> BisectResult:
+                 explanations: list[StoredExplanation] | None = None) -> BisectResult:
         return BisectResult("passes", status, suite.name, case.id, total_probes, time.perf_counter() - started,
                             good=CommitInfo(good), bad=CommitInfo(bad), endpoints=verdict, culprits=culprits,
                             pass_search=search, explanations=explanations or [])
@@ -75,7 +76,7 @@ def bisect_passes_between_commits(suite: Suite, case: CaseSpec, good_ref: str, b
         return document("no-regression", 1, [], None)
     search = bisect_passes_between(suite, case, good, bad, settings, progress, state, result.entries, labels)
     culprit = Culprit(CommitInfo(bad), verdict, search.culprit, search.status == "found")
-    explanations = []
+    explanations: list[StoredExplanation] = []
     if search.status == "found" and explain is not None:
         from perfguard.flows.bisect_explain import explain_commits
 

@@ -47,7 +47,8 @@ from perfguard.suite.gates import CheckSettings
 from perfguard.workers.protocol import variant_id
 
 if TYPE_CHECKING:
-    from perfguard.profile.explain import Explanation, ProfileSettings
+    from perfguard.profile.explain import ProfileSettings
+    from perfguard.results.explanation import Explanation
 
 
 def compile_while_importing(job: Job) -> None:
@@ -110,7 +111,7 @@ def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: Check
     finally:
         job.close()
     document = VerdictsDocument.of(mode, rows, settings_json(settings, info), documents, [])
-    return dataclasses.replace(document, explanations=tuple(e.to_json() for e in explanations))
+    return dataclasses.replace(document, explanations=tuple(explanations))
 
 
 def _explain_regressions(suite: Suite, job: Job, pairs: list[Pair], by_variant: dict[str, CompiledCase],

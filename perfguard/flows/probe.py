@@ -8,7 +8,6 @@ bisection state saves after every probe so that a killed run resumes without mea
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
@@ -16,7 +15,6 @@ from dataclasses import replace
 from perfguard.bisect.document import VerdictSummary
 from perfguard.bisect.state import ProbeEntry, ProbeRecord
 from perfguard.compare.check import Pair, adaptive_check, same_execution, unmeasured_variants
-from perfguard.compare.verdicts import Verdict
 from perfguard.compile.case import Side, Variant
 from perfguard.compile.checkout import CompilerCheckout, checkout_at, run_build
 from perfguard.errors import BuildError, UserError
@@ -26,18 +24,6 @@ from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
 
 __all__ = ["Variant", "checkouts", "require_case", "run_probe", "side_of"]
-
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None  # JSON has no inf/NaN: null, as Comparison writes it
-
-
-def verdict_summary(row: Verdict) -> VerdictSummary:
-    """A verdict row cut to what a probe keeps."""
-    c = row.comparison
-    return VerdictSummary(row.baseline, row.candidate, row.decision, row.direction, _finite(c.ratio),
-                          _finite(c.ci_low), _finite(c.ci_high), _finite(c.p_value), _finite(c.mde), c.n_pairs,
-                          c.reason)
 
 
 def run_probe(suite: Suite, case: CaseSpec, variants: Sequence[Variant], comparisons: Sequence[tuple[str, str]],
@@ -69,9 +55,9 @@ def run_probe(suite: Suite, case: CaseSpec, variants: Sequence[Variant], compari
                                     settings, adaptive=True)
     finally:
         job.close()
-    latency = {r.case: verdict_summary(r) for r in rows if r.metric == "latency"}
+    latency = {r.case: VerdictSummary.of(r) for r in rows if r.metric == "latency"}
     verdicts = {case: replace(v, workers=v.workers or info.last_workers) for case, v in latency.items()}
-    verdicts.update({f"{r.case}:{r.metric}": verdict_summary(r) for r in rows if r.metric in also})
+    verdicts.update({f"{r.case}:{r.metric}": VerdictSummary.of(r) for r in rows if r.metric in also})
     entries = {label: ProbeEntry(c.entry.trace.to_json() if c.entry.trace else None,
                                  c.entry.metrics.latency_s.median if c.entry.metrics.latency_s else None,
                                  c.entry.metrics.node_count) for label, c in compiled.items()}

@@ -25,7 +25,6 @@ from perfguard.bisect.state import BisectState, ProbeEntry, ProbeRecord
 from perfguard.compare.check import Pair, check_plan, evaluate
 from perfguard.compile.case import CompiledCase
 from perfguard.errors import UserError
-from perfguard.flows.probe import verdict_summary
 from perfguard.measure.job import Job
 from perfguard.progress import Progress
 from perfguard.suite import CaseSpec, Suite
@@ -177,7 +176,7 @@ class Screener:
             return
         pair = Pair(member.case.id, base.entry, member.entry, False, "incumbent", "candidate")
         rows = {r.metric: r for r in evaluate([pair], self.suite.thresholds, check_plan(self.settings, False))}
-        summary = verdict_summary(rows["compile_time"])
+        summary = VerdictSummary.of(rows["compile_time"])
         self.state.record(f"ctime:{incumbent.key}:{candidate.key}", ProbeRecord("ok", verdicts={"compile_time": summary}))
 
     def _screen(self, job: Job, base: CompiledCase, members: list[CompiledCase]) -> None:
@@ -207,7 +206,7 @@ class Screener:
                 pair = Pair(member.case.id, base.entry, member.entry, True, "incumbent", "candidate",
                             frozenset({base.variant_id, member.variant_id}))
                 rows = {r.metric: r for r in evaluate([pair], self.suite.thresholds, plan)}
-                verdicts = {"latency": verdict_summary(rows["latency"])}
+                verdicts = {"latency": VerdictSummary.of(rows["latency"])}
                 if "compile_time" in rows:
-                    verdicts["compile_time"] = verdict_summary(rows["compile_time"])
+                    verdicts["compile_time"] = VerdictSummary.of(rows["compile_time"])
                 self.state.record(f"screen:{incumbent_id}:{identity}", ProbeRecord("ok", verdicts=verdicts))

@@ -68,19 +68,15 @@ cost per node, so shares, not absolute times, carry the judgement.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from perfguard import jsonfields as f
-from perfguard.jsonfields import JsonDict
-from perfguard.profile.diff import OpDelta, ProfileDiff
+from perfguard.results.explanation import CompileChange, Dimension, OpDelta, ProfileDiff
 from perfguard.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
-    from perfguard.profile.gpu_diff import GpuDiff, KernelDelta
-
-DIMENSIONS = ("compute", "memory", "scheduling", "compile-overhead", "unclear")
+    from perfguard.results.explanation import GpuDiff, KernelDelta
 
 #: Ops that move or reshape data without arithmetic on it.
 DATA_MOVEMENT_OPS = frozenset({
@@ -112,52 +108,10 @@ BUSY_DROP = 0.10
 HIGH_THROUGHPUT = 60.0
 
 
-@dataclass(frozen=True)
-class CompileChange:
-    """Compile time before and after (seconds; the check's ``compile_time`` medians), with the
-    interval of the ratio where the check gave one."""
-
-    before_s: float
-    after_s: float
-    ci_low: float | None = None
-
-    @property
-    def ratio(self) -> float:
-        return self.after_s / self.before_s if self.before_s > 0 else float("inf")
-
-    def rose(self) -> bool:
-        return self.ratio >= 1 + COMPILE_UP and (self.ci_low is None or self.ci_low > 1)
-
-    def to_json(self) -> JsonDict:
-        return {"before_s": self.before_s, "after_s": self.after_s, "ci_low": self.ci_low}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CompileChange:
-        kind = "compile change"
-        return cls(f.number(data, "before_s", kind), f.number(data, "after_s", kind), f.opt_number(data, "ci_low", kind))
-
-
-@dataclass(frozen=True)
-class Dimension:
-    """What the rules named: ``label`` (one of ``DIMENSIONS``), the ``rule`` that fired, the
-    evidence lines, and ``headline``, one line for a PR comment."""
-
-    label: str
-    rule: str
-    evidence: tuple[str, ...]
-    headline: str
-
-    def to_json(self) -> JsonDict:
-        return {"label": self.label, "rule": self.rule, "evidence": list(self.evidence), "headline": self.headline}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Dimension:
-        kind = "dimension"
-        label = f.string(data, "label", kind)
-        if label not in DIMENSIONS:
-            raise f.wrong_type(kind, "label", f"one of {', '.join(DIMENSIONS)}", label)
-        return cls(label, f.string(data, "rule", kind), f.string_list(data, "evidence", kind),
-                   f.string(data, "headline", kind))
+def compile_rose(change: CompileChange) -> bool:
+    """The compile time rose (rule 1): by at least ``COMPILE_UP``, and the check's interval of the
+    ratio, where it gave one, lies above 1."""
+    return change.ratio >= 1 + COMPILE_UP and (change.ci_low is None or change.ci_low > 1)
 
 
 def us(value: float, sign: bool = True) -> str:
@@ -208,7 +162,7 @@ def classify(diff: ProfileDiff | None, compile_change: CompileChange | None = No
     ``identical``: both artifacts have one execution identity (they run the same code); ``gpu``:
     the GPU evidence of a ``cuda`` pair (rules G1-G5 instead of 3-7)."""
     if diff is None:
-        if compile_change is not None and compile_change.rose():
+        if compile_change is not None and compile_rose(compile_change):
             return _compile(None, compile_change)
         return Dimension("unclear", "no-profile", ("no profile of both sides to explain the change",),
                          "no profile: unclear")
@@ -218,7 +172,7 @@ def classify(diff: ProfileDiff | None, compile_change: CompileChange | None = No
     if _flat(diff, identical):
         init = diff.session_init_us
         init_rose = (init.ratio is not None and init.ratio >= 1 + COMPILE_UP and init.delta_low > 0)
-        if (compile_change is not None and compile_change.rose()) or init_rose:
+        if (compile_change is not None and compile_rose(compile_change)) or init_rose:
             return _compile(diff, compile_change)
         same = "; the artifacts are identical" if identical else ""
         return Dimension("unclear", "no-slowdown", (f"the profiles show no slowdown: {run_line}{same}",),
@@ -307,7 +261,7 @@ def _compile(diff: ProfileDiff | None, change: CompileChange | None) -> Dimensio
                         f"({_pct(init.ratio)})")
         evidence.append(f"run time flat: model_run {us(run.before.mean, False)} -> {us(run.after.mean, False)} "
                         f"({_pct(run.ratio)}, workers [{us(run.delta_low)}, {us(run.delta_high)}])")
-    lead = (f"compile {_pct(change.ratio)}" if change is not None and change.rose()
+    lead = (f"compile {_pct(change.ratio)}" if change is not None and compile_rose(change)
             else f"session init {_pct(diff.session_init_us.ratio)}" if diff is not None else "compile")
     return Dimension("compile-overhead", "compile", tuple(evidence), f"{lead}, run flat: compile-overhead")
 
@@ -322,7 +276,7 @@ def classify_dispatches(before: int | None, after: int | None, change: CompileCh
         return Dimension("scheduling", "more-dispatches",
                          (line, "each dispatch is a kernel launch with its own scheduling cost: more of them for the "
                                 "same model is more, smaller kernels"), f"+{after - before} dispatches: scheduling")
-    if change is not None and change.rose():
+    if change is not None and compile_rose(change):
         compiled = _compile(None, change)
         return replace(compiled, evidence=(*compiled.evidence, line))
     inside = ("the same number of dispatches" if after == before else "fewer dispatches")

@@ -7,11 +7,12 @@ fresh workers (``perfguard.profile.collect``), and returns an ``Explanation``.
 profile is not a timing), and explains it here.
 
 Format history (``PROFILE_VERSION``, the document ``perfguard profile --json`` writes; the same
-``Explanation`` objects sit in a verdicts document under the optional key ``explanations``):
+``Explanation`` objects, typed in ``perfguard.results.explanation``, sit in a verdicts and in a
+bisect document under the optional key ``explanations``):
 
 1. First format: version, kind "profile", explanations[] (case, baseline, candidate, dimension,
    diff or null, compile or null, failures, trace_file or null). An explanation of a ``cuda``
-   pair adds the optional key ``gpu`` (``perfguard.profile.gpu_diff.GpuSection``: diff,
+   pair adds the optional key ``gpu`` (``perfguard.results.explanation.GpuSection``: diff,
    nsight, skipped); one without it (the CPU, older documents) reads as before, so the
    version stays 1.
 """
@@ -19,17 +20,15 @@ Format history (``PROFILE_VERSION``, the document ``perfguard profile --json`` w
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from perfguard import jsonfields as f
 from perfguard.jsonfields import JsonDict
 from perfguard.profile.collect import SideProfiles, profile_sides
-from perfguard.profile.diff import ProfileDiff, diff_profiles
-from perfguard.profile.dimension import CompileChange, Dimension, classify, classify_dispatches
-from perfguard.profile.gpu_diff import GpuSection
+from perfguard.profile.diff import diff_profiles
+from perfguard.profile.dimension import classify, classify_dispatches
+from perfguard.results.explanation import CompileChange, Dimension, Explanation, GpuSection
 
 if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase
@@ -37,6 +36,11 @@ if TYPE_CHECKING:
     from perfguard.suite import Suite
 
 PROFILE_VERSION = 1
+
+# ``Explanation`` is a document type of ``perfguard.results.explanation``; the name stays
+# importable from here for the callers of ``explain_pair``.
+__all__ = ["PROFILE_VERSION", "Explanation", "ProfileSettings", "compile_change", "explain_pair", "profile_document",
+           "unavailable"]
 
 
 @dataclass(frozen=True)
@@ -47,43 +51,6 @@ class ProfileSettings:
     workers: int = 3
     runs: int = 20
     trace_dir: str | None = None
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """Why one case changed: the dimension with its evidence, the profile diff it read (None
-    when a side could not be profiled: ``failures`` says why), the compile-time change, and on
-    the ``cuda`` runner the GPU section (kernels, Nsight metrics, what was skipped and why)."""
-
-    case: str
-    baseline: str
-    candidate: str
-    dimension: Dimension
-    diff: ProfileDiff | None
-    compile: CompileChange | None = None
-    failures: tuple[str, ...] = ()
-    trace_file: str | None = None
-    gpu: GpuSection | None = None
-
-    def to_json(self) -> JsonDict:
-        data: JsonDict = {"case": self.case, "baseline": self.baseline, "candidate": self.candidate,
-                "dimension": self.dimension.to_json(), "diff": None if self.diff is None else self.diff.to_json(),
-                "compile": None if self.compile is None else self.compile.to_json(),
-                "failures": list(self.failures), "trace_file": self.trace_file}
-        if self.gpu is not None:
-            data["gpu"] = self.gpu.to_json()
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Explanation:
-        kind = "explanation"
-        diff, change = f.opt_obj(data, "diff", kind), f.opt_obj(data, "compile", kind)
-        gpu = f.opt_obj(data, "gpu", kind)
-        return cls(f.string(data, "case", kind), f.string(data, "baseline", kind), f.string(data, "candidate", kind),
-                   Dimension.from_json(f.obj(data, "dimension", kind)),
-                   None if diff is None else ProfileDiff.from_json(diff),
-                   None if change is None else CompileChange.from_json(change), f.string_list(data, "failures", kind),
-                   f.opt_string(data, "trace_file", kind), None if gpu is None else GpuSection.from_json(gpu))
 
 
 def unavailable(case: str, labels: tuple[str, str], reason: str) -> Explanation:

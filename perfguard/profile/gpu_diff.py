@@ -3,7 +3,7 @@ ORT's ``Kernel`` events or else from Nsight Systems, with Nsight Compute's throu
 kernels, and why any of it is missing.
 
 Figures are per inference. From ORT's events (``source: "ort"``) they come from every profiled
-worker of a side, mean across workers with their range (``perfguard.profile.diff.Spread``); from
+worker of a side, mean across workers with their range (``perfguard.results.explanation.Spread``); from
 nsys (``source: "nsys"``) from the one nsys worker of each side, so the range is that one value
 and the GPU-busy fraction is unknown (None). Kernels are matched by name (the demangled name both
 ORT and the Nsight tools print); a kernel among the top of one side only counts as 0 on the other.
@@ -13,89 +13,22 @@ that grew (``perfguard.profile.dimension``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
-from perfguard import jsonfields as f
-from perfguard.jsonfields import JsonDict
-from perfguard.profile.diff import Change, Spread
-from perfguard.profile.nsight import NcuKernel, NsightSide
+from perfguard.results.explanation import (
+    Change,
+    GpuDiff,
+    GpuSection,
+    KernelDelta,
+    NcuKernel,
+    NsightSide,
+    Spread,
+)
 from perfguard.workers.gpu import GpuProfile, KernelStat
 
 #: Kernel rows a GPU diff keeps (largest change of time first).
 KERNEL_ROWS = 10
-
-
-@dataclass(frozen=True)
-class KernelDelta:
-    """One kernel name: launches and µs per inference before/after, and ncu's SM and DRAM
-    throughput (% of peak) of the candidate's launches where ncu ran."""
-
-    name: str
-    launches: Change
-    us: Change
-    sm_pct: float | None = None
-    dram_pct: float | None = None
-
-    def to_json(self) -> JsonDict:
-        return {"name": self.name, "launches": self.launches.to_json(), "us": self.us.to_json(),
-                "sm_pct": self.sm_pct, "dram_pct": self.dram_pct}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> KernelDelta:
-        kind = "kernel delta"
-        return cls(f.string(data, "name", kind), Change.from_json(f.obj(data, "launches", kind)),
-                   Change.from_json(f.obj(data, "us", kind)), f.opt_number(data, "sm_pct", kind),
-                   f.opt_number(data, "dram_pct", kind))
-
-
-@dataclass(frozen=True)
-class GpuDiff:
-    """Both sides' GPU kernels: launches, Σ kernel time (µs) and the GPU-busy fraction of
-    ``model_run`` per inference (None from nsys), and the kernel rows, largest change first."""
-
-    source: str
-    launches: Change
-    kernel_us: Change
-    busy: Change | None
-    kernels: tuple[KernelDelta, ...]
-
-    def to_json(self) -> JsonDict:
-        return {"source": self.source, "launches": self.launches.to_json(), "kernel_us": self.kernel_us.to_json(),
-                "busy": None if self.busy is None else self.busy.to_json(),
-                "kernels": [k.to_json() for k in self.kernels]}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GpuDiff:
-        kind = "gpu diff"
-        busy = f.opt_obj(data, "busy", kind)
-        return cls(f.string(data, "source", kind), Change.from_json(f.obj(data, "launches", kind)),
-                   Change.from_json(f.obj(data, "kernel_us", kind)), None if busy is None else Change.from_json(busy),
-                   tuple(KernelDelta.from_json(k) for k in f.objects(data, "kernels", kind)))
-
-
-@dataclass(frozen=True)
-class GpuSection:
-    """The GPU part of one explanation: the diff (None: no kernel source on both sides), what the
-    Nsight tools saw of each side (before, after; empty when they did not run), and the reasons
-    (``skipped: ...``) for what is missing."""
-
-    diff: GpuDiff | None
-    nsight: tuple[NsightSide, ...] = ()
-    skipped: tuple[str, ...] = ()
-
-    def to_json(self) -> JsonDict:
-        return {"diff": None if self.diff is None else self.diff.to_json(),
-                "nsight": [s.to_json() for s in self.nsight], "skipped": list(self.skipped)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GpuSection:
-        kind = "gpu section"
-        diff = f.opt_obj(data, "diff", kind)
-        return cls(None if diff is None else GpuDiff.from_json(diff),
-                   tuple(NsightSide.from_json(s) for s in f.objects(data, "nsight", kind)),
-                   f.string_list(data, "skipped", kind))
 
 
 def _change(before: Sequence[float], after: Sequence[float]) -> Change:

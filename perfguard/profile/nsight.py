@@ -30,14 +30,13 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from perfguard import children, jsonfields as f
+from perfguard import children
 from perfguard.errors import NsightError
-from perfguard.jsonfields import JsonDict
+from perfguard.results.explanation import NcuKernel, NsightSide, NsysKernel
 
 if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase
@@ -52,81 +51,6 @@ NCU_LAUNCHES_PER_KERNEL = 3
 _NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
 
 Which = Callable[[str], "str | None"]
-
-
-@dataclass(frozen=True)
-class NsysKernel:
-    """One row of ``cuda_gpu_kern_sum``: a kernel name, its launches and total time (ns)."""
-
-    name: str
-    instances: int
-    total_ns: float
-
-    def to_json(self) -> JsonDict:
-        return {"name": self.name, "instances": self.instances, "total_ns": self.total_ns}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> NsysKernel:
-        kind = "nsys kernel"
-        return cls(f.string(data, "name", kind), f.integer(data, "instances", kind), f.number(data, "total_ns", kind))
-
-
-@dataclass(frozen=True)
-class NcuKernel:
-    """ncu's metrics of one kernel name, means over its profiled launches: duration (ns), SM and
-    DRAM throughput in % of peak (None where the GPU did not report them)."""
-
-    name: str
-    launches: int
-    time_ns: float | None
-    sm_pct: float | None
-    dram_pct: float | None
-
-    def to_json(self) -> JsonDict:
-        return {"name": self.name, "launches": self.launches, "time_ns": self.time_ns, "sm_pct": self.sm_pct,
-                "dram_pct": self.dram_pct}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> NcuKernel:
-        kind = "ncu kernel"
-        return cls(f.string(data, "name", kind), f.integer(data, "launches", kind), f.opt_number(data, "time_ns", kind),
-                   f.opt_number(data, "sm_pct", kind), f.opt_number(data, "dram_pct", kind))
-
-
-@dataclass(frozen=True)
-class NsightSide:
-    """What nsys and ncu saw of one side: ``inferences`` the nsys worker ran, the kernel summary
-    (None: not run), ncu's metrics of the top kernels (None: not run), and why a tool was skipped."""
-
-    label: str
-    inferences: int
-    nsys: tuple[NsysKernel, ...] | None = None
-    ncu: tuple[NcuKernel, ...] | None = None
-    skipped: tuple[str, ...] = ()
-
-    @property
-    def launches(self) -> float:
-        """Kernel launches per inference (nsys)."""
-        return sum(k.instances for k in self.nsys or ()) / max(1, self.inferences)
-
-    @property
-    def kernel_us(self) -> float:
-        """Σ kernel time per inference, µs (nsys)."""
-        return sum(k.total_ns for k in self.nsys or ()) / 1e3 / max(1, self.inferences)
-
-    def to_json(self) -> JsonDict:
-        return {"label": self.label, "inferences": self.inferences,
-                "nsys": None if self.nsys is None else [k.to_json() for k in self.nsys],
-                "ncu": None if self.ncu is None else [k.to_json() for k in self.ncu], "skipped": list(self.skipped)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> NsightSide:
-        kind = "nsight side"
-        nsys, ncu = data.get("nsys"), data.get("ncu")
-        return cls(f.string(data, "label", kind), f.integer(data, "inferences", kind),
-                   None if nsys is None else tuple(NsysKernel.from_json(k) for k in f.objects(data, "nsys", kind)),
-                   None if ncu is None else tuple(NcuKernel.from_json(k) for k in f.objects(data, "ncu", kind)),
-                   f.string_list(data, "skipped", kind))
 
 
 def _number(text: str) -> float | None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from perfguard.profile.explain import Explanation, ProfileSettings, compile_change, explain_pair
+from perfguard.profile.explain import ProfileSettings, compile_change, explain_pair
+from perfguard.results.explanation import Explanation
 
 if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase, Variant

@@ -32,6 +32,7 @@ from perfguard.report.tune import TuneView, tune_view
 from perfguard.report.why import WhyView, why_views
 from perfguard.results import CaseEntry, ResultDocument
 from perfguard.results.documents import document_kind
+from perfguard.results.explanation import Explanation
 from perfguard.tune.document import TuneResult
 
 #: What a report is built from: verdicts, results and bisections.
@@ -421,8 +422,8 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
         warnings.append(f"correctness not verified for {len(blind)} case{'' if len(blind) == 1 else 's'} (blind: "
                         f"the reference outputs are the same on two different inputs, so a wrong pass would pass "
                         f"the check): {shown}")
-    why = [(str(e.get("case", "")), str(e["dimension"]["headline"])) for d in verdict_documents
-           for e in d.explanations if isinstance(e.get("dimension"), dict) and e["dimension"].get("headline")]
+    why = [(e.case, e.dimension.headline) for d in verdict_documents for e in d.explanations
+           if isinstance(e, Explanation) and e.dimension.headline]
     return Report(title=title, suite=suite, created_at=created, tool_version=__version__, headline=headline,
                   comparisons=comparisons, run=run, bisections=bisections, cases=details,
                   environments=environments, warnings=warnings, why=why, explanations=explanations, tunes=tunes)

@@ -1,8 +1,9 @@
 """The "why it got slower" section of the HTML report: one explanation (``check --explain``, a
 bisection's culprit) as plain data for the template.
 
-An explanation arrives as the JSON object of ``perfguard.profile.explain.Explanation`` (verdicts and
-bisect documents keep it as JSON, so the report reads it here). The view carries, per op type, the
+An explanation arrives typed (``perfguard.results.explanation.Explanation``: the verdicts and
+bisect documents read theirs when they are loaded; one that did not read arrives as an
+``UnreadableExplanation`` and becomes a warning of the report, not a failed report). The view carries, per op type, the
 change of Σ kernel time per inference (after − before) as one bar of a diverging chart, largest
 change first, with its share of the total change and the change of its node count; then the
 framework overhead (``model_run`` − Σ kernel time), the run time, the dimension the rules named
@@ -12,17 +13,14 @@ and their evidence. A hand-written explanation may lack the diff: the dimension 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from markupsafe import Markup
 
-from perfguard import jsonfields as f
-from perfguard.errors import FieldError
-from perfguard.profile.diff import Change, OpDelta, ProfileDiff
-from perfguard.profile.dimension import Dimension, us
+from perfguard.profile.dimension import us
 from perfguard.report import svg
+from perfguard.results.explanation import Change, Explanation, OpDelta, ProfileDiff, StoredExplanation
 
 #: Op types drawn as bars; the smaller rest is summed into one row (as in the terminal table).
 TOP_OPS = 15
@@ -96,19 +94,15 @@ def _run_text(diff: ProfileDiff) -> str:
             f"across workers [{us(run.delta_low)}, {us(run.delta_high)}])")
 
 
-def why_view(explanation: Mapping[str, Any], anchor: str) -> WhyView:
-    """The view of one explanation's JSON object; ``FieldError`` (one line) when its dimension or
-    diff is not what ``Explanation.to_json`` writes."""
-    kind = "explanation"
-    dimension = Dimension.from_json(f.obj(explanation, "dimension", kind))
-    view = WhyView(anchor, str(explanation.get("case", "")), str(explanation.get("baseline") or "baseline"),
-                   str(explanation.get("candidate") or "candidate"), dimension.label, dimension.rule,
-                   dimension.headline, list(dimension.evidence),
-                   failures=[str(x) for x in explanation.get("failures") or []])
-    raw = f.opt_obj(explanation, "diff", kind)
-    if raw is None:
+def why_view(explanation: Explanation, anchor: str) -> WhyView:
+    """The view of one explanation."""
+    dimension = explanation.dimension
+    view = WhyView(anchor, explanation.case, explanation.baseline or "baseline", explanation.candidate or "candidate",
+                   dimension.label, dimension.rule, dimension.headline, list(dimension.evidence),
+                   failures=list(explanation.failures))
+    diff = explanation.diff
+    if diff is None:
         return view
-    diff = ProfileDiff.from_json(raw)
     ordered = sorted(diff.ops, key=lambda r: -abs(r.kernel_us.delta))  # stable: the diff's own order breaks ties
     shown, rest = ordered[:TOP_OPS], ordered[TOP_OPS:]
     deltas = [r.kernel_us.delta for r in shown] + [diff.overhead_us.delta]
@@ -120,13 +114,13 @@ def why_view(explanation: Mapping[str, Any], anchor: str) -> WhyView:
                    workers=f"{diff.workers_before} + {diff.workers_after} profiled workers")
 
 
-def why_views(explanations: Sequence[Mapping[str, Any]], prefix: str, warnings: list[str]) -> list[WhyView]:
-    """The views of ``explanations`` (anchors ``{prefix}-1``, ``-2``...); one that does not read
-    becomes a warning of the report instead of failing it."""
+def why_views(explanations: Sequence[StoredExplanation], prefix: str, warnings: list[str]) -> list[WhyView]:
+    """The views of ``explanations`` (anchors ``{prefix}-1``, ``-2``...); one that did not read
+    when its document was loaded becomes a warning of the report instead of failing it."""
     views = []
     for index, explanation in enumerate(explanations, start=1):
-        try:
+        if isinstance(explanation, Explanation):
             views.append(why_view(explanation, f"{prefix}-{index}"))
-        except (FieldError, TypeError, ValueError) as exc:
-            warnings.append(f"the explanation of {explanation.get('case', '?')} does not read: {exc}")
+        else:
+            warnings.append(f"the explanation of {explanation.case} does not read: {explanation.problem}")
     return views

@@ -4,6 +4,9 @@
     The result document, typed (``ResultDocument``, ``CaseEntry``, ``Metrics``, ``Latency``,
     ``Measurement``, ``Trace``...): its format version and history and the one loader (refuses
     newer versions, migrates older ones, validates against the shipped schema).
+``explanation``
+    The explanation document types (``Explanation``, ``ProfileDiff``, ``Dimension``, ``GpuSection``...):
+    why a case changed, as the profile, verdicts and bisect documents hold it (computed in ``profile``).
 ``documents``
     What every persisted document shares: the JSON reader, schemas, atomic writers, time stamps.
 ``artifacts``
