@@ -50,6 +50,11 @@
         ``NsightError``
             Output of nsys or ncu that is not the CSV perfguard asked for.
 
+    ``ApiError``
+        A request to GitHub's REST API or a webhook failed (``perfguard history notify``); the
+        message is safe to print (the token masked). Notify turns it into a warning line: a failed
+        notification never fails the night.
+
 A wrong answer (outputs differ from the reference run of the unoptimized model) and a case whose
 every worker process crashed or hung are not exceptions: they happen in worker processes, and the
 result records them per case (``status: failed``, ``error.stage`` ``correctness`` or ``measure``,
@@ -124,6 +129,10 @@ class TraceError(DecodeError):
 
 class NsightError(DecodeError):
     """Output of nsys or ncu that is not the CSV perfguard asked for."""
+
+
+class ApiError(PerfguardError):
+    """A request to the REST API (or a webhook) failed; the message is safe to print."""
 
 
 class Terminated(KeyboardInterrupt):

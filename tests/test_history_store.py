@@ -400,16 +400,17 @@ def test_a_store_of_a_newer_perfguard_is_refused(url: str) -> None:
 def test_an_older_store_is_migrated_and_the_newer_one_then_refused_by_the_old_code(url: str, tmp_path: Path) -> None:
     with Store.open(url) as store:
         document_id = store.ingest_json(_raw("result-run.json")).document_id
-    assert _query(url, "SELECT version_num FROM alembic_version") == [("0001",)]
+    head = schema.head_revision()
+    assert _query(url, "SELECT version_num FROM alembic_version") == [(head,)]
     newer = tmp_path / "migrations"
     shutil.copytree(schema.MIGRATIONS_DIR, newer, ignore=shutil.ignore_patterns("__pycache__"))
-    (newer / "versions" / "0002_document_note.py").write_text(textwrap.dedent('''
-        """Revision 0002 (a test's): a note on each document."""
+    (newer / "versions" / "9000_document_note.py").write_text(textwrap.dedent(f'''
+        """Revision 9000 (a test's): a note on each document."""
         import sqlalchemy as sa
         from alembic import op
 
-        revision = "0002"
-        down_revision = "0001"
+        revision = "9000"
+        down_revision = "{head}"
         branch_labels = None
         depends_on = None
 
@@ -419,11 +420,11 @@ def test_an_older_store_is_migrated_and_the_newer_one_then_refused_by_the_old_co
                 batch.add_column(sa.Column("note", sa.String, nullable=True))
             op.create_index("ix_documents_kind", "documents", ["kind"])
     '''))
-    assert schema.head_revision(newer) == "0002" and schema.head_revision() == "0001"
+    assert schema.head_revision(newer) == "9000" and schema.head_revision() == head
     with Store.open(url, migrations=newer) as store:
         assert store.document(document_id) == _raw("result-run.json")
         assert len(store.series()) == 20
-    assert _query(url, "SELECT version_num FROM alembic_version") == [("0002",)]
+    assert _query(url, "SELECT version_num FROM alembic_version") == [("9000",)]
     engine = sa.create_engine(_sa_url(url))
     try:
         assert "note" in {c["name"] for c in sa.inspect(engine).get_columns("documents")}

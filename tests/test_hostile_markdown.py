@@ -26,6 +26,7 @@ from markdown_it import MarkdownIt
 
 from perfguard.bisect.document import bisect_from_json
 from perfguard.flows.nightly import Finding, NightReport, bisections_summary, markdown_summary
+from perfguard.history.alerts import Alert, AlertExplanation, NodeChange, alert_change
 from perfguard.history.ingest import SeriesKey
 from perfguard.history.site import build_site
 from perfguard.history.store import Change, Night, Series, Store
@@ -245,20 +246,23 @@ def test_nightly_summaries_keep_their_table_and_items_and_show_the_name_literall
     confirmed, pending, closed = (_change(1, key, "confirmed"), _change(2, key, "pending", 1.03),
                                   _change(3, key, "closed", 1.04))
     bisect = bisect_from_json(hostile_bisect(), "bisect.json")
+    # Alerts first (issue 25): one row per alert, its changes inside one cell.
+    alert = Alert(7, NAME, "cpu", "regression", "untriaged", "a" * 40, "b" * 40, changes=(alert_change(confirmed),),
+                  explanation=AlertExplanation(NAME, NAME, (NAME,), (NodeChange(NAME, 1, 2),)))
     report = NightReport(NAME, Night(2, NAME, "b" * 40, "2026-03-02T03:00:00Z", 2),
                          Night(1, NAME, "a" * 40, "2026-03-01T03:00:00Z", 1), None,
                          findings=[Finding(confirmed, series, None), Finding(pending, series, None)],
-                         closed=[closed], bisections={1: bisect})
+                         closed=[closed], bisections={1: bisect}, alerts=[alert])
     markdown = markdown_summary(report)
     page = render_markdown(markdown)
     assert_inert(markdown, page)
     assert plain("".join(text for text in page.texts if text.startswith("perfguard nightly: "))) == \
         f"perfguard nightly: {shown(NAME)}"
     (table,) = page.tables
-    assert_shape(table, columns=7, rows=1)
-    assert cells_showing(table, shown(f"{NAME}/p/cpu")) == [[]]
-    culprit = plain(table[1][6][0])
-    assert culprit == f"9f3c2a1b7e {shown(NAME)}, pass {PASS}" and table[1][6][1] == ["code", "code"]
+    assert_shape(table, columns=6, rows=1)
+    assert plain(table[1][2][0]).startswith(f"{shown(NAME)}/p/cpu latency (ratio) +20.0%")
+    culprit = plain(table[1][4][0])
+    assert culprit == f"9f3c2a1b7e {shown(NAME)}, pass {PASS}" and table[1][4][1] == ["code", "code"]
     assert [plain(text).endswith(f": {shown(NAME)}") for text, _ in page.items] == [True, True]  # pending, closed
     assert all(tags == [] for _, tags in page.items)
 

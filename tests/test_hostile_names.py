@@ -192,8 +192,8 @@ def test_history_list_show_and_changes_show_imported_names_literally(tmp_path: P
                              ratio=1.5, ci_low=1.4, ci_high=1.6, status="pending", note="[/note]\x1b[2J")
     changes = run_cli("history", "changes", "--store", store)
     _clean(changes, 0)
-    assert _shown(DOCUMENT_NAMES[1]) in _column(changes.stdout, 2)
-    assert "[/note]\\x1b[2J" in _column(changes.stdout, 9)
+    assert _shown(DOCUMENT_NAMES[1]) in _column(changes.stdout, 3)  # after the id and alert columns
+    assert "[/note]\\x1b[2J" in _column(changes.stdout, 10)
 
 
 # -- the suite's name rules ------------------------------------------------------------------------

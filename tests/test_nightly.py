@@ -89,6 +89,25 @@ def test_change_point_is_on_the_right_night_and_the_bisection_names_commit_and_p
 
 
 @pytest.mark.timing
+def test_the_changes_of_the_culprits_range_are_one_alert_with_its_commit_and_pass(replay):
+    shas = replay["shas"]
+    answer, text = _json(replay, "alerts")
+    shown = [(a["first_commit"][:8], a["last_commit"][:8], a["status"],
+              [(c["metric"], c["kind"], round(c["ratio"], 3)) for c in a["changes"]]) for a in answer["alerts"]]
+    (alert,) = [a for a in answer["alerts"] if a["last_commit"] == shas[24]]
+    assert (alert["first_commit"], alert["kind"], alert["status"]) == (shas[22], "regression", "untriaged"), shown
+    # a noisy metric's change point a night off (compile time) raises no alert of its own
+    assert all(a["last_commit"] == shas[24] for a in answer["alerts"] if a["kind"] == "regression"), shown
+    assert (alert["culprit_commit"], alert["culprit_pass"]) == (shas[CULPRIT], "mycc.passes:extra_work")
+    metrics = {(c["case"], c["metric"], c["kind"]) for c in alert["changes"]}
+    assert ("r/mycc/cpu", "latency", "ratio") in metrics and ("r/mycc/cpu", "node_count", "absolute") in metrics
+    # node count and size are inside the alert, with no culprit of their own: no separate alarm
+    changes, _ = _json(replay, "changes")
+    assert {c["alert"] for c in changes["changes"] if c["bad_commit"] == shas[24]} == {alert["id"]}
+    assert shas[CULPRIT][:10] in text
+
+
+@pytest.mark.timing
 def test_history_show_marks_the_change_point_and_keeps_every_night(replay):
     answer, text = _json(replay, "show", "r/mycc/cpu", "--metric", "latency", "--kind", "ratio")
     (series,) = answer["series"]

@@ -5,9 +5,13 @@
                                           store other tools' runs as series of their own
   perfguard history list                  series: latest value, trend over the last nights
   perfguard history show CASE             one case's series as a table, with its change points
-  perfguard history changes [--all]       regressions: commit range, size with interval, culprit
+  perfguard history changes [--all]       alerts first, then regressions: commit range, size, culprit
+  perfguard history alerts [--status S]   alerts: one per commit range, its changes, culprit, status
+  perfguard history triage ALERT --status S [--note TEXT] [--assign WHO] [--issue URL]
+                                          change an alert's status, assignee, notes, linked issue
   perfguard history prune --keep 365d     drop documents older than that (open changes are kept)
   perfguard history site --out DIR        a static site: every series' trend, nights, changes, an Atom feed
+  perfguard history notify --repo O/N     one GitHub issue per alert, updated and closed with it; a webhook
 
 The store is ``--store URL``, else ``$PERFGUARD_STORE``, else the SQLite file
 ``.perfguard/history.sqlite`` in the current folder; ``postgresql://user:password@host/db`` for a
@@ -27,6 +31,7 @@ from perfguard.exit_codes import ExitCode
 from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
+    from perfguard.history.alerts import Alert
     from perfguard.history.store import Change, Series, Store
 
 HELP = "the history store: ingest documents, list series, show trends and change points, prune"
@@ -58,7 +63,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("case", metavar="CASE", help="case id or pattern (model/pipeline/runner)")
     changes = sub.add_parser("changes", help="regressions found in the history")
     changes.add_argument("--all", action="store_true", help="also closed changes (default: pending and confirmed)")
-    for query in (listing, show, changes):
+    alerts = sub.add_parser("alerts", help="alerts: the changes of one commit range, their culprit and status")
+    alerts.add_argument("--status", metavar="S", help="only alerts with this status (untriaged, acknowledged, "
+                                                      "investigating, fixed, backed-out, wont-fix, expected, "
+                                                      "invalid, improvement)")
+    triage = sub.add_parser("triage", help="change an alert: status, assignee, notes, linked issue")
+    triage.add_argument("alert", metavar="ALERT", help="the alert's id (`history alerts`)")
+    triage.add_argument("--status", metavar="S", help="new status; wont-fix and expected accept the new level, "
+                                                      "invalid records a false alarm")
+    triage.add_argument("--note", metavar="TEXT", help="a note, kept with the alert and its status change")
+    triage.add_argument("--assign", metavar="WHO", help="assignee ('' clears it)")
+    triage.add_argument("--issue", metavar="URL", help="the linked issue's URL ('' unlinks it)")
+    store_option(triage)
+    for query in (listing, show, changes, alerts):
         store_option(query)
         query.add_argument("--suite", help="only this suite")
         query.add_argument("--json", metavar="PATH", help="also write the answer as JSON")
@@ -75,6 +92,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="folder of the site (replaced as a whole; refused if it holds anything but a site)")
     site.add_argument("--suite", help="only this suite")
     store_option(site)
+    notify = sub.add_parser("notify", help="file one GitHub issue per alert, comment on changes, close on fix "
+                                           "($GITHUB_TOKEN; an API error is a warning, exit 0)")
+    notify.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository the issues go to")
+    notify.add_argument("--api-url", metavar="URL", default=None,
+                        help="REST API root (default https://api.github.com; GitHub Enterprise: https://HOST/api/v3)")
+    notify.add_argument("--site-url", metavar="URL", help="where `history site` is published: issues link its pages")
+    notify.add_argument("--webhook", metavar="URL",
+                        help="also POST each new or changed alert as JSON with a Slack-compatible `text` field")
+    notify.add_argument("--suite", help="only this suite's alerts")
+    notify.add_argument("--plan", metavar="FILE",
+                        help="read issues from the API but write the requests that would post, comment and close "
+                             "to FILE (JSON) instead of sending them: for a workflow whose posting job runs no "
+                             "perfguard (docs/guides/alerts-notify.md)")
+    store_option(notify)
 
 
 def open_store(url_arg: str | None, create: bool) -> Store:
@@ -150,7 +181,7 @@ def _check_json(path: str | None) -> None:
 
 def run(args: argparse.Namespace) -> ExitCode:
     return {"ingest": _ingest, "list": _list, "show": _show, "changes": _changes, "prune": _prune,
-            "site": _site}[args.action](args)
+            "site": _site, "notify": _notify, "alerts": _alerts, "triage": _triage}[args.action](args)
 
 
 def _ingest(args: argparse.Namespace) -> ExitCode:
@@ -300,14 +331,21 @@ def _changes(args: argparse.Namespace) -> ExitCode:
     with open_store(args.store, create=False) as store:
         found = store.changes(suite=args.suite) if not args.all else [
             c for status in ("pending", "confirmed", "closed") for c in store.changes(status=status, suite=args.suite)]
+        every = store.alerts(suite=args.suite)
+        shown = every if args.all else [a for a in every if a.is_open or any(c.alert_id == a.id for c in found)]
+        console = Console(width=max(130, Console().width))
+        if shown:
+            console.print(_alerts_table(f"alerts in {store.url}: {len(shown)}", shown))
         table = Table(title=literal(f"changes in {store.url}: {len(found)}"), title_justify="left")
-        for column in ("id", "status", "case", "metric", "kind", "change", "interval", "commits", "culprit", "note"):
+        for column in ("id", "alert", "status", "case", "metric", "kind", "change", "interval", "commits", "culprit",
+                       "note"):
             table.add_column(column)
         out = []
         for c in found:
             interval = "" if c.ci_low is None or c.ci_high is None else f"[{c.ci_low - 1:+.1%}, {c.ci_high - 1:+.1%}]"
             culprit = " ".join(x for x in ((c.culprit_commit or "")[:10], c.culprit_pass or "") if x)
-            table.add_row(str(c.id), literal(c.status), literal(c.key.case), literal(c.key.metric),
+            table.add_row(str(c.id), "" if c.alert_id is None else str(c.alert_id), literal(c.status),
+                          literal(c.key.case), literal(c.key.metric),
                           literal(c.key.kind), f"{c.ratio - 1:+.1%}", interval,
                           literal(f"{(c.good_commit or '?')[:10]}..{(c.bad_commit or '?')[:10]}"), literal(culprit),
                           literal(c.note))
@@ -315,9 +353,65 @@ def _changes(args: argparse.Namespace) -> ExitCode:
                         "metric": c.key.metric, "kind": c.key.kind, "suite": c.key.suite, "ratio": c.ratio,
                         "ci_low": c.ci_low, "ci_high": c.ci_high, "good_commit": c.good_commit,
                         "bad_commit": c.bad_commit, "time": c.time, "culprit_commit": c.culprit_commit,
-                        "culprit_pass": c.culprit_pass, "bisect_document": c.bisect_document_id, "note": c.note})
-    Console(width=max(130, Console().width)).print(table)
-    _write_json(args.json, {"changes": out})
+                        "culprit_pass": c.culprit_pass, "bisect_document": c.bisect_document_id, "note": c.note,
+                        "alert": c.alert_id})
+    console.print(table)
+    _write_json(args.json, {"alerts": [a.to_json() for a in shown], "changes": out})
+    return ExitCode.OK
+
+
+def _alerts_table(title: str, alerts: Sequence[Alert]) -> Any:
+    """One row per alert: its changes inside, the shared culprit, the explanation's headline."""
+    from rich.table import Table
+
+    from perfguard.cli._text import literal
+
+    table = Table(title=literal(title), title_justify="left")
+    for column in ("alert", "status", "kind", "suite", "runner", "commits", "changes", "culprit", "why", "assignee"):
+        table.add_column(column)
+    for a in alerts:
+        changes = "\n".join(f"{c.case} {c.metric} ({c.kind}) {c.ratio - 1:+.1%}" for c in a.changes)
+        culprit = " ".join(x for x in ((a.culprit_commit or "")[:10], a.culprit_pass or "") if x)
+        why = "" if a.explanation is None else f"{a.explanation.dimension}: {a.explanation.headline}"
+        table.add_row(str(a.id), literal(a.status, "bold red" if a.is_open else ""), literal(a.kind),
+                      literal(a.suite), literal(a.runner_class),
+                      literal(f"{(a.first_commit or '?')[:10]}..{(a.last_commit or '?')[:10]}"), literal(changes),
+                      literal(culprit), literal(why), literal(a.assignee or ""))
+    return table
+
+
+def _alerts(args: argparse.Namespace) -> ExitCode:
+    from rich.console import Console
+
+    _check_json(args.json)
+    with open_store(args.store, create=False) as store:
+        found = store.alerts(suite=args.suite, status=args.status)
+        title = f"alerts in {store.url}: {len(found)}" + (f" {args.status}" if args.status else "")
+    Console(width=max(130, Console().width)).print(_alerts_table(title, found))
+    _write_json(args.json, {"version": 1, "kind": "alerts", "alerts": [a.to_json() for a in found]})
+    return ExitCode.OK
+
+
+def _triage(args: argparse.Namespace) -> ExitCode:
+    from perfguard.errors import UserError
+    from perfguard.history.alerts import current_user
+    from perfguard.history.store.alerts import check_alert_status
+
+    if args.status is None and args.note is None and args.assign is None and args.issue is None:
+        raise UserError("history triage: nothing to change; give --status, --note, --assign or --issue")
+    if not args.alert.strip().isdigit():
+        raise UserError(f"history triage: an alert id is a number (`perfguard history alerts` lists them), "
+                        f"found {args.alert!r}")
+    if args.status is not None:
+        check_alert_status(args.status)  # before the store is opened: a typo changes nothing
+    alert_id = int(args.alert)
+    with open_store(args.store, create=False) as store:
+        before = store.alert(alert_id)
+        after = store.triage(alert_id, status=args.status, note=args.note, assignee=args.assign,
+                             issue_url=args.issue, who=current_user())
+    moved = f"{before.status} -> {after.status}" if before.status != after.status else after.status
+    print(f"alert {after.id}: {moved}" + (f", assigned to {after.assignee}" if after.assignee else "")
+          + (f", issue {after.issue_url}" if after.issue_url else ""))
     return ExitCode.OK
 
 
@@ -342,4 +436,26 @@ def _site(args: argparse.Namespace) -> ExitCode:
         done = build_site(store, args.out, suite=args.suite)
     print(f"history site: {done.series} series, {done.nights} night(s), {done.changes} change(s), "
           f"{done.regressions} confirmed regression(s) in feed.atom; open {done.out / 'index.html'}")
+    return ExitCode.OK
+
+
+def _notify(args: argparse.Namespace) -> ExitCode:
+    import os
+
+    from perfguard.history.github import DEFAULT_API_URL, GitHub, PlannedGitHub
+    from perfguard.history.notify import notify, parse_repo, summarise
+
+    repo = parse_repo(args.repo)
+    _check_json(args.plan)
+    token = os.environ.get("GITHUB_TOKEN", "").strip()
+    with open_store(args.store, create=False) as store:
+        if not token:  # never fails the night: a workflow without the token still succeeds
+            print("warning: notify: $GITHUB_TOKEN is not set; nothing posted")
+            return ExitCode.OK
+        github = (PlannedGitHub if args.plan else GitHub)(repo, token, api_url=args.api_url or DEFAULT_API_URL)
+        outcome = notify(store, github, site_url=args.site_url, webhook=args.webhook, suite=args.suite,
+                         say=lambda line: print(github.safe(line)))
+    print(summarise(outcome))
+    if isinstance(github, PlannedGitHub):
+        _write_json(args.plan, github.plan())
     return ExitCode.OK

@@ -16,6 +16,10 @@
 4. A newly confirmed latency regression triggers ``bisect commits`` over its commit range (the
    night before .. the night it appeared), unless ``bisect=False``; the bisection document is
    stored and linked to the change, with its culprit commit and pass.
+5. The confirmed changes are grouped into alerts (:mod:`perfguard.history.alerts`): one per
+   (suite, runner class, commit range), every case and metric of the range inside, the bisected
+   culprit and its explanation shared by all. A change whose alert was triaged closed
+   (``wont-fix``, ``expected``, ``invalid``...) is not raised again: its level is accepted.
 
 The outcome (``NightReport``) gives the exit code (0 nothing new, 1 a new confirmed regression)
 and a Markdown summary of what changed since the previous night.
@@ -38,6 +42,7 @@ from perfguard.suite.gates import CheckSettings
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
     from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.history.alerts import Alert
     from perfguard.history.changepoints import ChangePoint
     from perfguard.history.store import Change, Night, Point, Series, Store
 
@@ -71,7 +76,8 @@ class Finding:
 @dataclass
 class NightReport:
     """What one nightly did: the night stored, the previous night, the check (None on the first
-    night), the changes found, the bisections run and the cases re-checked."""
+    night), the changes found, the bisections run, the cases re-checked and the alerts raised or
+    changed tonight."""
 
     suite: str
     night: Night
@@ -84,6 +90,7 @@ class NightReport:
     measured_cases: int = 0
     failed_cases: int = 0
     edited_pipelines: tuple[str, ...] = ()  # pipelines the suite changed since the previous night
+    alerts: list[Alert] = field(default_factory=list)
 
     @property
     def new_regressions(self) -> list[Finding]:
@@ -152,6 +159,7 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
                 result = _bisect(suite, store, finding, settings, progress)
                 if result is not None:
                     report.bisections[finding.change.id] = result
+    report.alerts = store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS)
     return report
 
 
@@ -186,6 +194,9 @@ def _range_of(points: Sequence[Point], index: int, kind: str) -> tuple[str | Non
 
 def _detect(store: Store, suite: str, report: NightReport) -> None:
     before = {(c.series_id, c.bad_commit): c for c in store.changes(suite=suite)}
+    # Closed by triage of their alert (wont-fix, expected, invalid...): the level is accepted.
+    accepted = {(c.series_id, c.bad_commit) for c in store.changes(status="closed", suite=suite)
+                if c.alert_id is not None}
     known = {(c.key.case, c.bad_commit) for c in before.values() if c.status == "confirmed"}
     seen = set()
     for series in store.series(suite=suite):
@@ -194,8 +205,9 @@ def _detect(store: Store, suite: str, report: NightReport) -> None:
         found += _decided_tonight(series, points, found, report)
         for point in found:
             good, bad = _range_of(points, point.index, series.key.kind)
-            if good == bad:
-                continue  # the same commit on both sides: the environment changed, not the compiler
+            if good == bad or (series.id, bad) in accepted:
+                # the same commit on both sides: the environment changed, not the compiler
+                continue
             old = before.get((series.id, bad))
             if old is not None and old.status == "closed":
                 continue
@@ -295,6 +307,7 @@ def bisect_open_changes(suite: Suite, cases: list[CaseSpec], store: Store, setti
                 or not change.good_commit or not change.bad_commit or change.good_commit == change.bad_commit):
             continue
         done.append((change, _bisect(suite, store, Finding(change, s, "confirmed"), settings, progress)))
+    store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS)  # the bisected changes share their culprits
     return done
 
 
@@ -350,20 +363,12 @@ def markdown_summary(report: NightReport) -> str:
             lines.append(f"Latency of {len(rows)} case(s): {said}" +
                          (f" ({identical} identical artifact(s), not timed)." if identical else "."))
     lines.append("")
-    new = report.new_regressions
-    if new:
-        lines += ["### New confirmed regressions", "", "| case | metric | series | change | interval | commits | "
-                  "culprit |", "|---|---|---|---|---|---|---|"]
-        for f in new:
-            bisected = report.bisections.get(f.change.id)
-            culprit = "not bisected"
-            if f.series.key.case.count("/") == 2 and f.series.key.case.split("/")[1] in report.edited_pipelines:
-                culprit = "the suite's pipeline changed"
-            if bisected is not None:
-                culprit = _culprit(bisected)
-            key = f.series.key
-            lines.append(f"| {md_text(key.case)} | {md_text(key.metric)} | {md_text(key.kind)} | "
-                         f"**{_pct(f.change.ratio)}** | {_interval(f.change)} | {_commits(f.change)} | {culprit} |")
+    regressions = [a for a in report.alerts if a.kind != "improvement" and a.is_open]
+    if regressions:
+        lines += ["### New confirmed regressions", "",
+                  "One alert per commit range: every case and metric that changed in it, the shared culprit.", "",
+                  "| alert | status | changes | commits | culprit | why |", "|---|---|---|---|---|---|"]
+        lines += [_alert_row(report, a) for a in regressions]
         lines.append("")
     pending = [f for f in report.findings if f.change.status == "pending"]
     if pending:
@@ -371,26 +376,62 @@ def markdown_summary(report: NightReport) -> str:
         lines += [f"- {_series(f)}: {_pct(f.change.ratio)} {_interval(f.change)}, {_commits(f.change)}: "
                   f"{md_text(f.change.note)}" for f in pending]
         lines.append("")
-    improvements = [f for f in report.findings if f.newly_confirmed and not f.is_regression]
+    improvements = [a for a in report.alerts if a.kind == "improvement"]
     if improvements:
         lines += ["### Improvements (reported, not gated)", ""]
-        lines += [f"- {_series(f, kind=False)}: {_pct(f.change.ratio)} {_commits(f.change)}" for f in improvements]
+        lines += [f"- alert {a.id}, {_range(a)}: {_alert_changes(a, ', ')}" for a in improvements]
         lines.append("")
-    others = [f for f in report.findings if f.newly_confirmed and f.is_regression and f not in new]
-    if others:
-        lines += ["### Also changed (not a new alarm)", ""]
-        lines += [f"- {_series(f)}: {_pct(f.change.ratio)} {_commits(f.change)}: "
-                  + ("the same commits as a change already confirmed" if f.known_change else "reported, not gated")
-                  for f in others]
+    settled = [a for a in report.alerts if a.kind != "improvement" and not a.is_open]
+    if settled:
+        lines += ["### Alerts closed", ""]
+        lines += [f"- alert {a.id}, {_range(a)}: {md_text(a.status)}"
+                  + (f" (fixed in {md_text((a.fix_first_commit or '?')[:10])}..{md_text((a.fix_last_commit or '?')[:10])})"
+                     if a.fix_last_commit else "") + f": {_alert_changes(a, ', ')}" for a in settled]
         lines.append("")
     dropped = report.closed + [f.change for f in report.findings if f.change.status == "closed"]
     if dropped:
         lines += ["### Did not hold", ""]
         lines += [f"- {_commits(c)} {_pct(c.ratio)}: {md_text(c.note)}" for c in dropped]
         lines.append("")
-    if previous is not None and not (new or pending or improvements or others or dropped):
+    if previous is not None and not (report.alerts or pending or dropped):
         lines += ["Nothing new since the previous night.", ""]
     return "\n".join(lines)
+
+
+def _range(alert: Alert) -> str:
+    return md_text(f"{(alert.first_commit or '?')[:10]}..{(alert.last_commit or '?')[:10]}")
+
+
+def _alert_changes(alert: Alert, separator: str) -> str:
+    """The changes of an alert, latency first: case, metric, size (bold for latency), interval."""
+    out = []
+    for c in alert.changes:
+        size = f"**{_pct(c.ratio)}**" if c.metric == "latency" else _pct(c.ratio)
+        interval = "" if c.ci_low is None or c.ci_high is None else f" [{_pct(c.ci_low)}, {_pct(c.ci_high)}]"
+        out.append(f"{md_text(c.case)} {md_text(c.metric)} ({md_text(c.kind)}) {size}{interval}")
+    return separator.join(out)
+
+
+def _alert_row(report: NightReport, alert: Alert) -> str:
+    """One alert as a row of the summary's table: its changes inside one cell."""
+    ids = {c.change_id for c in alert.changes}
+    bisected = next((r for change_id, r in report.bisections.items() if change_id in ids), None)
+    if bisected is not None:
+        culprit = _culprit(bisected)
+    elif alert.culprit_commit:
+        culprit = md_code(alert.culprit_commit[:10]) + (f", pass {md_code(alert.culprit_pass)}"
+                                                          if alert.culprit_pass else "")
+    elif any(c.case.count("/") == 2 and c.case.split("/")[1] in report.edited_pipelines for c in alert.changes):
+        culprit = "the suite's pipeline changed"
+    else:
+        culprit = "not bisected"
+    why = ""
+    if alert.explanation is not None:
+        e = alert.explanation
+        nodes = ", ".join(f"{md_text(n.op_type)} {n.before}→{n.after}" for n in e.node_changes[:3])
+        why = f"{md_text(e.dimension)}: {md_text(e.headline)}" + (f" ({nodes})" if nodes else "")
+    return (f"| {alert.id} | {md_text(alert.status)} | {_alert_changes(alert, '; ')} | {_range(alert)} | "
+            f"{culprit} | {why} |")
 
 
 def bisections_summary(suite: str, done: Sequence[tuple[Change, BisectResult | None]]) -> str:

@@ -1,6 +1,6 @@
 """The history store's schema: its tables (SQLAlchemy Core) and the Alembic migrations that build them.
 
-Tables (revision ``0001``):
+Tables (revision ``0002``):
 
 ``documents``
     Every ingested document, once: ``sha256`` of its canonical JSON (sorted keys, compact
@@ -30,7 +30,17 @@ Tables (revision ``0001``):
     Regressions found in the series: commit range (``good_commit`` .. ``bad_commit``; unique per
     series and bad commit, a missing bad commit stored as ``''`` so the constraint holds), size
     with interval, ``status`` (``pending``, ``confirmed``, ``closed``), the bisect document that
-    attributed it with its culprit commit and pass, and a note.
+    attributed it with its culprit commit and pass, a note, and (revision ``0002``) the alert it
+    belongs to (``alert_id``).
+``alerts`` (revision ``0002``)
+    One per (suite, runner class, commit range: ``good_commit`` .. ``bad_commit``, a missing
+    commit stored as ``''``): kind, status (:data:`perfguard.history.alerts.STATUSES`), the shared
+    culprit commit and pass, the culprit's explanation (JSON of
+    :class:`~perfguard.history.alerts.AlertExplanation`), assignee, linked issue URL, the range a
+    later night saw it fixed in (``fix_first_commit`` .. ``fix_last_commit``), notes, and when it
+    was raised and last changed.
+``alert_events`` (revision ``0002``)
+    Every status change of an alert: who, when, from and to which status, the note.
 
 Times are ISO-8601 UTC text, normalized on the way in to one fixed-width form
 (``2026-12-01T12:20:45.161989Z``, :func:`utc_stamp`): text of one width sorts in time order on
@@ -40,7 +50,9 @@ every backend, compares with the documents' own stamps without conversion, and r
 Migration history (``perfguard/history/migrations/versions``, one file per revision):
 
 ``0001``
-    First schema: the five tables above.
+    First schema: documents, series, points, nights, changes.
+``0002``
+    Alerts: the ``alerts`` and ``alert_events`` tables and ``changes.alert_id``.
 
 ``Store.open`` upgrades an older store to :func:`head_revision` in one transaction, under a lock
 (SQLite ``BEGIN IMMEDIATE``; a PostgreSQL advisory lock), so concurrent first writers create the
@@ -146,7 +158,41 @@ changes = sa.Table(
     sa.Column("culprit_commit", sa.String, nullable=True),
     sa.Column("culprit_pass", sa.String, nullable=True),
     sa.Column("note", sa.Text, nullable=False),
+    sa.Column("alert_id", sa.Integer, sa.ForeignKey("alerts.id"), nullable=True, index=True),
     sa.UniqueConstraint("series_id", "bad_commit"),
+)
+
+alerts = sa.Table(
+    "alerts", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("suite", sa.String, nullable=False),
+    sa.Column("runner_class", sa.String, nullable=False),
+    sa.Column("good_commit", sa.String, nullable=False),
+    sa.Column("bad_commit", sa.String, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("culprit_commit", sa.String, nullable=True),
+    sa.Column("culprit_pass", sa.String, nullable=True),
+    sa.Column("explanation", sa.JSON, nullable=True),
+    sa.Column("assignee", sa.String, nullable=True),
+    sa.Column("issue_url", sa.String, nullable=True),
+    sa.Column("fix_first_commit", sa.String, nullable=True),
+    sa.Column("fix_last_commit", sa.String, nullable=True),
+    sa.Column("notes", sa.Text, nullable=False),
+    sa.Column("created_at", TIME, nullable=False),
+    sa.Column("updated_at", TIME, nullable=False),
+    sa.UniqueConstraint("suite", "runner_class", "good_commit", "bad_commit"),
+)
+
+alert_events = sa.Table(
+    "alert_events", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("alert_id", sa.Integer, sa.ForeignKey("alerts.id"), nullable=False, index=True),
+    sa.Column("who", sa.String, nullable=False),
+    sa.Column("time", TIME, nullable=False),
+    sa.Column("from_status", sa.String(16), nullable=True),
+    sa.Column("to_status", sa.String(16), nullable=False),
+    sa.Column("note", sa.Text, nullable=False),
 )
 
 

@@ -16,6 +16,8 @@ answers with (:class:`Series`, :class:`Point`, :class:`Night`, :class:`Change`),
     stored documents back out.
 ``queries``
     Series and points, nights, changes.
+``alerts``
+    Confirmed changes grouped into alerts, read back typed, triaged (:mod:`perfguard.history.alerts`).
 ``prune``
     Retention: old documents go, what open changes rest on stays.
 ``rows``
@@ -35,6 +37,7 @@ not when this package is imported.
 
 from __future__ import annotations
 
+from perfguard.history.store.alerts import Alerting
 from perfguard.history.store.engine import (
     DEFAULT_STORE as DEFAULT_STORE,
     STORE_ENV as STORE_ENV,
@@ -55,9 +58,9 @@ from perfguard.history.store.rows import (
 )
 
 
-class Store(Ingesting, Querying, Pruning):
+class Store(Alerting, Ingesting, Querying, Pruning):
     """An open history store. Open with :meth:`open`; close with :meth:`close` or ``with``.
 
     Each part is one module of this package (documents in :mod:`.ingest`, series, nights and
-    changes in :mod:`.queries`, retention in :mod:`.prune`), all on one connection
+    changes in :mod:`.queries`, alerts in :mod:`.alerts`, retention in :mod:`.prune`), all on one connection
     (:class:`.engine.StoreConnection`)."""

@@ -168,24 +168,30 @@ class Querying(StoreConnection):
         return self._changes(status=status, suite=suite)
 
     def _changes(self, *, id: int | None = None, status: str | None = None, suite: str | None = None) -> list[Change]:
-        import sqlalchemy as sa
-
         from perfguard.history.schema import OPEN_STATUSES, changes, series
 
-        query = (sa.select(changes, series).join(series, series.c.id == changes.c.series_id)
-                 .order_by(changes.c.time, changes.c.id))
         if id is not None:
-            query = query.where(changes.c.id == id)
-        else:
-            query = query.where(changes.c.status.in_(OPEN_STATUSES) if status is None else changes.c.status == status)
+            return self._changes_where(changes.c.id == id)
+        where = [changes.c.status.in_(OPEN_STATUSES) if status is None else changes.c.status == status]
         if suite is not None:
-            query = query.where(series.c.suite == suite)
+            where.append(series.c.suite == suite)
+        return self._changes_where(*where)
+
+    def _changes_where(self, *where: Any) -> list[Change]:
+        """The changes matching ``where`` (clauses on ``changes`` and ``series``), oldest first."""
+        import sqlalchemy as sa
+
+        from perfguard.history.schema import changes, series
+
+        query = (sa.select(changes, series).join(series, series.c.id == changes.c.series_id).where(*where)
+                 .order_by(changes.c.time, changes.c.id))
         with self._connect(write=False) as conn:
             rows = conn.execute(query).mappings().all()
         c = changes.c
         return [Change(r[c.id], r[c.series_id], series_key(r, series_columns=True), r[c.good_commit],
                        r[c.bad_commit] or None, r[c.time], r[c.ratio], r[c.ci_low], r[c.ci_high], r[c.status],
-                       r[c.bisect_document_id], r[c.culprit_commit], r[c.culprit_pass], r[c.note]) for r in rows]
+                       r[c.bisect_document_id], r[c.culprit_commit], r[c.culprit_pass], r[c.note], r[c.alert_id])
+                for r in rows]
 
     def set_change_status(self, change_id: int, status: str, note: str = "") -> None:
         """Set a change's status (and its note, when given)."""

@@ -83,6 +83,7 @@ class Change:
     culprit_commit: str | None
     culprit_pass: str | None
     note: str
+    alert_id: int | None = None  # the alert it belongs to (perfguard.history.alerts), once grouped
 
 
 def series_key(row: Any, *, series_columns: bool = False) -> SeriesKey:

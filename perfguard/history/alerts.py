@@ -1,0 +1,340 @@
+"""Alerts: the changes one night confirms in one commit range, as one thing a team triages.
+
+An *alert* (Perfherder's "alert summary") groups every confirmed change of one (suite, runner
+class, commit range): the latency of each case, and the node counts, artifact sizes and compile
+times that moved in the same range. A culprit the nightly bisected for one of them is the
+culprit of all (a node-count step in a bisected range inherits it; it is not a separate alarm),
+with the bisection's own explanation (dimension, top op types, node changes).
+
+Kinds: ``regression`` (some change of the range got worse), ``improvement`` (all got better;
+its status is ``improvement``), ``broken`` (the compiler did not build or its passes did not
+import; reserved for the broken-night finding).
+
+Lifecycle (:data:`STATUSES`): a regression starts ``untriaged``; people move it to
+``acknowledged`` or ``investigating`` (still open: :data:`OPEN_STATUSES`, red), and close it as
+``fixed``, ``backed-out``, ``wont-fix``, ``expected`` or ``invalid`` (a false alarm). Closing an
+alert closes its changes: ``wont-fix`` and ``expected`` accept the new level (later nights are
+compared with it and the alert stops being red), ``invalid`` is counted as a false alarm.
+Reopening it (back to an open status) confirms its changes again. Every status change is an
+:class:`AlertEvent` (who, when, from, to, note).
+
+The documents here are typed, frozen and round-trip through ``to_json``/``from_json``; the store
+(:mod:`perfguard.history.store`) keeps them in its ``alerts`` and ``alert_events`` tables
+(revision ``0002``). :func:`group_changes` is the grouping rule, a pure function.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from perfguard import jsonfields as f
+from perfguard.errors import FieldError
+from perfguard.jsonfields import JsonDict
+
+if TYPE_CHECKING:
+    from perfguard.history.store.rows import Change
+
+#: Format of :meth:`Alert.to_json` (``history alerts --json``, the notify helper's input).
+#: History: 1 (2026-12) first version.
+ALERT_VERSION = 1
+
+KINDS = ("regression", "improvement", "broken")
+#: A regression or broken alert nobody has closed: red.
+OPEN_STATUSES = ("untriaged", "acknowledged", "investigating")
+#: Closed by a person (or, ``fixed``, by a later night); closing an alert closes its changes.
+CLOSED_STATUSES = ("fixed", "backed-out", "wont-fix", "expected", "invalid")
+#: The new level is accepted: later nights are compared with it.
+ACCEPTED_STATUSES = ("wont-fix", "expected")
+#: Every status an alert can have; ``improvement`` is an improvement range's (never red).
+STATUSES = (*OPEN_STATUSES, *CLOSED_STATUSES, "improvement")
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    """One op type's node count before and after the culprit."""
+
+    op_type: str
+    before: int
+    after: int
+
+    def to_json(self) -> JsonDict:
+        return {"op_type": self.op_type, "before": self.before, "after": self.after}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NodeChange:
+        kind = "alert node change"
+        return cls(f.string(data, "op_type", kind), f.integer(data, "before", kind), f.integer(data, "after", kind))
+
+
+@dataclass(frozen=True)
+class AlertExplanation:
+    """The culprit's "why", from its bisection: the dimension (``memory``, ``compute``...) with
+    its one-line headline, the op types that changed most, and their node counts."""
+
+    dimension: str
+    headline: str
+    top_op_types: tuple[str, ...] = ()
+    node_changes: tuple[NodeChange, ...] = ()
+
+    def to_json(self) -> JsonDict:
+        return {"dimension": self.dimension, "headline": self.headline, "top_op_types": list(self.top_op_types),
+                "node_changes": [n.to_json() for n in self.node_changes]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AlertExplanation:
+        kind = "alert explanation"
+        return cls(f.string(data, "dimension", kind), f.string(data, "headline", kind),
+                   f.string_list(data, "top_op_types", kind),
+                   tuple(NodeChange.from_json(n) for n in f.objects(data, "node_changes", kind)))
+
+
+@dataclass(frozen=True)
+class AlertChange:
+    """One change inside an alert: its case and metric, the series kind, its size (a ratio, after
+    / before) with interval, and the id of the change row (``history changes``)."""
+
+    change_id: int
+    case: str
+    metric: str
+    kind: str
+    ratio: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+    @property
+    def is_regression(self) -> bool:
+        return self.ratio > 1.0
+
+    def to_json(self) -> JsonDict:
+        return {"change_id": self.change_id, "case": self.case, "metric": self.metric, "kind": self.kind,
+                "ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AlertChange:
+        kind = "alert change"
+        return cls(f.integer(data, "change_id", kind), f.string(data, "case", kind), f.string(data, "metric", kind),
+                   f.string(data, "kind", kind), f.number(data, "ratio", kind), f.opt_number(data, "ci_low", kind),
+                   f.opt_number(data, "ci_high", kind))
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    """One step of an alert's history: who changed it, when (the store's UTC stamp), from which
+    status (None: it was raised) to which, and the note given."""
+
+    who: str
+    when: str
+    from_status: str | None
+    to_status: str
+    note: str = ""
+
+    def to_json(self) -> JsonDict:
+        return {"who": self.who, "when": self.when, "from_status": self.from_status, "to_status": self.to_status,
+                "note": self.note}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AlertEvent:
+        kind = "alert event"
+        return cls(f.string(data, "who", kind), f.string(data, "when", kind), f.opt_string(data, "from_status", kind),
+                   f.string(data, "to_status", kind), f.string(data, "note", kind))
+
+
+@dataclass(frozen=True)
+class Alert:
+    """An alert summary: one (suite, runner class, commit range) with every change confirmed in
+    it, the shared culprit and its explanation, and its lifecycle (status, assignee, notes, linked
+    issue, events oldest first)."""
+
+    id: int
+    suite: str
+    runner_class: str
+    kind: str
+    status: str
+    first_commit: str | None  # the good side of the range (the night before)
+    last_commit: str | None  # the bad side (the night it appeared)
+    culprit_commit: str | None = None
+    culprit_pass: str | None = None
+    explanation: AlertExplanation | None = None
+    changes: tuple[AlertChange, ...] = ()
+    assignee: str | None = None
+    issue_url: str | None = None
+    notes: str = ""
+    created_at: str = ""
+    updated_at: str = ""
+    events: tuple[AlertEvent, ...] = ()
+    fix_first_commit: str | None = None  # the range a later night saw the reverse step in
+    fix_last_commit: str | None = None
+
+    @property
+    def is_open(self) -> bool:
+        """Still red: a regression or broken alert nobody closed."""
+        return self.status in OPEN_STATUSES
+
+    @property
+    def cases(self) -> tuple[str, ...]:
+        return tuple(sorted({c.case for c in self.changes}))
+
+    @property
+    def worst(self) -> AlertChange | None:
+        """The largest latency change (else the largest of any metric) in the alert's direction."""
+        pool = [c for c in self.changes if c.metric == "latency"] or list(self.changes)
+        if not pool:
+            return None
+        return max(pool, key=lambda c: c.ratio if self.kind != "improvement" else 1.0 / c.ratio)
+
+    def to_json(self) -> JsonDict:
+        return {"version": ALERT_VERSION, "id": self.id, "suite": self.suite, "runner_class": self.runner_class,
+                "kind": self.kind, "status": self.status, "first_commit": self.first_commit,
+                "last_commit": self.last_commit, "culprit_commit": self.culprit_commit,
+                "culprit_pass": self.culprit_pass,
+                "explanation": None if self.explanation is None else self.explanation.to_json(),
+                "changes": [c.to_json() for c in self.changes], "assignee": self.assignee,
+                "issue_url": self.issue_url, "notes": self.notes, "created_at": self.created_at,
+                "updated_at": self.updated_at, "events": [e.to_json() for e in self.events],
+                "fix_first_commit": self.fix_first_commit, "fix_last_commit": self.fix_last_commit}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Alert:
+        kind = "alert"
+        version = f.integer(data, "version", kind)
+        if version > ALERT_VERSION:
+            raise FieldError(f"alert: format version {version} is newer than this perfguard reads "
+                               f"({ALERT_VERSION}): upgrade perfguard")
+        explanation = f.opt_obj(data, "explanation", kind)
+        return cls(f.integer(data, "id", kind), f.string(data, "suite", kind), f.string(data, "runner_class", kind),
+                   _one_of(f.string(data, "kind", kind), KINDS, "kind"),
+                   _one_of(f.string(data, "status", kind), STATUSES, "status"),
+                   f.opt_string(data, "first_commit", kind), f.opt_string(data, "last_commit", kind),
+                   f.opt_string(data, "culprit_commit", kind), f.opt_string(data, "culprit_pass", kind),
+                   None if explanation is None else AlertExplanation.from_json(explanation),
+                   tuple(AlertChange.from_json(c) for c in f.objects(data, "changes", kind)),
+                   f.opt_string(data, "assignee", kind), f.opt_string(data, "issue_url", kind),
+                   f.string(data, "notes", kind), f.string(data, "created_at", kind),
+                   f.string(data, "updated_at", kind),
+                   tuple(AlertEvent.from_json(e) for e in f.objects(data, "events", kind)),
+                   f.opt_string(data, "fix_first_commit", kind), f.opt_string(data, "fix_last_commit", kind))
+
+
+def _one_of(value: str, valid: Sequence[str], key: str) -> str:
+    if value not in valid:
+        raise FieldError(f"alert: field {key!r} must be one of {', '.join(valid)}, found {value!r}")
+    return value
+
+
+# --- grouping -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AlertGroup:
+    """What :func:`group_changes` makes of confirmed changes: one future (or existing) alert's key,
+    its kind and its changes, with the culprit one of them was bisected to."""
+
+    suite: str
+    runner_class: str
+    first_commit: str | None
+    last_commit: str | None
+    kind: str
+    changes: tuple[Change, ...]
+    culprit_commit: str | None = None
+    culprit_pass: str | None = None
+    bisect_document_id: int | None = None
+
+
+def runner_of(runner_class: str) -> str:
+    """The runner an alert is raised for: a series' runner class without its fingerprint hash
+    (``cpu:3f2a...`` of an absolute series and ``cpu`` of a ratio series are one runner, ``cpu``),
+    so a night's paired latency ratios and its absolute node counts share an alert."""
+    return runner_class.partition(":")[0]
+
+
+def group_changes(changes: Sequence[Change]) -> list[AlertGroup]:
+    """One group per (suite, runner, good commit, bad commit) of ``changes`` (the confirmed
+    ones; any status is taken as given), in the order each range first appears. The group is a
+    regression when any change got worse (ratio > 1: every metric perfguard stores is better
+    lower), else an improvement. Its culprit is the first bisected change's (latency first), shared
+    by every change of the range."""
+    groups: dict[tuple[str, str, str | None, str | None], list[Change]] = {}
+    for change in changes:
+        key = (change.key.suite, runner_of(change.key.runner_class), change.good_commit, change.bad_commit)
+        groups.setdefault(key, []).append(change)
+    out = []
+    for (suite, runner_class, good, bad), members in groups.items():
+        members.sort(key=lambda c: (c.key.metric != "latency", c.key.case, c.key.metric, c.key.kind, c.id))
+        bisected = next((c for c in members if c.culprit_commit or c.bisect_document_id is not None), None)
+        out.append(AlertGroup(suite, runner_class, good, bad,
+                              "regression" if any(c.ratio > 1.0 for c in members) else "improvement",
+                              tuple(members), bisected.culprit_commit if bisected else None,
+                              bisected.culprit_pass if bisected else None,
+                              bisected.bisect_document_id if bisected else None))
+    return out
+
+
+def fixes(alert: Alert, group: AlertGroup) -> bool:
+    """Whether the improvement ``group`` (a later range) undoes the regression ``alert``: every
+    latency change of the alert (every change, when it has no latency change) has, in the group,
+    a change of the same case, metric and series kind that takes back at least half of it (a
+    regression of +8 % is fixed by a step of at most 1/1.04). The same runner class and suite."""
+    if (group.kind != "improvement" or alert.kind != "regression" or (alert.suite, alert.runner_class) !=
+            (group.suite, group.runner_class) or group.last_commit == alert.last_commit):
+        return False
+    steps = {(c.key.case, c.key.metric, c.key.kind): c.ratio for c in group.changes}
+    regressed = [c for c in alert.changes if c.metric == "latency" and c.is_regression] or \
+        [c for c in alert.changes if c.is_regression]
+    return bool(regressed) and all(
+        steps.get((c.case, c.metric, c.kind), 1.0) <= 1.0 / (1.0 + (c.ratio - 1.0) / 2) for c in regressed)
+
+
+def alert_change(change: Change) -> AlertChange:
+    """The :class:`AlertChange` of a change row."""
+    return AlertChange(change.id, change.key.case, change.key.metric, change.key.kind, change.ratio, change.ci_low,
+                       change.ci_high)
+
+
+def explanation_of(bisect_document: object) -> AlertExplanation | None:
+    """The first explanation of a stored bisect document (its JSON), summarised: the dimension,
+    the headline, the op types with the largest change in nodes (up to five) and their counts.
+    None when the bisection explained nothing or the document is not one perfguard can read."""
+    from perfguard.errors import DecodeError
+    from perfguard.results.explanation import Explanation
+
+    if not isinstance(bisect_document, Mapping):
+        return None
+    found = bisect_document.get("explanations")
+    if not isinstance(found, list) or not found or not isinstance(found[0], Mapping):
+        return None
+    try:
+        explanation = Explanation.from_json(found[0])
+    except DecodeError:
+        return None
+    nodes: dict[str, list[int]] = {}
+    for op in explanation.diff.ops if explanation.diff is not None else ():
+        counts = nodes.setdefault(op.op_type, [0, 0])
+        counts[0] += op.nodes_before
+        counts[1] += op.nodes_after
+    moved = sorted(((op, b, a) for op, (b, a) in nodes.items() if a != b), key=lambda t: (-abs(t[2] - t[1]), t[0]))[:5]
+    return AlertExplanation(explanation.dimension.label, explanation.dimension.headline,
+                            tuple(op for op, _, _ in moved), tuple(NodeChange(op, b, a) for op, b, a in moved))
+
+
+# --- who ------------------------------------------------------------------------------------------
+
+def current_user() -> str:
+    """Who is triaging: ``$GITHUB_ACTOR`` (in a workflow), else git's ``user.name``, else the
+    system user."""
+    actor = os.environ.get("GITHUB_ACTOR", "").strip()
+    if actor:
+        return actor
+    try:
+        done = subprocess.run(["git", "config", "user.name"], capture_output=True, text=True, timeout=10, check=False)
+        if done.returncode == 0 and done.stdout.strip():
+            return done.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return "unknown"

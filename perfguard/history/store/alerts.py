@@ -1,0 +1,255 @@
+"""The store's alerts: confirmed changes grouped into alerts (:func:`perfguard.history.alerts.group_changes`),
+read back typed (:class:`~perfguard.history.alerts.Alert`), and triaged.
+
+Each method is one transaction. Closing an alert (a status of
+:data:`~perfguard.history.alerts.CLOSED_STATUSES`) closes its changes in the same transaction, so
+``history changes`` and the site stop showing them red and the nightly does not raise them again
+(``wont-fix``/``expected``: the new level is accepted); reopening it confirms them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from perfguard.errors import UserError
+from perfguard.history.store.ingest import Ingesting
+from perfguard.history.store.queries import Querying
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from perfguard.history.alerts import Alert, AlertGroup
+
+#: Who raises alerts in their first event.
+NIGHTLY = "perfguard nightly"
+
+
+class Alerting(Ingesting, Querying):
+    """The store's alerts: :meth:`raise_alerts`, :meth:`alerts`, :meth:`alert`, :meth:`triage`."""
+
+    def raise_alerts(self, suite: str, *, alarm_metrics: Sequence[str] | None = None) -> list[Alert]:
+        """Group the suite's confirmed changes that belong to no alert yet into alerts (one per
+        suite, runner and commit range; a range that has an alert already gets the new changes),
+        and give each alert of the suite that has no culprit the culprit (and the explanation) of
+        a change bisected since. With ``alarm_metrics``, a range whose changes are all of other
+        metrics (compile time: noisy, reported, not gated) raises no alert of its own: its changes
+        join the range's alert if one is raised later. Returns the alerts raised or changed,
+        oldest first."""
+        from perfguard.history.alerts import group_changes
+
+        touched: set[int] = set()
+        for group in group_changes([c for c in self.changes(status="confirmed", suite=suite) if c.alert_id is None]):
+            create = alarm_metrics is None or any(c.key.metric in alarm_metrics for c in group.changes)
+            alert_id = self._attach(group, create=create)
+            if alert_id is None:
+                continue
+            touched.add(alert_id)
+            if group.kind == "improvement":
+                touched |= self._mark_fixed(group)
+        touched |= self._share_culprits(suite)
+        return [a for a in self.alerts(suite=suite) if a.id in touched]
+
+    def _attach(self, group: AlertGroup, *, create: bool = True) -> int | None:
+        import sqlalchemy as sa
+
+        from perfguard.history.alerts import CLOSED_STATUSES
+        from perfguard.history.schema import alerts, changes, utc_now
+
+        now = utc_now()
+        good, bad = group.first_commit or "", group.last_commit or ""
+        status = "untriaged" if group.kind == "regression" else "improvement"
+        key = (alerts.c.suite == group.suite, alerts.c.runner_class == group.runner_class,
+               alerts.c.good_commit == good, alerts.c.bad_commit == bad)
+        with self._connect(write=True) as conn:
+            row = conn.execute(sa.select(alerts.c.id, alerts.c.kind, alerts.c.status).where(*key)).first()
+            if row is None and not create:
+                return None
+            if row is None:
+                alert_id = int(conn.execute(alerts.insert().values(
+                    suite=group.suite, runner_class=group.runner_class, good_commit=good, bad_commit=bad,
+                    kind=group.kind, status=status, notes="", created_at=now, updated_at=now)
+                    .returning(alerts.c.id)).scalar_one())
+                _event(conn, alert_id, NIGHTLY, now, None, status, f"{len(group.changes)} change(s) confirmed")
+                closed = False
+            else:
+                alert_id, closed = int(row.id), row.status in CLOSED_STATUSES
+                if row.kind == "improvement" and group.kind == "regression":
+                    conn.execute(alerts.update().where(alerts.c.id == alert_id).values(
+                        kind="regression", status="untriaged", updated_at=now))
+                    _event(conn, alert_id, NIGHTLY, now, row.status, "untriaged", "a regression joined the range")
+                else:
+                    conn.execute(alerts.update().where(alerts.c.id == alert_id).values(updated_at=now))
+            values: dict[str, object] = {"alert_id": alert_id}
+            if closed:  # the range was triaged closed: what joins it shares that decision
+                values["status"] = "closed"
+            conn.execute(changes.update().where(changes.c.id.in_([c.id for c in group.changes])).values(**values))
+        return alert_id
+
+    def _mark_fixed(self, group: AlertGroup) -> set[int]:
+        """Mark ``fixed`` every open regression alert of the group's suite that the improvement
+        ``group`` undoes (:func:`perfguard.history.alerts.fixes`), with the fixing range."""
+        from perfguard.history.alerts import OPEN_STATUSES, fixes
+        from perfguard.history.schema import alerts
+
+        done = set()
+        for alert in self.alerts(suite=group.suite):
+            if alert.status in OPEN_STATUSES and fixes(alert, group):
+                fixing = f"{(group.first_commit or '?')[:10]}..{(group.last_commit or '?')[:10]}"
+                self.triage(alert.id, status="fixed", note=f"the reverse step seen in {fixing}", who=NIGHTLY)
+                with self._connect(write=True) as conn:
+                    conn.execute(alerts.update().where(alerts.c.id == alert.id).values(
+                        fix_first_commit=group.first_commit, fix_last_commit=group.last_commit))
+                done.add(alert.id)
+        return done
+
+    def _share_culprits(self, suite: str) -> set[int]:
+        """Give every alert of ``suite`` without a culprit the first bisected change's; the ids changed."""
+        import sqlalchemy as sa
+
+        from perfguard.history.alerts import explanation_of
+        from perfguard.history.schema import alerts, changes, utc_now
+
+        with self._connect(write=False) as conn:
+            rows = conn.execute(
+                sa.select(alerts.c.id, changes.c.culprit_commit, changes.c.culprit_pass, changes.c.bisect_document_id)
+                .join(changes, changes.c.alert_id == alerts.c.id)
+                .where(alerts.c.suite == suite, alerts.c.culprit_commit.is_(None),
+                       changes.c.culprit_commit.is_not(None))
+                .order_by(alerts.c.id, changes.c.id)).all()
+        first: dict[int, Any] = {}
+        for row in rows:
+            first.setdefault(int(row.id), row)
+        for alert_id, row in first.items():
+            explanation = None
+            if row.bisect_document_id is not None:
+                found = explanation_of(self.document(int(row.bisect_document_id)))
+                explanation = None if found is None else found.to_json()
+            with self._connect(write=True) as conn:
+                conn.execute(alerts.update().where(alerts.c.id == alert_id).values(
+                    culprit_commit=row.culprit_commit, culprit_pass=row.culprit_pass, explanation=explanation,
+                    updated_at=utc_now()))
+        return set(first)
+
+    def alerts(self, suite: str | None = None, status: str | None = None) -> list[Alert]:
+        """Every alert (of ``suite``, with ``status``, when given), oldest first, with its changes
+        and events. An unknown status is a ``UserError`` that lists the valid ones."""
+        import sqlalchemy as sa
+
+        from perfguard.history.schema import alerts
+
+        if status is not None:
+            check_alert_status(status)
+        query = sa.select(alerts).order_by(alerts.c.created_at, alerts.c.id)
+        if suite is not None:
+            query = query.where(alerts.c.suite == suite)
+        if status is not None:
+            query = query.where(alerts.c.status == status)
+        return self._alerts(query)
+
+    def alert(self, alert_id: int) -> Alert:
+        """One alert; an unknown id is a ``UserError`` naming the ids there are."""
+        import sqlalchemy as sa
+
+        from perfguard.history.schema import alerts
+
+        found = self._alerts(sa.select(alerts).where(alerts.c.id == alert_id))
+        if not found:
+            with self._connect(write=False) as conn:
+                ids = [str(i) for i in conn.execute(sa.select(alerts.c.id).order_by(alerts.c.id)).scalars()]
+            known = f"alerts: {', '.join(ids[-20:])}" if ids else "it has no alerts"
+            raise UserError(f"history store {self.url}: no alert {alert_id} ({known}; "
+                            "`perfguard history alerts` lists them)")
+        return found[0]
+
+    def _alerts(self, query: Any) -> list[Alert]:
+        import sqlalchemy as sa
+
+        from perfguard.history.alerts import Alert, AlertEvent, AlertExplanation, alert_change
+        from perfguard.history.schema import alert_events
+
+        with self._connect(write=False) as conn:
+            rows = conn.execute(query).all()
+            ids = [int(r.id) for r in rows]
+            events = conn.execute(sa.select(alert_events).where(alert_events.c.alert_id.in_(ids))
+                                  .order_by(alert_events.c.time, alert_events.c.id)).all() if ids else []
+        members = self._changes_of(ids)
+        by_alert: dict[int, list[AlertEvent]] = {}
+        for e in events:
+            by_alert.setdefault(int(e.alert_id), []).append(AlertEvent(e.who, e.time, e.from_status, e.to_status,
+                                                                       e.note))
+        return [Alert(int(r.id), r.suite, r.runner_class, r.kind, r.status, r.good_commit or None,
+                      r.bad_commit or None, r.culprit_commit, r.culprit_pass,
+                      None if r.explanation is None else AlertExplanation.from_json(r.explanation),
+                      tuple(alert_change(c) for c in members.get(int(r.id), [])), r.assignee, r.issue_url, r.notes,
+                      r.created_at, r.updated_at, tuple(by_alert.get(int(r.id), [])), r.fix_first_commit,
+                      r.fix_last_commit)
+                for r in rows]
+
+    def _changes_of(self, alert_ids: Sequence[int]) -> dict[int, list[Any]]:
+        """The changes of each alert (any status), latency first, then by case and metric."""
+        from perfguard.history.schema import changes
+
+        if not alert_ids:
+            return {}
+        out: dict[int, list[Any]] = {}
+        for change in self._changes_where(changes.c.alert_id.in_(list(alert_ids))):
+            assert change.alert_id is not None
+            out.setdefault(change.alert_id, []).append(change)
+        for found in out.values():
+            found.sort(key=lambda c: (c.key.metric != "latency", c.key.case, c.key.metric, c.key.kind, c.id))
+        return out
+
+    def triage(self, alert_id: int, *, status: str | None = None, note: str | None = None,
+               assignee: str | None = None, issue_url: str | None = None, who: str) -> Alert:
+        """Change an alert: its status (an event records who, when, from, to and the note; a closed
+        status closes its changes, an open one after a closed one confirms them again), its
+        assignee (``""`` clears it), its linked issue, and a note (appended to its notes). An
+        unknown id or status is a ``UserError``."""
+
+        from perfguard.history.alerts import CLOSED_STATUSES
+        from perfguard.history.schema import alerts, changes, utc_now
+
+        if status is not None:
+            check_alert_status(status)
+        current = self.alert(alert_id)
+        now = utc_now()
+        values: dict[str, object] = {"updated_at": now}
+        if assignee is not None:
+            values["assignee"] = assignee or None
+        if issue_url is not None:
+            values["issue_url"] = issue_url or None
+        if note:
+            values["notes"] = f"{current.notes}\n{note}" if current.notes else note
+        with self._connect(write=True) as conn:
+            conn.execute(alerts.update().where(alerts.c.id == alert_id).values(**values))
+            if status is not None and status != current.status:
+                conn.execute(alerts.update().where(alerts.c.id == alert_id).values(status=status))
+                _event(conn, alert_id, who, now, current.status, status, note or "")
+                closing, was_closed = status in CLOSED_STATUSES, current.status in CLOSED_STATUSES
+                if closing != was_closed:
+                    conn.execute(changes.update().where(changes.c.alert_id == alert_id).values(
+                        status="closed" if closing else "confirmed",
+                        note=f"alert {alert_id}: {status} ({who})"))
+            elif note or assignee is not None or issue_url is not None:
+                said = "; ".join(x for x in (note or "", "" if assignee is None else f"assigned to {assignee or 'nobody'}",
+                                             "" if issue_url is None else f"issue {issue_url or 'unlinked'}") if x)
+                _event(conn, alert_id, who, now, current.status, current.status, said)
+        return self.alert(alert_id)
+
+
+def check_alert_status(status: str) -> None:
+    """``UserError`` unless ``status`` is an alert status (the message lists them)."""
+    from perfguard.history.alerts import STATUSES
+
+    if status not in STATUSES:
+        raise UserError(f"unknown alert status {status!r}: valid statuses are {', '.join(STATUSES)}")
+
+
+def _event(conn: Connection, alert_id: int, who: str, when: str, from_status: str | None, to_status: str,
+           note: str) -> None:
+    from perfguard.history.schema import alert_events
+
+    conn.execute(alert_events.insert().values(alert_id=alert_id, who=who, time=when, from_status=from_status,
+                                              to_status=to_status, note=note))
+
