@@ -73,8 +73,11 @@ def run(args: argparse.Namespace) -> ExitCode:
         if args.summary:
             with open(args.summary, "a", encoding="utf-8") as handle:  # $GITHUB_STEP_SUMMARY is appended to
                 handle.write(summary + "\n")
-        if args.json:
-            write_json_atomic(args.json, store.document(report.night.document_id))
+        document_id = report.night.document_id
+        if args.json and document_id is None:
+            print(f"broken night: no document to write to {args.json}")
+        elif args.json and document_id is not None:
+            write_json_atomic(args.json, store.document(document_id))
             print(f"night written to {args.json}")
     if report.exit_regression:
         return ExitCode.REGRESSION

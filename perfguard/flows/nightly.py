@@ -21,8 +21,15 @@
    culprit and its explanation shared by all. A change whose alert was triaged closed
    (``wont-fix``, ``expected``, ``invalid``...) is not raised again: its level is accepted.
 
-The outcome (``NightReport``) gives the exit code (0 nothing new, 1 a new confirmed regression)
-and a Markdown summary of what changed since the previous night.
+A compiler commit that does not build (``[compiler] build``) or whose user passes do not import is
+a finding, not bad input: the night is recorded ``broken`` (no document; every case counted
+failed, so exit 4), a ``broken`` alert is raised for the last good night's commit .. this one (or
+the open one extended), and the chain stays on the last good night: the next night is checked
+against it, and closes the broken alert as ``fixed`` when it builds again. (Other commands still
+refuse such a suite as bad input, exit 2: there the working tree is the user's own.)
+
+The outcome (``NightReport``) gives the exit code (0 nothing new, 1 a new confirmed regression,
+4 failed cases or a broken compiler) and a Markdown summary of what changed since the previous night.
 """
 
 from __future__ import annotations
@@ -91,6 +98,7 @@ class NightReport:
     failed_cases: int = 0
     edited_pipelines: tuple[str, ...] = ()  # pipelines the suite changed since the previous night
     alerts: list[Alert] = field(default_factory=list)
+    broken: str | None = None  # why tonight's compiler commit is broken (did not build / import)
 
     @property
     def new_regressions(self) -> list[Finding]:
@@ -114,7 +122,15 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
                 *, bisect: bool = True, recheck: bool = True) -> NightReport:
     """One night: measure or check, store, detect, confirm, bisect (see the module docstring)."""
     head_sha, head_subject = _head_commit(suite)
-    previous = store.last_night(suite.name)
+    previous = store.last_night(suite.name, good=True)  # a broken night is no base
+    last = store.last_night(suite.name)
+    reason = _broken_reason(suite, cases, progress)
+    if reason is not None:
+        progress.log(f"compiler at {head_sha[:10]} is broken: {reason}")
+        night = store.record_broken_night(suite.name, head_sha, reason)
+        alert = store.raise_broken(suite.name, previous.commit if previous else None, head_sha, reason)
+        return NightReport(suite.name, night, previous, None, failed_cases=len(cases), alerts=[alert],
+                           broken=reason)
     verdicts = None
     rechecked: dict[str, str] = {}
     if previous is None:
@@ -160,7 +176,35 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
                 if result is not None:
                     report.bisections[finding.change.id] = result
     report.alerts = store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS)
+    if last is not None and last.broken:
+        report.alerts += store.fix_broken(suite.name, last.commit, head_sha)
     return report
+
+
+def _broken_reason(suite: Suite, cases: list[CaseSpec], progress: Progress) -> str | None:
+    """Why the working tree's compiler is broken: its build command fails, or a user pass of the
+    selected cases' pipelines does not import (None: it builds and imports)."""
+    from perfguard.backends import get_backend
+    from perfguard.compile.checkout import BuildError, run_build, working_tree
+    from perfguard.compile.user_passes import UserPassCheck
+
+    if suite.compiler.build:
+        try:
+            run_build(working_tree(suite), suite.compiler.build)
+        except BuildError as exc:
+            return f"does not build: {exc}"
+    names = sorted({name for c in cases if get_backend(c.pipeline.backend).capabilities.user_passes
+                    for name in c.pipeline.passes if ":" in name})
+    if not names:
+        return None
+    check = UserPassCheck({"user passes": names}, suite.compiler.path)
+    try:
+        check.wait()
+    except UserError as exc:
+        return f"passes do not import: {exc}"
+    finally:
+        check.close()
+    return None
 
 
 def _recheck(suite: Suite, cases: list[CaseSpec], base: str, settings: CheckSettings, progress: Progress,
@@ -345,6 +389,15 @@ def markdown_summary(report: NightReport) -> str:
     commit subjects and notes are data (:mod:`perfguard.report.escape`)."""
     night, previous = report.night, report.previous
     lines = [f"## perfguard nightly: {md_text(report.suite)}", ""]
+    if report.broken is not None:
+        base = (f"the next night is checked against the last good night at {md_code(previous.commit[:10])}"
+                if previous is not None else "no good night yet")
+        lines += ["### Compiler broken", "",
+                  f"The compiler at {md_code(night.commit[:10])} is broken ({report.failed_cases} case(s) failed): "
+                  f"{md_text(report.broken)}", ""]
+        lines += [f"- alert {a.id}, {_range(a)}: {md_text(a.status)}" for a in report.alerts]
+        lines += ["", f"Nothing measured tonight; {base}.", ""]
+        return "\n".join(lines)
     if previous is None:
         lines.append(f"First night at {md_code(night.commit[:10])}: {report.measured_cases} case(s) measured; "
                      "the next night is checked against this one.")
@@ -385,6 +438,7 @@ def markdown_summary(report: NightReport) -> str:
     if settled:
         lines += ["### Alerts closed", ""]
         lines += [f"- alert {a.id}, {_range(a)}: {md_text(a.status)}"
+                  + (" (the compiler builds again)" if a.kind == "broken" else "")
                   + (f" (fixed in {md_text((a.fix_first_commit or '?')[:10])}..{md_text((a.fix_last_commit or '?')[:10])})"
                      if a.fix_last_commit else "") + f": {_alert_changes(a, ', ')}" for a in settled]
         lines.append("")

@@ -1,6 +1,6 @@
 """The history store's schema: its tables (SQLAlchemy Core) and the Alembic migrations that build them.
 
-Tables (revision ``0002``):
+Tables (revision ``0003``):
 
 ``documents``
     Every ingested document, once: ``sha256`` of its canonical JSON (sorted keys, compact
@@ -25,7 +25,9 @@ Tables (revision ``0002``):
     ``document_id`` for pruning.
 ``nights``
     The nightly runs of a suite: commit, time and the document the night stored (unique per suite
-    and document, so recording a night twice is one row).
+    and document, so recording a night twice is one row); (revision ``0003``) ``status``
+    (``good``, or ``broken``: the compiler did not build or its passes did not import; no
+    document) and ``note`` (why it was broken).
 ``changes``
     Regressions found in the series: commit range (``good_commit`` .. ``bad_commit``; unique per
     series and bad commit, a missing bad commit stored as ``''`` so the constraint holds), size
@@ -53,6 +55,8 @@ Migration history (``perfguard/history/migrations/versions``, one file per revis
     First schema: documents, series, points, nights, changes.
 ``0002``
     Alerts: the ``alerts`` and ``alert_events`` tables and ``changes.alert_id``.
+``0003``
+    Broken nights: ``nights.status`` and ``nights.note``; ``nights.document_id`` nullable.
 
 ``Store.open`` upgrades an older store to :func:`head_revision` in one transaction, under a lock
 (SQLite ``BEGIN IMMEDIATE``; a PostgreSQL advisory lock), so concurrent first writers create the
@@ -138,7 +142,9 @@ nights = sa.Table(
     sa.Column("suite", sa.String, nullable=False),
     sa.Column("commit_sha", sa.String, nullable=False),
     sa.Column("time", TIME, nullable=False),
-    sa.Column("document_id", sa.Integer, sa.ForeignKey("documents.id"), nullable=False),
+    sa.Column("document_id", sa.Integer, sa.ForeignKey("documents.id"), nullable=True),
+    sa.Column("status", sa.String(16), nullable=False, server_default="good"),
+    sa.Column("note", sa.Text, nullable=False, server_default=""),
     sa.UniqueConstraint("suite", "document_id"),
     sa.Index(None, "suite", "time"),
 )

@@ -310,7 +310,7 @@ def collect(store: Store, suite: str | None = None) -> Site:
                                 _change_points(series, points)))
     by_id = {v.id: v for v in views}
     suites = sorted({v.key.suite for v in views} | ({suite} if suite else set()))
-    nights = {n.document_id: n for s in suites for n in store.nights(s)}
+    nights = {n.document_id: n for s in suites for n in store.nights(s) if n.document_id is not None}
 
     documents: dict[int, DocumentView] = {}
     for document_id in sorted({p.document_id for v in views for p in v.points} | set(nights)):

@@ -103,6 +103,57 @@ class Alerting(Ingesting, Querying):
                 done.add(alert.id)
         return done
 
+    def raise_broken(self, suite: str, good: str | None, bad: str, note: str) -> Alert:
+        """The ``broken`` alert of ``suite`` (the compiler did not build or its passes did not
+        import at ``bad``; ``good``: the last good night's commit): the open one extended (an
+        event says it is still broken at ``bad``), else a new one for ``good`` .. ``bad``."""
+        import sqlalchemy as sa
+
+        from perfguard.history.alerts import OPEN_STATUSES
+        from perfguard.history.schema import alerts, utc_now
+
+        now = utc_now()
+        found = None
+        with self._connect(write=True) as conn:
+            row = conn.execute(sa.select(alerts.c.id, alerts.c.status).where(
+                alerts.c.suite == suite, alerts.c.kind == "broken", alerts.c.status.in_(OPEN_STATUSES))
+                .order_by(alerts.c.id.desc())).first()
+            if row is not None:
+                alert_id = int(row.id)
+                conn.execute(alerts.update().where(alerts.c.id == alert_id).values(updated_at=now))
+                _event(conn, alert_id, NIGHTLY, now, row.status, row.status, f"still broken at {bad[:10]}: {note}")
+            else:
+                found = conn.execute(sa.select(alerts.c.id).where(
+                    alerts.c.suite == suite, alerts.c.runner_class == "", alerts.c.good_commit == (good or ""),
+                    alerts.c.bad_commit == bad)).first()
+                if found is not None:  # broken again at the same range after a fix: reopened below
+                    alert_id = int(found.id)
+                else:
+                    alert_id = int(conn.execute(alerts.insert().values(
+                        suite=suite, runner_class="", good_commit=good or "", bad_commit=bad, kind="broken",
+                        status="untriaged", notes=note, created_at=now, updated_at=now)
+                        .returning(alerts.c.id)).scalar_one())
+                    _event(conn, alert_id, NIGHTLY, now, None, "untriaged", f"broken at {bad[:10]}: {note}")
+        if row is None and found is not None:
+            self.triage(alert_id, status="untriaged", note=f"broken again: {note}", who=NIGHTLY)
+        return self.alert(alert_id)
+
+    def fix_broken(self, suite: str, broken_commit: str | None, commit: str) -> list[Alert]:
+        """Mark ``fixed`` the open ``broken`` alerts of ``suite``: the night at ``commit`` built
+        again (fixing range: the last broken night's commit .. ``commit``)."""
+        from perfguard.history.alerts import OPEN_STATUSES
+        from perfguard.history.schema import alerts
+
+        done = []
+        for alert in self.alerts(suite=suite):
+            if alert.kind == "broken" and alert.status in OPEN_STATUSES:
+                self.triage(alert.id, status="fixed", note=f"builds again at {commit[:10]}", who=NIGHTLY)
+                with self._connect(write=True) as conn:
+                    conn.execute(alerts.update().where(alerts.c.id == alert.id).values(
+                        fix_first_commit=broken_commit, fix_last_commit=commit))
+                done.append(self.alert(alert.id))
+        return done
+
     def _share_culprits(self, suite: str) -> set[int]:
         """Give every alert of ``suite`` without a culprit the first bisected change's; the ids changed."""
         import sqlalchemy as sa

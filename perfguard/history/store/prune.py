@@ -28,9 +28,11 @@ class Pruning(StoreConnection):
         except ValueError:
             raise StoreError(f"prune: {older_than!r} is not an ISO-8601 time") from None
         is_open = changes.c.status.in_(OPEN_STATUSES)
-        newest = sa.select(sa.func.max(nights.c.time).label("time"), nights.c.suite).group_by(nights.c.suite).subquery()
+        good = nights.c.document_id.is_not(None)  # a broken night stored no document
+        newest = (sa.select(sa.func.max(nights.c.time).label("time"), nights.c.suite).where(good)
+                  .group_by(nights.c.suite).subquery())
         last_night = sa.select(nights.c.document_id).join(
-            newest, sa.and_(nights.c.suite == newest.c.suite, nights.c.time == newest.c.time))
+            newest, sa.and_(nights.c.suite == newest.c.suite, nights.c.time == newest.c.time)).where(good)
         keep = sa.union(
             sa.select(changes.c.bisect_document_id).where(is_open, changes.c.bisect_document_id.is_not(None)),
             sa.select(points.c.document_id).join(changes, changes.c.series_id == points.c.series_id).where(

@@ -112,8 +112,25 @@ class Querying(StoreConnection):
                                                        nights.c.document_id == document_id)).one()
         return night_of(row)
 
-    def last_night(self, suite: str) -> Night | None:
-        """The newest night of ``suite``, or None before its first."""
+    def record_broken_night(self, suite: str, commit: str, note: str) -> Night:
+        """Record a ``broken`` night of ``suite`` at ``commit`` (it did not build or its passes did not
+        import: no document), with why (``note``)."""
+        import sqlalchemy as sa
+
+        from perfguard.history.schema import nights, utc_now
+
+        with self._connect(write=True) as conn:
+            night_id = conn.execute(nights.insert().values(suite=suite, commit_sha=commit, time=utc_now(),
+                                                           document_id=None, status="broken", note=note)
+                                    .returning(nights.c.id)).scalar_one()
+            row = conn.execute(sa.select(nights).where(nights.c.id == night_id)).one()
+        return night_of(row)
+
+    def last_night(self, suite: str, *, good: bool = False) -> Night | None:
+        """The newest night of ``suite`` (with ``good``, the newest that was not broken: what the
+        next night is checked against), or None before its first."""
+        if good:
+            return next((n for n in reversed(self.nights(suite)) if not n.broken), None)
         found = self._nights(suite, newest_first=True, limit=1)
         return found[0] if found else None
 

@@ -56,13 +56,20 @@ class Ingested:
 
 @dataclass(frozen=True)
 class Night:
-    """A nightly run of a suite: the commit it measured and the document it stored."""
+    """A nightly run of a suite: the commit it measured and the document it stored. A ``broken``
+    night (the commit did not build or its passes did not import) stored none; ``note`` says why."""
 
     id: int
     suite: str
     commit: str
     time: str
-    document_id: int
+    document_id: int | None
+    status: str = "good"
+    note: str = ""
+
+    @property
+    def broken(self) -> bool:
+        return self.status == "broken"
 
 
 @dataclass(frozen=True)
@@ -101,4 +108,5 @@ def series_key(row: Any, *, series_columns: bool = False) -> SeriesKey:
 
 def night_of(row: Row[Any]) -> Night:
     """The :class:`Night` of a ``nights`` row."""
-    return Night(int(row.id), row.suite, row.commit_sha, row.time, int(row.document_id))
+    return Night(int(row.id), row.suite, row.commit_sha, row.time,
+                 None if row.document_id is None else int(row.document_id), row.status or "good", row.note or "")
