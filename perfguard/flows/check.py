@@ -137,12 +137,16 @@ def _explain_regressions(suite: Suite, job: Job, pairs: list[Pair], by_variant: 
 
 
 def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: CheckSettings,
-                      progress: Progress, explain: ProfileSettings | None = None) -> VerdictsDocument:
+                      progress: Progress, explain: ProfileSettings | None = None, *,
+                      head_built: bool = False) -> VerdictsDocument:
+    """``head_built``: the caller already ran the build command in the working tree (the night
+    builds it once to tell a broken compiler from a good one), so it is not run again."""
     head = working_tree(suite)
     with checkout_at(suite, ref, "base") as base:
         progress.log(f"base: {ref} = {base.commit[:10] if base.commit else '?'} {base.subject}")
         run_build(base, suite.compiler.build)
-        run_build(head, suite.compiler.build)
+        if not head_built:
+            run_build(head, suite.compiler.build)
         changed = pipelines_at(suite, base, progress)
         sides = [Side("base", base.pass_path, base.commit, base.subject, pipelines=changed),
                  Side("head", suite.compiler.path, head.commit, "working tree")]

@@ -147,7 +147,7 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
         from perfguard.flows.check import check_against_ref
 
         progress.log(f"previous night: {previous.commit[:10]} ({previous.time}); checking {head_sha[:10]} against it")
-        verdicts = check_against_ref(suite, cases, previous.commit, settings, progress)
+        verdicts = check_against_ref(suite, cases, previous.commit, settings, progress, head_built=True)
         if recheck:
             rechecked = _recheck(suite, cases, previous.commit, settings, progress, verdicts)
         ingested = store.ingest(verdicts, source="nightly")
@@ -217,7 +217,8 @@ def _recheck(suite: Suite, cases: list[CaseSpec], base: str, settings: CheckSett
     if not regressed:
         return {}
     progress.log(f"re-checking {len(regressed)} regressed case(s) in a fresh job: {', '.join(regressed)}")
-    again = check_against_ref(suite, [c for c in cases if c.id in regressed], base, settings, progress)
+    again = check_against_ref(suite, [c for c in cases if c.id in regressed], base, settings, progress,
+                              head_built=True)  # run_nightly built the working tree before anything else
     said = {}
     for row in again.verdicts:
         if row.metric == "latency" and row.case in regressed:
