@@ -235,6 +235,17 @@ def work_if_flag(model):
 '''
 
 
+def _pipeline_endpoints_undecided(proc, report):
+    """``_endpoints_undecided`` for a pass bisection: its one probe (the whole edit script) stayed
+    UNKNOWN on a loaded machine, leaning slower, and the bisection said so with exit 5."""
+    if report["status"] != "no-regression":
+        return False
+    (probe,) = report["probes"]
+    verdict = probe["verdict"]
+    assert verdict["decision"] == "unknown" and verdict["ratio"] > 1.0 and proc.returncode == 5, report
+    return True
+
+
 def _pipelines(tmp_path, good, bad, *extra):
     (tmp_path / "compiler").mkdir(exist_ok=True)
     (tmp_path / "compiler" / "flagpasses.py").write_text(FLAG_PASSES)
@@ -250,6 +261,8 @@ def _pipelines(tmp_path, good, bad, *extra):
 @pytest.mark.timing
 def test_moved_pass_is_the_smallest_reproducing_edit(tmp_path):
     proc, report = _pipelines(tmp_path, "good", "moved")
+    if _pipeline_endpoints_undecided(proc, report):
+        return
     assert proc.returncode == 0, proc.stdout
     # Moving either pass past the other is the same reordering: BN fusion after the folding.
     assert [e["kind"] for e in report["minimal"]] == ["move"]
