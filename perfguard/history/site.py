@@ -2,7 +2,9 @@
 
 Pages (every link relative, so the folder works from disk and on GitHub Pages):
 
-* ``index.html`` - the open changes (regressions first), then every series (model x pipeline x
+* ``index.html`` - the open alerts (one row per alert: kind, status, assignee, age, suite and
+  runner class, commit range, culprit, cases, size; the longest waiting first), the open changes
+  outside them (regressions first), then every series (model x pipeline x
   runner x metric x kind) with a sparkline, its latest level and its change over the last 7 and
   30 nights, series with an open regression first. Filters: every model, pipeline, runner, metric
   and backend links to a pre-rendered page of its series (``filter/<dimension>-<n>.html``); where
@@ -18,7 +20,14 @@ Pages (every link relative, so the folder works from disk and on GitHub Pages):
   failed cases and environment;
 * ``changes/<id>.html`` - a change: commit range, size with interval, status, note, and the
   bisection narrative of its bisect document;
-* ``feed.atom`` - confirmed regressions (ratio > 1), newest first.
+* ``alerts.html`` - the team's figures (:mod:`perfguard.history.site_alerts`: open alerts by age
+  with status and assignee, the median time to triage over the last 30 days, alerts by final
+  status and the false-alarm rate ``invalid / closed``), then every alert;
+* ``alert-<id>.html`` - one alert: its changes (case, metric, level before -> after, effect), the
+  culprit and its explanation, the status history, the linked issue (a link only for http(s)),
+  the fixing range; a series page lists its past alerts, a change page links to its alert;
+* ``feed.atom`` - the regression and broken alerts (one entry each, its changes in the text, most
+  recently changed first), then the confirmed regressions (ratio > 1) outside them, newest first.
 
 Like the report (:mod:`perfguard.report.html`), every page is one self-contained file: Jinja
 autoescape on every name (its control and bidi characters shown as escapes), inline CSS and SVG, a Content-Security-Policy that loads nothing and
@@ -44,13 +53,23 @@ import tempfile
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from perfguard.errors import StorageError, UserError
+from perfguard.history.site_alerts import span
 from perfguard.history.site_chart import Marker, Night as ChartNight, TrendChart, trend
-from perfguard.history.site_model import DIMENSIONS, ChangeView, DocumentView, SeriesView, Site, collect
+from perfguard.history.site_model import (
+    DIMENSIONS,
+    AlertView,
+    ChangeView,
+    DocumentView,
+    SeriesView,
+    Site,
+    collect,
+)
 from perfguard.history.store import Store
 
 __all__ = ["MARKER_FILE", "SiteSummary", "build_site", "collect", "format_value", "render"]
@@ -61,7 +80,8 @@ MARKER_FILE = ".perfguard-site"
 
 @dataclass(frozen=True)
 class SiteSummary:
-    """What a build wrote: counts of series, nights, changes and feed entries, and the folder."""
+    """What a build wrote: counts of series, nights, changes, confirmed regressions, pages and
+    alerts (open ones among them), and the folder."""
 
     out: Path
     series: int
@@ -69,6 +89,8 @@ class SiteSummary:
     changes: int
     regressions: int
     pages: int
+    alerts: int = 0
+    open_alerts: int = 0
 
 
 # --- rendering --------------------------------------------------------------------------------------
@@ -112,12 +134,17 @@ def _environment() -> Any:
     env.filters.update({"change": fmt.change, "interval": fmt.interval, "timestamp": fmt.timestamp,
                         "state_label": lambda state: STATE_LABELS.get(state, state), "short": _short,
                         "value": lambda v, series: format_value(series.key.metric, series.key.kind, v),
-                        "env_text": _env_text})
+                        "env_text": _env_text, "span": span, "days": _days})
     return env
 
 
 def _short(commit: str | None) -> str:
     return (commit or "")[:10]
+
+
+def _days(value: float | None) -> str:
+    """An alert's age: ``0.3 days``; ``—`` when it has no creation time."""
+    return "—" if value is None else f"{value:.1f} day{'' if round(value, 1) == 1 else 's'}"
 
 
 def _env_text(value: Any) -> str:
@@ -203,8 +230,15 @@ def render(site: Site) -> dict[str, str]:
     change_page = env.get_template("change.html.j2")
     for change in site.changes:
         files[change.href] = change_page.render(root="../", view=change, **common, **plain)
+    files["alerts.html"] = env.get_template("alerts.html.j2").render(root="", **common, **plain)
+    alert_page = env.get_template("alert.html.j2")
+    for alert in site.alerts:
+        files[alert.href] = alert_page.render(root="", view=alert, **common, **plain)
+    alerts, entries = site.feed_alerts, site.feed_changes
+    updated = max([a.alert.updated_at for a in alerts] + [c.change.time for c in entries], default="")
     files["feed.atom"] = env.get_template("feed.atom.j2").render(
-        site=site, entries=site.feed, version=__version__, feed_id=_urn("feed", *site.suites), entry_id=_entry_urn)
+        site=site, alerts=alerts, entries=entries, updated=updated or site.last_time or "1970-01-01T00:00:00Z",
+        version=__version__, feed_id=_urn("feed", *site.suites), entry_id=_entry_urn, alert_id=_alert_urn)
     files[".nojekyll"] = ""  # GitHub Pages: serve the files as they are
     files[MARKER_FILE] = "a site written by `perfguard history site`; --out replaces this folder as a whole\n"
     return files
@@ -219,22 +253,31 @@ def _entry_urn(change: ChangeView) -> str:
     return _urn("change", change.change.key.hash(), change.change.bad_commit or "")
 
 
+def _alert_urn(view: AlertView) -> str:
+    """An alert's id: stable across rebuilds and stores (its suite, runner class and commit range)."""
+    a = view.alert
+    return _urn("alert", a.suite, a.runner_class, a.first_commit or "", a.last_commit or "")
+
+
 # --- writing ----------------------------------------------------------------------------------------
 
-def build_site(store: Store, out: str | Path, *, suite: str | None = None) -> SiteSummary:
+def build_site(store: Store, out: str | Path, *, suite: str | None = None,
+               now: datetime | None = None) -> SiteSummary:
     """Write the site of ``store`` (of ``suite``, if given) into the folder ``out``: built beside
     it and renamed into place. An existing ``out`` is replaced only if it is empty or a site this
-    function wrote (it holds ``.perfguard-site``); otherwise ``UserError``."""
+    function wrote (it holds ``.perfguard-site``); otherwise ``UserError``. ``now`` (aware; by
+    default the current time): when the alerts' ages and the team's figures are taken."""
     target = Path(os.path.abspath(out))
     if target.exists() and not target.is_dir():
         raise UserError(f"--out {out}: a file, not a folder")
     if target.exists() and any(target.iterdir()) and not (target / MARKER_FILE).exists():
         raise UserError(f"--out {out}: the folder exists and is not a perfguard history site (no {MARKER_FILE}); "
                         "name a new or empty folder")
-    site = collect(store, suite)
+    site = collect(store, suite, now=now)
     files = render(site)
     _publish(target, files)
-    return SiteSummary(target, len(site.series), len(site.documents), len(site.changes), len(site.feed), _pages(files))
+    return SiteSummary(target, len(site.series), len(site.documents), len(site.changes), len(site.feed),
+                       _pages(files), len(site.alerts), len(site.open_alerts))
 
 
 def _publish(target: Path, files: dict[str, str]) -> None:

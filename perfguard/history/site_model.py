@@ -11,8 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from perfguard.history.alerts import Alert, AlertChange
+from perfguard.history.site_alerts import TeamFigures, age_days, team_figures, time_to_triage
 from perfguard.history.site_chart import Marker, sparkline
 from perfguard.history.store import Change, Night, Point, Series, Store
 from perfguard.jsonfields import JsonObject
@@ -39,6 +42,7 @@ class SeriesView:
     changes: list[ChangeView] = field(default_factory=list)
     markers: list[Marker] = field(default_factory=list)
     siblings: list[tuple[SeriesView, str]] = field(default_factory=list)  # (other, what differs)
+    alerts: list[AlertView] = field(default_factory=list)  # the alerts some change of it belongs to
 
     @property
     def id(self) -> int:
@@ -86,6 +90,9 @@ class ChangeView:
     good_night: str = ""
     bad_night: str = ""
     bisect: BisectView | None = None
+    alert: AlertView | None = None  # the alert it belongs to
+    before: float | None = None  # the series' level at the good commit's night
+    after: float | None = None  # ... and at the bad commit's
 
     @property
     def href(self) -> str:
@@ -94,6 +101,47 @@ class ChangeView:
     @property
     def tone(self) -> str:
         return "regression" if self.change.ratio > 1 else "improvement"
+
+
+@dataclass
+class AlertView:
+    """An alert as the site shows it: its age at the build, its time to triage, and each of its
+    changes with the change's page (None when the site does not show that change's series)."""
+
+    alert: Alert
+    age_days: float | None
+    time_to_triage: float | None
+    changes: list[tuple[AlertChange, ChangeView | None]] = field(default_factory=list)
+
+    @property
+    def id(self) -> int:
+        return self.alert.id
+
+    @property
+    def href(self) -> str:
+        return f"alert-{self.alert.id}.html"
+
+    @property
+    def tone(self) -> str:
+        """``regression`` (red while open), ``improvement``, or ``closed``."""
+        if self.alert.kind == "improvement":
+            return "improvement"
+        return "regression" if self.alert.is_open else "closed"
+
+    @property
+    def issue_link(self) -> str | None:
+        """The linked issue's URL when it may be a link (http or https), else None (shown as text)."""
+        url = (self.alert.issue_url or "").strip()
+        return url if url.lower().startswith(("https://", "http://")) else None
+
+    @property
+    def series(self) -> list[SeriesView]:
+        """The series of its changes, each once, in the order of its changes."""
+        found: dict[int, SeriesView] = {}
+        for _, view in self.changes:
+            if view is not None and view.series is not None:
+                found.setdefault(view.series.id, view.series)
+        return list(found.values())
 
 
 @dataclass
@@ -129,6 +177,8 @@ class Site:
     documents: dict[int, DocumentView]
     filters: dict[str, list[tuple[str, str, int]]]  # dimension -> (value, page, series count)
     last_time: str
+    alerts: list[AlertView]  # every alert, oldest first
+    figures: TeamFigures
 
     @property
     def open_changes(self) -> list[ChangeView]:
@@ -137,10 +187,32 @@ class Site:
                                             -abs(math.log(c.change.ratio)) if c.change.ratio > 0 else 0.0))
 
     @property
+    def loose_changes(self) -> list[ChangeView]:
+        """The open changes that are not inside an open alert (those are listed with their alert)."""
+        return [c for c in self.open_changes if c.alert is None or not c.alert.alert.is_open]
+
+    @property
+    def open_alerts(self) -> list[AlertView]:
+        """The alerts nobody closed, oldest first (by age: the longest waiting leads)."""
+        return [a for a in self.alerts if a.alert.is_open]
+
+    @property
     def feed(self) -> list[ChangeView]:
         """Confirmed regressions, newest first."""
         found = [c for c in self.changes if c.change.status == "confirmed" and c.change.ratio > 1]
         return sorted(found, key=lambda c: (c.change.time, c.change.id), reverse=True)
+
+    @property
+    def feed_alerts(self) -> list[AlertView]:
+        """The feed's alerts: every regression and broken alert, whatever its status (the entry
+        says it), most recently changed first."""
+        found = [a for a in self.alerts if a.alert.kind != "improvement"]
+        return sorted(found, key=lambda a: (a.alert.updated_at, a.id), reverse=True)
+
+    @property
+    def feed_changes(self) -> list[ChangeView]:
+        """The feed's confirmed regressions that are not inside one of its alerts."""
+        return [c for c in self.feed if c.alert is None]
 
 
 # --- collecting -------------------------------------------------------------------------------------
@@ -295,8 +367,25 @@ def _link_siblings(views: Sequence[SeriesView], documents: dict[int, DocumentVie
                                            commit=following.points[0].commit or ""))
 
 
-def collect(store: Store, suite: str | None = None) -> Site:
-    """Read what the site shows from ``store`` (of ``suite`` only, if given)."""
+def _alert_views(alerts: Sequence[Alert], changes: Sequence[ChangeView], now: datetime) -> list[AlertView]:
+    """The views of ``alerts``, each linked both ways with its changes' views and their series."""
+    by_id = {c.change.id: c for c in changes}
+    views = []
+    for alert in alerts:
+        view = AlertView(alert, age_days(alert, now), time_to_triage(alert),
+                         [(c, by_id.get(c.change_id)) for c in alert.changes])
+        for _, change in view.changes:
+            if change is not None:
+                change.alert = view
+        for series in view.series:
+            series.alerts.append(view)
+        views.append(view)
+    return views
+
+
+def collect(store: Store, suite: str | None = None, *, now: datetime | None = None) -> Site:
+    """Read what the site shows from ``store`` (of ``suite`` only, if given); ``now`` (aware; by
+    default the current time) is when the alerts' ages and the team's figures are taken."""
     from perfguard.bisect.document import bisect_from_json
     from perfguard.history.schema import STATUSES
     from perfguard.report.bisect import bisect_view
@@ -343,6 +432,11 @@ def collect(store: Store, suite: str | None = None) -> Site:
                 at = {p.commit: p.document_id for p in linked.series.points if p.commit}
                 linked.good_night = f"nights/{at[change.good_commit]}.html" if change.good_commit in at else ""
                 linked.bad_night = f"nights/{at[change.bad_commit]}.html" if change.bad_commit in at else ""
+                index = {p.commit: i for i, p in enumerate(linked.series.points) if p.commit}
+                if change.good_commit in index:
+                    linked.before = linked.series.levels[index[change.good_commit]]
+                if change.bad_commit in index:
+                    linked.after = linked.series.levels[index[change.bad_commit]]
             changes.append(linked)
     changes.sort(key=lambda c: (c.change.time, c.change.id))
 
@@ -357,7 +451,11 @@ def collect(store: Store, suite: str | None = None) -> Site:
             counts[view.values[dimension]] = counts.get(view.values[dimension], 0) + 1
         filters[dimension] = [(value, f"filter/{dimension}-{n}.html", counts[value])
                               for n, value in enumerate(sorted(counts))]
+    moment = now or datetime.now(timezone.utc)
+    found_alerts = store.alerts(suite=suite)
+    alerts = _alert_views(found_alerts, changes, moment)
     times = [v.series.last_time for v in views] + [c.change.time for c in changes] + [n.time for n in nights.values()]
     views.sort(key=lambda v: (v.state != "regression", v.state != "improvement", v.key.suite, v.key.case,
                               v.key.metric, v.key.kind, v.id))
-    return Site(suites, views, changes, documents, filters, max(times, default=""))
+    return Site(suites, views, changes, documents, filters, max(times, default=""), alerts,
+                team_figures(found_alerts, moment))
