@@ -89,7 +89,7 @@ def test_who_is_the_github_actor_else_gits_user_else_the_system_user(monkeypatch
 def _old_migrations(tmp_path: Path) -> Path:
     """The migration scripts as revision 0001 shipped them (without 0002)."""
     old = tmp_path / "migrations-0001"
-    shutil.copytree(schema.MIGRATIONS_DIR, old, ignore=shutil.ignore_patterns("__pycache__", "0002_*", "0003_*"))
+    shutil.copytree(schema.MIGRATIONS_DIR, old, ignore=shutil.ignore_patterns("__pycache__", "000[2-9]_*"))
     return old
 
 

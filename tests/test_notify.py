@@ -245,8 +245,10 @@ def test_a_grown_alert_gets_one_update_comment_and_a_fixed_one_is_closed(fake: F
     assert len(fake.comments[1]) == 1  # the same state is not reported twice
 
     store.triage(only_alert(store).id, status="fixed", note="reverse step at night 3", who="perfguard nightly")
+    store.set_fix(only_alert(store).id, commit_of(3), "mycc.passes:revert", None, "fix bisection: found")
     done = notify(store, github(fake), say=lambda _: None)
     assert len(done.closed) == 1 and len(fake.comments[1]) == 2 and "**Fixed**" in fake.comments[1][-1]["body"]
+    assert f"Fixed by `{commit_of(3)[:10]} (mycc.passes:revert)`" in fake.comments[1][-1]["body"]
     assert fake.issues[0]["state"] == "closed" and fake.issues[0]["state_reason"] == "completed"
     writes = len(fake.writes())
     notify(store, github(fake), say=lambda _: None)

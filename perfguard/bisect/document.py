@@ -427,7 +427,8 @@ class BisectResult:
     """The document ``perfguard bisect --json`` writes. Fields of another mode stay at their defaults.
 
     * every mode: ``mode``, ``status`` (``found``, ``inconclusive``, ``no-regression``; passes mode
-      also ``no-divergence``), ``suite``, ``case``, ``total_probes``, ``wall_time_s``;
+      also ``no-divergence``; a commits bisection of a fix, which the nightly runs, ``no-improvement``
+      instead of ``no-regression``), ``suite``, ``case``, ``total_probes``, ``wall_time_s``;
     * ``commits``: ``good``/``bad`` (with ``ref``), ``commits`` (range length), ``state_file``,
       ``endpoints`` (good -> bad), ``culprits``, ``probes``, ``measured_probes``, ``skipped`` (None
       when there was no regression to search);

@@ -14,6 +14,10 @@ three-way test of ``perfguard check``. Naive bisection compounds errors (0.95 pe
 A version that fails to build or compile is skipped, never guessed; when only skipped versions are
 left between lo and hi the answer is that range. Every culprit is confirmed at the end by measuring
 it against its predecessor directly.
+
+The same search finds the commit that *fixed* a regression (``direction="improvement"``): 0 is
+slow, N fast, and "bad" reads "faster than the version before" (a ``different`` verdict in the
+improvement direction) wherever the rules above say "a regression".
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from perfguard.bisect.document import Json, VerdictSummary, as_object, get_bool, get_int, get_list
 from perfguard.bisect.state import ProbeEntry, ProbeRecord
@@ -30,8 +35,19 @@ from perfguard.errors import UserError
 ProbeFn = Callable[[list[int], list[tuple[int, int]]], ProbeRecord]
 
 
-def _regressed(verdict: VerdictSummary | None) -> bool:
-    return verdict is not None and verdict.is_regression
+#: What the search looks for: the first version that is slower (``regression``, a culprit) or
+#: faster (``improvement``, the fix of a regression) than the one before.
+SearchDirection = Literal["regression", "improvement"]
+
+
+def _changed(verdict: VerdictSummary | None, direction: SearchDirection = "regression") -> bool:
+    """Whether ``verdict`` decided a change in ``direction`` (``different``; for a regression the
+    one rule of :func:`perfguard.stats.verdict.is_regression`)."""
+    if verdict is None:
+        return False
+    if direction == "regression":
+        return verdict.is_regression
+    return verdict.decision == "different" and verdict.direction == direction
 
 
 @dataclass(frozen=True)
@@ -109,7 +125,9 @@ class SequenceBisector:
     """Bisect positions ``0..n`` with ``probe(positions, comparisons)``; ``name(i)`` labels them."""
 
     def __init__(self, n: int, probe: ProbeFn, name: Callable[[int], str],
-                 narrate: Callable[[str], None] = lambda text: None) -> None:
+                 narrate: Callable[[str], None] = lambda text: None,
+                 direction: SearchDirection = "regression") -> None:
+        self.direction: SearchDirection = direction
         self.n = n
         self.probe = probe
         self.name = name
@@ -128,6 +146,10 @@ class SequenceBisector:
                 if verdict is not None:
                     self.evidence[(a, b)] = (verdict, record.entries)
 
+    def _regressed(self, verdict: VerdictSummary | None) -> bool:
+        """``verdict`` is a change in the searched direction: its later side is "bad"."""
+        return _changed(verdict, self.direction)
+
     def _pair(self, a: int, b: int) -> ProbeRecord:
         record = self.probe([a, b], [(a, b)])
         self.result.probes.append(SearchProbe("pair", (a, b), record, record.uncertain))
@@ -135,13 +157,13 @@ class SequenceBisector:
         return record
 
     def confirm_endpoints(self) -> VerdictSummary | None:
-        """good -> bad must be a regression, else there is nothing to bisect."""
+        """good -> bad must be a change in the searched direction, else there is nothing to bisect."""
         record = self._pair(0, self.n)
         if not record.ok:
             raise UserError(f"cannot bisect: {record.reason or 'an endpoint failed'}")
         verdict = self._verdict(record, 0, self.n)
         self.narrate(f"endpoints {self.name(0)} -> {self.name(self.n)}: {_text(verdict)}")
-        return verdict if _regressed(verdict) else None
+        return verdict if self._regressed(verdict) else None
 
     def run(self) -> SearchResult:
         self._search(0, self.n)
@@ -151,13 +173,13 @@ class SequenceBisector:
             position = culprit.position
             known = self.evidence.get((position - 1, position))
             verdict: VerdictSummary | None
-            if known is not None and _regressed(known[0]):
+            if known is not None and self._regressed(known[0]):
                 # The probe that closed the interval already measured exactly predecessor -> culprit.
                 verdict, entries, ok = known[0], known[1], True
             else:
                 record = self._pair(position - 1, position)
                 verdict, entries, ok = self._verdict(record, position - 1, position), record.entries, record.ok
-            confirmed = ok and _regressed(verdict)
+            confirmed = ok and self._regressed(verdict)
             self.result.culprits[index] = replace(culprit, confirmation=verdict, confirmed=confirmed, entries=entries)
             self.narrate(f"confirm {self.name(position)} against {self.name(position - 1)}: {_text(verdict)}"
                          + ("" if confirmed else " (NOT confirmed)"))
@@ -190,22 +212,25 @@ class SequenceBisector:
                 self.narrate(f"skip {self.name(mid)}: {record.reason or 'failed'}")
                 continue
             low, high = self._verdict(record, lo, mid), self._verdict(record, mid, hi)
-            low_reg, high_reg = _regressed(low), _regressed(high)
+            low_reg, high_reg = self._regressed(low), self._regressed(high)
             if low_reg and high_reg:
-                self.narrate(f"{self.name(mid)}: slower than {self.name(lo)} ({_text(low)}) and faster than "
+                worse, better = ("slower", "faster") if self.direction == "regression" else ("faster", "slower")
+                self.narrate(f"{self.name(mid)}: {worse} than {self.name(lo)} ({_text(low)}) and {better} than "
                              f"{self.name(hi)} ({_text(high)}): culprits on both sides")
                 self._search(lo, mid)
                 self._search(mid, hi)
                 return
+            # a fix search's "good" side is the one before the fix: still slow
+            words = ("good", "bad") if self.direction == "regression" else ("still slow", "fast again")
             if high_reg or low_reg:
                 good = high_reg
             else:
                 good = _closer_to_low(low, high)
                 self.narrate(f"{self.name(mid)}: undecided at the budget ({_text(low)}; {_text(high)}); "
-                             f"taking it as {'good' if good else 'bad'} by distance (uncertain step)")
+                             f"taking it as {words[0] if good else words[1]} by distance (uncertain step)")
                 # The probe row says so; the record stays as the state file has it.
                 self.result.probes[-1] = replace(self.result.probes[-1], uncertain=True)
-            self.narrate(f"{self.name(mid)}: {'good' if good else 'bad'} "
+            self.narrate(f"{self.name(mid)}: {words[0] if good else words[1]} "
                          f"(vs {self.name(lo)}: {_text(low)}; vs {self.name(hi)}: {_text(high)})")
             lo, hi = (mid, hi) if good else (lo, mid)
 

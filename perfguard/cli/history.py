@@ -363,6 +363,7 @@ def _changes(args: argparse.Namespace) -> ExitCode:
 def _alerts_table(title: str, alerts: Sequence[Alert]) -> Any:
     """One row per alert: its changes inside, the shared culprit, the explanation's headline."""
     from rich.table import Table
+    from rich.text import Text
 
     from perfguard.cli._text import literal
 
@@ -370,12 +371,17 @@ def _alerts_table(title: str, alerts: Sequence[Alert]) -> Any:
     for column in ("alert", "status", "kind", "suite", "runner", "commits", "changes", "culprit", "why", "assignee"):
         table.add_column(column)
     for a in alerts:
-        changes = "\n".join(f"{c.case} {c.metric} ({c.kind}) {c.ratio - 1:+.1%}" for c in a.changes)
+        # One line per change; each name is escaped on its own, so a newline in a case id stays visible.
+        changes = Text("\n").join(literal(f"{c.case} {c.metric} ({c.kind}) {c.ratio - 1:+.1%}") for c in a.changes)
         culprit = " ".join(x for x in ((a.culprit_commit or "")[:10], a.culprit_pass or "") if x)
         why = "" if a.explanation is None else f"{a.explanation.dimension}: {a.explanation.headline}"
-        table.add_row(str(a.id), literal(a.status, "bold red" if a.is_open else ""), literal(a.kind),
+        status = literal(a.status, "bold red" if a.is_open else "")
+        if a.fixed_by:  # the commit (and pass) the nightly's bisection of the fixing range found
+            status.append("\n")
+            status.append_text(literal(f"fixed by {a.fixed_by}"))
+        table.add_row(str(a.id), status, literal(a.kind),
                       literal(a.suite), literal(a.runner_class),
-                      literal(f"{(a.first_commit or '?')[:10]}..{(a.last_commit or '?')[:10]}"), literal(changes),
+                      literal(f"{(a.first_commit or '?')[:10]}..{(a.last_commit or '?')[:10]}"), changes,
                       literal(culprit), literal(why), literal(a.assignee or ""))
     return table
 
@@ -435,7 +441,8 @@ def _site(args: argparse.Namespace) -> ExitCode:
     with open_store(args.store, create=False) as store:
         done = build_site(store, args.out, suite=args.suite)
     print(f"history site: {done.series} series, {done.nights} night(s), {done.changes} change(s), "
-          f"{done.regressions} confirmed regression(s) in feed.atom; open {done.out / 'index.html'}")
+          f"{done.alerts} alert(s) ({done.open_alerts} open), {done.regressions} confirmed regression(s) "
+          f"in feed.atom; open {done.out / 'index.html'}")
     return ExitCode.OK
 
 

@@ -16,11 +16,14 @@ Lifecycle (:data:`STATUSES`): a regression starts ``untriaged``; people move it 
 alert closes its changes: ``wont-fix`` and ``expected`` accept the new level (later nights are
 compared with it and the alert stops being red), ``invalid`` is counted as a false alarm.
 Reopening it (back to an open status) confirms its changes again. Every status change is an
-:class:`AlertEvent` (who, when, from, to, note).
+:class:`AlertEvent` (who, when, from, to, note). A later night that takes the step back marks a
+regression ``fixed`` with the fixing range (:func:`fixes`); the nightly then bisects that range in
+the reverse direction for the commit (and pass) that made it fast again: ``fix_commit``,
+``fix_pass`` (a range of one commit is its fixing commit without a bisection).
 
 The documents here are typed, frozen and round-trip through ``to_json``/``from_json``; the store
 (:mod:`perfguard.history.store`) keeps them in its ``alerts`` and ``alert_events`` tables
-(revision ``0002``). :func:`group_changes` is the grouping rule, a pure function.
+(revision ``0002``; the fixing commit, revision ``0004``). :func:`group_changes` is the grouping rule, a pure function.
 """
 
 from __future__ import annotations
@@ -40,8 +43,10 @@ if TYPE_CHECKING:
     from perfguard.history.store.rows import Change
 
 #: Format of :meth:`Alert.to_json` (``history alerts --json``, the notify helper's input).
-#: History: 1 (2026-12) first version.
-ALERT_VERSION = 1
+#: History: 1 (2026-12) first version; 2 (2026-12) ``fix_commit``, ``fix_pass`` and
+#: ``fix_bisect_document`` (the nightly's bisection of the fixing range; a version-1 alert reads
+#: them as null).
+ALERT_VERSION = 2
 
 KINDS = ("regression", "improvement", "broken")
 #: A regression or broken alert nobody has closed: red.
@@ -169,6 +174,16 @@ class Alert:
     events: tuple[AlertEvent, ...] = ()
     fix_first_commit: str | None = None  # the range a later night saw the reverse step in
     fix_last_commit: str | None = None
+    fix_commit: str | None = None  # the commit of that range that made it fast again (bisected)
+    fix_pass: str | None = None  # the pass inside it, where the pass bisection found one
+    fix_bisect_document_id: int | None = None  # the stored bisection of the fixing range
+
+    @property
+    def fixed_by(self) -> str | None:
+        """``<commit> (<pass>)`` of the fixing commit (short sha; the pass when known), else None."""
+        if self.fix_commit is None:
+            return None
+        return self.fix_commit[:10] + (f" ({self.fix_pass})" if self.fix_pass else "")
 
     @property
     def is_open(self) -> bool:
@@ -196,7 +211,9 @@ class Alert:
                 "changes": [c.to_json() for c in self.changes], "assignee": self.assignee,
                 "issue_url": self.issue_url, "notes": self.notes, "created_at": self.created_at,
                 "updated_at": self.updated_at, "events": [e.to_json() for e in self.events],
-                "fix_first_commit": self.fix_first_commit, "fix_last_commit": self.fix_last_commit}
+                "fix_first_commit": self.fix_first_commit, "fix_last_commit": self.fix_last_commit,
+                "fix_commit": self.fix_commit, "fix_pass": self.fix_pass,
+                "fix_bisect_document": self.fix_bisect_document_id}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Alert:
@@ -217,7 +234,9 @@ class Alert:
                    f.string(data, "notes", kind), f.string(data, "created_at", kind),
                    f.string(data, "updated_at", kind),
                    tuple(AlertEvent.from_json(e) for e in f.objects(data, "events", kind)),
-                   f.opt_string(data, "fix_first_commit", kind), f.opt_string(data, "fix_last_commit", kind))
+                   f.opt_string(data, "fix_first_commit", kind), f.opt_string(data, "fix_last_commit", kind),
+                   f.opt_string(data, "fix_commit", kind), f.opt_string(data, "fix_pass", kind),
+                   f.opt_integer(data, "fix_bisect_document", kind))
 
 
 def _one_of(value: str, valid: Sequence[str], key: str) -> str:

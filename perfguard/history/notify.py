@@ -285,6 +285,8 @@ def update_comment(alert: Alert, site_url: str | None = None) -> str:
     worst = alert.worst
     if alert.status == "fixed":
         head = "**Fixed**: a later night shows the reverse step."
+        if alert.fixed_by:  # the nightly bisected the fixing range
+            head += f" Fixed by {md_code(alert.fixed_by)}."
     elif alert.status in CLOSE_REASON:
         head = f"**Closed as {md_code(alert.status)}** in the alert's triage."
     else:

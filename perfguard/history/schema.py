@@ -1,6 +1,6 @@
 """The history store's schema: its tables (SQLAlchemy Core) and the Alembic migrations that build them.
 
-Tables (revision ``0003``):
+Tables (revision ``0004``):
 
 ``documents``
     Every ingested document, once: ``sha256`` of its canonical JSON (sorted keys, compact
@@ -40,7 +40,9 @@ Tables (revision ``0003``):
     culprit commit and pass, the culprit's explanation (JSON of
     :class:`~perfguard.history.alerts.AlertExplanation`), assignee, linked issue URL, the range a
     later night saw it fixed in (``fix_first_commit`` .. ``fix_last_commit``), notes, and when it
-    was raised and last changed.
+    was raised and last changed; (revision ``0004``) the commit of that range that fixed it, found
+    by the nightly's bisection of the range (``fix_commit``, ``fix_pass``, and the stored bisect
+    document ``fix_bisect_document_id``).
 ``alert_events`` (revision ``0002``)
     Every status change of an alert: who, when, from and to which status, the note.
 
@@ -57,6 +59,8 @@ Migration history (``perfguard/history/migrations/versions``, one file per revis
     Alerts: the ``alerts`` and ``alert_events`` tables and ``changes.alert_id``.
 ``0003``
     Broken nights: ``nights.status`` and ``nights.note``; ``nights.document_id`` nullable.
+``0004``
+    The fixing commit of an alert: ``alerts.fix_commit``, ``fix_pass``, ``fix_bisect_document_id``.
 
 ``Store.open`` upgrades an older store to :func:`head_revision` in one transaction, under a lock
 (SQLite ``BEGIN IMMEDIATE``; a PostgreSQL advisory lock), so concurrent first writers create the
@@ -187,6 +191,9 @@ alerts = sa.Table(
     sa.Column("notes", sa.Text, nullable=False),
     sa.Column("created_at", TIME, nullable=False),
     sa.Column("updated_at", TIME, nullable=False),
+    sa.Column("fix_commit", sa.String, nullable=True),
+    sa.Column("fix_pass", sa.String, nullable=True),
+    sa.Column("fix_bisect_document_id", sa.Integer, sa.ForeignKey("documents.id"), nullable=True),
     sa.UniqueConstraint("suite", "runner_class", "good_commit", "bad_commit"),
 )
 

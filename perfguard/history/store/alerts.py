@@ -103,6 +103,21 @@ class Alerting(Ingesting, Querying):
                 done.add(alert.id)
         return done
 
+    def set_fix(self, alert_id: int, commit: str | None, pass_name: str | None, document_id: int | None,
+                note: str, *, who: str = NIGHTLY) -> Alert:
+        """Record the commit (and pass) that fixed alert ``alert_id``, found in its fixing range
+        (``commit`` None: not found; ``document_id``: the stored bisection, if one ran), with an
+        event that says so (``note``; the status does not change)."""
+        from perfguard.history.schema import alerts, utc_now
+
+        current = self.alert(alert_id)
+        now = utc_now()
+        with self._connect(write=True) as conn:
+            conn.execute(alerts.update().where(alerts.c.id == alert_id).values(
+                fix_commit=commit, fix_pass=pass_name, fix_bisect_document_id=document_id, updated_at=now))
+            _event(conn, alert_id, who, now, current.status, current.status, note)
+        return self.alert(alert_id)
+
     def raise_broken(self, suite: str, good: str | None, bad: str, note: str) -> Alert:
         """The ``broken`` alert of ``suite`` (the compiler did not build or its passes did not
         import at ``bad``; ``good``: the last good night's commit): the open one extended (an
@@ -234,7 +249,7 @@ class Alerting(Ingesting, Querying):
                       None if r.explanation is None else AlertExplanation.from_json(r.explanation),
                       tuple(alert_change(c) for c in members.get(int(r.id), [])), r.assignee, r.issue_url, r.notes,
                       r.created_at, r.updated_at, tuple(by_alert.get(int(r.id), [])), r.fix_first_commit,
-                      r.fix_last_commit)
+                      r.fix_last_commit, r.fix_commit, r.fix_pass, r.fix_bisect_document_id)
                 for r in rows]
 
     def _changes_of(self, alert_ids: Sequence[int]) -> dict[int, list[Any]]:

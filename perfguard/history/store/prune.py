@@ -21,7 +21,15 @@ class Pruning(StoreConnection):
         deleted: ``documents``, ``points``, ``nights``."""
         import sqlalchemy as sa
 
-        from perfguard.history.schema import OPEN_STATUSES, changes, documents, nights, points, utc_stamp
+        from perfguard.history.schema import (
+            OPEN_STATUSES,
+            alerts,
+            changes,
+            documents,
+            nights,
+            points,
+            utc_stamp,
+        )
 
         try:
             cutoff = utc_stamp(older_than)
@@ -48,6 +56,8 @@ class Pruning(StoreConnection):
                 counts["points"] += conn.execute(points.delete().where(points.c.document_id.in_(chunk))).rowcount
                 conn.execute(changes.update().where(changes.c.bisect_document_id.in_(chunk))
                              .values(bisect_document_id=None))
+                conn.execute(alerts.update().where(alerts.c.fix_bisect_document_id.in_(chunk))
+                             .values(fix_bisect_document_id=None))  # the fixing commit itself stays
                 counts["nights"] += conn.execute(nights.delete().where(nights.c.document_id.in_(chunk))).rowcount
                 counts["documents"] += conn.execute(documents.delete().where(documents.c.id.in_(chunk))).rowcount
         return counts
