@@ -29,5 +29,6 @@ def run(args: argparse.Namespace) -> ExitCode:
         table.add_row(literal(info.name), literal(info.source), literal(info.summary))
     console = Console(width=120)
     console.print(table)
-    console.print("A pipeline may also name a user pass as package.module:function (ModelProto -> ModelProto).")
+    if backend.capabilities.user_passes:
+        console.print("A pipeline may also name a user pass as package.module:function (ModelProto -> ModelProto).")
     return ExitCode.OK

@@ -52,8 +52,9 @@ def _signal_name(code: int) -> str:
 
 def _worker_env(threads: int, workdir: Path) -> dict[str, str]:
     env = dict(os.environ)
-    # Keep libraries that size their own thread pools from the core count out of the way.
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    # Keep libraries that size their own thread pools from the core count out of the way (TVM's
+    # pool reads TVM_NUM_THREADS once, at start-up: it must be set before the worker imports TVM).
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "TVM_NUM_THREADS"):
         env.setdefault(var, str(threads))
     # A worker's temporary files (profiles, ONNX Runtime's scratch) go inside the job's folder: a
     # worker killed by a signal cannot remove them itself, the job's cleanup removes that folder.
