@@ -92,7 +92,14 @@ def test_only_the_keep_history_job_can_push_and_it_pushes_the_store_branch():
     writers = {name for name, job in nightly["jobs"].items() if (job.get("permissions") or {}).get("contents") == "write"}
     assert writers == {"keep-history"}, writers
     keep = nightly["jobs"]["keep-history"]
-    assert keep["needs"] == "bisect" and keep["runs-on"] == "ubuntu-latest"
+    # After notify: the triage it reads back from the alerts' issues (closed as not planned: wont-fix)
+    # is in the store it hands on under the same artifact name, so the kept store holds it.
+    assert keep["needs"] == ["bisect", "notify"] and keep["runs-on"] == "ubuntu-latest"
+    notify = nightly["jobs"]["notify"]
+    assert notify["needs"] == "bisect" and (notify["permissions"] or {}).get("contents") == "read"
+    synced = [s for s in notify["steps"] if _is(s, "actions/upload-artifact") and s["with"]["name"] ==
+              "perfguard-history-store"]
+    assert len(synced) == 1 and synced[0]["with"]["overwrite"] is True
     scripts = " ".join(step.get("run", "") for step in keep["steps"])
     assert "refs/heads/perfguard-history" in scripts and "push" in scripts
     bisect = nightly["jobs"]["bisect"]
@@ -196,3 +203,75 @@ def test_iree_tests_fail_under_ci_when_iree_is_missing_and_skip_with_the_reason_
     here = _pytest_without_iree(tmp_path, None)
     assert here.returncode == 0 and "1 skipped" in here.stdout, here.stdout[-3000:]
     assert "IREE is not installed" in here.stdout, here.stdout[-3000:]  # -ra prints the reason
+
+
+# --- sharded checks and nights (issue 26) --------------------------------------------------------
+
+
+def test_the_pull_request_check_runs_in_shards_and_one_merge_job_decides_reports_and_comments():
+    jobs = _yaml(WORKFLOWS[0])["jobs"]
+    assert int(_yaml(WORKFLOWS[0])["env"]["shards"]) >= 1
+    plan, check, merge, comment = jobs["plan"], jobs["check"], jobs["merge"], jobs["comment"]
+    assert plan["permissions"] == {} and "seq 1" in plan["steps"][0]["run"]
+    assert check["needs"] == "plan" and check["strategy"]["fail-fast"] is False
+    assert check["strategy"]["matrix"]["shard"] == "${{ fromJSON(needs.plan.outputs.shards) }}"
+    (action,) = [s for s in check["steps"] if s.get("uses") == "./"]
+    assert action["with"]["shard"] == "${{ matrix.shard }}/${{ env.shards }}"
+    assert action["with"]["report-name"] == "perfguard-shard-${{ matrix.shard }}"  # one artifact per shard
+    assert merge["needs"] == "check" and "!cancelled()" in merge["if"] and merge["permissions"] == {"contents": "read"}
+    (download,) = [s for s in merge["steps"] if _is(s, "actions/download-artifact")]
+    assert download["with"] == {"pattern": "perfguard-shard-*", "path": "perfguard-shards"}
+    (merging,) = [s for s in merge["steps"] if s.get("uses") == "./"]
+    assert merging["with"]["merge-from"] == "perfguard-shards" and merging["with"]["report-name"] == "perfguard-report"
+    assert merging["id"] == "perfguard" and merge["outputs"]["exit-code"] == "${{ steps.perfguard.outputs.exit-code }}"
+    assert comment["needs"] == "merge" and "needs.merge.outputs.exit-code" in comment["if"]
+
+
+def test_the_action_checks_a_shard_without_deciding_and_merges_shards_into_one_decision():
+    steps = _yaml(ACTION)["runs"]["steps"]
+    inputs = _yaml(ACTION)["inputs"]
+    assert inputs["shard"]["default"] == "" and inputs["merge-from"]["default"] == ""
+    check = next(step for step in steps if step.get("id") == "check")
+    assert "--shard \"$SHARD\"" in check["run"] and "perfguard merge \"${shards[@]}\"" in check["run"]
+    # A shard neither reports, comments nor fails: the merge job decides for the whole.
+    for name in ("Job summary and comment body", "Comment on the pull request", "Fail on regression"):
+        step = next(s for s in steps if s.get("name") == name)
+        assert "inputs.shard == ''" in str(step["if"]), name
+    mode = next(step for step in steps if step.get("id") == "mode")
+    assert mode["if"] == "inputs.merge-from == ''"  # the merge job needs no merge-base
+
+
+def test_the_nightly_shards_a_fleet_class_and_runs_one_follow_up_job_per_class():
+    nightly = _yaml(WORKFLOWS[1])
+    jobs = nightly["jobs"]
+    plan = jobs["plan"]["steps"][0]
+    assert plan["env"]["SHARDS"] == "${{ vars.PERFGUARD_SHARDS }}" and "parts=" in plan["run"]
+    assert '"cpu"' in plan["run"] and 'os.environ.get("FLEET") == "true"' in plan["run"]  # SQLite: one writer
+    assert jobs["measure"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.parts) }}"
+    assert jobs["bisect"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"  # once per class
+    measure = next(s for s in jobs["measure"]["steps"] if s.get("id") == "nightly")
+    assert measure["env"]["SHARD"] == "${{ matrix.shard }}" and '--shard "$SHARD"' in measure["run"]
+    stored = next(s for s in jobs["measure"]["steps"] if s.get("name") == "Store the night")
+    assert stored["with"]["name"] == "perfguard-nightly-${{ matrix.label }}${{ matrix.part }}"  # one per shard
+    follow = next(s for s in jobs["bisect"]["steps"] if "perfguard nightly" in s.get("run", ""))
+    assert follow["env"]["SHARDS"] == "${{ matrix.shards }}"
+    assert "mode=--follow-up" in follow["run"] and "mode=--bisect-only" in follow["run"]
+
+
+def test_the_nightly_plan_splits_only_the_fleet_classes(tmp_path):
+    """The plan step's Python, run with the variables a repository sets."""
+    plan = _yaml(WORKFLOWS[1])["jobs"]["plan"]["steps"][0]["run"]
+    script = plan.split("<<'PY'", 1)[1].split("\n", 1)[1].rsplit("PY", 1)[0]
+    script = "\n".join(line[len("  "):] if line.startswith("  ") else line for line in script.splitlines())
+    import textwrap
+
+    env = {**os.environ, "GPU_RUNNER": '["self-hosted", "gpu"]', "NPU_RUNNER": "", "SHARDS": "3", "FLEET": "true"}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, capture_output=True, text=True,
+                          check=True)
+    import json
+
+    said = dict(line.split("=", 1) for line in proc.stdout.splitlines())
+    classes, parts = json.loads(said["matrix"])["include"], json.loads(said["parts"])["include"]
+    assert [(c["label"], c["shards"]) for c in classes] == [("cpu", 1), ("gpu", 3)]
+    assert [(p["label"], p["shard"], p["part"]) for p in parts] == [
+        ("cpu", "", ""), ("gpu", "1/3", "-1"), ("gpu", "2/3", "-2"), ("gpu", "3/3", "-3")]

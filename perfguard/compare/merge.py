@@ -1,0 +1,167 @@
+"""One document from the shards of a run or a check (``perfguard merge``).
+
+Shards are the documents of ``run|check --shard K/N`` (their ``shard`` object, a
+:class:`perfguard.results.shard.ShardInfo`). They merge only when they are the N parts of one
+run: the same suite hash, commits, settings and case list (``ShardInfo.run_key``), every K from 1
+to N exactly once, and no case in two shards. Anything else is a ``UserError`` naming the shard.
+
+The verdicts of a check are merged as one family, exactly as an unsharded check decides: every
+row is taken back to what its test said (:func:`perfguard.compare.check.uncorrected`) and
+Benjamini-Hochberg runs again over the union (:func:`perfguard.compare.check.control_false_discoveries`,
+the production function, at the level of the check's plan), so a p-value that one shard's small
+family let through but the whole family does not is UNKNOWN, and the other way round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from perfguard.compare.check import Sampling, control_false_discoveries, uncorrected
+from perfguard.compare.verdicts import Summary, Verdict, VerdictsDocument
+from perfguard.errors import UserError
+from perfguard.results import ResultDocument
+from perfguard.results.shard import ShardInfo
+from perfguard.runners.fingerprint import fingerprint_differences
+from perfguard.stats.adaptive import SequentialPlan
+
+Doc = TypeVar("Doc", ResultDocument, VerdictsDocument)
+
+_PARTS = ("n", "case list", "suite hash", "settings", "head commit", "base commit")
+
+
+def ordered_shards(documents: Sequence[tuple[str, Doc]]) -> list[tuple[str, Doc, ShardInfo]]:
+    """The shards by K, once each refusals checked: every document a shard of the same run, every K
+    from 1 to N exactly once. ``documents`` are (path, document)."""
+    found: list[tuple[str, Doc, ShardInfo]] = []
+    for path, document in documents:
+        if document.shard is None:
+            raise UserError(f"{path}: not a shard (no 'shard' object; written without --shard K/N)")
+        found.append((path, document, document.shard))
+    first_path, _, first = found[0]
+    for path, _, info in found[1:]:
+        if info.run_key() != first.run_key():
+            differs = [name for name, a, b in zip(_PARTS, info.run_key(), first.run_key(), strict=True) if a != b]
+            raise UserError(f"{path}: shard {info.label} is from a different run than {first_path} "
+                            f"(its {' and '.join(differs)} differ{'s' if len(differs) == 1 else ''}); "
+                            "merge the shards of one run")
+    by_k: dict[int, str] = {}
+    for path, _, info in found:
+        if info.k in by_k:
+            raise UserError(f"shard {info.label} is given twice ({by_k[info.k]} and {path})")
+        by_k[info.k] = path
+    missing = [f"{k}/{first.n}" for k in range(1, first.n + 1) if k not in by_k]
+    if missing:
+        raise UserError(f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                        f"{'are' if len(missing) > 1 else 'is'} missing (give all {first.n} shard documents)")
+    return sorted(found, key=lambda item: item[2].k)
+
+
+def _disjoint(cases_by_shard: Sequence[tuple[str, Sequence[str]]], whole: Sequence[str]) -> None:
+    """Refuses a case in two shards or outside the whole (the shards were partitioned differently)."""
+    known = set(whole)
+    seen: dict[str, str] = {}
+    for label, cases in cases_by_shard:
+        for case in cases:
+            if case not in known:
+                raise UserError(f"shard {label}: case {case} is not in the run's case list")
+            if case in seen and seen[case] != label:
+                raise UserError(f"case {case} is in shards {seen[case]} and {label}: the shards were partitioned "
+                                "differently (the same suite, selection and store state give the same parts)")
+            seen[case] = label
+
+
+def merge_results(shards: Sequence[tuple[str, ResultDocument]]) -> tuple[ResultDocument, list[str]]:
+    """The result document of the whole run and the warnings (a runner whose environment differs
+    between shards: the first shard's is kept): the cases in the order of the whole."""
+    ordered = ordered_shards(shards)
+    info = ordered[0][2]
+    _disjoint([(i.label, [c.id for c in d.cases]) for _, d, i in ordered], info.cases)
+    merged = concatenated([d for _, d, _ in ordered], info.cases)
+    missing = sorted(set(info.cases) - {c.id for c in merged.cases})
+    if missing:
+        raise UserError(f"the shards hold no result of {len(missing)} case(s) of the run: {', '.join(missing[:5])}")
+    return merged, _environment_warnings([(i.label, d) for _, d, i in ordered])
+
+
+def concatenated(documents: Sequence[ResultDocument], order: Sequence[str]) -> ResultDocument:
+    """One result document of the cases of ``documents`` (in the order of ``order``; a case held
+    by several, the first one's): the first document's suite, compiler and environment per
+    runner, every model, the earliest start and the latest finish; no ``shard``."""
+    rank = {case: i for i, case in enumerate(order)}
+    # A case in several documents is one case: a stored baseline is the whole baseline in every shard.
+    unique = {c.id: c for d in reversed(documents) for c in d.cases}
+    cases = sorted(unique.values(), key=lambda c: rank.get(c.id, len(rank)))
+    first = documents[0]
+    environment, models = dict(first.environment), dict(first.models)
+    for document in documents[1:]:
+        for runner, fingerprint in document.environment.items():
+            environment.setdefault(runner, fingerprint)
+        models.update(document.models)
+    return dataclasses.replace(first, started_at=min(d.started_at for d in documents),
+                               finished_at=max(d.finished_at for d in documents), environment=environment,
+                               models=models, cases=tuple(cases), shard=None)
+
+
+def _environment_warnings(documents: Sequence[tuple[str, ResultDocument]]) -> list[str]:
+    warnings = []
+    first_label, first = documents[0]
+    for label, document in documents[1:]:
+        for runner, fingerprint in document.environment.items():
+            other = first.environment.get(runner)
+            diff = fingerprint_differences(other, fingerprint) if other is not None else {}
+            if diff:
+                text = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items()))
+                warnings.append(f"runner {runner}: shards {first_label} and {label} ran in different environments "
+                                f"({text}); the merged document keeps shard {first_label}'s")
+    return warnings
+
+
+def family_plan(settings: Mapping[str, Any]) -> SequentialPlan:
+    """The plan a check's BH correction ran at, from its verdicts document's ``settings``."""
+    sampling = Sampling.from_json(settings)
+    plan = SequentialPlan(sampling.initial_workers, sampling.step_workers, sampling.max_workers, sampling.alpha,
+                          adaptive=sampling.looks_planned > 1)
+    if plan.looks != sampling.looks_planned:  # a one-look adaptive plan (max_workers = workers) reads the same
+        plan = dataclasses.replace(plan, adaptive=not plan.adaptive)
+    return plan
+
+
+def corrected_union(rows: Sequence[Verdict], plan: SequentialPlan) -> list[Verdict]:
+    """The rows of several shards corrected as one family: each taken back to its test's own
+    decision, then Benjamini-Hochberg over all of them (the production function)."""
+    return control_false_discoveries([uncorrected(r) for r in rows], plan)
+
+
+def merge_verdicts(shards: Sequence[tuple[str, VerdictsDocument]]) -> tuple[VerdictsDocument, list[str]]:
+    """The verdicts document of the whole check and the warnings (see the module docstring)."""
+    ordered = ordered_shards(shards)
+    info = ordered[0][2]
+    kinds = {d.kind for _, d, _ in ordered}
+    if len(kinds) > 1:
+        raise UserError(f"the shards are of different kinds of check ({', '.join(sorted(kinds))})")
+    _disjoint([(i.label, sorted({r.case for r in d.verdicts})) for _, d, i in ordered], info.cases)
+    rank = {case: i for i, case in enumerate(info.cases)}
+    rows = sorted(((r, k) for _, d, i in ordered for k, r in enumerate(d.verdicts)),
+                  key=lambda item: (rank.get(item[0].case, len(rank)), item[1]))
+    first = ordered[0][1]
+    plan = family_plan(first.settings)
+    merged_rows = corrected_union([r for r, _ in rows], plan)
+    labels = list(first.results)
+    results = {}
+    for label in labels:
+        parts = [d.results[label] for _, d, _ in ordered if label in d.results]
+        results[label] = concatenated(parts, info.cases)
+    warnings: list[str] = []
+    for _, d, _ in ordered:
+        warnings += [w for w in d.warnings if w not in warnings]
+    for label in labels:
+        warnings += _environment_warnings([(i.label, d.results[label]) for _, d, i in ordered if label in d.results])
+    mode = {**first.mode, "merged_shards": info.n}
+    settings = {**first.settings, "shard_history": [d.settings.get("history") for _, d, _ in ordered]}
+    document = VerdictsDocument(mode, settings, tuple(merged_rows), results, tuple(warnings), Summary.of(merged_rows),
+                                datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                                explanations=tuple(e for _, d, _ in ordered for e in d.explanations))
+    return document, warnings
