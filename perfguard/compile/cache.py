@@ -1,0 +1,540 @@
+"""A content-addressed cache of compiled artifacts (``--artifact-cache DIR``), shared by runs,
+checks, nights, bisections and tunes, and by concurrent jobs on one machine.
+
+The key (``CacheKey``) is everything that decides what a compile worker returns: the model's
+sha256, the pipeline (name, passes, options), the backend with its versions, perfguard's version
+with a hash of its source (``perfguard_identity``) and artifact format, what of the compiling machine decides the artifact (``Backend.artifact_key``:
+the architecture; IREE adds its compiler binary and, for ``target_cpu = "host"``, the CPU), the git
+tree hash of the compiler's pass folder when the pipeline names user passes (both compilers' for a
+hybrid), and what the worker's correctness check runs with (runner, runner options, threads,
+tolerance and seed, input specs). The runner's machine fingerprint is not part of it beyond that:
+where an artifact does not depend on the machine that compiled it, a CI cache restored on another
+hosted runner still hits (the correctness record is then the compiling machine's). A compiler folder with uncommitted changes has no tree hash: its compiles are not
+cached (``None`` from :meth:`CompileCache.key`).
+
+The value is the compile worker's response (artifact, pass trace, compile times, correctness
+record) and every file of the artifact folder, in ``<root>/<key[:2]>/<key>/``:
+``files/`` (the artifact folder), ``record.json`` (the response, its artifact path relative to
+``files/``), ``manifest.json`` (the key record, the sha256 of every file, ``record.json``
+included) and ``used`` (its mtime: when the entry last served a compile).
+
+Guarantees. An entry is built in ``<root>/tmp/`` (same file system), every file fsynced, then
+renamed into place: readers never see half an entry; of concurrent writers of one key the first
+rename wins and the others discard theirs. Readers copy the files out under a shared
+``fcntl.flock`` on ``<root>/lock`` and hash the copies against the manifest; eviction and dropping
+take the lock exclusively, so no entry disappears under a reader. A mismatch (a flipped bit, a
+truncated file, a manifest that does not parse) drops the entry and the compile runs again; the
+first drop is logged as a warning, all are counted. The folder stays under ``max_bytes``: after a
+store, the least recently used entries go first.
+
+Format history (``CACHE_VERSION``): 1. first format.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from perfguard import __version__
+from perfguard.jsonfields import JsonDict
+from perfguard.results import utc_now
+from perfguard.units import format_bytes
+from perfguard.workers.protocol import CompileRequest, CompileResponse
+
+#: The layout of an entry (manifest, record, files); see the module docstring.
+CACHE_VERSION = 1
+#: What a compile worker writes and returns (``CompileResponse``, the artifact folder). Bump it
+#: when either changes in a way an older entry would not match: older entries then never hit.
+ARTIFACT_FORMAT_VERSION = 1
+#: ``--cache-max`` by default: 5 GB.
+DEFAULT_MAX_BYTES = 5 * 10**9
+#: A temporary entry older than this is a writer that died: eviction removes it.
+STALE_TMP_S = 6 * 3600.0
+
+_CHUNK = 1 << 20
+
+
+def _canonical(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """Everything that decides a compile worker's response (see the module docstring). JSON-valued
+    parts are kept as canonical JSON text, so the record is hashable and its digest stable."""
+
+    model_sha256: str
+    pipeline: str
+    backend: str
+    passes: tuple[str, ...]
+    options: str
+    backend_versions: str
+    perfguard_version: str
+    artifact_format: int
+    machine: str  # ``Backend.artifact_key``: what of the compiling machine decides the artifact
+    compiler_tree: str | None  # git tree of the pass folder; None: no user passes
+    prefix: str | None  # a hybrid's "LEN:TREE" (TREE "-" when the prefix names no user pass)
+    runner: str
+    runner_options: str
+    threads: int
+    correctness: str
+    inputs: str
+
+    @property
+    def digest(self) -> str:
+        """The entry's name: sha256 of the canonical JSON of the record."""
+        return hashlib.sha256(_canonical(self.to_json()).encode()).hexdigest()
+
+    def to_json(self) -> JsonDict:
+        out: JsonDict = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["passes"] = list(self.passes)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CacheKey:
+        values = {f.name: data[f.name] for f in fields(cls)}
+        values["passes"] = tuple(str(p) for p in data["passes"])
+        key = cls(**values)
+        if key.to_json() != dict(data):
+            raise ValueError("not a cache key record")
+        return key
+
+
+@dataclass(frozen=True)
+class EntryManifest:
+    """``manifest.json`` of an entry: its key, the sha256 of each file (paths relative to the
+    entry), the artifact's path inside ``files/`` and when it was stored."""
+
+    key: CacheKey
+    files: Mapping[str, str]
+    artifact: str
+    created_at: str
+    version: int = CACHE_VERSION
+
+    def to_json(self) -> JsonDict:
+        return {"version": self.version, "key": self.key.to_json(), "files": dict(self.files),
+                "artifact": self.artifact, "created_at": self.created_at}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EntryManifest:
+        files = data["files"]
+        if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+            raise ValueError("files: not a map of sha256 by path")
+        return cls(CacheKey.from_json(data["key"]), {str(k): v for k, v in files.items()}, str(data["artifact"]),
+                   str(data["created_at"]), int(data["version"]))
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """What a cache did so far in this process: compiles served (``hits``), looked up and not
+    found (``misses``), not keyed (``uncached``: uncommitted changes in the compiler's pass
+    folder), entries ``stored``, ``dropped`` (failed verification) and ``evicted`` (LRU)."""
+
+    hits: int = 0
+    misses: int = 0
+    uncached: int = 0
+    stored: int = 0
+    dropped: int = 0
+    evicted: int = 0
+
+    def describe(self) -> str:
+        return (f"{self.hits} hit(s), {self.misses} miss(es), {self.uncached} not cacheable; {self.stored} stored, "
+                f"{self.dropped} dropped (corrupt), {self.evicted} evicted")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _safe_relative(name: str) -> bool:
+    parts = Path(name).parts
+    return bool(parts) and not Path(name).is_absolute() and ".." not in parts
+
+
+def _git(path: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, check=False,
+                              stdin=subprocess.DEVNULL, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def compiler_tree(path: Path, cache_root: Path | None = None) -> str | None:
+    """The git tree hash of the folder ``path`` at its repository's HEAD, when the folder holds
+    exactly that (no modified or untracked file; ignored files such as build outputs, Python
+    bytecode caches and the cache folder ``cache_root`` aside); None otherwise (uncommitted
+    changes, or not in git)."""
+    tree = _git(path, "rev-parse", "--verify", "--quiet", "HEAD:./")
+    top = _git(path, "rev-parse", "--show-toplevel")
+    status = _git(path, "status", "--porcelain", "--untracked-files=all", "--", ".")
+    if tree is None or top is None or status is None:
+        return None
+    skip = cache_root.resolve() if cache_root is not None else None
+    if any(_changed(Path(top.strip()), line, skip) for line in status.splitlines()):
+        return None
+    return tree.strip()
+
+
+def _changed(top: Path, line: str, skip: Path | None) -> bool:
+    """A ``git status --porcelain`` line (its path relative to the repository's root ``top``)
+    that is a change of the sources: not Python's bytecode cache (which importing the user passes
+    writes beside them when no .gitignore hides it), nor a file under ``skip``."""
+    path = line[3:].strip().strip('"').rstrip("/")
+    if not path or "__pycache__" in Path(path).parts or path.endswith((".pyc", ".pyo")):
+        return False
+    return skip is None or not (top / path).resolve().is_relative_to(skip)
+
+
+@functools.cache
+def perfguard_identity() -> str:
+    """perfguard's version and a hash of its own source files: the built-in passes, the compile
+    worker and its correctness check are perfguard's code, and an editable install (perfguard's
+    own CI) changes them without changing the version."""
+    package = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"{__version__}+{digest.hexdigest()[:16]}"
+
+
+def _user_passes(passes: Sequence[str]) -> bool:
+    return any(":" in name for name in passes)  # package.module:function (perfguard.compile.user_passes)
+
+
+class CompileCache:
+    """The artifact cache in folder ``root``, at most ``max_bytes`` (see the module docstring).
+    One object serves the threads of a job; several processes may share the folder. ``warn``
+    receives one warning of each kind: the first entry dropped, the first store that failed."""
+
+    def __init__(self, root: Path, max_bytes: int = DEFAULT_MAX_BYTES,
+                 warn: Callable[[str], None] | None = None) -> None:
+        self.root = Path(root)
+        self.max_bytes = max_bytes
+        self.warn = warn
+        self._mutex = threading.Lock()
+        self._stats = CacheStats()
+        self._trees: dict[str, str | None] = {}
+        self._warned: set[str] = set()  # the kinds of warning given (one each)
+        (self.root / "tmp").mkdir(parents=True, exist_ok=True)
+
+    @property
+    def stats(self) -> CacheStats:
+        with self._mutex:
+            return self._stats
+
+    def _count(self, **more: int) -> None:
+        with self._mutex:
+            self._stats = replace(self._stats, **{k: getattr(self._stats, k) + v for k, v in more.items()})
+
+    def _tree(self, path: Path | None) -> str | None:
+        if path is None:
+            return None
+        name = str(Path(path).resolve())
+        with self._mutex:
+            if name in self._trees:
+                return self._trees[name]
+        tree = compiler_tree(Path(name), self.root)
+        with self._mutex:
+            self._trees[name] = tree
+        return tree
+
+    # --- the key -----------------------------------------------------------------------------
+
+    def key(self, request: CompileRequest, model_sha256: str, backend_versions: Mapping[str, str], *,
+            machine: str = "", prefix_len: int = 0, prefix_path: Path | None = None) -> CacheKey | None:
+        """The key of ``request`` (``machine``: the backend's ``artifact_key`` of the pipeline; a
+        hybrid: its first ``prefix_len`` passes from the compiler at ``prefix_path``), or None when
+        it cannot be cached: a pass folder with uncommitted changes, or user passes without a pass
+        folder. Counts the latter as ``uncached``."""
+        passes = request.pipeline.passes
+        rest, head = passes[prefix_len:], passes[:prefix_len]
+        tree: str | None = None
+        if _user_passes(rest):
+            tree = self._tree(Path(request.compiler_path) if request.compiler_path else None)
+            if tree is None:
+                self._count(uncached=1)
+                return None
+        prefix = None
+        if prefix_len > 0:
+            prefix_tree = "-"
+            if _user_passes(head):
+                found = self._tree(prefix_path)
+                if found is None:
+                    self._count(uncached=1)
+                    return None
+                prefix_tree = found
+            prefix = f"{prefix_len}:{prefix_tree}"
+        return CacheKey(
+            model_sha256=model_sha256, pipeline=request.pipeline.name, backend=request.backend, passes=tuple(passes),
+            options=_canonical(request.pipeline.options), backend_versions=_canonical(dict(backend_versions)),
+            perfguard_version=perfguard_identity(), artifact_format=ARTIFACT_FORMAT_VERSION, machine=machine, compiler_tree=tree,
+            prefix=prefix, runner=request.runner, runner_options=_canonical(request.runner_options),
+            threads=request.threads, correctness=_canonical(request.correctness.to_json()),
+            inputs=_canonical([spec.to_json() for spec in request.input_specs]))
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def _entry(self, key: CacheKey) -> Path:
+        digest = key.digest
+        return self.root / digest[:2] / digest
+
+    @contextmanager
+    def _locked(self, mode: int) -> Iterator[None]:
+        with open(self.root / "lock", "a+b") as handle:
+            fcntl.flock(handle.fileno(), mode)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def get(self, key: CacheKey, out_dir: Path) -> CompileResponse | None:
+        """The response stored under ``key`` with its artifact folder copied into ``out_dir``
+        (its artifact path there), verified file by file; None on a miss or a dropped entry."""
+        entry = self._entry(key)
+        with self._locked(fcntl.LOCK_SH):
+            try:
+                raw = (entry / "manifest.json").read_bytes()
+            except OSError:
+                self._count(misses=1)
+                return None
+            problem, response = self._copy_out(entry, raw, key, out_dir)
+            if response is not None:
+                try:
+                    (entry / "used").touch()
+                except OSError:
+                    pass  # a read-only cache still serves
+                self._count(hits=1)
+                return response
+        shutil.rmtree(out_dir, ignore_errors=True)
+        if problem:
+            self._drop(entry, raw, problem)
+        self._count(misses=1)
+        return None
+
+    def _copy_out(self, entry: Path, raw: bytes, key: CacheKey, out_dir: Path) -> tuple[str, CompileResponse | None]:
+        """Copy and verify; returns (what is wrong with the entry, None), ("", the response), or
+        ("", None) when this job's ``out_dir`` cannot take the copy."""
+        try:
+            manifest = EntryManifest.from_json(json.loads(raw))
+        except (ValueError, KeyError, TypeError) as exc:
+            return f"manifest.json does not parse ({exc})", None
+        if manifest.version != CACHE_VERSION or manifest.key != key:
+            return "manifest.json names another key or format", None
+        names = [n for n in manifest.files if n != "record.json"]
+        if "record.json" not in manifest.files or not all(_safe_relative(n) and n.startswith("files/") for n in names):
+            return "manifest.json lists unsafe or missing files", None
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            target = out_dir / Path(name).relative_to("files")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                shutil.copyfile(entry / name, target)
+                digest = _sha256(target)
+            except OSError as exc:
+                if exc.filename is not None and Path(exc.filename) == target:
+                    return "", None  # this job's folder cannot be written: a miss, the entry stays
+                return f"{name}: {exc.strerror or exc}", None
+            if digest != manifest.files[name]:
+                return f"{name}: sha256 differs from the manifest", None
+        try:
+            record_bytes = (entry / "record.json").read_bytes()
+            if hashlib.sha256(record_bytes).hexdigest() != manifest.files["record.json"]:
+                return "record.json: sha256 differs from the manifest", None
+            response = CompileResponse.from_json(json.loads(record_bytes))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return f"record.json: {exc}", None
+        artifact = out_dir / manifest.artifact
+        if not _safe_relative(manifest.artifact) or not artifact.is_file():
+            return "the artifact file is not in the entry", None
+        return "", replace(response, artifact=replace(response.artifact, path=str(artifact)))
+
+    def _drop(self, entry: Path, raw: bytes, problem: str) -> None:
+        """Remove a corrupt entry, unless another process replaced it since ``raw`` was read."""
+        with self._locked(fcntl.LOCK_EX):
+            try:
+                if (entry / "manifest.json").read_bytes() != raw:
+                    return
+            except OSError:
+                return
+            self._remove(entry)
+        self._count(dropped=1)
+        if self._first("dropped") and self.warn is not None:
+            self.warn(f"warning: artifact cache entry {entry.name[:16]} failed verification ({problem}); "
+                      "dropped, compiling again")
+
+    def _remove(self, entry: Path) -> None:
+        """Rename ``entry`` out of its key's place (atomic), then delete it."""
+        trash = Path(tempfile.mkdtemp(prefix="gone-", dir=self.root / "tmp"))
+        try:
+            os.rename(entry, trash / "entry")
+        except OSError:
+            pass
+        shutil.rmtree(trash, ignore_errors=True)
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def put(self, key: CacheKey, response: CompileResponse, out_dir: Path) -> bool:
+        """Store ``response`` and the artifact folder ``out_dir`` under ``key``, atomically; then
+        evict down to ``max_bytes``. False when nothing was stored (the key was stored first by
+        another writer, the artifact is outside ``out_dir``, or the folder cannot be written: a
+        cache that cannot be written only costs a compile)."""
+        try:
+            relative = Path(response.artifact.path).resolve().relative_to(out_dir.resolve())
+        except ValueError:
+            return False
+        entry = self._entry(key)
+        try:
+            staging = Path(tempfile.mkdtemp(prefix="new-", dir=self.root / "tmp"))
+        except OSError as exc:
+            self._warn_write(exc)
+            return False
+        try:
+            stored = self._stage(staging, key, response, out_dir, relative)
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.rename(staging, entry)  # rename(2) refuses a non-empty target: the first writer wins
+            except OSError:
+                return False
+            _fsync(entry.parent)
+            (entry / "used").touch()
+        except OSError as exc:
+            self._warn_write(exc)
+            return False
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        self._count(stored=1)
+        self.evict(keep=entry if stored <= self.max_bytes else None)
+        return True
+
+    def _stage(self, staging: Path, key: CacheKey, response: CompileResponse, out_dir: Path, relative: Path) -> int:
+        """Write the entry into ``staging``; return its size in bytes."""
+        files: dict[str, str] = {}
+        size = 0
+        for source in sorted(p for p in out_dir.rglob("*") if p.is_file()):
+            name = (Path("files") / source.relative_to(out_dir)).as_posix()
+            target = staging / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            _fsync(target)
+            files[name] = _sha256(target)
+            size += target.stat().st_size
+        record = json.dumps(replace(response, artifact=replace(response.artifact, path=relative.as_posix())).to_json(),
+                            sort_keys=True).encode()
+        (staging / "record.json").write_bytes(record)
+        files["record.json"] = hashlib.sha256(record).hexdigest()
+        manifest = EntryManifest(key, files, relative.as_posix(), utc_now())
+        text = json.dumps(manifest.to_json(), sort_keys=True, indent=1).encode()
+        (staging / "manifest.json").write_bytes(text)
+        for name in ("record.json", "manifest.json"):
+            _fsync(staging / name)
+        for folder in {p.parent for p in staging.rglob("*")}:
+            _fsync(folder)
+        return size + len(record) + len(text)
+
+    def _first(self, kind: str) -> bool:
+        """Whether no warning of ``kind`` was given yet (and from now on, one was)."""
+        with self._mutex:
+            first = kind not in self._warned
+            self._warned.add(kind)
+        return first
+
+    def _warn_write(self, exc: OSError) -> None:
+        if self._first("write") and self.warn is not None:
+            self.warn(f"warning: artifact cache {self.root} cannot be written ({exc.strerror or exc}); compiling "
+                      "without storing")
+
+    # --- the bound ---------------------------------------------------------------------------
+
+    def size_bytes(self) -> int:
+        """Bytes held by the entries (temporary folders aside)."""
+        return sum(size for _, size, _ in self._entries())
+
+    def _entries(self) -> list[tuple[float, int, Path]]:
+        """(last use, bytes, folder) of every entry."""
+        found = []
+        for shard in self.root.iterdir():
+            if len(shard.name) != 2 or not shard.is_dir():
+                continue
+            for entry in shard.iterdir():
+                try:
+                    used = (entry / "used").stat().st_mtime if (entry / "used").exists() else entry.stat().st_mtime
+                    size = sum(p.stat().st_size for p in entry.rglob("*") if p.is_file())
+                except OSError:  # removed meanwhile
+                    continue
+                found.append((used, size, entry))
+        return found
+
+    def evict(self, keep: Path | None = None) -> int:
+        """Remove the least recently used entries until the folder holds at most ``max_bytes``
+        (``keep``, the entry just stored, goes last), and temporary folders of writers that
+        died; returns how many entries went."""
+        removed = 0
+        with self._locked(fcntl.LOCK_EX):
+            now = time.time()
+            for leftover in (self.root / "tmp").iterdir():
+                try:
+                    if now - leftover.stat().st_mtime > STALE_TMP_S:
+                        shutil.rmtree(leftover, ignore_errors=True)
+                except OSError:
+                    pass
+            entries = self._entries()
+            total = sum(size for _, size, _ in entries)
+            for _, size, entry in sorted(entries, key=lambda e: (e[2] == keep, e[0])):
+                if total <= self.max_bytes:
+                    break
+                self._remove(entry)
+                total -= size
+                removed += 1
+        if removed:
+            self._count(evicted=removed)
+        return removed
+
+    def describe(self) -> str:
+        """One line for the end of a command: the folder, what it did, its size."""
+        return f"artifact cache {self.root}: {self.stats.describe()}; {format_bytes(self.size_bytes())} held"
+
+
+_ACTIVE: ContextVar[CompileCache | None] = ContextVar("perfguard_artifact_cache", default=None)
+
+
+def active_cache() -> CompileCache | None:
+    """The cache the jobs started in this context consult (:func:`using_cache`), or None."""
+    return _ACTIVE.get()
+
+
+@contextmanager
+def using_cache(cache: CompileCache | None) -> Iterator[CompileCache | None]:
+    """Every job started inside consults ``cache``: how ``--artifact-cache`` reaches the compile
+    stage of any flow (check, nightly, bisect, tune) without each flow passing it down."""
+    token = _ACTIVE.set(cache)
+    try:
+        yield cache
+    finally:
+        _ACTIVE.reset(token)
