@@ -14,6 +14,8 @@
 # index, default 0), WORKERS (default 3), ROUNDS (default 10).
 #
 # Needs onnxruntime-gpu (`perfguard[gpu]`, installed in place of onnxruntime) and an NVIDIA driver.
+# A GPU runner without onnxruntime-gpu or without a package index: build the runner bundle instead
+# (benchmarks/device_bundle.sh OUT here, then OUT/run.sh there; IREE CUDA needs no onnxruntime-gpu).
 # This script only reads the GPU's state: it never changes clocks, power limits or any other
 # setting (no nvidia-smi -lgc/-pl/-pm). To benchmark with locked clocks, lock them yourself first
 # (README, "Locking clocks") and the table will say "locked".

@@ -56,3 +56,22 @@ def test_compile_refuses_a_non_empty_folder(write_suite, tmp_path):
     assert (tmp_path / "full" / "x").read_text() == "keep me"
     proc = run_cli("run", "--artifacts", str(tmp_path / "nothing"))
     assert proc.returncode == 2 and "no manifest.json" in proc.stderr
+
+
+def test_check_of_an_artifact_folder_pairs_its_pipelines(write_suite, tmp_path):
+    """`perfguard check --artifacts DIR --against-pipeline NAME`: the folder's suite, verified and measured here."""
+    folder = tmp_path / "artifacts"
+    assert run_cli("compile", str(write_suite(SUITE)), "--out", str(folder), "--quiet").returncode == 0
+    out = tmp_path / "verdicts.json"
+    proc = run_cli("check", "--artifacts", str(folder), "--against-pipeline", "none", "--json", str(out), "--quiet",
+                   cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr
+    document = json.loads(out.read_text())
+    latency = [v for v in document["verdicts"] if v["metric"] == "latency"]
+    assert [(v["case"], v["baseline"], v["candidate"]) for v in latency] == [("resnet_t/folded/cpu", "none", "folded")]
+    assert latency[0]["comparison"]["method"].startswith("paired") and document["mode"]["artifacts"] == str(folder)
+    for args, message in ((["--against-pipeline", "none", "suite.toml"], "give no SUITE file"),
+                          (["--base-ref", "HEAD"], "add --against-pipeline NAME"),
+                          (["--against-pipeline", "nope"], "unknown pipeline 'nope'")):
+        proc = run_cli("check", "--artifacts", str(folder), *args, "--quiet", cwd=tmp_path)
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -711,8 +711,10 @@ def test_cli_runners_exits_2_for_an_unavailable_or_unknown_runner(tmp_path):
     out = tmp_path / "runners.json"
     result = run_cli("runners", "npu:vitisai", "--json", str(out), timeout=120)
     assert result.returncode == 2
-    assert result.stderr.startswith("perfguard: error: runner 'npu:vitisai' is unavailable: VitisAIExecutionProvider")
-    assert json.loads(out.read_text())["runners"][0]["available"] is False
+    assert result.stderr.startswith("perfguard: error: runner 'npu:vitisai' is unavailable: no backend can use it: ")
+    assert "ort: VitisAIExecutionProvider is not in this onnxruntime build" in result.stderr
+    written = json.loads(out.read_text())["runners"][0]
+    assert written["available"] is False and {"iree", "ort"} <= {b["backend"] for b in written["backends"]}
     unknown = run_cli("runners", "tpu", timeout=120)
     assert unknown.returncode == 2 and "unknown runner 'tpu'" in unknown.stderr and "Traceback" not in unknown.stderr
 

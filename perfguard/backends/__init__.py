@@ -16,16 +16,18 @@ from perfguard.backends.base import (
     PassRecord,
     PassTrace,
     ProfiledExecutable,
+    check_case_runner,
 )
 from perfguard.errors import UserError, unknown_name_message
 
 __all__ = ["Artifact", "Backend", "Capabilities", "CompileOutput", "OptionEdit", "PassInfo", "PassRecord",
-           "PassTrace", "ProfiledExecutable", "available_backends", "get_backend"]
+           "PassTrace", "ProfiledExecutable", "available_backends", "check_case_runner", "get_backend"]
 
 _BUILTIN = {
     "ort": "perfguard.backends.ort:OrtBackend",
     "mock": "perfguard.backends.mock:MockBackend",
     "iree": "perfguard.backends.iree:IreeBackend",
+    "tvm": "perfguard.backends.tvm:TvmBackend",
 }
 
 

@@ -18,8 +18,9 @@ Everything else a stage may ask of a backend is declared by the backend, with de
 "cannot", so a third-party backend offers what it implements and nothing breaks for what it does
 not: ``capabilities`` (profiling, hybrid compiles, user passes: ``Capabilities``),
 ``load_profiled`` (the profiler the profile worker runs), ``tuning_moves`` (the option edits
-``perfguard tune`` may try) and ``execution_identity`` (what makes two artifacts run the same
-code). Stages ask these, never the backend's name: a stage that tested ``backend == "ort"`` kept
+``perfguard tune`` may try), ``execution_identity`` (what makes two artifacts run the same
+code) and ``check_runner`` (what its artifacts need from a runner beyond the device: ORT's
+execution provider, IREE's HAL driver). Stages ask these, never the backend's name: a stage that tested ``backend == "ort"`` kept
 a third-party backend from profiling or tuning however much it implemented.
 """
 
@@ -27,14 +28,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import platform
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from perfguard.errors import UserError
+from perfguard.errors import RunnerUnavailable, UserError
 from perfguard.jsonfields import JsonDict, JsonObject
 
 # Defined with the model files (models/ sits below backends/ and hashes them too); re-exported
@@ -209,12 +211,36 @@ class OptionEdit:
         return cls(str(data["describe"]), dict(data["options"]))
 
 
+class UploadedInputs:
+    """A model's inputs as device arguments, copied to the device once per distinct array object:
+    timed runs reuse one feed dict, so only the first run of a feed pays the upload."""
+
+    def __init__(self, inputs: list[str], upload: Callable[[np.ndarray], Any]) -> None:
+        self.inputs = inputs
+        self._upload = upload
+        self._uploaded: dict[str, tuple[np.ndarray, Any]] = {}
+
+    def arguments(self, feeds: Mapping[str, np.ndarray]) -> list[Any]:
+        args = []
+        for name in self.inputs:
+            array = feeds[name]
+            cached = self._uploaded.get(name)
+            if cached is None or cached[0] is not array:
+                cached = (array, self._upload(array))
+                self._uploaded[name] = cached
+            args.append(cached[1])
+        return args
+
+
 class Backend(ABC):
     """Base class of compiler adapters; register subclasses by name (see ``perfguard.backends``)."""
 
     name: ClassVar[str]
     #: What this backend can do beyond compile and load (``Capabilities``: nothing by default).
     capabilities: ClassVar[Capabilities] = Capabilities()
+    #: A backend for tests only (no compiler, no hardware): `perfguard runners` leaves it out
+    #: unless asked for it by name.
+    test_only: ClassVar[bool] = False
 
     @abstractmethod
     def versions(self) -> dict[str, str]:
@@ -259,6 +285,13 @@ class Backend(ABC):
         self.require("profile")
         raise NotImplementedError(f"backend {self.name!r} declares profile but has no load_profiled")
 
+    def check_runner(self, runner: Runner) -> None:
+        """Raise ``RunnerUnavailable`` (one line: what is missing and how to get it) when this
+        machine lacks what this backend's artifacts need from ``runner`` beyond its device (the
+        device itself is ``Runner.check_device``; ``check_case_runner`` asks both). The default
+        is an ONNX Runtime session on the runner's execution provider (``Runner.check_ort``)."""
+        runner.check_ort()
+
     def tuning_moves(self, options: Mapping[str, Any]) -> list[OptionEdit]:
         """The option edits ``perfguard tune`` may try from a pipeline with ``options`` (each a
         neighbour one edit away, beside the pass-order moves every backend gets). None by
@@ -276,3 +309,25 @@ class Backend(ABC):
                 "runtime": self.versions()}
         return hashlib.sha256(json.dumps(part, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
+    def artifact_key(self, pipeline: PipelineSpec) -> str:
+        """What decides this backend's artifact of ``pipeline`` beyond the model, the pipeline's
+        passes and options and :meth:`versions`: part of the artifact cache's key
+        (``perfguard.compile.cache``), so an entry compiled on one machine is served on another
+        only where it would compile the same. The default is the machine's architecture; a backend
+        that compiles for the host CPU, or runs a compiler binary :meth:`versions` does not name,
+        must add it here."""
+        return platform.machine()
+
+
+def check_case_runner(backend: Backend, runner: Runner) -> None:
+    """Raise ``RunnerUnavailable`` with every reason ``runner`` cannot serve ``backend``'s cases on
+    this machine, in one message: its device (``Runner.check_device``) and what the backend needs
+    from it (``Backend.check_runner``)."""
+    reasons = []
+    for check in (runner.check_device, lambda: backend.check_runner(runner)):
+        try:
+            check()
+        except RunnerUnavailable as exc:
+            reasons.append(str(exc))
+    if reasons:
+        raise RunnerUnavailable(f"runner {runner.name!r} cannot run {backend.name!r} cases here: " + "; ".join(reasons))

@@ -19,7 +19,8 @@ A pipeline pins what IREE lets a compiler engineer pin (all hashed into the case
     compiler's option parser, both before any work.
 ``options.target``
     ``llvm-cpu`` (default), ``vmvx`` or ``cuda``; with ``target_cpu`` (llvm-cpu; default ``host``,
-    since generic x86-64 code is 6-16x slower) or ``target_chip`` (cuda, e.g. ``sm_90``).
+    since generic x86-64 code is 6-16x slower) or ``target_chip`` (cuda, e.g. ``sm_89``: IREE 3.13 has no
+    Hopper target, and its sm_89 PTX JIT-compiles on an H100/H200).
 ``options.driver``
     Runtime HAL driver: ``local-sync`` (default for CPU targets: single-threaded, the low-noise
     choice), ``local-task`` (a thread pool sized by the case's ``threads``) or ``cuda``.
@@ -46,7 +47,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -59,6 +60,7 @@ from perfguard.backends.base import (
     OptionEdit,
     PassInfo,
     PassRecord,
+    UploadedInputs,
     file_sha256,
 )
 from perfguard.backends.iree_tools import (
@@ -81,7 +83,14 @@ from perfguard.backends.iree_trace import (
     read_dump,
     timing_records,
 )
-from perfguard.errors import BackendError, UserError, did_you_mean, first_line, unknown_name_message
+from perfguard.errors import (
+    BackendError,
+    RunnerUnavailable,
+    UserError,
+    did_you_mean,
+    first_line,
+    unknown_name_message,
+)
 from perfguard.jsonfields import JsonObject
 from perfguard.units import parse_size
 
@@ -252,31 +261,73 @@ class IreeExecutable:
     """A loaded module's entry function; inputs are uploaded once per distinct array object."""
 
     def __init__(self, device: Any, function: Any, inputs: list[str], keepalive: tuple[Any, ...]) -> None:
+        import iree.runtime as rt
+
         self.device = device
         self.function = function
         self.inputs = inputs
         self._keepalive = keepalive
-        self._uploaded: dict[str, tuple[Any, Any]] = {}
+        self._arguments = UploadedInputs(inputs, lambda array: rt.asdevicearray(device, array))
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        import iree.runtime as rt
         import numpy as np
 
-        args = []
-        for name in self.inputs:
-            array = feeds[name]
-            cached = self._uploaded.get(name)
-            if cached is None or cached[0] is not array:  # timed runs reuse one feed dict: upload once
-                cached = (array, rt.asdevicearray(self.device, array))
-                self._uploaded[name] = cached
-            args.append(cached[1])
-        result = self.function(*args)
+        result = self.function(*self._arguments.arguments(feeds))
         outputs = result if isinstance(result, (list, tuple)) else [result]
         return [np.asarray(o.to_host()) if hasattr(o, "to_host") else np.asarray(o) for o in outputs]
 
 
+def import_iree_runtime() -> Any:
+    """Import ``iree.runtime`` (the hardware boundary of ``runner_drivers_reason``: tests pass a fake)."""
+    import iree.runtime as rt
+
+    return rt
+
+
+def runner_drivers_reason(runner_kind: str, loader: Callable[[], Any] | None = None) -> str:
+    """Why IREE cannot run modules on runner kind ``runner_kind`` here ("" when it can): no IREE
+    target for it, ``iree.runtime`` not importable, its HAL driver not compiled in
+    (``query_available_drivers``), or a device driver that cannot start or sees no device (the
+    ``cuda`` driver loads ``libcuda``: no NVIDIA driver, no device)."""
+    drivers = [d for spec in TARGETS.values() if spec["runner"] == runner_kind for d in spec["drivers"]]
+    if not drivers:
+        kinds = sorted({str(spec["runner"]) for spec in TARGETS.values()})
+        return f"IREE has no target for runner {runner_kind!r} (its targets run on: {', '.join(kinds)})"
+    try:
+        rt = (loader or import_iree_runtime)()
+    except ImportError as exc:
+        return f"the IREE runtime is not importable ({exc}); {INSTALL_HINT}"
+    have = list(rt.query_available_drivers())
+    usable = [d for d in drivers if d in have]
+    if not usable:
+        return (f"IREE's {' or '.join(drivers)} driver is not in this iree-base-runtime build (it has "
+                f"{', '.join(have)})")
+    if runner_kind == "cpu":
+        return ""
+    try:
+        devices = list(rt.get_driver(usable[0]).query_available_devices())
+    except Exception as exc:
+        return f"IREE's {usable[0]} driver cannot start: {_runtime_error(exc)}"
+    if not devices:
+        return f"IREE's {usable[0]} driver sees no device"
+    return ""
+
+
+def _runtime_error(exc: BaseException) -> str:
+    """The message of an ``iree.runtime`` error without its C source location prefix."""
+    text = first_line(exc).removeprefix("Error creating driver: ")
+    return text.split(": ", 1)[-1] if text.startswith("c/runtime/") else text
+
+
 class IreeBackend(Backend):
     name = "iree"
+
+    def check_runner(self, runner: Runner) -> None:
+        """IREE's HAL driver for the runner (``cuda`` on the cuda runner, ``local-*`` on cpu),
+        never an ONNX Runtime provider."""
+        reason = runner_drivers_reason(runner.name.split(":")[0])
+        if reason:
+            raise RunnerUnavailable(reason)
 
     def versions(self) -> dict[str, str]:
         found = {}
@@ -337,6 +388,20 @@ class IreeBackend(Backend):
         artifact = Artifact(backend=self.name, path=str(vmfb), settings=runtime, sha256=file_sha256(vmfb),
                             size_bytes=vmfb.stat().st_size, node_count=node_count)
         return CompileOutput(artifact=artifact, trace=trace)
+
+    def artifact_key(self, pipeline: PipelineSpec) -> str:
+        """The architecture, the ``iree-compile`` binary (version, path, size, mtime: a local build
+        is not in ``versions``) and, for ``target_cpu = "host"`` (the default), this CPU."""
+        settings = iree_settings(pipeline.options, pipeline.passes, f"pipeline {pipeline.name!r}")
+        try:
+            compiler = Path(tool_path("iree-compile")).resolve()
+            stat = compiler.stat()
+            binary = [compiler_version(), str(compiler), stat.st_size, stat.st_mtime_ns]
+        except (OSError, UserError, subprocess.TimeoutExpired):  # no compiler: the compile itself says so
+            binary = []
+        part = {"machine": super().artifact_key(pipeline), "compiler": binary,
+                "host": host_cpu_id() if settings["target_cpu"] == "host" else ""}
+        return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:32]
 
     def _cache_key(self, model_path: Path, settings: Mapping[str, Any]) -> str:
         compiler = Path(tool_path("iree-compile")).resolve()
@@ -438,7 +503,7 @@ class IreeBackend(Backend):
         try:
             if settings["driver"] == "local-task":
                 rt.flags.parse_flags(f"--task_topology_max_group_count={threads}")
-            config = rt.Config(settings["driver"])
+            config = _runtime_config(rt, settings["driver"], runner.device_id)
             module = rt.VmModule.mmap(config.vm_instance, artifact.path)
             context = rt.SystemContext(config=config)
             context.add_vm_module(module)
@@ -451,6 +516,19 @@ class IreeBackend(Backend):
             raise BackendError(f"{artifact.path}: no entry function {settings['entry']!r}; the module has {names}")
         function = context.modules[module.name][entry]
         return IreeExecutable(config.device, function, list(settings["inputs"]), (config, context, module))
+
+
+def _runtime_config(rt: Any, driver: str, device_id: int | None) -> Any:
+    """An ``iree.runtime.Config`` on ``driver``; for a device driver (``cuda``) the runner's
+    ``device_id``-th device that driver enumerates (the CUDA order, ``CUDA_VISIBLE_DEVICES``
+    applied), 0 being the driver's default device."""
+    if not device_id:
+        return rt.Config(driver)
+    hal_driver = rt.get_driver(driver)
+    devices = list(hal_driver.query_available_devices())
+    if device_id >= len(devices):
+        raise BackendError(f"IREE's {driver} driver sees {len(devices)} device(s); there is no device_id {device_id}")
+    return rt.Config(device=hal_driver.create_device(devices[device_id]))
 
 
 def _dispatch_count(stats: Path) -> int | None:

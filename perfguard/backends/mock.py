@@ -137,6 +137,7 @@ def _source_artifact(model_path: Path) -> dict[str, Any] | None:
 class MockBackend(Backend):
     name = "mock"
     capabilities = Capabilities(profile=True, hybrid_compile=True, user_passes=True)
+    test_only = True
 
     def versions(self) -> dict[str, str]:
         return {"mock": "1"}

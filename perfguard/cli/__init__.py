@@ -42,6 +42,7 @@ COMMANDS = {
     "runners": "perfguard.cli.runners",
     "check": "perfguard.cli.check",
     "compare": "perfguard.cli.compare",
+    "merge": "perfguard.cli.merge",
     "baseline": "perfguard.cli.baseline",
     "calibrate": "perfguard.cli.calibrate",
     "bisect": "perfguard.cli.bisect",
@@ -52,6 +53,7 @@ COMMANDS = {
     "export": "perfguard.cli.export",
     "profile": "perfguard.cli.profile",
     "tune": "perfguard.cli.tune",
+    "tvm-tune": "perfguard.cli.tvm_tune",
 }
 
 # What leaves a command, and the exit code it gets: the most specific class of the exception
@@ -138,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.USAGE
     try:
-        with _stopped_by_signals():
+        from perfguard.cli._cache import artifact_cache
+
+        with _stopped_by_signals(), artifact_cache(args):
             return int(args.handler(args))
     except Terminated as exc:  # its own line: "interrupted" would say someone pressed Ctrl-C
         try:

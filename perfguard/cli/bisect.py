@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfguard.cli._cache import add_cache_arguments
 from perfguard.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, metavar="N", help="first-look workers per probe")
     parser.add_argument("--max-workers", type=int, metavar="N", help="worker budget per probe")
     parser.add_argument("--alpha", type=float, default=0.01, help="error level of each probe (default 0.01)")
+    add_cache_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar (the narrative still prints)")
     parser.add_argument("--no-explain", action="store_true",
                         help="do not profile the found culprit's two sides to say why it is slower")
@@ -70,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     step.add_argument("--workers", type=int, metavar="N", help="first-look workers")
     step.add_argument("--max-workers", type=int, metavar="N", help="worker budget")
     step.add_argument("--alpha", type=float, default=0.05, help="error level (default 0.05)")
+    add_cache_arguments(step)
     step.add_argument("--quiet", action="store_true")
 
 

@@ -14,20 +14,27 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from perfguard.cli._cache import add_cache_arguments
 from perfguard.exit_codes import ExitCode
 
 HELP = "compare against a git ref, a pipeline or a stored baseline; gate on regressions"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("suite", help="suite file (TOML)")
+    parser.add_argument("suite", nargs="?", help="suite file (TOML); not with --artifacts")
+    from perfguard.cli._shard import shard_option
+
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--base-ref", metavar="REF", help="compiler under test at this git ref (e.g. the merge-base)")
     group.add_argument("--against-pipeline", metavar="NAME", help="compare every pipeline with pipeline NAME")
     group.add_argument("--baseline", metavar="PATH",
                        help="stored baseline file (perfguard baseline update), or store:[URL] for the newest result "
                             "in the history store measured on this machine's fingerprint")
+    parser.add_argument("--artifacts", metavar="DIR",
+                        help="with --against-pipeline: compare the pipelines of an artifact folder written by "
+                             "`perfguard compile` (verified and measured here, paired), instead of compiling SUITE")
     parser.add_argument("--case", metavar="PATTERN", help="only cases whose id matches (glob or text)")
+    shard_option(parser, "`perfguard merge` joins the parts' --json documents into the verdicts of the whole")
     parser.add_argument("--json", metavar="PATH", help="write the verdicts as JSON")
     parser.add_argument("--report", metavar="DIR", help="write the HTML report, summary.md and comment.md into DIR")
     parser.add_argument("--annotations", action="store_true",
@@ -42,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace-out", metavar="DIR",
                         help="with --explain: a Perfetto / chrome://tracing file of both sides per explained case")
     parser.add_argument("--verbose", action="store_true", help="show every metric row")
+    add_cache_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -76,21 +84,39 @@ def check_settings(suite: Any, args: argparse.Namespace) -> Any:
     return settings
 
 
+def _shard(suite: Any, cases: Any, settings: Any, args: argparse.Namespace) -> tuple[Any, Any]:
+    """The cases of ``--shard K/N`` and its ShardInfo (its base commit is set after the check);
+    ``cases`` and None without it."""
+    import dataclasses
+
+    from perfguard.cli._shard import shard_spec
+    from perfguard.flows.shards import select_shard
+
+    spec = shard_spec(args)
+    if spec is None:
+        return cases, None
+    decided = {"base_ref": args.base_ref, "against_pipeline": args.against_pipeline, "baseline": args.baseline,
+               "case": args.case, "check": dataclasses.asdict(settings)}
+    return select_shard(suite, cases, spec, command="check", settings=decided)
+
+
 def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._progress import RichProgress
-    from perfguard.cli._verdicts import print_verdicts, write_verdicts
-    from perfguard.compare.check import exit_code
     from perfguard.flows.check import check_against_baseline, check_against_pipeline, check_against_ref
     from perfguard.results import check_writable
     from perfguard.suite import load_suite
 
+    if args.artifacts:
+        return _run_artifacts(args)
+    if args.suite is None:
+        from perfguard.errors import UserError
+
+        raise UserError("give a SUITE file to check (or --artifacts DIR with --against-pipeline)")
     suite = load_suite(args.suite)
     cases = suite.select(args.case)
     settings = check_settings(suite, args)
-    if args.json:  # outputs are checked before any checkout, compile or measurement
-        check_writable(args.json, "--json")
-    if args.report:
-        check_writable(args.report, "--report", directory=True)
+    cases, shard = _shard(suite, cases, settings, args)
+    _check_outputs(args)
     explain = None
     if args.explain or args.trace_out:
         from perfguard.errors import UserError
@@ -114,6 +140,56 @@ def run(args: argparse.Namespace) -> ExitCode:
             document = check_against_baseline(suite, cases, args.baseline, settings, progress, args.strict_env)
     finally:
         progress.stop()
+    if shard is not None:
+        import dataclasses
+
+        base = document.mode.get("base_commit")
+        document = dataclasses.replace(document, shard=dataclasses.replace(
+            shard, base_commit=base if isinstance(base, str) else None))
+    return _report(document, args)
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse unwritable outputs before any checkout, compile or measurement."""
+    from perfguard.results import check_writable
+
+    if args.json:
+        check_writable(args.json, "--json")
+    if args.report:
+        check_writable(args.report, "--report", directory=True)
+
+
+def _run_artifacts(args: argparse.Namespace) -> ExitCode:
+    """``check --artifacts DIR --against-pipeline NAME``: the folder's pipelines, measured here."""
+    from pathlib import Path
+
+    from perfguard.cli._progress import RichProgress
+    from perfguard.errors import UserError
+    from perfguard.flows.check import check_artifacts_against_pipeline
+    from perfguard.suite import load_suite
+
+    if args.suite is not None:
+        raise UserError("--artifacts DIR measures the folder's own suite: give no SUITE file")
+    if not args.against_pipeline:
+        raise UserError("--artifacts compares the folder's pipelines: add --against-pipeline NAME")
+    if args.explain or args.trace_out or args.shard:
+        raise UserError("--artifacts takes no --explain, --trace-out or --shard")
+    folder = Path(args.artifacts)
+    settings = check_settings(load_suite(folder / "suite.toml"), args) if (folder / "suite.toml").is_file() else None
+    _check_outputs(args)
+    progress = RichProgress(args.quiet)
+    try:
+        document = check_artifacts_against_pipeline(folder, args.against_pipeline, settings, progress, args.case)
+    finally:
+        progress.stop()
+    return _report(document, args)
+
+
+def _report(document: Any, args: argparse.Namespace) -> ExitCode:
+    """Print, write and annotate the verdicts; the exit code to gate on."""
+    from perfguard.cli._verdicts import print_verdicts, write_verdicts
+    from perfguard.compare.check import exit_code
+
     print_verdicts(document, args.verbose)
     if document.explanations:
         from perfguard.cli._explain import print_explanations

@@ -1,7 +1,8 @@
 """The whole night in one command: check the working tree against the last nightly commit in the
 history store (same job, paired), store results and verdicts, find change points in every series,
 confirm them (the next night, or an immediate same-job re-check), and bisect a newly confirmed
-latency regression over its commit range.
+latency regression over its commit range (and the fixing range of an alert fixed tonight, for the
+commit that fixed it).
 
   perfguard nightly SUITE [--store URL] [--summary FILE] [--json PATH] [--no-bisect]
 
@@ -14,29 +15,42 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from perfguard.cli._cache import add_cache_arguments
 from perfguard.exit_codes import ExitCode
 
 HELP = "the nightly job: check against the last night, store, detect change points, bisect"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from perfguard.cli._shard import shard_option
     from perfguard.cli.check import add_sampling_arguments
     from perfguard.cli.history import store_option
 
     parser.add_argument("suite", help="suite file (TOML)")
     store_option(parser)
     parser.add_argument("--case", metavar="PATTERN", help="only cases whose id matches (glob or text)")
+    shard_option(parser, "this part is only measured and stored (no detection, no bisection): run --follow-up "
+                         "once after all N parts")
     parser.add_argument("--summary", metavar="FILE",
                         help="write the Markdown summary (what changed since the previous night) here, e.g. "
                              "$GITHUB_STEP_SUMMARY; it is printed either way")
     parser.add_argument("--json", metavar="PATH", help="write the night's verdicts (or first result) as JSON")
-    parser.add_argument("--no-bisect", action="store_true", help="do not bisect newly confirmed regressions")
+    parser.add_argument("--no-bisect", action="store_true",
+                        help="do not bisect newly confirmed regressions, nor the fixing range of an alert fixed "
+                             "tonight")
     parser.add_argument("--bisect-only", action="store_true",
-                        help="only bisect the store's confirmed regressions that have no bisection yet (the "
-                             "follow-up job on the runner class where they were seen); measures nothing else")
+                        help="only bisect the store's confirmed regressions that have no bisection yet, and the "
+                             "fixing ranges of fixed alerts whose fixing commit is not known (the follow-up job on "
+                             "the runner class where they were seen); measures nothing else")
+    parser.add_argument("--follow-up", action="store_true",
+                        help="after the N parts of a sharded night (--shard K/N) stored theirs: re-check tonight's "
+                             "latency regressions in a fresh job, detect and confirm change points over the store, "
+                             "raise alerts and bisect once per new regression (one job per runner class); measures "
+                             "nothing else")
     parser.add_argument("--no-recheck", action="store_true",
                         help="do not re-check a regression in a fresh job (it is then confirmed on the next night)")
     add_sampling_arguments(parser)
+    add_cache_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -60,10 +74,13 @@ def run(args: argparse.Namespace) -> ExitCode:
     progress = RichProgress(args.quiet)
     if args.bisect_only:
         return _bisect_only(suite, cases, settings, args, progress)
+    if args.follow_up:
+        return _follow_up(suite, cases, settings, args, progress)
     with open_store(args.store, create=True) as store:
+        cases, shard = _shard(suite, cases, settings, store, args)
         try:
             report = run_nightly(suite, cases, store, settings, progress, bisect=not args.no_bisect,
-                                 recheck=not args.no_recheck)
+                                 recheck=not args.no_recheck, shard=shard)
         finally:
             progress.stop()
         if report.verdicts is not None:
@@ -84,17 +101,61 @@ def run(args: argparse.Namespace) -> ExitCode:
     return ExitCode.CASE_FAILED if report.failed_cases else ExitCode.OK
 
 
+def _shard(suite: Any, cases: Any, settings: Any, store: Any, args: argparse.Namespace) -> tuple[Any, Any]:
+    """The cases of ``--shard K/N`` (balanced by the store's past compile and measurement times) and
+    its ShardInfo; ``cases`` and None without it."""
+    import dataclasses
+
+    from perfguard.cli._shard import shard_spec
+    from perfguard.errors import UserError
+    from perfguard.flows.shards import head_commit, select_shard
+
+    spec = shard_spec(args)
+    if spec is None:
+        return cases, None
+    if args.bisect_only or args.follow_up:
+        raise UserError("--shard K/N measures a part of the night; --follow-up and --bisect-only measure nothing")
+    decided = {"case": args.case, "check": dataclasses.asdict(settings)}
+    return select_shard(suite, cases, spec, command="nightly", settings=decided, store=store,
+                        exclude_commit=head_commit(suite))
+
+
+def _follow_up(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, progress: Any) -> ExitCode:
+    from perfguard.cli.history import open_store
+    from perfguard.errors import UserError
+    from perfguard.flows.nightly import markdown_summary
+    from perfguard.flows.nightly_shards import follow_up
+    from perfguard.names import visible
+
+    if args.shard or args.bisect_only:
+        raise UserError("--follow-up decides over the stored parts of a sharded night: no --shard or --bisect-only")
+    with open_store(args.store, create=False) as store:
+        try:
+            report = follow_up(suite, cases, store, settings, progress, bisect=not args.no_bisect,
+                               recheck=not args.no_recheck)
+        finally:
+            progress.stop()
+    summary = markdown_summary(report)
+    print(visible(summary, keep_newlines=True))
+    if args.summary:
+        with open(args.summary, "a", encoding="utf-8") as handle:
+            handle.write(summary + "\n")
+    return ExitCode.REGRESSION if report.exit_regression else ExitCode.OK
+
+
 def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, progress: Any) -> ExitCode:
     from perfguard.cli.history import open_store
+    from perfguard.flows.bisect_fix import bisect_fixes
     from perfguard.flows.nightly import bisect_open_changes, bisections_summary
     from perfguard.names import visible
 
     with open_store(args.store, create=False) as store:
         try:
             done = bisect_open_changes(suite, cases, store, settings, progress)
+            fixes = bisect_fixes(suite, cases, store, settings, progress)  # the fixing ranges not yet bisected
         finally:
             progress.stop()
-    summary = bisections_summary(suite.name, done)
+    summary = bisections_summary(suite.name, done, fixes)
     print(visible(summary, keep_newlines=True))
     if args.summary:
         with open(args.summary, "a", encoding="utf-8") as handle:

@@ -9,26 +9,33 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from perfguard.cli._cache import add_cache_arguments
 from perfguard.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from perfguard.results import CaseEntry, ResultDocument
+    from perfguard.results.shard import ShardInfo
+    from perfguard.suite import CaseSpec
 
 HELP = "compile, check and measure a suite; write a JSON result"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from perfguard.cli._shard import shard_option
+
     parser.add_argument("suite", nargs="?", help="suite file (TOML); default: the built-in smoke suite")
     parser.add_argument("--case", metavar="PATTERN", help="only cases whose id (model/pipeline/runner) matches "
                         "this glob or contains this text")
+    shard_option(parser, "`perfguard merge` joins the parts' result files into the result of the whole")
     parser.add_argument("--out", metavar="FILE", help="result file (default: perfguard-results/SUITE-UTC.json)")
     parser.add_argument("--workers", type=int, metavar="N", help="override the suite's worker process count")
     parser.add_argument("--rounds", type=int, metavar="N", help="override the suite's rounds per worker")
     parser.add_argument("--keep-artifacts", metavar="DIR", help="keep compiled artifacts and models in DIR")
     parser.add_argument("--artifacts", metavar="DIR", help="measure artifacts compiled elsewhere by perfguard "
                         "compile (verifies them on this runner first); takes no SUITE")
+    add_cache_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -55,6 +62,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         return _run_artifacts(args, workers, rounds)
     suite = load_suite(args.suite or builtin_suite_path("smoke"))
     cases = suite.select(args.case)
+    cases, shard = _shard(suite, cases, args)
     if workers or rounds:
         cases = [dataclasses.replace(c, measure=c.measure.overridden(workers, rounds)) for c in cases]
     out = Path(args.out) if args.out else Path("perfguard-results") / (
@@ -70,11 +78,24 @@ def run(args: argparse.Namespace) -> ExitCode:
         document = run_suite(suite, cases, workdir=workdir, progress=progress)
     finally:
         progress.stop()
+    document = dataclasses.replace(document, shard=shard)
     write_json_atomic(out, document.to_json())
     print_table(document)
     failed = [c for c in document.cases if not c.ok]
     print(f"result written to {out} ({summary_counts(document)})")
     return ExitCode.CASE_FAILED if failed else ExitCode.OK
+
+
+def _shard(suite: Any, cases: list[CaseSpec], args: argparse.Namespace) -> tuple[list[CaseSpec], ShardInfo | None]:
+    """The cases of ``--shard K/N`` and its ShardInfo; ``cases`` and None without it."""
+    from perfguard.cli._shard import shard_spec
+    from perfguard.flows.shards import select_shard
+
+    spec = shard_spec(args)
+    if spec is None:
+        return cases, None
+    decided = {"case": args.case, "workers": args.workers, "rounds": args.rounds}
+    return select_shard(suite, cases, spec, command="run", settings=decided)
 
 
 def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | None) -> ExitCode:
@@ -86,8 +107,8 @@ def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | 
     from perfguard.names import safe_filename
     from perfguard.results import check_writable, write_json_atomic
 
-    if args.suite or args.case or args.keep_artifacts:
-        raise UserError("--artifacts DIR takes no SUITE, --case or --keep-artifacts: the folder holds them")
+    if args.suite or args.case or args.keep_artifacts or args.shard:
+        raise UserError("--artifacts DIR takes no SUITE, --case, --shard or --keep-artifacts: the folder holds them")
     folder = Path(args.artifacts)
     # The default name needs the manifest's suite name; its folder is checked here, before measuring.
     check_writable(args.out or Path("perfguard-results") / "result.json",

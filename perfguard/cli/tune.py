@@ -4,7 +4,7 @@
                  [--objective latency|compile_time|both] [--out suite-patch.toml] [--json F] [--report DIR]
 
 Starts from the case's pinned pipeline; searches pipelines made by dropping, inserting, moving
-passes (and, for IREE, opt level and flags): greedy ablation, best single insert or move, then
+passes (and the backend's own option edits: IREE's opt level and flags, TVM's opt level): greedy ablation, best single insert or move, then
 random local search. Illegal candidates (compile error, invalid model, wrong answer) are recorded
 and never measured; identical artifacts are measured once. Screens are cheap; every accepted move
 is confirmed in a fresh paired probe, and the winner is proved in a fresh paired check against the
@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfguard.cli._cache import add_cache_arguments
 from perfguard.exit_codes import ExitCode
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-proof", action="store_true", help="search only: do not prove the winner")
     parser.add_argument("--workers", type=int, metavar="N", help="first-look workers of confirmations and the proof")
     parser.add_argument("--max-workers", type=int, metavar="N", help="worker budget of confirmations and the proof")
+    add_cache_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

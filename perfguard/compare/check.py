@@ -228,6 +228,26 @@ def evaluate(pairs: Sequence[Pair], thresholds: ThresholdSet, plan: SequentialPl
 FAMILIES = tuple(name for name, spec in METRICS.items() if spec.noisy)
 
 
+#: What :func:`control_false_discoveries` appends to the reason of a DIFFERENT it demotes (and
+#: :func:`uncorrected` takes off again).
+DEMOTED_BY_FDR = "; not significant after false-discovery control over the "
+
+
+def uncorrected(row: Verdict) -> Verdict:
+    """``row`` as :func:`evaluate` made it, before :func:`control_false_discoveries`: no BH-adjusted
+    p-value, and a DIFFERENT that the correction demoted to UNKNOWN restored (the comparison kept
+    the test's own decision and direction; the demotion's note comes off its reason). What
+    ``perfguard merge`` corrects again over the union of shards."""
+    if row.metric not in FAMILIES:
+        return row
+    comparison = row.comparison
+    if row.decision == "unknown" and comparison.decision == "different" and DEMOTED_BY_FDR in comparison.reason:
+        reason = comparison.reason[:comparison.reason.rindex(DEMOTED_BY_FDR)]
+        return dataclasses.replace(row, decision="different", direction=comparison.direction, bh_adjusted_p=None,
+                                   comparison=dataclasses.replace(comparison, reason=reason))
+    return dataclasses.replace(row, bh_adjusted_p=None)
+
+
 def control_false_discoveries(rows: list[Verdict], plan: SequentialPlan) -> list[Verdict]:
     """Benjamini-Hochberg at ``plan.alpha`` within each family (latency; compile time) over the
     p-values on the scale of the whole sequence (``plan.sequential_p``: a comparison made at a look
@@ -247,7 +267,7 @@ def control_false_discoveries(rows: list[Verdict], plan: SequentialPlan) -> list
         for i, p_adj in zip(members, bh_adjust(sequential), strict=True):
             row = dataclasses.replace(rows[i], bh_adjusted_p=p_adj)
             if row.decision == "different" and p_adj > plan.alpha:
-                reason = (f"{row.comparison.reason}; not significant after false-discovery control over the "
+                reason = (f"{row.comparison.reason}{DEMOTED_BY_FDR}"
                           f"{len(members)} {family} comparisons (BH-adjusted p={p_adj:.3g} > {plan.alpha:g})")
                 row = dataclasses.replace(row, decision="unknown", direction="none",
                                           comparison=dataclasses.replace(row.comparison, reason=reason))

@@ -13,6 +13,8 @@ Format history (``VERDICTS_VERSION``):
    ``explanations`` (``check --explain``: the profile explanation of each regressed case, the
    objects of ``perfguard.results.explanation.Explanation``, read typed at load; one that does
    not read is kept as found, an ``UnreadableExplanation``, and written back unchanged).
+   ``shard`` (``check --shard K/N``: which part of which whole, ``perfguard.results.shard.ShardInfo``;
+   a document written by ``perfguard merge`` has none and says ``mode.merged_shards`` instead).
 
 The loader refuses a newer version ("upgrade perfguard") and migrates older ones
 (``_MIGRATIONS[n]`` turns version n into n + 1); ``to_json(from_json(d)) == d`` for every valid
@@ -35,6 +37,7 @@ from perfguard.results import ResultDocument, read_json
 from perfguard.results.documents import current_format, typed_document
 from perfguard.results.explanation import StoredExplanation, read_explanation
 from perfguard.results.result import current_result_json
+from perfguard.results.shard import ShardInfo
 from perfguard.stats.verdict import Comparison, is_regression
 
 VERDICTS_VERSION = 1
@@ -229,6 +232,7 @@ class VerdictsDocument:
     tool_version: str = __version__
     version: int = VERDICTS_VERSION
     explanations: tuple[StoredExplanation, ...] = ()
+    shard: ShardInfo | None = None
 
     @classmethod
     def of(cls, mode: JsonObject, rows: Iterable[Verdict], settings: JsonObject,
@@ -247,7 +251,8 @@ class VerdictsDocument:
                 "summary": self.summary.to_json(), "warnings": list(self.warnings),
                 "verdicts": [v.to_json() for v in self.verdicts],
                 "results": {label: r.to_json() for label, r in self.results.items()},
-                **({"explanations": [e.to_json() for e in self.explanations]} if self.explanations else {})}
+                **({"explanations": [e.to_json() for e in self.explanations]} if self.explanations else {}),
+                **({"shard": self.shard.to_json()} if self.shard is not None else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> VerdictsDocument:
@@ -259,7 +264,8 @@ class VerdictsDocument:
                    f.string(data, "created_at", kind), f.string(f.obj(data, "tool", kind), "version", "tool"),
                    f.integer(data, "version", kind),
                    tuple(read_explanation(e) for e in f.objects(data, "explanations", kind)) if "explanations" in data
-                   else ())
+                   else (),
+                   None if f.opt_obj(data, "shard", kind) is None else ShardInfo.from_json(f.obj(data, "shard", kind)))
 
 
 def parse_verdicts(data: Any, path: str | Path) -> VerdictsDocument:

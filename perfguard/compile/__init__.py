@@ -10,6 +10,9 @@
     The compiler under test at a git ref: worktrees, build commands, pass paths.
 ``user_passes``
     User passes (``package.module:function``) imported up front, in a child process.
+``cache``
+    The content-addressed artifact cache (``--artifact-cache``): a compile done before, by this
+    job or another, served with its trace and correctness record instead of compiling again.
 
 The backends that compile (``perfguard.backends``) stay a top-level package: they are the public
 plugin API (third-party backends subclass ``perfguard.backends.base.Backend`` and register in the

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.backends import Artifact, get_backend
+from perfguard.compile.cache import CacheKey, CompileCache, active_cache
 from perfguard.jsonfields import JsonObject
 from perfguard.models.loader import LoadedModel
 from perfguard.progress import Progress
@@ -21,7 +22,7 @@ from perfguard.results import ArtifactInfo, CaseEntry, CaseKey, CompilerInfo, Tr
 from perfguard.runners.fingerprint import fingerprint_hash
 from perfguard.suite import CaseSpec, PipelineSpec, Suite
 from perfguard.workers.engine import run_worker
-from perfguard.workers.protocol import CompileRequest, variant_id as _variant_id
+from perfguard.workers.protocol import CompileRequest, CompileResponse, variant_id as _variant_id
 from perfguard.workers.requests import compile_request, memory_request
 
 
@@ -32,6 +33,9 @@ class CompiledCase:
     entry: CaseEntry
     artifact: Artifact | None = None
     side: str = "head"
+    #: The artifact cache's part (``perfguard.compile.cache``): "hit" (served, not compiled),
+    #: "miss" (compiled and offered), "uncached" (not cacheable); None without a cache.
+    cache: str | None = None
 
     @property
     def variant_id(self) -> str:
@@ -90,6 +94,8 @@ class RunContext:
     progress: Progress = field(default_factory=Progress)
     environment: dict[str, JsonObject] = field(default_factory=dict)
     sides: list[Side] = field(default_factory=list)
+    #: The artifact cache the compiles consult (default: the one of ``using_cache``, if any).
+    cache: CompileCache | None = field(default_factory=active_cache)
 
 
 def case_key(case: CaseSpec, model: LoadedModel, versions: dict[str, str], runner_hash: str,
@@ -127,6 +133,13 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
                               reference_cache=ctx.workdir / "refs" / f"{model.sha256[:16]}-{case.tolerance.seed}.npz")
     (ctx.workdir / "refs").mkdir(parents=True, exist_ok=True)
     compiled = CompiledCase(case, model, entry, side=side.label)
+    cache_key, cached = _cached(ctx, request, model, versions, side, compiled)
+    if cached is not None:  # compile times of another job stay out of the gate, as a backend cache's
+        compiled.entry = _recorded(entry, key, cached, Trace.from_json(cached.trace), ())
+        compiled.artifact = cached.artifact
+        if memory:
+            probe_memory(ctx, compiled)
+        return compiled
     prefix_trace = None
     if side.prefix_len > 0:
         prefix_trace, request, failure = _compile_prefix(ctx, request, side, case.measure.compile_timeout)
@@ -143,20 +156,46 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
         trace = Trace.from_json(response.trace)
         if prefix_trace is not None:
             trace = trace.after_prefix(prefix_trace, side.prefix_len)
-        artifact = response.artifact
         # A compile served from a backend's artifact cache timed a file copy: keep it out of the gate.
         compile_times = () if trace.cache_hit else tuple(response.compile_times_s)
-        compiled.entry = replace(entry, trace=trace, correctness=response.correctness,
-                                 artifact=ArtifactInfo.of(artifact, execution_identity(artifact, key))).with_metrics(
-            compile_time_s=response.compile_time_s, compile_times_s=compile_times,
-            artifact_size_bytes=artifact.size_bytes, node_count=artifact.node_count)
+        compiled.entry = _recorded(entry, key, response, trace, compile_times)
     if outcome.error is not None:
         return mark_failed(compiled, outcome.error.stage, outcome.error.message)
     assert response is not None  # a worker without an error always sends its body
     compiled.artifact = response.artifact
-    if memory:
+    if ctx.cache is not None and cache_key is not None and response.correctness.status in ("verified", "blind"):
+        ctx.cache.put(cache_key, replace(response, trace=trace.to_json()), Path(request.out_dir))
+    # A deferred check (compiled here for another machine's runner): the artifact cannot load here.
+    if memory and response.correctness.status != "deferred":
         probe_memory(ctx, compiled)
     return compiled
+
+
+def _recorded(entry: CaseEntry, key: CaseKey, response: CompileResponse, trace: Trace,
+              compile_times: tuple[float, ...]) -> CaseEntry:
+    """``entry`` with what a compile returned: trace, correctness, artifact and compile metrics."""
+    artifact = response.artifact
+    return replace(entry, trace=trace, correctness=response.correctness,
+                   artifact=ArtifactInfo.of(artifact, execution_identity(artifact, key))).with_metrics(
+        compile_time_s=response.compile_time_s, compile_times_s=compile_times,
+        artifact_size_bytes=artifact.size_bytes, node_count=artifact.node_count)
+
+
+def _cached(ctx: RunContext, request: CompileRequest, model: LoadedModel, versions: dict[str, str], side: Side,
+            compiled: CompiledCase) -> tuple[CacheKey | None, CompileResponse | None]:
+    """The artifact cache's key for ``request`` (None: no cache, or not cacheable) and what it
+    holds under it (None: compile); notes the outcome on ``compiled``. A hit is the response of
+    the compile that stored it, its artifact folder copied into the request's ``out_dir`` and its
+    trace the whole (a hybrid's: both stages)."""
+    cache = ctx.cache
+    if cache is None:
+        return None, None
+    machine = get_backend(request.backend).artifact_key(compiled.case.pipeline)
+    cache_key = cache.key(request, model.sha256, versions, machine=machine, prefix_len=side.prefix_len,
+                          prefix_path=side.prefix_path)
+    cached = None if cache_key is None else cache.get(cache_key, Path(request.out_dir))
+    compiled.cache = "uncached" if cache_key is None else "hit" if cached is not None else "miss"
+    return cache_key, cached
 
 
 def probe_memory(ctx: RunContext, compiled: CompiledCase) -> None:

@@ -3,7 +3,7 @@ model files and their inputs, the compiler path, and that user passes import."""
 
 from __future__ import annotations
 
-from perfguard.backends import get_backend
+from perfguard.backends import check_case_runner, get_backend
 from perfguard.compile.user_passes import UserPassCheck
 from perfguard.errors import UserError
 from perfguard.models.inputs import input_specs
@@ -12,13 +12,16 @@ from perfguard.runners import get_runner
 from perfguard.suite import CaseSpec, Suite
 
 
-def check_suite(suite: Suite, cases: list[CaseSpec]) -> None:
+def check_suite(suite: Suite, cases: list[CaseSpec], *, runners: bool = True) -> None:
     """Everything that can be checked before work: backends, passes, options, runners, files,
-    the inputs of model files (every dynamic dimension given), and that user passes import."""
-    start_check_suite(suite, cases).wait()
+    the inputs of model files (every dynamic dimension given), and that user passes import.
+
+    ``runners``: check that this machine can serve each case's runner for its backend (the
+    device and ``Backend.check_runner``); False when compiling here to measure elsewhere."""
+    start_check_suite(suite, cases, runners=runners).wait()
 
 
-def start_check_suite(suite: Suite, cases: list[CaseSpec]) -> UserPassCheck:
+def start_check_suite(suite: Suite, cases: list[CaseSpec], *, runners: bool = True) -> UserPassCheck:
     """:func:`check_suite` with the import of the user passes started, not waited for: the caller
     waits (``.wait()``, which refuses as ``check_suite`` does) before any compile, and may build
     its models meanwhile. Every other check has been made when this returns."""
@@ -36,7 +39,8 @@ def start_check_suite(suite: Suite, cases: list[CaseSpec]) -> UserPassCheck:
         for case in cases:
             backend = get_backend(case.pipeline.backend)
             backend.check_pipeline(case.pipeline)
-            get_runner(case.runner, options=suite.runner_options(case.runner)).check_available()
+            if runners:
+                check_case_runner(backend, get_runner(case.runner, options=suite.runner_options(case.runner)))
         for model in {c.model.name: c.model for c in cases}.values():
             if model.path is not None:
                 proto = read_model_file(model.path, f"{suite.path}: [models.{model.name}] path")

@@ -1,4 +1,9 @@
-"""``perfguard bisect commits``: which commit of the compiler under test made the case slower."""
+"""``perfguard bisect commits``: which commit of the compiler under test made the case slower.
+
+With ``direction="improvement"`` the same search finds which commit made it *faster* again: the
+nightly bisects the fixing range of an alert that a later night saw fixed (good is the slow side,
+bad the fast one; a culprit is the fixing commit, and its pass the pass that fixed it).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from perfguard.bisect.document import (
     Probe,
     ProbeRow,
 )
-from perfguard.bisect.search import SearchProbe, SequenceBisector
+from perfguard.bisect.search import SearchDirection, SearchProbe, SequenceBisector
 from perfguard.bisect.state import BisectState, ProbeRecord, StateHeader, state_key
 from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root, resolve_commit
 from perfguard.errors import UserError
@@ -57,14 +62,18 @@ def commit_range(root: Path, good: str, bad: str) -> list[CommitInfo]:
 
 def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: CheckSettings,
                    progress: Progress, state_path: Path | None, with_passes: bool = True,
-                   explain: ProfileSettings | None = None) -> BisectResult:
+                   explain: ProfileSettings | None = None,
+                   direction: SearchDirection = "regression") -> BisectResult:
     """Bisect ``good..bad`` for the commit that made ``case`` slower, then (``with_passes``) the
     pass inside each confirmed culprit; ``explain``: once found, profile each culprit against its
-    parent and keep the explanation (None: ``--no-explain``)."""
+    parent and keep the explanation (None: ``--no-explain``). ``direction="improvement"``: the
+    commit that made it faster (the fix of a regression); nothing to find is then status
+    ``no-improvement``."""
     started = time.perf_counter()
     root = compiler_repo_root(suite)
     commits = commit_range(root, good, bad)
-    key = state_key("commits", suite.sha256, case.id, commits[0].sha, commits[-1].sha, str(settings))
+    key = state_key("commits", suite.sha256, case.id, commits[0].sha, commits[-1].sha, str(settings),
+                    *(() if direction == "regression" else (direction,)))
     path = state_path or Path(".perfguard") / f"bisect-{key}.json"
     state = BisectState(path, key, StateHeader(str(suite.path), case.id, good, bad))
     shas = [c.sha for c in commits]
@@ -96,8 +105,9 @@ def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: 
     def narrate(text: str) -> None:
         progress.log(text)
 
-    search = SequenceBisector(len(shas) - 1, probe, name, narrate)
-    progress.log(f"bisecting {case.id} over {len(shas) - 1} commits ({name(0)}..{name(len(shas) - 1)})")
+    search = SequenceBisector(len(shas) - 1, probe, name, narrate, direction)
+    looking = "" if direction == "regression" else " for the fix"
+    progress.log(f"bisecting {case.id}{looking} over {len(shas) - 1} commits ({name(0)}..{name(len(shas) - 1)})")
     endpoint = search.confirm_endpoints()
 
     def document(status: str, culprits: list[Culprit], probes: list[SearchProbe], skipped: list[CommitInfo] | None,
@@ -110,7 +120,8 @@ def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: 
                             skipped=skipped, explanations=explanations or [])
 
     if endpoint is None:
-        return document("no-regression", [], search.result.probes, None)
+        return document("no-regression" if direction == "regression" else "no-improvement", [],
+                        search.result.probes, None)
     result = search.run()
     culprits = []
     for culprit in result.culprits:
@@ -120,7 +131,8 @@ def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: 
             from perfguard.flows.bisect_passes import bisect_passes_between
 
             pass_search = bisect_passes_between(suite, case, shas[position - 1], shas[position], settings, progress,
-                                                state, culprit.entries, (name(position - 1), name(position)))
+                                                state, culprit.entries, (name(position - 1), name(position)),
+                                                direction)
         culprits.append(Culprit(
             commits[position], Effect.of(culprit.confirmation),
             pass_search.culprit if pass_search else None, confirmed, position,

@@ -30,7 +30,7 @@ from perfguard.bisect.document import (
     Trace,
     VerdictSummary,
 )
-from perfguard.bisect.search import SequenceBisector
+from perfguard.bisect.search import SearchDirection, SequenceBisector
 from perfguard.bisect.state import BisectState, ProbeEntry, ProbeRecord
 from perfguard.compile.case import Side
 from perfguard.compile.checkout import CompilerCheckout
@@ -58,8 +58,9 @@ def first_divergence(good_trace: Trace | None, bad_trace: Trace | None) -> int |
 
 def bisect_passes_between(suite: Suite, case: CaseSpec, good_sha: str, bad_sha: str, settings: CheckSettings,
                           progress: Progress, state: BisectState, entries: dict[str, ProbeEntry],
-                          labels: tuple[str, str]) -> PassSearch:
-    """Find the pass of ``case.pipeline`` that turned ``good_sha`` into ``bad_sha``'s regression.
+                          labels: tuple[str, str], direction: SearchDirection = "regression") -> PassSearch:
+    """Find the pass of ``case.pipeline`` that turned ``good_sha`` into ``bad_sha``'s regression
+    (``direction="improvement"``: into its fix, the pass that made it faster).
 
     ``entries`` are the probe entries of good and bad by label (``labels``): their pass traces."""
     passes = list(case.pipeline.passes)
@@ -95,7 +96,8 @@ def bisect_passes_between(suite: Suite, case: CaseSpec, good_sha: str, bad_sha: 
 
     # Position k of the search is H(first + k): H(first) equals good (the passes before the first
     # divergence produce identical IR), H(len(passes)) equals bad.
-    search = SequenceBisector(len(passes) - first, probe, name, lambda text: progress.log(f"  pass search: {text}"))
+    search = SequenceBisector(len(passes) - first, probe, name, lambda text: progress.log(f"  pass search: {text}"),
+                              direction)
     result = search.run()
     culprits = []
     for culprit in result.culprits:

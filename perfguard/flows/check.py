@@ -21,6 +21,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -186,6 +187,44 @@ def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, 
 
     mode = {"kind": "pipeline", "baseline": f"pipeline {reference}", "candidate": "other pipelines"}
     return _paired_check(suite, list(needed.values()), job, settings, make_pairs, mode, explain)
+
+
+def check_artifacts_against_pipeline(folder: Path, reference: str, settings: CheckSettings | None,
+                                     progress: Progress, pattern: str | None = None) -> VerdictsDocument:
+    """``check --artifacts DIR --against-pipeline NAME``: the pipelines of an artifact folder
+    (``perfguard compile``) against pipeline ``reference``, verified and measured here,
+    interleaved in the same workers (paired), as ``check_against_pipeline`` measures a suite it
+    compiles. ``settings``: the folder suite's ``[check]`` when None."""
+    from perfguard.flows.compile_here import artifact_job, with_artifact_origin
+
+    job, manifest = artifact_job(folder, progress, pattern=pattern)
+    suite = job.ctx.suite
+    settings = settings or suite.check
+    if reference not in suite.pipelines:
+        job.close()
+        raise UserError(f"--against-pipeline: unknown pipeline {reference!r}; the folder's suite defines: "
+                        f"{', '.join(suite.pipelines)}")
+    try:
+        by_variant = {c.variant_id: c for c in job.compiled if c.artifact is not None}
+        ok = {c.case.id: c for c in by_variant.values()}
+        targets = [c.case for c in by_variant.values() if c.case.pipeline.name != reference
+                   and f"{c.case.model.name}/{reference}/{c.case.runner}" in ok]
+        if not targets:
+            raise UserError(f"--against-pipeline {reference}: {folder} holds no verified pair of pipeline {reference!r} "
+                            "and another pipeline of the same model and runner")
+
+        def make_pairs(variants: dict[str, CompiledCase]) -> list[Pair]:
+            return [_paired(c.id, ok[f"{c.model.name}/{reference}/{c.runner}"], ok[c.id], reference,
+                            c.pipeline.name, settings) for c in targets]
+
+        measure_paired(job, make_pairs(by_variant), by_variant, settings.workers)
+        rows, info = adaptive_check(lambda: make_pairs(by_variant), lambda ids, n: job.measure(only=ids, workers=n),
+                                    suite.thresholds, settings, adaptive=True)
+        documents = {side: with_artifact_origin(d, folder, manifest) for side, d in job.documents().items()}
+    finally:
+        job.close()
+    return VerdictsDocument.of({"kind": "pipeline", "baseline": f"pipeline {reference}", "candidate": "other pipelines",
+                                "artifacts": str(folder)}, rows, settings_json(settings, info), documents, [])
 
 
 STORE_BASELINE = "store:"

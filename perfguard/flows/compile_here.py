@@ -31,7 +31,9 @@ def compile_to_dir(suite: Suite, cases: list[CaseSpec], out: Path, progress: Pro
     if out.exists() and any(out.iterdir()):
         raise UserError(f"--out {out}: the folder exists and is not empty; choose a new one")
     work = out / ".work"
-    job = Job(suite, cases, workdir=work, progress=progress)
+    # The runners are the measuring machine's: a cuda case compiles on a machine without a GPU,
+    # and its correctness is checked there, against the reference outputs written here.
+    job = Job(suite, cases, workdir=work, progress=progress, check_runners=False)
     job.compile()
     entries = []
     for index, compiled in enumerate(job.compiled):
@@ -55,9 +57,29 @@ def compile_to_dir(suite: Suite, cases: list[CaseSpec], out: Path, progress: Pro
 def run_from_dir(folder: Path, progress: Progress, *, workers: int | None = None,
                  rounds: int | None = None) -> ResultDocument:
     """Verify and measure the artifacts of ``folder`` on this machine; return a result document."""
+    job, manifest = artifact_job(folder, progress, workers=workers, rounds=rounds)
+    try:
+        job.measure()
+        document = job.documents()["head"]
+    finally:
+        job.close()
+    return with_artifact_origin(document, folder, manifest)
+
+
+def with_artifact_origin(document: ResultDocument, folder: Path, manifest: Manifest) -> ResultDocument:
+    """``document`` measured from ``folder``: the build machine's model records and the folder's origin."""
+    return dataclasses.replace(document, models={name: manifest.models[name] for name in document.models},
+                               artifacts=ArtifactsOrigin(str(folder), manifest.created_at))
+
+
+def artifact_job(folder: Path, progress: Progress, *, workers: int | None = None, rounds: int | None = None,
+                 pattern: str | None = None) -> tuple[Job, Manifest]:
+    """A job over the artifacts of ``folder`` (cases whose id matches ``pattern``), each verified on
+    its runner against the build machine's reference outputs and ready to measure: ``job.compiled``
+    holds them as a compile would. The caller measures and closes the job."""
     manifest = load_manifest(folder)
     suite = load_suite(folder / "suite.toml")
-    by_id = {c.id: c for c in suite.cases}
+    by_id = {c.id: c for c in suite.select(pattern)}
     cases: list[CaseSpec] = []
     for item in manifest.cases:
         if item.entry.ok and item.entry.id in by_id:
@@ -66,7 +88,9 @@ def run_from_dir(folder: Path, progress: Progress, *, workers: int | None = None
                 case = dataclasses.replace(case, measure=case.measure.overridden(workers, rounds))
             cases.append(case)
     if not cases:
-        raise UserError(f"{folder}: the manifest holds no successfully compiled case")
+        raise UserError(f"{folder}: the manifest holds no successfully compiled case" + (
+            f" matching {pattern!r}" if pattern else ""))
+    _check_runners(suite, cases)
     job = Job(suite, cases, progress=progress, check=False)
     try:
         job.ctx.environment = {name: _fingerprint(job, name) for name in sorted({c.runner for c in cases})}
@@ -85,12 +109,19 @@ def run_from_dir(folder: Path, progress: Progress, *, workers: int | None = None
             _verify_on_runner(job, compiled, folder)
             job.compiled.append(compiled)
             job.models[case.model.name] = model
-        job.measure()
-        document = job.documents()["head"]
-    finally:
+    except BaseException:
         job.close()
-    return dataclasses.replace(document, models={name: manifest.models[name] for name in document.models},
-                               artifacts=ArtifactsOrigin(str(folder), manifest.created_at))
+        raise
+    return job, manifest
+
+
+def _check_runners(suite: Suite, cases: list[CaseSpec]) -> None:
+    """Refuse, before any work, a case whose runner this machine cannot serve for its backend."""
+    from perfguard.backends import check_case_runner, get_backend
+    from perfguard.runners import get_runner
+
+    for backend, runner in sorted({(c.pipeline.backend, c.runner) for c in cases}):
+        check_case_runner(get_backend(backend), get_runner(runner, options=suite.runner_options(runner)))
 
 
 def _fingerprint(job: Job, runner: str) -> JsonObject:

@@ -20,6 +20,9 @@
    (suite, runner class, commit range), every case and metric of the range inside, the bisected
    culprit and its explanation shared by all. A change whose alert was triaged closed
    (``wont-fix``, ``expected``, ``invalid``...) is not raised again: its level is accepted.
+6. An alert that a later night's reverse step marked ``fixed`` has its fixing range bisected in
+   the reverse direction (:mod:`perfguard.flows.bisect_fix`, same ``bisect`` switch): the commit
+   and pass that made it fast again are recorded on the alert.
 
 A compiler commit that does not build (``[compiler] build``) or whose user passes do not import is
 a finding, not bad input: the night is recorded ``broken`` (no document; every case counted
@@ -35,7 +38,7 @@ The outcome (``NightReport``) gives the exit code (0 nothing new, 1 a new confir
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -49,9 +52,11 @@ from perfguard.suite.gates import CheckSettings
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
     from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.flows.bisect_fix import FixFound
     from perfguard.history.alerts import Alert
     from perfguard.history.changepoints import ChangePoint
     from perfguard.history.store import Change, Night, Point, Series, Store
+    from perfguard.results.shard import ShardInfo
 
 #: Metrics whose confirmed regressions trigger a bisection (the others are recorded only).
 BISECTED_METRICS = ("latency",)
@@ -99,6 +104,7 @@ class NightReport:
     edited_pipelines: tuple[str, ...] = ()  # pipelines the suite changed since the previous night
     alerts: list[Alert] = field(default_factory=list)
     broken: str | None = None  # why tonight's compiler commit is broken (did not build / import)
+    fixes: list[FixFound] = field(default_factory=list)  # the fixing ranges bisected tonight
 
     @property
     def new_regressions(self) -> list[Finding]:
@@ -119,10 +125,17 @@ def _head_commit(suite: Suite) -> tuple[str, str]:
 
 
 def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings, progress: Progress,
-                *, bisect: bool = True, recheck: bool = True) -> NightReport:
-    """One night: measure or check, store, detect, confirm, bisect (see the module docstring)."""
+                *, bisect: bool = True, recheck: bool = True, shard: ShardInfo | None = None) -> NightReport:
+    """One night: measure or check, store, detect, confirm, bisect (see the module docstring).
+    ``shard`` (``nightly --shard K/N``): measure and store this part only, recorded as a night of
+    its own; the follow-up job detects, confirms and bisects over the store (``follow_up`` in
+    ``perfguard.flows.nightly_shards``)."""
     head_sha, head_subject = _head_commit(suite)
     previous = store.last_night(suite.name, good=True)  # a broken night is no base
+    if shard is not None:  # tonight's other shards may have recorded their nights already
+        from perfguard.flows.shards import shard_base
+
+        previous = shard_base(store, suite.name, shard)
     last = store.last_night(suite.name)
     reason = _broken_reason(suite, cases, progress)
     if reason is not None:
@@ -140,6 +153,7 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
 
         document = run_suite(suite, cases, progress=progress,
                              side=Side("head", suite.compiler.path, head_sha, head_subject))
+        document = dataclasses.replace(document, shard=shard)
         ingested = store.ingest(document, source="nightly")
         measured = sum(1 for c in document.cases if c.metrics.latency_s is not None)
         failed = sum(1 for c in document.cases if not c.ok)
@@ -150,6 +164,8 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
         verdicts = check_against_ref(suite, cases, previous.commit, settings, progress, head_built=True)
         if recheck:
             rechecked = _recheck(suite, cases, previous.commit, settings, progress, verdicts)
+        if shard is not None:
+            verdicts = dataclasses.replace(verdicts, shard=dataclasses.replace(shard, base_commit=previous.commit))
         ingested = store.ingest(verdicts, source="nightly")
         measured = sum(1 for v in verdicts.verdicts if v.metric == "latency" and v.comparison.method != "identity"
                        and v.decision != "failed")
@@ -157,6 +173,17 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
     night = store.record_night(suite.name, head_sha, ingested.document_id)
     report = NightReport(suite.name, night, previous, verdicts, rechecked=rechecked, measured_cases=measured,
                          failed_cases=failed)
+    if shard is not None:
+        return report
+    return finish_night(suite, cases, store, settings, progress, report, bisect=bisect, last=last)
+
+
+def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings, progress: Progress,
+                 report: NightReport, *, bisect: bool, last: Night | None) -> NightReport:
+    """After the night's documents are stored: detect and confirm changes, bisect the new
+    regressions, raise the alerts (the whole night, or the follow-up job of a sharded one).
+    ``last``: the night before this one (a broken one is closed when this one builds)."""
+    verdicts, head_sha = report.verdicts, report.night.commit
     _detect(store, suite.name, report)
     # A pipeline the suite itself changed between the nights is the cause; bisecting the compiler's
     # commits (which compiles every commit with tonight's pipelines) could not find it.
@@ -176,6 +203,12 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
                 if result is not None:
                     report.bisections[finding.change.id] = result
     report.alerts = store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS)
+    if bisect:  # an alert fixed tonight: which commit of its fixing range fixed it
+        from perfguard.flows.bisect_fix import bisect_fixes
+
+        report.fixes = bisect_fixes(suite, cases, store, settings, progress, report.alerts)
+        after = {f.alert.id: f.alert for f in report.fixes}
+        report.alerts = [after.get(a.id, a) for a in report.alerts]
     if last is not None and last.broken:
         report.alerts += store.fix_broken(suite.name, last.commit, head_sha)
     return report
@@ -219,6 +252,11 @@ def _recheck(suite: Suite, cases: list[CaseSpec], base: str, settings: CheckSett
     progress.log(f"re-checking {len(regressed)} regressed case(s) in a fresh job: {', '.join(regressed)}")
     again = check_against_ref(suite, [c for c in cases if c.id in regressed], base, settings, progress,
                               head_built=True)  # run_nightly built the working tree before anything else
+    return recheck_said(again, regressed)
+
+
+def recheck_said(again: VerdictsDocument, regressed: Collection[str]) -> dict[str, str]:
+    """What a re-check said per regressed case: "regression +5.1 % [...]" or "did not hold: ..."."""
     said = {}
     for row in again.verdicts:
         if row.metric == "latency" and row.case in regressed:
@@ -441,7 +479,7 @@ def markdown_summary(report: NightReport) -> str:
         lines += [f"- alert {a.id}, {_range(a)}: {md_text(a.status)}"
                   + (" (the compiler builds again)" if a.kind == "broken" else "")
                   + (f" (fixed in {md_text((a.fix_first_commit or '?')[:10])}..{md_text((a.fix_last_commit or '?')[:10])})"
-                     if a.fix_last_commit else "") + f": {_alert_changes(a, ', ')}" for a in settled]
+                     if a.fix_last_commit else "") + _fixed_by(a) + f": {_alert_changes(a, ', ')}" for a in settled]
         lines.append("")
     dropped = report.closed + [f.change for f in report.findings if f.change.status == "closed"]
     if dropped:
@@ -451,6 +489,13 @@ def markdown_summary(report: NightReport) -> str:
     if previous is not None and not (report.alerts or pending or dropped):
         lines += ["Nothing new since the previous night.", ""]
     return "\n".join(lines)
+
+
+def _fixed_by(alert: Alert) -> str:
+    """``, fixed by <commit> (<pass>)`` as Markdown when the fixing commit is known, else nothing."""
+    if alert.fix_commit is None:
+        return ""
+    return f", fixed by {md_code(alert.fix_commit[:10])}" + (f" ({md_code(alert.fix_pass)})" if alert.fix_pass else "")
 
 
 def _range(alert: Alert) -> str:
@@ -489,12 +534,19 @@ def _alert_row(report: NightReport, alert: Alert) -> str:
             f"{culprit} | {why} |")
 
 
-def bisections_summary(suite: str, done: Sequence[tuple[Change, BisectResult | None]]) -> str:
-    """The bisections ``nightly --bisect-only`` ran (:func:`bisect_open_changes`), as Markdown."""
+def bisections_summary(suite: str, done: Sequence[tuple[Change, BisectResult | None]],
+                       fixes: Sequence[FixFound] = ()) -> str:
+    """The bisections ``nightly --bisect-only`` ran (:func:`bisect_open_changes`, and of the fixing
+    ranges, :func:`perfguard.flows.bisect_fix.bisect_fixes`), as Markdown."""
     lines = [f"## perfguard nightly: bisections ({md_text(suite)})", ""]
     for change, result in done:
         culprit = "not run (see `perfguard history changes`)" if result is None else _culprit(result)
         lines.append(f"- {md_text(change.key.case)}: {_pct(change.ratio)} in {_commits(change)}: {culprit}")
-    if not done:
+    for fix in fixes:
+        a = fix.alert
+        found = _fixed_by(a).removeprefix(", ") or md_text(fix.note)
+        lines.append(f"- alert {a.id}, {_range(a)}: fixed in "
+                     f"{md_text((a.fix_first_commit or '?')[:10])}..{md_text((a.fix_last_commit or '?')[:10])}: {found}")
+    if not done and not fixes:
         lines.append("No confirmed regression waits for a bisection.")
     return "\n".join(lines) + "\n"

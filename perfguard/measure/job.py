@@ -32,6 +32,7 @@ from perfguard.measure.groups import VariantValues, measure_group
 from perfguard.models.loader import LoadedModel, materialize
 from perfguard.progress import Progress
 from perfguard.results import Latency, Measurement, ModelInfo, ResultDocument, SuiteInfo, utc_now
+from perfguard.results.result import CacheUse
 from perfguard.runners import get_runner
 from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
 from perfguard.suite import CaseSpec, Suite
@@ -99,10 +100,11 @@ class Job:
 
     def __init__(self, suite: Suite, cases: list[CaseSpec], *, sides: list[Side] | None = None,
                  workdir: Path | None = None, progress: Progress | None = None, repo: Path | None = None,
-                 check: bool = True) -> None:
-        # ``check=False``: measuring artifacts compiled elsewhere (no model files here). The user
+                 check: bool = True, check_runners: bool = True) -> None:
+        # ``check=False``: measuring artifacts compiled elsewhere (no model files here);
+        # ``check_runners=False``: compiling here for runners of another machine. The user
         # passes' import check runs on while the models are built; ``compile`` waits for it.
-        self.pending_check = start_check_suite(suite, cases) if check else None
+        self.pending_check = start_check_suite(suite, cases, runners=check_runners) if check else None
         self.owned = workdir is None
         folder = Path(tempfile.mkdtemp(prefix="perfguard-")) if workdir is None else workdir
         self.ctx = RunContext(suite, cases, folder, progress or Progress(),
@@ -167,7 +169,8 @@ class Job:
             for (side, index, case), future in zip(tasks, futures, strict=True):
                 label = f" [{side.label}]" if len(ctx.sides) > 1 else ""
                 compiled = future.result()
-                ctx.progress.advance(f"compile {case.id}{label}")
+                cached = " (from the artifact cache)" if compiled.cache == "hit" else ""
+                ctx.progress.advance(f"compile {case.id}{label}{cached}")
                 if compiled.entry.error is not None:
                     ctx.progress.log(f"FAILED {case.id}{label}: {compiled.entry.error.message}", style="red")
                 done[(side.label, index)] = compiled
@@ -246,8 +249,16 @@ class Job:
             documents[side.label] = ResultDocument(
                 SuiteInfo(suite.name, str(suite.path), suite.sha256), self.started, finished,
                 dict(self.ctx.environment), dict(models),
-                tuple(c.entry for c in self.compiled if c.side == side.label), __version__, compiler=side.info())
+                tuple(c.entry for c in self.compiled if c.side == side.label), __version__, compiler=side.info(),
+                artifact_cache=self._cache_use(side.label))
         return documents
+
+    def _cache_use(self, side: str) -> CacheUse | None:
+        """How ``side``'s compiles used the artifact cache (None: the job had none)."""
+        if self.ctx.cache is None:
+            return None
+        used = [c.cache for c in self.compiled if c.side == side]
+        return CacheUse(used.count("hit"), used.count("miss"), used.count("uncached"))
 
 
 def compile_variants(suite: Suite, case: CaseSpec, variants: Sequence[Variant], progress: Progress

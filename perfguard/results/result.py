@@ -14,6 +14,10 @@ Format history (``RESULT_VERSION``):
 2. A case may be left unmeasured: ``not_measured`` says why (its artifact is identical to the one
    it is compared with), and its latency and memory metrics are absent; ``artifact`` carries the
    ``execution_identity`` that decided it. A version-1 file is a valid version-2 file.
+   Later addition, optional (absent when the run was not sharded; older readers ignore it):
+   ``shard`` (``run --shard K/N``: which part of which whole, ``perfguard.results.shard.ShardInfo``).
+   Later addition, optional (absent without ``--artifact-cache``): ``artifact_cache``
+   (``CacheUse``: the compiles served from the cache and those done).
 
 Readers refuse a newer version ("upgrade perfguard") and migrate older ones step by step
 (``_MIGRATIONS[n]`` turns version n into n + 1). ``to_json(from_json(d)) == d`` for every valid
@@ -38,6 +42,7 @@ from perfguard.errors import FieldError
 from perfguard.jsonfields import JsonDict, JsonObject
 from perfguard.models.inputs import InputSpec
 from perfguard.results.documents import current_format, read_json, typed_document
+from perfguard.results.shard import ShardInfo
 from perfguard.runners.telemetry import DeviceState
 
 RESULT_VERSION = 2
@@ -564,6 +569,25 @@ class CompilerInfo:
 
 
 @dataclass(frozen=True)
+class CacheUse:
+    """How this run's compiles used the artifact cache (``--artifact-cache``): ``hits`` served
+    from it without compiling, ``misses`` compiled (and stored when they verified), ``uncached``
+    compiled without a key (the compiler's pass folder had uncommitted changes)."""
+
+    hits: int
+    misses: int
+    uncached: int = 0
+
+    def to_json(self) -> JsonDict:
+        return {"hits": self.hits, "misses": self.misses, "uncached": self.uncached}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CacheUse:
+        kind = "artifact_cache"
+        return cls(f.count(data, "hits", kind), f.count(data, "misses", kind), f.count(data, "uncached", kind))
+
+
+@dataclass(frozen=True)
 class ArtifactsOrigin:
     """Set when the run measured an artifact folder compiled elsewhere (``perfguard run --artifacts``)."""
 
@@ -592,6 +616,8 @@ class ResultDocument:
     compiler: CompilerInfo | None = None
     artifacts: ArtifactsOrigin | None = None
     version: int = RESULT_VERSION
+    shard: ShardInfo | None = None
+    artifact_cache: CacheUse | None = None
 
     def to_json(self) -> JsonDict:
         out: JsonDict = {
@@ -604,12 +630,18 @@ class ResultDocument:
             out["compiler"] = self.compiler.to_json()
         if self.artifacts is not None:
             out["artifacts"] = self.artifacts.to_json()
+        if self.shard is not None:
+            out["shard"] = self.shard.to_json()
+        if self.artifact_cache is not None:
+            out["artifact_cache"] = self.artifact_cache.to_json()
         return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ResultDocument:
         kind = "result"
         compiler, artifacts = f.opt_obj(data, "compiler", kind), f.opt_obj(data, "artifacts", kind)
+        shard = f.opt_obj(data, "shard", kind)
+        cache = f.opt_obj(data, "artifact_cache", kind)
         return cls(
             suite=SuiteInfo.from_json(f.obj(data, "suite", kind)), started_at=f.string(data, "started_at", kind),
             finished_at=f.string(data, "finished_at", kind), environment=dict(f.obj(data, "environment", kind)),
@@ -619,6 +651,8 @@ class ResultDocument:
             compiler=None if compiler is None else CompilerInfo.from_json(compiler),
             artifacts=None if artifacts is None else ArtifactsOrigin.from_json(artifacts),
             version=f.integer(data, "version", kind),
+            shard=None if shard is None else ShardInfo.from_json(shard),
+            artifact_cache=None if cache is None else CacheUse.from_json(cache),
         )
 
 

@@ -8,7 +8,9 @@ of the name to the runner class. An unknown name raises ``UserError`` listing th
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from perfguard.errors import UserError, unknown_name_message
@@ -19,7 +21,7 @@ from perfguard.runners.cuda import CudaRunner
 from perfguard.runners.npu import NPU_PROVIDERS, NpuRunner
 from perfguard.runners.options import RunnerOptions
 
-__all__ = ["Runner", "RunnerOptions", "RunnerStatus", "check_runner_options", "get_runner", "runner_names",
+__all__ = ["BackendSupport", "Runner", "RunnerOptions", "RunnerStatus", "check_runner_options", "get_runner", "runner_names",
            "runner_status"]
 
 _RUNNERS: dict[str, type[CpuRunner] | type[CudaRunner]] = {
@@ -72,15 +74,34 @@ def _split_name(name: str) -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
-class RunnerStatus:
-    """Whether this machine can serve a runner; ``detail`` is the device (available) or why not."""
+class BackendSupport:
+    """Whether cases of one backend can run on a runner here; ``detail`` says why not ("" when they can)."""
 
-    name: str
+    backend: str
     available: bool
     detail: str
 
     def to_json(self) -> JsonDict:
-        return {"name": self.name, "available": self.available, "detail": self.detail}
+        return {"backend": self.backend, "available": self.available, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class RunnerStatus:
+    """Whether this machine can serve a runner; ``detail`` is the device (available) or why not.
+
+    ``backends``: one row per backend asked about (``runner_status(..., backends=...)``); the
+    runner is then available when its device is there and at least one backend can use it."""
+
+    name: str
+    available: bool
+    detail: str
+    backends: tuple[BackendSupport, ...] = ()
+
+    def to_json(self) -> JsonDict:
+        data: JsonDict = {"name": self.name, "available": self.available, "detail": self.detail}
+        if self.backends:
+            data["backends"] = [b.to_json() for b in self.backends]
+        return data
 
 
 def _describe(runner: Runner) -> str:
@@ -90,17 +111,42 @@ def _describe(runner: Runner) -> str:
         return f"available, but cannot describe the device: {exc}"
 
 
-def runner_status(names: list[str] | None = None) -> list[RunnerStatus]:
-    """Check each runner (default: ``cpu``, ``cuda`` and every known ``npu:`` provider)."""
+def _reason(check: Callable[[], None]) -> str:
+    """"" when ``check()`` passes, else the first line of why not."""
+    try:
+        check()
+    except UserError as exc:
+        return str(exc)
+    return ""
+
+
+def runner_status(names: list[str] | None = None,
+                  backends: Mapping[str, Callable[[Runner], None]] | None = None) -> list[RunnerStatus]:
+    """Check each runner (default: ``cpu``, ``cuda`` and every known ``npu:`` provider).
+
+    Without ``backends``, a runner is available when it can serve ONNX Runtime sessions
+    (``Runner.check_available``). With ``backends`` (backend name -> its ``check_runner``, given by
+    a layer above, which knows the backends), each backend gets a row: it can run here when the
+    runner's device is there and what that backend needs from the runner is there too."""
     if names is None:
         names = [*_RUNNERS, *(f"npu:{short}" for short in NPU_PROVIDERS)]
     statuses = []
     for name in names:
         runner = get_runner(name)
-        try:
-            runner.check_available()
-        except UserError as exc:
-            statuses.append(RunnerStatus(name, False, str(exc)))
+        if backends is None:
+            reason = _reason(runner.check_available)
+            statuses.append(RunnerStatus(name, not reason, reason or _describe(runner)))
             continue
-        statuses.append(RunnerStatus(name, True, _describe(runner)))
+        device = _reason(runner.check_device)
+        rows = []
+        for backend, check in backends.items():
+            own = _reason(partial(check, runner))
+            rows.append(BackendSupport(backend, not device and not own, own or device))
+        if device:
+            statuses.append(RunnerStatus(name, False, device, tuple(rows)))
+        elif any(row.available for row in rows):
+            statuses.append(RunnerStatus(name, True, _describe(runner), tuple(rows)))
+        else:
+            why = "; ".join(f"{row.backend}: {row.detail}" for row in rows) or "no backend given"
+            statuses.append(RunnerStatus(name, False, f"no backend can use it: {why}", tuple(rows)))
     return statuses

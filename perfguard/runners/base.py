@@ -16,7 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from perfguard.errors import BackendError, UserError
+from perfguard.errors import BackendError, RunnerUnavailable, UserError
 from perfguard.jsonfields import JsonObject
 from perfguard.runners.options import RunnerOptions
 
@@ -46,9 +46,33 @@ class Runner(ABC):
     # Untimed runs after loading, at least: device runners need more (module load, JIT, autotuning).
     min_warmup: ClassVar[int] = 1
 
-    @abstractmethod
     def check_available(self) -> None:
-        """Raise ``RunnerUnavailable`` with the reason when this machine cannot serve."""
+        """Raise ``RunnerUnavailable`` with every reason this machine cannot serve ONNX Runtime
+        sessions on this runner: the device (``check_device``) and the ORT provider
+        (``check_ort``), in one message. What a case needs depends on its backend: the stages ask
+        ``Backend.check_runner`` instead (an IREE case on ``cuda`` needs no ORT provider)."""
+        reasons = []
+        for check in (self.check_device, self.check_ort):
+            try:
+                check()
+            except RunnerUnavailable as exc:
+                reasons.append(str(exc))
+        if reasons:
+            raise RunnerUnavailable("; ".join(reasons))
+
+    def check_device(self) -> None:
+        """Raise ``RunnerUnavailable`` when the device itself is missing (driver, GPU): what every
+        backend needs. Nothing by default (the CPU is always there)."""
+
+    def check_ort(self) -> None:
+        """Raise ``RunnerUnavailable`` when ONNX Runtime cannot run sessions on this runner (its
+        execution provider is not in this onnxruntime build). Nothing by default."""
+
+    @property
+    def device_id(self) -> int | None:
+        """The device index the suite chose (``[runners.NAME] device_id``), or None for a runner
+        without devices to choose from."""
+        return None
 
     @abstractmethod
     def fingerprint(self) -> JsonObject:

@@ -16,9 +16,6 @@ class CpuRunner(Runner):
     def __init__(self, repo: Path | None = None) -> None:
         self.repo = repo
 
-    def check_available(self) -> None:
-        return None
-
     def fingerprint(self) -> JsonObject:
         data = host_fingerprint(self.repo)
         data["runner"] = self.name

@@ -251,23 +251,20 @@ class CudaRunner(Runner):
         if "device_id" in options.provider_options:
             raise UserError("[runners.cuda]: give the device as device_id, not inside options")
 
-    def check_available(self) -> None:
-        """Every reason this machine cannot serve, in one message: driver/NVML, device, provider."""
-        reasons = []
-        try:
-            self._device_handle_check()
-        except RunnerUnavailable as exc:
-            reasons.append(str(exc))
+    def check_device(self) -> None:
+        """The driver (NVML) and the GPU ``device_id``: what every backend on this runner needs."""
+        self._device_handle_check()
+
+    def check_ort(self) -> None:
+        """``CUDAExecutionProvider`` in this onnxruntime build: what ``ort`` cases need (an IREE
+        case runs through IREE's own ``cuda`` driver and does not ask for it)."""
         try:
             have = self._available_providers()
         except ImportError as exc:
-            reasons.append(f"onnxruntime is not importable ({exc})")
-        else:
-            if CUDA_PROVIDER not in have:
-                reasons.append(f"{CUDA_PROVIDER} is not in this onnxruntime build (it has {', '.join(have)}); "
-                               + GPU_EXTRA_HINT)
-        if reasons:
-            raise RunnerUnavailable("; ".join(reasons))
+            raise RunnerUnavailable(f"onnxruntime is not importable ({exc})") from None
+        if CUDA_PROVIDER not in have:
+            raise RunnerUnavailable(f"{CUDA_PROVIDER} is not in this onnxruntime build (it has {', '.join(have)}); "
+                                    + GPU_EXTRA_HINT)
 
     def _device_handle_check(self) -> None:
         nvml = self._load_nvml()

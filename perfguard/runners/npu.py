@@ -95,7 +95,9 @@ class NpuRunner(Runner):
                             "option inside options (e.g. device_type or device_id)")
         super().check_options(name, options)
 
-    def check_available(self) -> None:
+    def check_ort(self) -> None:
+        """The provider in this onnxruntime build (and, for OpenVINO, its NPU): an NPU runner is
+        an ORT provider, so this is its whole availability."""
         try:
             have = self._available_providers()
         except ImportError as exc:

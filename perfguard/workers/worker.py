@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from perfguard.atomic import write_atomic
-from perfguard.backends import get_backend
-from perfguard.backends.base import Artifact
-from perfguard.errors import BackendError, PerfguardError, first_line
+from perfguard.backends import check_case_runner, get_backend
+from perfguard.backends.base import Artifact, Backend
+from perfguard.errors import BackendError, PerfguardError, RunnerUnavailable, first_line
 from perfguard.models.inputs import InputSpec, make_feeds
 from perfguard.results.result import CorrectnessCheck
 from perfguard.runners import get_runner
@@ -240,6 +240,12 @@ def do_compile(request: CompileRequest) -> tuple[CompileResponse | None, WorkerE
         compile_time = float(np.median(compile_times))
         stage = "correctness"
         _status("correctness")
+        elsewhere = _runner_elsewhere(backend, runner)
+        if elsewhere:  # compiled here for another machine's runner (perfguard compile)
+            check = _check({"passed": True, "reason": elsewhere, "max_abs_error": None, "max_rel_error": None},
+                           tolerance, status="deferred")
+            return CompileResponse(artifact=output.artifact, trace=output.trace.to_json(), compile_time_s=compile_time,
+                                   compile_times_s=tuple(compile_times), correctness=check), None
         executable = backend.load(output.artifact, runner, request.threads)
         got = executable.run(feeds)
         compared = compare_outputs(reference, got, tolerance.rtol, tolerance.atol)
@@ -263,6 +269,18 @@ def do_compile(request: CompileRequest) -> tuple[CompileResponse | None, WorkerE
         return result, None
     except PerfguardError as exc:
         return None, WorkerError(stage, str(exc))
+
+
+def _runner_elsewhere(backend: Backend, runner: Runner) -> str:
+    """Why the artifact cannot be checked here ("" when it can): this machine cannot serve the
+    runner for the backend. Preflight refuses such a case for ``run``; only ``perfguard compile``
+    (compile here, measure there) reaches the compile with it, and ``run --artifacts`` checks the
+    artifact on the runner against the reference outputs written here."""
+    try:
+        check_case_runner(backend, runner)
+    except RunnerUnavailable as exc:
+        return f"deferred to the runner: {exc}"
+    return ""
 
 
 def load_warm(artifact: Artifact, runner: Runner, threads: int, feeds: dict[str, np.ndarray], warmup: int,
