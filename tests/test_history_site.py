@@ -289,7 +289,7 @@ def test_the_command_builds_replaces_and_refuses_in_one_line(tmp_path: Path) -> 
     out = tmp_path / "pages"
     proc = run_cli("history", "site", "--store", built.url, "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert "43 series, 20 night(s), 5 change(s), 2 confirmed regression(s)" in proc.stdout
+    assert "43 series, 20 night(s), 5 change(s), 0 alert(s) (0 open), 2 confirmed regression(s)" in proc.stdout
     (out / "stale.html").write_text("from an older build")
     again = run_cli("history", "site", "--store", built.url, "--out", str(out), "--suite", SUITE)
     assert again.returncode == 0, again.stderr

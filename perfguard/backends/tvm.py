@@ -28,7 +28,7 @@ A pipeline pins (all hashed into the case key):
 
 Why a database matters: untuned TIR is naive loops (no tiling, no parallelism), ~100x slower than
 ONNX Runtime, and every pass order measured within +-2 %: an untuned comparison measures the
-naive kernels, not the passes (COMPILER_NOTES §5). With a database every variant gets real
+naive kernels, not the passes (docs/measured.md, TVM). With a database every variant gets real
 schedules, so compare pipelines on one shared database (``tvm-tune`` tunes the union of their tasks).
 """
 
