@@ -27,7 +27,15 @@ truncated file, a manifest that does not parse) drops the entry and the compile 
 first drop is logged as a warning, all are counted. The folder stays under ``max_bytes``: after a
 store, the least recently used entries go first.
 
-Format history (``CACHE_VERSION``): 1. first format.
+The folder is the cache's only when it says so, and nothing is read through a link or without a
+bound (``perfguard.compile.cache_files``): a new or empty folder gets the marker file, any other
+folder without it is refused; eviction sees only the entries and temporary folders the cache
+names; an entry holding a link (or being one) is corrupt: the link is removed, never its target,
+and the compile runs again; a copy reads no more than the size the manifest records.
+
+Format history (``CACHE_VERSION``): 1. first format. 2. the manifest records each file's size
+(``sizes``), so a copy is bounded; the folder holds the marker ``perfguard-cache.json``. Entries
+of format 1 never hit (dropped, compiled again); a marker-less folder of format 1 is adopted.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -50,13 +59,23 @@ from pathlib import Path
 from typing import Any
 
 from perfguard import __version__
+from perfguard.compile.cache_files import (
+    CorruptEntry,
+    claim,
+    copy_bounded,
+    links_in,
+    own_entries,
+    own_temporaries,
+    read_bounded,
+    tree_bytes,
+)
 from perfguard.jsonfields import JsonDict
 from perfguard.results import utc_now
 from perfguard.units import format_bytes
 from perfguard.workers.protocol import CompileRequest, CompileResponse
 
 #: The layout of an entry (manifest, record, files); see the module docstring.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 #: What a compile worker writes and returns (``CompileResponse``, the artifact folder). Bump it
 #: when either changes in a way an older entry would not match: older entries then never hit.
 ARTIFACT_FORMAT_VERSION = 1
@@ -65,7 +84,6 @@ DEFAULT_MAX_BYTES = 5 * 10**9
 #: A temporary entry older than this is a writer that died: eviction removes it.
 STALE_TMP_S = 6 * 3600.0
 
-_CHUNK = 1 << 20
 
 
 def _canonical(value: object) -> str:
@@ -116,26 +134,33 @@ class CacheKey:
 
 @dataclass(frozen=True)
 class EntryManifest:
-    """``manifest.json`` of an entry: its key, the sha256 of each file (paths relative to the
-    entry), the artifact's path inside ``files/`` and when it was stored."""
+    """``manifest.json`` of an entry: its key, the sha256 and the size in bytes of each file
+    (paths relative to the entry), the artifact's path inside ``files/`` and when it was stored."""
 
     key: CacheKey
     files: Mapping[str, str]
+    sizes: Mapping[str, int]
     artifact: str
     created_at: str
     version: int = CACHE_VERSION
 
     def to_json(self) -> JsonDict:
         return {"version": self.version, "key": self.key.to_json(), "files": dict(self.files),
-                "artifact": self.artifact, "created_at": self.created_at}
+                "sizes": dict(self.sizes), "artifact": self.artifact, "created_at": self.created_at}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EntryManifest:
-        files = data["files"]
+        if data.get("version") != CACHE_VERSION:
+            raise ValueError(f"format {data.get('version')!r}, this perfguard reads {CACHE_VERSION}")
+        files, sizes = data["files"], data["sizes"]
         if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
             raise ValueError("files: not a map of sha256 by path")
-        return cls(CacheKey.from_json(data["key"]), {str(k): v for k, v in files.items()}, str(data["artifact"]),
-                   str(data["created_at"]), int(data["version"]))
+        if (not isinstance(sizes, dict) or set(sizes) != set(files)
+                or not all(type(v) is int and v >= 0 for v in sizes.values())):
+            raise ValueError("sizes: not a size in bytes for every file")
+        return cls(CacheKey.from_json(data["key"]), {str(k): v for k, v in files.items()},
+                   {str(k): int(v) for k, v in sizes.items()}, str(data["artifact"]), str(data["created_at"]),
+                   int(data["version"]))
 
 
 @dataclass(frozen=True)
@@ -154,14 +179,6 @@ class CacheStats:
     def describe(self) -> str:
         return (f"{self.hits} hit(s), {self.misses} miss(es), {self.uncached} not cacheable; {self.stored} stored, "
                 f"{self.dropped} dropped (corrupt), {self.evicted} evicted")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _fsync(path: Path) -> None:
@@ -231,7 +248,9 @@ def _user_passes(passes: Sequence[str]) -> bool:
 class CompileCache:
     """The artifact cache in folder ``root``, at most ``max_bytes`` (see the module docstring).
     One object serves the threads of a job; several processes may share the folder. ``warn``
-    receives one warning of each kind: the first entry dropped, the first store that failed."""
+    receives one warning of each kind: the first entry dropped, the first store that failed.
+    A folder that is not a cache (not empty, no marker), a ``lock`` that is not a file or a
+    ``tmp`` that is not a real folder is a ``UserError``."""
 
     def __init__(self, root: Path, max_bytes: int = DEFAULT_MAX_BYTES,
                  warn: Callable[[str], None] | None = None) -> None:
@@ -242,7 +261,7 @@ class CompileCache:
         self._stats = CacheStats()
         self._trees: dict[str, str | None] = {}
         self._warned: set[str] = set()  # the kinds of warning given (one each)
-        (self.root / "tmp").mkdir(parents=True, exist_ok=True)
+        claim(self.root)
 
     @property
     def stats(self) -> CacheStats:
@@ -307,24 +326,34 @@ class CompileCache:
 
     @contextmanager
     def _locked(self, mode: int) -> Iterator[None]:
-        with open(self.root / "lock", "a+b") as handle:
-            fcntl.flock(handle.fileno(), mode)
+        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, mode)
             try:
                 yield
             finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
     def get(self, key: CacheKey, out_dir: Path) -> CompileResponse | None:
         """The response stored under ``key`` with its artifact folder copied into ``out_dir``
         (its artifact path there), verified file by file; None on a miss or a dropped entry."""
         entry = self._entry(key)
         with self._locked(fcntl.LOCK_SH):
-            try:
-                raw = (entry / "manifest.json").read_bytes()
-            except OSError:
+            if not os.path.lexists(entry):
                 self._count(misses=1)
                 return None
-            problem, response = self._copy_out(entry, raw, key, out_dir)
+            raw: bytes | None = None
+            try:
+                problem = links_in(entry) or ""
+                if not problem:
+                    raw = read_bounded(entry / "manifest.json", "manifest.json")
+            except CorruptEntry as exc:
+                problem = str(exc)
+            response = None
+            if not problem and raw is not None:
+                problem, response = self._copy_out(entry, raw, key, out_dir)
             if response is not None:
                 try:
                     (entry / "used").touch()
@@ -355,8 +384,9 @@ class CompileCache:
             target = out_dir / Path(name).relative_to("files")
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
-                shutil.copyfile(entry / name, target)
-                digest = _sha256(target)
+                digest = copy_bounded(entry / name, target, name, manifest.sizes[name])
+            except CorruptEntry as exc:
+                return str(exc), None
             except OSError as exc:
                 if exc.filename is not None and Path(exc.filename) == target:
                     return "", None  # this job's folder cannot be written: a miss, the entry stays
@@ -364,10 +394,12 @@ class CompileCache:
             if digest != manifest.files[name]:
                 return f"{name}: sha256 differs from the manifest", None
         try:
-            record_bytes = (entry / "record.json").read_bytes()
+            record_bytes = read_bounded(entry / "record.json", "record.json", manifest.sizes["record.json"])
             if hashlib.sha256(record_bytes).hexdigest() != manifest.files["record.json"]:
                 return "record.json: sha256 differs from the manifest", None
             response = CompileResponse.from_json(json.loads(record_bytes))
+        except CorruptEntry as exc:
+            return str(exc), None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             return f"record.json: {exc}", None
         artifact = out_dir / manifest.artifact
@@ -375,22 +407,31 @@ class CompileCache:
             return "the artifact file is not in the entry", None
         return "", replace(response, artifact=replace(response.artifact, path=str(artifact)))
 
-    def _drop(self, entry: Path, raw: bytes, problem: str) -> None:
-        """Remove a corrupt entry, unless another process replaced it since ``raw`` was read."""
+    def _drop(self, entry: Path, raw: bytes | None, problem: str) -> None:
+        """Remove a corrupt entry, unless another process replaced it since ``raw`` (its manifest;
+        None: it held a link or an unreadable manifest) was read. A link is unlinked, its target
+        untouched."""
         with self._locked(fcntl.LOCK_EX):
             try:
-                if (entry / "manifest.json").read_bytes() != raw:
+                if raw is not None and read_bounded(entry / "manifest.json", "manifest.json") != raw:
                     return
-            except OSError:
-                return
-            self._remove(entry)
+            except (CorruptEntry, OSError):
+                pass
+            for path in (entry.parent, entry):  # a linked prefix folder: the link goes, not what is behind it
+                if os.path.islink(path):
+                    os.unlink(path)
+                    break
+            else:
+                if os.path.lexists(entry):
+                    self._remove(entry)
         self._count(dropped=1)
         if self._first("dropped") and self.warn is not None:
             self.warn(f"warning: artifact cache entry {entry.name[:16]} failed verification ({problem}); "
                       "dropped, compiling again")
 
     def _remove(self, entry: Path) -> None:
-        """Rename ``entry`` out of its key's place (atomic), then delete it."""
+        """Rename ``entry`` out of its key's place (atomic), then delete it (``rmtree`` unlinks a
+        link inside, never follows it)."""
         trash = Path(tempfile.mkdtemp(prefix="gone-", dir=self.root / "tmp"))
         try:
             os.rename(entry, trash / "entry")
@@ -417,6 +458,10 @@ class CompileCache:
             return False
         try:
             stored = self._stage(staging, key, response, out_dir, relative)
+        except CorruptEntry:  # the compile's folder holds a link or a special file: not cached
+            shutil.rmtree(staging, ignore_errors=True)
+            return False
+        try:
             entry.parent.mkdir(parents=True, exist_ok=True)
             try:
                 os.rename(staging, entry)  # rename(2) refuses a non-empty target: the first writer wins
@@ -436,20 +481,21 @@ class CompileCache:
     def _stage(self, staging: Path, key: CacheKey, response: CompileResponse, out_dir: Path, relative: Path) -> int:
         """Write the entry into ``staging``; return its size in bytes."""
         files: dict[str, str] = {}
-        size = 0
-        for source in sorted(p for p in out_dir.rglob("*") if p.is_file()):
+        sizes: dict[str, int] = {}
+        for source in _regular_files(out_dir):
             name = (Path("files") / source.relative_to(out_dir)).as_posix()
             target = staging / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
+            files[name] = copy_bounded(source, target, name, source.stat().st_size)
+            sizes[name] = target.stat().st_size
             _fsync(target)
-            files[name] = _sha256(target)
-            size += target.stat().st_size
         record = json.dumps(replace(response, artifact=replace(response.artifact, path=relative.as_posix())).to_json(),
                             sort_keys=True).encode()
         (staging / "record.json").write_bytes(record)
         files["record.json"] = hashlib.sha256(record).hexdigest()
-        manifest = EntryManifest(key, files, relative.as_posix(), utc_now())
+        sizes["record.json"] = len(record)
+        size = sum(sizes.values())
+        manifest = EntryManifest(key, files, sizes, relative.as_posix(), utc_now())
         text = json.dumps(manifest.to_json(), sort_keys=True, indent=1).encode()
         (staging / "manifest.json").write_bytes(text)
         for name in ("record.json", "manifest.json"):
@@ -479,28 +525,26 @@ class CompileCache:
     def _entries(self) -> list[tuple[float, int, Path]]:
         """(last use, bytes, folder) of every entry."""
         found = []
-        for shard in self.root.iterdir():
-            if len(shard.name) != 2 or not shard.is_dir():
+        for entry in own_entries(self.root):
+            try:
+                used = os.lstat(entry / "used") if os.path.lexists(entry / "used") else os.lstat(entry)
+                size = tree_bytes(entry)
+            except OSError:  # removed meanwhile
                 continue
-            for entry in shard.iterdir():
-                try:
-                    used = (entry / "used").stat().st_mtime if (entry / "used").exists() else entry.stat().st_mtime
-                    size = sum(p.stat().st_size for p in entry.rglob("*") if p.is_file())
-                except OSError:  # removed meanwhile
-                    continue
-                found.append((used, size, entry))
+            found.append((used.st_mtime, size, entry))
         return found
 
     def evict(self, keep: Path | None = None) -> int:
         """Remove the least recently used entries until the folder holds at most ``max_bytes``
         (``keep``, the entry just stored, goes last), and temporary folders of writers that
-        died; returns how many entries went."""
+        died; returns how many entries went. Only the cache's own entries and temporary folders
+        are seen (``cache_files.own_entries``, ``own_temporaries``)."""
         removed = 0
         with self._locked(fcntl.LOCK_EX):
             now = time.time()
-            for leftover in (self.root / "tmp").iterdir():
+            for leftover in own_temporaries(self.root / "tmp"):
                 try:
-                    if now - leftover.stat().st_mtime > STALE_TMP_S:
+                    if now - os.lstat(leftover).st_mtime > STALE_TMP_S:
                         shutil.rmtree(leftover, ignore_errors=True)
                 except OSError:
                     pass
@@ -519,6 +563,21 @@ class CompileCache:
     def describe(self) -> str:
         """One line for the end of a command: the folder, what it did, its size."""
         return f"artifact cache {self.root}: {self.stats.describe()}; {format_bytes(self.size_bytes())} held"
+
+
+def _regular_files(folder: Path) -> list[Path]:
+    """The files of a compile's output folder, sorted; a ``CorruptEntry`` when it holds a link or
+    a special file (what a link points to is not the compile's to store)."""
+    found = []
+    for top, folders, names in os.walk(folder):
+        for name in folders + names:
+            path = Path(top) / name
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode) or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                raise CorruptEntry(f"{path} is a link or a special file")
+            if stat.S_ISREG(mode):
+                found.append(path)
+    return sorted(found)
 
 
 _ACTIVE: ContextVar[CompileCache | None] = ContextVar("perfguard_artifact_cache", default=None)
