@@ -83,7 +83,7 @@ def test_unknown_backend_runner_and_bad_flags_are_exit_2(write_suite):
     path = write_suite(TINY_MODELS + "[suite]\nrunners = [\"cpuu\"]\n[pipelines.p]\npasses = []\n")
     _assert_one_line_error(run_cli("validate", str(path)), "unknown runner 'cpuu'", "did you mean 'cpu'")
     proc = run_cli("run", "--workers", "0", str(path))
-    _assert_one_line_error(proc, "--workers must be >= 1")
+    _assert_one_line_error(proc, "--workers must be from 1 to 1024")
     proc = run_cli("frobnicate")
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
 

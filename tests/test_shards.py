@@ -123,9 +123,10 @@ def _sampling() -> Sampling:
 def _shard_doc(k: int, n: int, rows: list[Verdict], cases: tuple[str, ...], **info: str) -> VerdictsDocument:
     plan = family_plan(_sampling().to_json())
     corrected = control_false_discoveries(rows, plan)  # what the shard's own check decided
-    shard = ShardInfo(k, n, cases, info.get("suite", "s" * 64), info.get("settings", "t" * 64), "h" * 40, "b" * 40)
     document = VerdictsDocument.of({"kind": "base-ref", "baseline": "base", "candidate": "head"}, corrected,
                                    _sampling().to_json(), {}, [])
+    shard = ShardInfo(k, n, cases, info.get("suite", "s" * 64), info.get("settings", "t" * 64), "h" * 40, "b" * 40,
+                      part=tuple(sorted({r.case for r in rows})), rows=tuple((r.case, r.metric) for r in corrected))
     return dataclasses.replace(document, shard=shard)
 
 
@@ -369,7 +370,7 @@ def test_a_night_shard_is_checked_against_the_last_night_not_a_sibling_shard_of_
     yesterday, tonight = "a" * 40, "b" * 40
 
     def info(k: int, commit: str) -> ShardInfo:
-        return ShardInfo(k, 2, ("x",), "s" * 64, "t" * 64, commit, None)
+        return ShardInfo(k, 2, ("x", "y", "z"), "s" * 64, "t" * 64, commit, None)
 
     with Store.open(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
         def night(document, commit: str, time: str):
@@ -385,7 +386,7 @@ def test_a_night_shard_is_checked_against_the_last_night_not_a_sibling_shard_of_
         # Shard 2 of tonight skips its sibling (shard 1, tonight's commit) for yesterday's night...
         assert shard_base(store, "smoke", info(2, tonight)) == before
         # ...and a shard of another split, or of another commit, is a night like any other.
-        assert shard_base(store, "smoke", ShardInfo(2, 3, ("x",), "s" * 64, "t" * 64, tonight)) == sibling
+        assert shard_base(store, "smoke", ShardInfo(2, 3, ("x", "y", "z"), "s" * 64, "t" * 64, tonight)) == sibling
         assert shard_base(store, "smoke", info(2, "c" * 40)) == sibling
 
 

@@ -55,8 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     """--workers, --max-workers and --measure-identical (``check`` and ``nightly``)."""
-    parser.add_argument("--workers", type=int, metavar="N", help="first-look workers (suite [check] workers)")
-    parser.add_argument("--max-workers", type=int, metavar="N", help="worker budget per case ([check] max_workers)")
+    parser.add_argument("--workers", type=int, metavar="N", help="first-look workers (suite [check] workers; 1 to 1024)")
+    parser.add_argument("--max-workers", type=int, metavar="N", help="worker budget per case ([check] max_workers; up to 1024)")
     parser.add_argument("--measure-identical", action="store_true",
                         help="time both sides even where their artifacts are identical (an A/A sentinel, and "
                              "absolute history values every night; default: identical artifacts are SAME "
@@ -67,12 +67,12 @@ def check_settings(suite: Any, args: argparse.Namespace) -> Any:
     """The suite's [check] settings with --workers / --max-workers applied."""
     import dataclasses
 
+    from perfguard.cli._bounds import MAX_WORKERS, in_range
     from perfguard.errors import UserError
 
     settings = suite.check
-    if args.workers is not None:
-        if args.workers < 1:
-            raise UserError(f"--workers must be >= 1, found {args.workers}")
+    in_range(args.max_workers, "--max-workers", 1, MAX_WORKERS)
+    if in_range(args.workers, "--workers", 1, MAX_WORKERS) is not None:
         settings = dataclasses.replace(settings, workers=args.workers,
                                        max_workers=max(settings.max_workers, args.workers))
     if args.max_workers is not None:
@@ -84,24 +84,11 @@ def check_settings(suite: Any, args: argparse.Namespace) -> Any:
     return settings
 
 
-def _shard(suite: Any, cases: Any, settings: Any, args: argparse.Namespace) -> tuple[Any, Any]:
-    """The cases of ``--shard K/N`` and its ShardInfo (its base commit is set after the check);
-    ``cases`` and None without it."""
+def run(args: argparse.Namespace) -> ExitCode:
     import dataclasses
 
-    from perfguard.cli._shard import shard_spec
-    from perfguard.flows.shards import select_shard
-
-    spec = shard_spec(args)
-    if spec is None:
-        return cases, None
-    decided = {"base_ref": args.base_ref, "against_pipeline": args.against_pipeline, "baseline": args.baseline,
-               "case": args.case, "check": dataclasses.asdict(settings)}
-    return select_shard(suite, cases, spec, command="check", settings=decided)
-
-
-def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._progress import RichProgress
+    from perfguard.cli._shard import select_part
     from perfguard.flows.check import check_against_baseline, check_against_pipeline, check_against_ref
     from perfguard.results import check_writable
     from perfguard.suite import load_suite
@@ -115,7 +102,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     suite = load_suite(args.suite)
     cases = suite.select(args.case)
     settings = check_settings(suite, args)
-    cases, shard = _shard(suite, cases, settings, args)
+    decided = {"base_ref": args.base_ref, "against_pipeline": args.against_pipeline, "baseline": args.baseline,
+               "case": args.case, "check": dataclasses.asdict(settings)}
+    cases, shard = select_part(args, suite, cases, command="check", decided=decided)
     _check_outputs(args)
     explain = None
     if args.explain or args.trace_out:
@@ -141,11 +130,10 @@ def run(args: argparse.Namespace) -> ExitCode:
     finally:
         progress.stop()
     if shard is not None:
-        import dataclasses
-
         base = document.mode.get("base_commit")
+        rows = tuple((r.case, r.metric) for r in document.verdicts)  # what merge checks this shard's rows against
         document = dataclasses.replace(document, shard=dataclasses.replace(
-            shard, base_commit=base if isinstance(base, str) else None))
+            shard, base_commit=base if isinstance(base, str) else None, rows=rows))
     return _report(document, args)
 
 

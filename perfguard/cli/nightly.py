@@ -55,8 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
+    import dataclasses
+
     from perfguard.atomic import write_json_atomic
     from perfguard.cli._progress import RichProgress
+    from perfguard.cli._shard import select_part
     from perfguard.cli._verdicts import print_verdicts
     from perfguard.cli.check import check_settings
     from perfguard.cli.history import open_store
@@ -73,11 +76,16 @@ def run(args: argparse.Namespace) -> ExitCode:
             check_writable(path, option)
     progress = RichProgress(args.quiet)
     if args.bisect_only:
+        if args.shard:
+            from perfguard.errors import UserError
+
+            raise UserError("--shard K/N measures a part of the night; --bisect-only measures nothing")
         return _bisect_only(suite, cases, settings, args, progress)
     if args.follow_up:
         return _follow_up(suite, cases, settings, args, progress)
     with open_store(args.store, create=True) as store:
-        cases, shard = _shard(suite, cases, settings, store, args)
+        cases, shard = select_part(args, suite, cases, command="nightly", store=store,
+                                   decided={"case": args.case, "check": dataclasses.asdict(settings)})
         try:
             report = run_nightly(suite, cases, store, settings, progress, bisect=not args.no_bisect,
                                  recheck=not args.no_recheck, shard=shard)
@@ -99,25 +107,6 @@ def run(args: argparse.Namespace) -> ExitCode:
     if report.exit_regression:
         return ExitCode.REGRESSION
     return ExitCode.CASE_FAILED if report.failed_cases else ExitCode.OK
-
-
-def _shard(suite: Any, cases: Any, settings: Any, store: Any, args: argparse.Namespace) -> tuple[Any, Any]:
-    """The cases of ``--shard K/N`` (balanced by the store's past compile and measurement times) and
-    its ShardInfo; ``cases`` and None without it."""
-    import dataclasses
-
-    from perfguard.cli._shard import shard_spec
-    from perfguard.errors import UserError
-    from perfguard.flows.shards import head_commit, select_shard
-
-    spec = shard_spec(args)
-    if spec is None:
-        return cases, None
-    if args.bisect_only or args.follow_up:
-        raise UserError("--shard K/N measures a part of the night; --follow-up and --bisect-only measure nothing")
-    decided = {"case": args.case, "check": dataclasses.asdict(settings)}
-    return select_shard(suite, cases, spec, command="nightly", settings=decided, store=store,
-                        exclude_commit=head_commit(suite))
 
 
 def _follow_up(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, progress: Any) -> ExitCode:

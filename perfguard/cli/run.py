@@ -9,15 +9,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perfguard.cli._cache import add_cache_arguments
 from perfguard.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from perfguard.results import CaseEntry, ResultDocument
-    from perfguard.results.shard import ShardInfo
-    from perfguard.suite import CaseSpec
 
 HELP = "compile, check and measure a suite; write a JSON result"
 
@@ -30,8 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "this glob or contains this text")
     shard_option(parser, "`perfguard merge` joins the parts' result files into the result of the whole")
     parser.add_argument("--out", metavar="FILE", help="result file (default: perfguard-results/SUITE-UTC.json)")
-    parser.add_argument("--workers", type=int, metavar="N", help="override the suite's worker process count")
-    parser.add_argument("--rounds", type=int, metavar="N", help="override the suite's rounds per worker")
+    parser.add_argument("--workers", type=int, metavar="N", help="override the suite's worker process count (1 to 1024)")
+    parser.add_argument("--rounds", type=int, metavar="N", help="override the suite's rounds per worker (1 to 1,000,000)")
     parser.add_argument("--keep-artifacts", metavar="DIR", help="keep compiled artifacts and models in DIR")
     parser.add_argument("--artifacts", metavar="DIR", help="measure artifacts compiled elsewhere by perfguard "
                         "compile (verifies them on this runner first); takes no SUITE")
@@ -39,30 +37,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _positive(value: int | None, flag: str) -> int | None:
-    from perfguard.errors import UserError
-
-    if value is not None and value < 1:
-        raise UserError(f"{flag} must be >= 1, found {value}")
-    return value
-
-
 def run(args: argparse.Namespace) -> ExitCode:
     import dataclasses
     from datetime import datetime, timezone
 
+    from perfguard.cli._bounds import MAX_ROUNDS, MAX_WORKERS, in_range
     from perfguard.cli._progress import RichProgress
+    from perfguard.cli._shard import select_part
     from perfguard.measure.job import run_suite
     from perfguard.names import safe_filename
     from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import builtin_suite_path, load_suite
 
-    workers, rounds = _positive(args.workers, "--workers"), _positive(args.rounds, "--rounds")
+    workers = in_range(args.workers, "--workers", 1, MAX_WORKERS)
+    rounds = in_range(args.rounds, "--rounds", 1, MAX_ROUNDS)
     if args.artifacts:
         return _run_artifacts(args, workers, rounds)
     suite = load_suite(args.suite or builtin_suite_path("smoke"))
     cases = suite.select(args.case)
-    cases, shard = _shard(suite, cases, args)
+    cases, shard = select_part(args, suite, cases, command="run",
+                               decided={"case": args.case, "workers": args.workers, "rounds": args.rounds})
     if workers or rounds:
         cases = [dataclasses.replace(c, measure=c.measure.overridden(workers, rounds)) for c in cases]
     out = Path(args.out) if args.out else Path("perfguard-results") / (
@@ -84,18 +78,6 @@ def run(args: argparse.Namespace) -> ExitCode:
     failed = [c for c in document.cases if not c.ok]
     print(f"result written to {out} ({summary_counts(document)})")
     return ExitCode.CASE_FAILED if failed else ExitCode.OK
-
-
-def _shard(suite: Any, cases: list[CaseSpec], args: argparse.Namespace) -> tuple[list[CaseSpec], ShardInfo | None]:
-    """The cases of ``--shard K/N`` and its ShardInfo; ``cases`` and None without it."""
-    from perfguard.cli._shard import shard_spec
-    from perfguard.flows.shards import select_shard
-
-    spec = shard_spec(args)
-    if spec is None:
-        return cases, None
-    decided = {"case": args.case, "workers": args.workers, "rounds": args.rounds}
-    return select_shard(suite, cases, spec, command="run", settings=decided)
 
 
 def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | None) -> ExitCode:

@@ -3,7 +3,10 @@
 Shards are the documents of ``run|check --shard K/N`` (their ``shard`` object, a
 :class:`perfguard.results.shard.ShardInfo`). They merge only when they are the N parts of one
 run: the same suite hash, commits, settings and case list (``ShardInfo.run_key``), every K from 1
-to N exactly once, and no case in two shards. Anything else is a ``UserError`` naming the shard.
+to N exactly once, no case in two shards, and each shard holding exactly what its ``shard`` object
+lists (format 2: ``part``, its cases; ``rows``, a check's verdict rows), so a shard whose rows were
+removed is refused rather than merged without them. Anything else is a ``UserError`` naming the
+shard. A shard of format 1 lists neither: it merges with a warning that its rows are unchecked.
 
 The verdicts of a check are merged as one family, exactly as an unsharded check decides: every
 row is taken back to what its test said (:func:`perfguard.compare.check.uncorrected`) and
@@ -52,11 +55,38 @@ def ordered_shards(documents: Sequence[tuple[str, Doc]]) -> list[tuple[str, Doc,
         if info.k in by_k:
             raise UserError(f"shard {info.label} is given twice ({by_k[info.k]} and {path})")
         by_k[info.k] = path
-    missing = [f"{k}/{first.n}" for k in range(1, first.n + 1) if k not in by_k]
-    if missing:
-        raise UserError(f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+    if len(by_k) < first.n:  # n is bounded (ShardInfo.from_json); the message names five at most
+        missing = [f"{k}/{first.n}" for k in range(1, first.n + 1) if k not in by_k]
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise UserError(f"shard{'s' if len(missing) > 1 else ''} {shown} "
                         f"{'are' if len(missing) > 1 else 'is'} missing (give all {first.n} shard documents)")
     return sorted(found, key=lambda item: item[2].k)
+
+
+def _holds_its_part(path: str, info: ShardInfo, cases: Sequence[str] | None,
+                    rows: Sequence[tuple[str, str]] | None) -> str:
+    """Refuses a shard whose cases (``cases``: the ids a run's results hold) or verdict rows
+    (``rows``: a check's, the rows merge decides from) differ from what its ``shard`` object lists;
+    a warning (or "") for a format-1 shard, which lists none."""
+    if info.part is None:
+        return (f"{path}: shard {info.label} was written by an older perfguard (shard format 1) and does not list "
+                "its cases: its rows cannot be checked")
+    lost = sorted(set(info.part) - set(cases)) if cases is not None else []
+    extra = sorted(set(cases) - set(info.part)) if cases is not None else []
+    if extra or lost:
+        what = f"no result of case {lost[0]}" if lost else f"case {extra[0]}, which is not its part"
+        raise UserError(f"{path}: shard {info.label} holds {what} ({len(lost)} missing, {len(extra)} extra); "
+                        "merge the documents as `check|run --shard` wrote them")
+    if rows is not None:
+        if info.rows is None:
+            raise UserError(f"{path}: shard {info.label} does not list its verdict rows (shard format 2 written "
+                            "without 'rows'); merge the documents as `check --shard` wrote them")
+        if sorted(rows) != sorted(info.rows):
+            missing = sorted(set(info.rows) - set(rows))
+            said = f"its row {missing[0][0]} {missing[0][1]} is missing" if missing else "its rows differ from the list"
+            raise UserError(f"{path}: shard {info.label}: {said} ({len(rows)} rows, {len(info.rows)} listed); "
+                            "merge the documents as `check --shard` wrote them")
+    return ""
 
 
 def _disjoint(cases_by_shard: Sequence[tuple[str, Sequence[str]]], whole: Sequence[str]) -> None:
@@ -78,12 +108,13 @@ def merge_results(shards: Sequence[tuple[str, ResultDocument]]) -> tuple[ResultD
     between shards: the first shard's is kept): the cases in the order of the whole."""
     ordered = ordered_shards(shards)
     info = ordered[0][2]
+    unchecked = [_holds_its_part(p, i, [c.id for c in d.cases], None) for p, d, i in ordered]
     _disjoint([(i.label, [c.id for c in d.cases]) for _, d, i in ordered], info.cases)
     merged = concatenated([d for _, d, _ in ordered], info.cases)
     missing = sorted(set(info.cases) - {c.id for c in merged.cases})
     if missing:
         raise UserError(f"the shards hold no result of {len(missing)} case(s) of the run: {', '.join(missing[:5])}")
-    return merged, _environment_warnings([(i.label, d) for _, d, i in ordered])
+    return merged, [w for w in unchecked if w] + _environment_warnings([(i.label, d) for _, d, i in ordered])
 
 
 def concatenated(documents: Sequence[ResultDocument], order: Sequence[str]) -> ResultDocument:
@@ -142,6 +173,7 @@ def merge_verdicts(shards: Sequence[tuple[str, VerdictsDocument]]) -> tuple[Verd
     kinds = {d.kind for _, d, _ in ordered}
     if len(kinds) > 1:
         raise UserError(f"the shards are of different kinds of check ({', '.join(sorted(kinds))})")
+    unchecked = [_holds_its_part(p, i, None, [(r.case, r.metric) for r in d.verdicts]) for p, d, i in ordered]
     _disjoint([(i.label, sorted({r.case for r in d.verdicts})) for _, d, i in ordered], info.cases)
     rank = {case: i for i, case in enumerate(info.cases)}
     rows = sorted(((r, k) for _, d, i in ordered for k, r in enumerate(d.verdicts)),
@@ -154,7 +186,7 @@ def merge_verdicts(shards: Sequence[tuple[str, VerdictsDocument]]) -> tuple[Verd
     for label in labels:
         parts = [d.results[label] for _, d, _ in ordered if label in d.results]
         results[label] = concatenated(parts, info.cases)
-    warnings: list[str] = []
+    warnings = [w for w in unchecked if w]
     for _, d, _ in ordered:
         warnings += [w for w in d.warnings if w not in warnings]
     for label in labels:

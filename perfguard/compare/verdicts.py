@@ -87,6 +87,9 @@ class Verdict:
         decision = f.string(data, "decision", kind)
         if decision not in ("same", "different", "unknown", "failed"):
             raise f.wrong_type(kind, "decision", "same, different, unknown or failed", decision)
+        adjusted = f.opt_finite(data, "bh_adjusted_p", kind)
+        if adjusted is not None and not 0 <= adjusted <= 1:
+            raise f.wrong_type(kind, "bh_adjusted_p", "from 0 to 1", adjusted)
         try:
             comparison = Comparison.from_json(_checked_comparison(f.obj(data, "comparison", kind)))
         except TypeError as exc:
@@ -96,7 +99,7 @@ class Verdict:
                    f.string(data, "candidate", kind), f.boolean(data, "paired", kind), comparison,
                    "same" if decision == "same" else "different" if decision == "different"
                    else "unknown" if decision == "unknown" else "failed",
-                   f.string(data, "direction", kind), f.opt_finite(data, "bh_adjusted_p", kind),
+                   f.string(data, "direction", kind), adjusted,
                    f.boolean(data, "gated", kind) if "gated" in data else True)
 
 

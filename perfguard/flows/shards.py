@@ -152,7 +152,7 @@ def select_shard(suite: Suite, cases: list[CaseSpec], spec: ShardSpec, *, comman
                         f"{len({(c.model.name, c.runner) for c in cases})} measurement group(s) over {spec.n} shards); "
                         "use fewer shards")
     info = ShardInfo(spec.k, spec.n, tuple(c.id for c in cases), suite.sha256, settings_sha256(command, settings),
-                     head_commit(suite), base_commit, source)
+                     head_commit(suite), base_commit, source, part=tuple(c.id for c in mine))
     return mine, info
 
 
