@@ -18,12 +18,19 @@
 #
 # The machine must have what the GPU machine lists: numpy, onnx, onnxruntime, scipy, rich, jinja2,
 # psutil, nvidia-ml-py. Environment: PYTHON (default .venv/bin/python, else python3).
+#
+# OUT is relative to the directory the script is called from, and appears whole or not at all: the
+# bundle is built in a temporary folder beside OUT (.OUT.partial.XXXXXX) and renamed into place at
+# the end, so a failed build leaves nothing behind and the next try is not refused.
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
 RUNNER=cuda
 if [[ "${1:-}" == "--cpu" ]]; then RUNNER=cpu; shift; fi
 OUT="${1:?usage: benchmarks/device_bundle.sh [--cpu] OUT}"
+# Resolved before the cd below: a relative OUT is where the user meant, not under the repository.
+case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
+OUT="${OUT%/}"
+cd "$(dirname "$0")/.."
 if [[ -z "${PYTHON:-}" ]]; then
   if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
@@ -31,9 +38,12 @@ if [[ -e "$OUT" ]] && [[ -n "$(ls -A "$OUT")" ]]; then
   echo "device_bundle: $OUT exists and is not empty; choose a new folder" >&2
   exit 2
 fi
+mkdir -p "$(dirname "$OUT")"
+FINAL="$OUT"
+OUT="$(mktemp -d "$(dirname "$FINAL")/.$(basename "$FINAL").partial.XXXXXX")"
 mkdir -p "$OUT/wheels" "$OUT/artifacts"
 WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+trap 'rm -rf "$WORK" "$OUT"' EXIT
 
 echo "== wheels"
 "$PYTHON" -m pip wheel -q --no-deps -w "$OUT/wheels" .
@@ -158,4 +168,7 @@ exit "$status"
 EOF
 chmod +x "$OUT/run.sh"
 echo "$RUNNER" > "$OUT/RUNNER"
-du -sh "$OUT"
+chmod 755 "$OUT"   # mktemp made it 700
+# rename(2) replaces an empty folder (one the user made for it) and refuses a non-empty one.
+mv -T "$OUT" "$FINAL"
+du -sh "$FINAL"

@@ -1,7 +1,10 @@
 """The runner bundle (`benchmarks/device_bundle.sh --cpu`): built here, then its run.sh measures the
 artifacts in a clean virtual environment that holds only the bundle's wheels and the packages the
 GPU machine lists (numpy, onnx, onnxruntime, scipy, rich, jinja2, psutil, nvidia-ml-py). The cpu
-runner stands in for the GPU: the same script with --cpu builds wheels for this machine's Python."""
+runner stands in for the GPU: the same script with --cpu builds wheels for this machine's Python.
+The bundle is called with a relative OUT from another folder: it lands there, not in the repository.
+A build that fails (here at its first step: PYTHON=false, seconds) leaves no partial folder, so the
+retry is not refused."""
 
 from __future__ import annotations
 
@@ -17,7 +20,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 GPU_MACHINE_PACKAGES = ("numpy", "onnx", "onnxruntime", "scipy", "rich", "jinja2", "psutil", "nvidia-ml-py")
 
-pytestmark = pytest.mark.slow
 
 
 def _pinned(package: str) -> str:
@@ -42,11 +44,24 @@ def gpu_machine_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
+def test_a_failed_build_leaves_nothing_and_the_retry_is_not_refused(tmp_path: Path):
+    env = {**os.environ, "PYTHON": "false"}  # the first step (pip wheel) fails at once
+    for _ in range(2):
+        build = subprocess.run(["bash", str(REPO / "benchmarks" / "device_bundle.sh"), "--cpu", "relout"], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=60, env=env)
+        assert build.returncode != 0 and "exists and is not empty" not in build.stderr, build.stderr
+        assert list(tmp_path.iterdir()) == []  # neither relout nor its temporary folder
+    assert not (REPO / "relout").exists() and not (REPO / "benchmarks" / "relout").exists()
+
+
+@pytest.mark.slow
 def test_bundle_run_sh_measures_in_a_clean_venv(gpu_machine_venv: Path, tmp_path: Path):
     bundle = tmp_path / "bundle"
-    build = subprocess.run(["bash", str(REPO / "benchmarks" / "device_bundle.sh"), "--cpu", str(bundle)], cwd=REPO,
+    build = subprocess.run(["bash", str(REPO / "benchmarks" / "device_bundle.sh"), "--cpu", "bundle"], cwd=tmp_path,
                            capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, build.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]  # a relative OUT lands where it was called
+    assert not (REPO / "bundle").exists()
     size = sum(f.stat().st_size for f in bundle.rglob("*") if f.is_file())
     assert size < 60 << 20
     wheels = {w.name.split("-")[0].lower() for w in (bundle / "wheels").glob("*.whl")}
