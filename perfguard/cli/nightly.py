@@ -7,13 +7,20 @@ commit that fixed it).
   perfguard nightly SUITE [--store URL] [--summary FILE] [--json PATH] [--no-bisect]
 
 The first night of a suite in a store measures the working tree and starts the chain. Exit codes:
-0 nothing new; 1 a new confirmed regression; 2 bad input or a bad store; 4 some cases failed.
+0 nothing new (also: tonight's commit already has a night on tonight's runner class, so nothing is
+measured: one night per suite, runner class and commit); 1 a new confirmed regression; 2 bad input
+or a bad store; 4 some cases failed.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfguard.history.store import Store
+    from perfguard.results.shard import ShardInfo
+    from perfguard.suite import CaseSpec, Suite
 
 from perfguard.cli._cache import add_cache_arguments
 from perfguard.exit_codes import ExitCode
@@ -86,6 +93,14 @@ def run(args: argparse.Namespace) -> ExitCode:
     with open_store(args.store, create=True) as store:
         cases, shard = select_part(args, suite, cases, command="nightly", store=store,
                                    decided={"case": args.case, "check": dataclasses.asdict(settings)})
+        repeat = _repeated_night(store, suite, cases, shard)
+        if repeat is not None:
+            progress.stop()
+            print(repeat)
+            if args.summary:
+                with open(args.summary, "a", encoding="utf-8") as handle:  # appended, as $GITHUB_STEP_SUMMARY is
+                    handle.write(repeat + "\n")
+            return ExitCode.OK
         try:
             report = run_nightly(suite, cases, store, settings, progress, bisect=not args.no_bisect,
                                  recheck=not args.no_recheck, shard=shard)
@@ -107,6 +122,22 @@ def run(args: argparse.Namespace) -> ExitCode:
     if report.exit_regression:
         return ExitCode.REGRESSION
     return ExitCode.CASE_FAILED if report.failed_cases else ExitCode.OK
+
+
+def _repeated_night(store: Store, suite: Suite, cases: list[CaseSpec], shard: ShardInfo | None) -> str | None:
+    """The line that says tonight repeats a recorded night (one per suite, runner class and
+    commit: ``perfguard.flows.nightly_once``), or None."""
+    from perfguard.flows.nightly_once import recorded_night
+    from perfguard.flows.shards import head_commit
+    from perfguard.names import visible
+
+    commit = head_commit(suite)
+    night = recorded_night(store, suite, cases, commit, shard) if commit else None
+    if night is None:
+        return None
+    return (f"nightly: {visible(suite.name)} already has a night at commit {night.commit[:10]} (night {night.id}, "
+            f"{night.time}{', broken' if night.broken else ''}) on tonight's runner class; one night per suite, "
+            "runner class and commit: nothing measured")
 
 
 def _follow_up(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, progress: Any) -> ExitCode:

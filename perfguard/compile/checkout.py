@@ -5,12 +5,21 @@ in the same job as the working tree. The suite's ``[compiler]`` table says where
 repository is (``repo``), which folder inside it goes on ``sys.path`` for user passes (``path``)
 and how to build it (``build``, a shell command run in the checkout's root). A checkout at a ref is
 a detached git worktree in a temporary folder, removed afterwards.
+
+A process killed outright (``kill -9``, the OOM killer) runs no ``finally``: its worktree stays
+registered in the compiler's repository. Each temporary folder therefore carries a marker
+(:data:`WORKTREE_MARKER`: the process that made it and that process's start time), and
+:func:`prune_stale_worktrees` removes the worktrees whose folder has the marker of a process that
+is gone, then runs ``git worktree prune``. A worktree without the marker (a user's) is never
+touched.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -33,6 +42,8 @@ __all__ = ["BuildError", "CompilerCheckout", "checkout_at", "compiler_repo_root"
            "working_tree"]
 
 BUILD_TIMEOUT = 1800.0
+#: The file in a checkout's temporary folder that says perfguard made it, and which process.
+WORKTREE_MARKER = "perfguard-worktree.json"
 
 
 @dataclass(frozen=True)
@@ -146,6 +157,7 @@ def checkout_at(suite: Suite, ref: str, label: str | None = None) -> Iterator[Co
     folder = Path(tempfile.mkdtemp(prefix=f"perfguard-{sha[:8]}-"))
     target = folder / "tree"
     try:
+        (folder / WORKTREE_MARKER).write_text(json.dumps(_owner(os.getpid())))
         repo.git.worktree("add", "--detach", str(target), sha)
     except Exception as exc:
         shutil.rmtree(folder, ignore_errors=True)
@@ -171,6 +183,60 @@ def checkout_at(suite: Suite, ref: str, label: str | None = None) -> Iterator[Co
             repo.git.worktree("prune")
         except Exception:
             pass
+
+
+def _owner(pid: int) -> dict[str, float]:
+    """The process ``pid`` as the marker records it: its id and start time (a reused id is another
+    process)."""
+    import psutil
+
+    try:
+        return {"pid": pid, "started": psutil.Process(pid).create_time()}
+    except psutil.Error:
+        return {"pid": pid, "started": -1.0}
+
+
+def _gone(marker: Path) -> bool:
+    """Whether the process named by a worktree marker has ended (an unreadable marker: not ours to
+    judge, kept)."""
+    try:
+        recorded = json.loads(marker.read_text())
+        pid, started = int(recorded["pid"]), float(recorded["started"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return _owner(pid)["started"] != started
+
+
+def prune_stale_worktrees(root: Path) -> int:
+    """Remove the worktrees of the repository at ``root`` that perfguard made for a process that
+    has ended (the marker in their folder), then ``git worktree prune``; how many were removed.
+    Failures leave things as they were: cleaning up must never stop a night."""
+    removed = 0
+    for line in _git_quiet(root, "worktree", "list", "--porcelain").splitlines():
+        if not line.startswith("worktree "):
+            continue
+        tree = Path(line[len("worktree "):])
+        folder, marker = tree.parent, tree.parent / WORKTREE_MARKER
+        try:
+            own = (folder.name.startswith("perfguard-") and tree.name == "tree"
+                   and stat.S_ISREG(os.lstat(marker).st_mode) and not os.path.islink(folder))
+        except OSError:
+            continue
+        if own and _gone(marker):
+            _git_quiet(root, "worktree", "remove", "--force", str(tree))
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    _git_quiet(root, "worktree", "prune")
+    return removed
+
+
+def _git_quiet(root: Path, *args: str) -> str:
+    """git's stdout, or "" when it fails or hangs."""
+    try:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False,
+                              stdin=subprocess.DEVNULL, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
 
 
 def pipelines_at(suite: Suite, base: CompilerCheckout, progress: Progress) -> dict[str, PipelineSpec]:

@@ -130,7 +130,10 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
     ``shard`` (``nightly --shard K/N``): measure and store this part only, recorded as a night of
     its own; the follow-up job detects, confirms and bisects over the store (``follow_up`` in
     ``perfguard.flows.nightly_shards``)."""
+    from perfguard.flows.nightly_once import prune_killed_checkouts
+
     head_sha, head_subject = _head_commit(suite)
+    prune_killed_checkouts(suite, progress)
     previous = store.last_night(suite.name, good=True)  # a broken night is no base
     if shard is not None:  # tonight's other shards may have recorded their nights already
         from perfguard.flows.shards import shard_base
