@@ -4,12 +4,18 @@ stderr. Nothing here asserts (the tests do); the table is for a reviewer and the
 
     .venv/bin/python benchmarks/hostile_probes.py [--quick]
 
-``--quick`` skips the probes that compile and measure (run, SIGTERM)."""
+``--quick`` skips the probes that compile and measure (run, SIGTERM, the cache's linked entry, a
+repeated night).
+
+The second round's probes (issue 32: the artifact cache, shards and merge, the runner bundle, the
+nightly) run each command under a 1 GiB address-space limit (``RLIMIT_AS`` in the child), so a
+probe that would exhaust memory ends in a MemoryError, never in the machine's OOM killer."""
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -47,9 +53,16 @@ def suite(folder: Path, model: str = "r", pipeline: str = "p", min_time: str = "
     return path
 
 
-def perfguard(*args: str, cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
+MEMORY_CAP = 1 << 30  # bytes of address space a second-round probe may take
+
+
+def _capped() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+def perfguard(*args: str, cwd: Path, env: dict[str, str] | None = None, capped: bool = False) -> tuple[int, str]:
     proc = subprocess.run([*PERFGUARD, *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=600)
+                          env={**os.environ, **(env or {})}, timeout=600, preexec_fn=_capped if capped else None)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     first = (lines[0] if proc.returncode else lines[-1]) if lines else "(no stderr)"
     if "Traceback" in proc.stderr:
@@ -132,11 +145,142 @@ def probes(quick: bool):
     shutil.rmtree(scratch, ignore_errors=True)
 
 
+# --- second round (issue 32): the artifact cache, shards and merge, the bundle, the nightly ---------
+
+
+def _old_files(folder: Path, size: int) -> Path:
+    folder.mkdir(parents=True)
+    for n in range(3):
+        (folder / f"f{n}.bin").write_bytes(b"x" * size)
+    old = time.time() - 86_400
+    for path in [folder, *folder.iterdir()]:
+        os.utime(path, (old, old))
+    return folder
+
+
+def _kept(*folders: Path) -> str:
+    return "; ".join(f"{p.name}: {'kept' if p.is_dir() and len(list(p.iterdir())) == 3 else 'DELETED'}"
+                     for p in folders)
+
+
+def cache_probes(scratch: Path, quick: bool):
+    """Issue 32, items 1 and 2: a project folder as the cache, a ``tmp`` link, a ``lock`` folder,
+    and (not --quick) an entry's artifact replaced by a link to /dev/zero."""
+    proj = scratch / "proj"
+    customers, notes = _old_files(proj / "db" / "customers", 1_000_000), _old_files(proj / "tmp" / "notes", 1000)
+    (scratch / "c0").mkdir()
+    code, line = perfguard("run", str(suite(scratch / "c0")), "--artifact-cache", str(proj), "--cache-max", "1MB",
+                           cwd=scratch, capped=True)
+    yield "cache: --artifact-cache proj (user data)", (code, f"{line}; {_kept(customers, notes)}")
+    linked = scratch / "linked"
+    linked.mkdir()
+    (linked / "perfguard-cache.json").write_text("{}")  # a cache already: the link itself is the probe
+    elsewhere = _old_files(scratch / "elsewhere", 1000)
+    (linked / "tmp").symlink_to(elsewhere)
+    code, line = perfguard("run", "suite.toml", "--artifact-cache", str(linked), cwd=scratch, capped=True)
+    yield "cache: DIR/tmp a link to old files", (code, f"{line}; {_kept(elsewhere)}")
+    locked = scratch / "locked"
+    (locked / "lock").mkdir(parents=True)
+    (locked / "perfguard-cache.json").write_text("{}")
+    yield "cache: DIR/lock a folder", perfguard("run", "suite.toml", "--artifact-cache", str(locked), cwd=scratch,
+                                                capped=True)
+    if quick:
+        return
+    folder = scratch / "c1"
+    folder.mkdir()
+    path = suite(folder)
+    cache = folder / "cache"
+    perfguard("run", str(path), "--out", str(folder / "a.json"), "--artifact-cache", str(cache), cwd=folder)
+    for artifact in cache.glob("??/*/files/*.onnx"):
+        artifact.unlink()
+        artifact.symlink_to("/dev/zero")
+    proc = subprocess.run([*PERFGUARD, "run", str(path), "--out", str(folder / "b.json"), "--artifact-cache",
+                           str(cache)], cwd=folder, capture_output=True, text=True, timeout=600, preexec_fn=_capped)
+    said = next((x for x in proc.stderr.splitlines() if "failed verification" in x), "(no warning)")
+    yield "cache: entry's artifact -> /dev/zero", (proc.returncode, said)
+
+
+def _shard_document(name: str, drop_row: bool = False, n: int = 1, adjusted: float | None = None) -> dict:
+    """The golden verdicts document as shard 1 of ``n`` (shard format 2), optionally tampered."""
+    data = json.loads((ROOT / "tests" / "golden" / "v1" / name).read_text())
+    ids = [c["id"] for c in data["results"]["head"]["cases"]]
+    data["shard"] = {"version": 2, "k": 1, "n": n, "cases": ids, "part": ids, "suite_sha256": "s" * 64,
+                     "settings_sha256": "t" * 64, "head_commit": None, "base_commit": None, "costs": "static",
+                     "rows": [[v["case"], v["metric"]] for v in data["verdicts"]]}
+    if drop_row:
+        data["verdicts"] = data["verdicts"][1:]
+    if adjusted is not None:
+        data["verdicts"][0]["bh_adjusted_p"] = adjusted
+    return data
+
+
+def shard_probes(scratch: Path):
+    """Issue 32, items 3 and 10: hostile --shard values, shard documents that claim a billion shards,
+    lost their rows or hold a p-value of 7.5."""
+    folder = scratch / "sh"
+    folder.mkdir()
+    path = suite(folder)
+    for shard in ("1/100000000", "1/99999999999999999999999", "99999999999999999999/3"):
+        yield f"run --shard {shard[:24]}", perfguard("run", str(path), "--shard", shard, "--out",
+                                                      str(folder / "o.json"), cwd=folder, capped=True)
+    yield "run --workers 99999999999999999999", perfguard("run", str(path), "--workers", "99999999999999999999",
+                                                         cwd=folder, capped=True)
+    for name, document in (("merge: shard claiming n = 10**9", _shard_document("verdicts-pipeline.json", n=10**9)),
+                           ("merge: a verdict row removed", _shard_document("verdicts-pipeline.json", drop_row=True)),
+                           ("merge: bh_adjusted_p = 7.5", _shard_document("verdicts-pipeline.json", adjusted=7.5))):
+        shard = folder / "shard.json"
+        shard.write_text(json.dumps(document))
+        yield name, perfguard("merge", str(shard), "--json", str(folder / "m.json"), cwd=folder, capped=True)
+
+
+def bundle_probe(scratch: Path):
+    """Issue 32, item 11: a relative OUT from another folder, and a failed build's leftovers."""
+    folder = scratch / "bundle"
+    folder.mkdir()
+    script = ROOT / "benchmarks" / "device_bundle.sh"
+    codes = []
+    for _ in range(2):  # PYTHON=false: the first step fails; the retry must not be refused
+        proc = subprocess.run(["bash", str(script), "--cpu", "relout"], cwd=folder, capture_output=True, text=True,
+                              env={**os.environ, "PYTHON": "false"}, timeout=120, preexec_fn=_capped)
+        codes.append(proc.returncode)
+    left = sorted(p.name for p in folder.iterdir()) + (["REPO/relout"] if (ROOT / "relout").exists() else [])
+    refused = "refused" if "not empty" in proc.stderr else "not refused"
+    yield "bundle: relative OUT, failed build twice", (codes[-1], f"retry {refused}; left behind: {left or 'nothing'}")
+
+
+def nightly_probe(scratch: Path):
+    """Issue 32, item 12: a second nightly at the same commit (a real git repository)."""
+    folder = scratch / "night"
+    folder.mkdir()
+    path = suite(folder)
+    for args in (["init", "-q", "-b", "main"], ["add", "suite.toml"],
+                 ["-c", "user.name=p", "-c", "user.email=p@p", "commit", "-qm", "suite"]):
+        subprocess.run(["git", "-C", str(folder), *args], check=True)
+    store = f"sqlite:///{folder / 'h.sqlite'}"
+    perfguard("nightly", str(path), "--store", store, "--quiet", "--no-bisect", cwd=folder)
+    proc = subprocess.run([*PERFGUARD, "nightly", str(path), "--store", store, "--quiet", "--no-bisect"], cwd=folder,
+                          capture_output=True, text=True, timeout=600, preexec_fn=_capped)
+    said = next((x for x in proc.stdout.splitlines() if "already has a night" in x), "(measured again)")
+    yield "nightly: twice at one commit", (proc.returncode, said)
+
+
+def second_round(quick: bool):
+    scratch = Path(tempfile.mkdtemp(prefix="hostile-probes-2-"))
+    try:
+        yield from cache_probes(scratch, quick)
+        yield from shard_probes(scratch)
+        yield from bundle_probe(scratch)
+        if not quick:
+            yield from nightly_probe(scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
     width = 44
     print(f"{'probe':<{width}} exit  first line of stderr")
-    for name, (code, line) in probes(quick):
+    for name, (code, line) in [*probes(quick), *second_round(quick)]:
         print(f"{name:<{width}} {code:>4}  {line[:160]}")
 
 
