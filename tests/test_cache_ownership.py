@@ -77,8 +77,13 @@ def test_eviction_leaves_strangers_in_a_cache_folder(tmp_path):
     key, entry = _store(cache, tmp_path, 1)
     foreign = entry.parent / "README"
     foreign.write_text("mine")
+    dead_writer, lookalike = root / "tmp" / "new-abcd1234", root / "tmp" / "new-notes"
+    for folder in (dead_writer, lookalike):
+        folder.mkdir()
+        os.utime(folder, (OLD, OLD))
     cache.evict()
-    assert all(p.exists() for p in strangers) and foreign.exists()
+    assert all(p.exists() for p in strangers) and foreign.exists() and lookalike.exists()
+    assert not dead_writer.exists()  # what the cache itself left when its writer died does go
     assert not entry.exists() and cache.stats.evicted == 1  # its own entry over the bound did go
 
 
@@ -98,13 +103,13 @@ def test_a_tmp_that_is_a_link_is_refused_and_never_followed(tmp_path):
 
 def test_a_tmp_turned_link_after_start_is_not_swept(tmp_path):
     elsewhere = tmp_path / "elsewhere"
-    (elsewhere / "new-abc").mkdir(parents=True)
-    os.utime(elsewhere / "new-abc", (OLD, OLD))
+    (elsewhere / "new-abcd1234").mkdir(parents=True)
+    os.utime(elsewhere / "new-abcd1234", (OLD, OLD))
     cache = CompileCache(tmp_path / "cache")
     os.rmdir(tmp_path / "cache" / "tmp")
     os.symlink(elsewhere, tmp_path / "cache" / "tmp")
     cache.evict()
-    assert (elsewhere / "new-abc").exists()
+    assert (elsewhere / "new-abcd1234").exists()
 
 
 @pytest.mark.parametrize("target", ["file", "/dev/zero"])
@@ -169,7 +174,7 @@ def test_a_cache_of_the_first_format_is_adopted(tmp_path):
     """A folder the first format wrote (no marker: lock, tmp, prefix folders of sha256 names) stays
     usable: CI caches restored from before the marker are not refused."""
     root = tmp_path / "cache"
-    (root / "tmp" / "new-x1").mkdir(parents=True)
+    (root / "tmp" / "new-abcd1234").mkdir(parents=True)
     (root / "lock").write_bytes(b"")
     (root / "ab" / ("ab" + "0" * 62)).mkdir(parents=True)
     CompileCache(root)

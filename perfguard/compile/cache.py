@@ -451,6 +451,8 @@ class CompileCache:
         except ValueError:
             return False
         entry = self._entry(key)
+        if os.path.islink(entry.parent):  # never stored through a link; the next get drops it
+            return False
         try:
             staging = Path(tempfile.mkdtemp(prefix="new-", dir=self.root / "tmp"))
         except OSError as exc:

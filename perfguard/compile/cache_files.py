@@ -37,8 +37,10 @@ from perfguard.errors import UserError
 MARKER = "perfguard-cache.json"
 MARKER_TEXT = ('{"kind": "perfguard artifact cache", "note": "perfguard deletes only the entries it '
                'recorded here; do not keep other files in this folder"}\n')
-#: The prefixes of the temporary folders the cache makes in ``tmp/`` (staging, removal).
+#: The temporary folders the cache makes in ``tmp/`` (staging, removal): ``tempfile.mkdtemp``
+#: names with these prefixes (eight characters follow).
 TMP_PREFIXES = ("new-", "gone-")
+_TMP_NAME = re.compile(r"^(?:new|gone)-[a-z0-9_]{8}$")
 #: The most a manifest is read: it names files and hashes, far below this.
 MAX_DOCUMENT_BYTES = 16 << 20
 
@@ -112,7 +114,7 @@ def _legacy_part(child: Path) -> bool:
     if not stat.S_ISDIR(found.st_mode):
         return False
     if child.name == "tmp":
-        return all(c.name.startswith(TMP_PREFIXES) for c in child.iterdir())
+        return all(_TMP_NAME.match(c.name) for c in child.iterdir())
     return bool(_PREFIX.match(child.name)) and all(_is_entry_name(child.name, c) for c in child.iterdir())
 
 
@@ -150,7 +152,7 @@ def own_temporaries(tmp: Path) -> Iterator[Path]:
         return
     for child in tmp.iterdir():
         kind = _lstat(child)
-        if child.name.startswith(TMP_PREFIXES) and kind is not None and stat.S_ISDIR(kind.st_mode):
+        if _TMP_NAME.match(child.name) and kind is not None and stat.S_ISDIR(kind.st_mode):
             yield child
 
 
