@@ -402,23 +402,36 @@ def _triage(args: argparse.Namespace) -> ExitCode:
     from perfguard.errors import UserError
     from perfguard.history.alerts import current_user
     from perfguard.history.store.alerts import check_alert_status
+    from perfguard.names import visible
 
     if args.status is None and args.note is None and args.assign is None and args.issue is None:
         raise UserError("history triage: nothing to change; give --status, --note, --assign or --issue")
-    if not args.alert.strip().isdigit():
-        raise UserError(f"history triage: an alert id is a number (`perfguard history alerts` lists them), "
-                        f"found {args.alert!r}")
+    alert_id = _alert_id(args.alert)
     if args.status is not None:
         check_alert_status(args.status)  # before the store is opened: a typo changes nothing
-    alert_id = int(args.alert)
     with open_store(args.store, create=False) as store:
         before = store.alert(alert_id)
         after = store.triage(alert_id, status=args.status, note=args.note, assignee=args.assign,
                              issue_url=args.issue, who=current_user())
     moved = f"{before.status} -> {after.status}" if before.status != after.status else after.status
-    print(f"alert {after.id}: {moved}" + (f", assigned to {after.assignee}" if after.assignee else "")
-          + (f", issue {after.issue_url}" if after.issue_url else ""))
+    # The issue URL may have come from GitHub's answer (notify records it): shown escaped, so no
+    # control character or line-start "::" (a workflow command) reaches a terminal or a CI log.
+    print(visible(f"alert {after.id}: {moved}" + (f", assigned to {after.assignee}" if after.assignee else "")
+                  + (f", issue {after.issue_url}" if after.issue_url else "")))
     return ExitCode.OK
+
+
+def _alert_id(text: str) -> int:
+    """An alert id given on the command line: ASCII digits within SQL's 64-bit integers (``²`` is a
+    digit to ``str.isdigit`` but not to ``int``; 2**63 overflows the store's column)."""
+    from perfguard.errors import UserError
+    from perfguard.jsonfields import MAX_COUNT
+
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > len(str(MAX_COUNT)) or int(digits) > MAX_COUNT:
+        raise UserError(f"history triage: an alert id is a number from 0 to {MAX_COUNT} (`perfguard history alerts` "
+                        f"lists them), found {text[:40]!r}")
+    return int(digits)
 
 
 def _prune(args: argparse.Namespace) -> ExitCode:
