@@ -464,17 +464,25 @@ def _notify(args: argparse.Namespace) -> ExitCode:
 
     from perfguard.history.github import DEFAULT_API_URL, GitHub, PlannedGitHub
     from perfguard.history.notify import notify, parse_repo, summarise
+    from perfguard.history.transport import check_url
+    from perfguard.names import visible
 
     repo = parse_repo(args.repo)
+    # Before the store is opened or anything is sent: a URL that cannot be used is bad input
+    # (exit 2), named by its host only (a webhook's path is its secret).
+    api_url = check_url(args.api_url, "--api-url") if args.api_url is not None else DEFAULT_API_URL
+    webhook = check_url(args.webhook, "--webhook") if args.webhook else None
     _check_json(args.plan)
     token = os.environ.get("GITHUB_TOKEN", "").strip()
     with open_store(args.store, create=False) as store:
         if not token:  # never fails the night: a workflow without the token still succeeds
             print("warning: notify: $GITHUB_TOKEN is not set; nothing posted")
             return ExitCode.OK
-        github = (PlannedGitHub if args.plan else GitHub)(repo, token, api_url=args.api_url or DEFAULT_API_URL)
-        outcome = notify(store, github, site_url=args.site_url, webhook=args.webhook, suite=args.suite,
-                         say=lambda line: print(github.safe(line)))
+        github = (PlannedGitHub if args.plan else GitHub)(repo, token, api_url=api_url)
+        # Lines hold GitHub's answers (issue URLs, error messages): escaped, so no control character
+        # or line-start "::" (a GitHub Actions workflow command) reaches a terminal or a CI log.
+        outcome = notify(store, github, site_url=args.site_url, webhook=webhook, suite=args.suite,
+                         say=lambda line: print(visible(github.safe(line))))
     print(summarise(outcome))
     if isinstance(github, PlannedGitHub):
         _write_json(args.plan, github.plan())
