@@ -96,10 +96,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                            "($GITHUB_TOKEN; an API error is a warning, exit 0)")
     notify.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository the issues go to")
     notify.add_argument("--api-url", metavar="URL", default=None,
-                        help="REST API root (default https://api.github.com; GitHub Enterprise: https://HOST/api/v3)")
+                        help="REST API root (default https://api.github.com; GitHub Enterprise: https://HOST/api/v3); "
+                             "http(s) only, checked before any request (exit 2)")
     notify.add_argument("--site-url", metavar="URL", help="where `history site` is published: issues link its pages")
     notify.add_argument("--webhook", metavar="URL",
-                        help="also POST each new or changed alert as JSON with a Slack-compatible `text` field")
+                        help="also POST each new or changed alert as JSON with a Slack-compatible `text` field "
+                             "(http(s) only, checked before any request: exit 2 naming its host, never its path)")
     notify.add_argument("--suite", help="only this suite's alerts")
     notify.add_argument("--plan", metavar="FILE",
                         help="read issues from the API but write the requests that would post, comment and close "

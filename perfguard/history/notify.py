@@ -20,13 +20,15 @@ closed by a person, or it was perfguard's last word.
 
 Idempotent by markers, not by the store: every issue body holds ``<!-- perfguard-alert:SUITE:ID -->``
 (the suite percent-encoded, so no name can end the comment) and every body or comment the state it
-reports, ``<!-- perfguard-state:SUITE:ID:DIGEST -->``. A run lists the label's issues first; what
-is already said is not said again, so a re-run, or a run on a store copy that lost the recorded
-issue URLs, posts nothing new.
+reports, ``<!-- perfguard-state:SUITE:ID:DIGEST -->``. An alert's issue is the one the store
+records, else one perfguard opened that carries its marker (:mod:`perfguard.history.notify_issues`:
+who counts as perfguard, and what may be read back); what is already said is not said again, so a
+re-run, or a run on a store copy that lost the recorded issue URLs, posts nothing new.
 
-Never fails the night: a failed request (HTTP error, unreachable, timeout, not JSON) is a warning
-line, and the command still exits 0. The token (``$GITHUB_TOKEN``) is sent in a header only and
-masked in every message (:mod:`perfguard.history.github`).
+Never fails the night: a failed request (HTTP error, redirect, unreachable, timeout, not JSON, too
+deep or too large) is a warning line, and the command still exits 0. Every request is bounded in
+time, size and destination by :mod:`perfguard.history.transport`. The token (``$GITHUB_TOKEN``) is
+sent in a header only and masked in every message (:mod:`perfguard.history.github`).
 
 ``--webhook URL`` POSTs every alert that got a new issue or an update this run as JSON: ``text``
 (one line, Slack-compatible), ``event`` (``new``, ``changed``, ``closed``), ``issue_url`` and
