@@ -258,6 +258,16 @@ def test_a_listing_cut_by_the_page_budget_is_a_warning_and_opens_no_duplicate(fa
     assert done.created == [] and len(fake.issues) == 251 and only_alert(store).issue_url is None
 
 
+def test_the_answers_of_a_run_are_bounded_together(fake: FakeGitHub, store: Store) -> None:  # noqa: F811
+    """Each answer under the cap, but 100 pages of them would be 1 GiB kept: the run's answers
+    share a byte budget, and its end is a warning that posts nothing."""
+    filler(fake, 250)
+    page = len(json.dumps(list(reversed(fake.issues))[:100]).encode())
+    done = notify(store, github(fake, run_bytes=page + page // 2), say=lambda _: None)
+    assert done.created == [] and len(done.warnings) == 1
+    assert f"the run's answers passed {page + page // 2} bytes" in done.warnings[0]
+
+
 # --- dedupe and who speaks for an alert -----------------------------------------------------------------
 
 def test_an_issue_whose_label_was_removed_is_still_the_alerts(fake: FakeGitHub, store: Store) -> None:  # noqa: F811

@@ -15,8 +15,10 @@ What a hostile or broken server can no longer do (issue 32):
   host name is the one step the timer cannot interrupt.)
 * **Exhaust memory.** A body is read in chunks up to :attr:`Limits.body_bytes` (10 MiB; GitHub's
   largest answer notify asks for, a page of 100 issues, is well under 1 MiB), a ``Content-Length``
-  over it refused before reading; an error body is read up to 64 KiB. Paginated listings share a
-  page budget per run (:attr:`Limits.pages`, :meth:`Session.take_page`). JSON is parsed by the
+  over it refused before reading; an error body is read up to 64 KiB. The answers of one run
+  together are read up to :attr:`Limits.run_bytes` (100 MiB: what a run keeps of its listings,
+  issue bodies, stays bounded however many pages it reads), and paginated listings share a page
+  budget per run (:attr:`Limits.pages`, :meth:`Session.take_page`). JSON is parsed by the
   documents' reader (:func:`perfguard.results.documents.parse_json`: no nesting deeper than its
   ``MAX_DEPTH``, no NaN, no integer beyond 2**63).
 
@@ -52,12 +54,13 @@ _CHUNK = 64 * 2**10
 
 @dataclass(frozen=True)
 class Limits:
-    """The bounds of one run's requests: seconds per request and per run, bytes per answer, and
-    pages of a listing (all listings of the run together)."""
+    """The bounds of one run's requests: seconds per request and per run, bytes per answer and per
+    run, and pages of a listing (all listings of the run together)."""
 
     request_s: float = 20.0
     run_s: float = 600.0
     body_bytes: int = MAX_BODY_BYTES
+    run_bytes: int = 10 * MAX_BODY_BYTES
     pages: int = 100
 
 
@@ -183,6 +186,7 @@ class Session:
         self.limits = limits or Limits()
         self._run_deadline = time.monotonic() + self.limits.run_s
         self.pages_left = self.limits.pages
+        self.bytes_left = self.limits.run_bytes
 
     def take_page(self) -> bool:
         """True, and one page fewer left, while the run's page budget lasts."""
@@ -236,7 +240,11 @@ class Session:
         opener = urllib.request.build_opener(_NoRedirect(), _WatchedHandler(watch))
         try:
             with opener.open(request, timeout=max(0.001, watch.remaining())) as response:
-                return _read(response, self.limits.body_bytes, watch)
+                raw = _read(response, min(self.limits.body_bytes, self.bytes_left), watch,
+                            refusal="" if self.bytes_left >= self.limits.body_bytes else
+                            f"the run's answers passed {self.limits.run_bytes} bytes; the rest wait for the next run")
+                self.bytes_left -= len(raw)
+                return raw
         except urllib.error.HTTPError as exc:
             raise _status_error(exc, watch) from None
         except ApiError:
@@ -248,12 +256,13 @@ class Session:
             raise ApiError(f"unreachable ({' '.join(str(reason).split())[:200] or type(reason).__name__})") from None
 
 
-def _read(response: Any, limit: int, watch: _Watch) -> bytes:
+def _read(response: Any, limit: int, watch: _Watch, *, refusal: str = "") -> bytes:
     """At most ``limit`` bytes of ``response``'s body; more is an :class:`ApiError` (nothing
-    beyond ``limit`` plus one chunk is held)."""
+    beyond ``limit`` plus one chunk is held), worded ``refusal`` when given."""
+    too_long = refusal or f"the answer is longer than {limit} bytes; at most {limit} are read"
     declared = (response.headers.get("Content-Length") or "").strip()
     if declared.isascii() and declared.isdigit() and len(declared) < 20 and int(declared) > limit:
-        raise ApiError(f"the answer is {int(declared)} bytes; at most {limit} are read")
+        raise ApiError(refusal or f"the answer is {int(declared)} bytes; at most {limit} are read")
     chunks: list[bytes] = []
     total = 0
     while True:
@@ -264,7 +273,7 @@ def _read(response: Any, limit: int, watch: _Watch) -> bytes:
             return b"".join(chunks)
         total += len(chunk)
         if total > limit:
-            raise ApiError(f"the answer is longer than {limit} bytes; at most {limit} are read")
+            raise ApiError(too_long)
         chunks.append(chunk)
 
 
