@@ -47,7 +47,7 @@ def no_control_characters(text: str) -> None:
 
 @pytest.mark.parametrize("url", [":abc", "http://[::1", "http://h:abc/x", "ftp://h/x", "file:///etc/passwd",
                                  "http:///nohost", f"http://h/services/{SECRET} x", "http://h/\x1b[31m",
-                                 "http://user:pw@h/x", "http://h/caf\u00e9"])
+                                 "http://user:pw@h/x", "http://h/caf\u00e9", "http://h:0/x", "http://h:99999/x"])
 def test_a_url_notify_cannot_use_is_named_by_its_host_only(url: str) -> None:
     assert url_problem(url) is not None
     with pytest.raises(Exception, match="--webhook: the URL at host") as refused:

@@ -85,7 +85,8 @@ def url_problem(url: str) -> str | None:
         return "holds a space or a control character (percent-encode it)"
     try:
         parts = urlsplit(url)
-        port = parts.port  # ValueError: ":abc", a port over 65535
+        if parts.port is not None and parts.port == 0:  # reading .port raises for ":abc" or one over 65535
+            return "names port 0"
     except ValueError:
         return "is not a URL (a malformed host or port)"
     if parts.scheme.lower() not in ("http", "https"):
@@ -94,7 +95,6 @@ def url_problem(url: str) -> str | None:
         return "names no host"
     if parts.username is not None or parts.password is not None:
         return "holds credentials; the token is read from $GITHUB_TOKEN"
-    del port
     return None
 
 
