@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -220,6 +221,44 @@ def test_a_dripping_server_cannot_hold_a_request_past_its_deadline(fake: FakeGit
     with pytest.raises(Exception, match="no whole answer within 2 s"):
         github(fake, request_s=2.0).issue(1)
     assert time.monotonic() - start < 30
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_the_deadline_holds_over_https(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitHub is HTTPS: the timer shuts the TLS connection's socket too. A local TLS server with a
+    self-signed certificate, trusted through ``SSL_CERT_FILE``, drips its body."""
+    import ssl
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   capture_output=True, check=True, timeout=60)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    drip = dripping("body")
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            drip(self, "GET")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        start = time.monotonic()
+        with pytest.raises(Exception, match="no whole answer within 2 s"):
+            Session(Limits(request_s=2.0)).send("GET", f"https://127.0.0.1:{server.server_address[1]}/x", None, {})
+        assert time.monotonic() - start < 30
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_the_run_has_one_deadline_for_all_its_requests(fake: FakeGitHub, store: Store) -> None:  # noqa: F811
