@@ -1,8 +1,9 @@
 """A small client of GitHub's REST API (github.com or GitHub Enterprise), over urllib.
 
-Only what ``perfguard history notify`` uses: list a label's issues, read one issue and its
-comments, create an issue, comment, close, the pull requests of a commit; a ``POST`` of JSON to any URL (a webhook). No third
-party client: five endpoints do not justify a dependency, and urllib ships with Python.
+Only what ``perfguard history notify`` uses: the token's user, list the issues of a label or an
+author, read one issue and its comments, create an issue, comment, close, the pull requests of a
+commit (the webhook's ``POST`` is :func:`perfguard.history.transport.post_json`). No third party
+client: a few endpoints do not justify a dependency, and urllib ships with Python.
 
 Every failure of a request (an HTTP error status, a redirect, a refused connection, a timeout, a
 body that is not JSON or too large, an answer of the wrong shape) is one :class:`ApiError` whose
