@@ -275,12 +275,212 @@ def second_round(quick: bool):
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
+# --- issue 32, second round: notify, triage, TVM pass strings (items 3 (notify) to 9) -------------------
+
+NOTIFY_SECRET = "S3CRETwebhookPath"
+
+
+class _HostileGitHub:
+    """A local HTTP server that fakes GitHub's REST API as a hostile or broken host would answer
+    it (``mode``): ``deep`` (JSON nested 100,000 deep, ``status`` 200 or 500), ``huge`` (pages of
+    300 MB, no Content-Length), ``redirect`` (every answer a 302 to another host), ``drip`` (a byte
+    every 5 s), ``ansi`` (a created issue's html_url holds ANSI escapes and ``\\n::warning::``),
+    ``fine`` (an empty repository that opens issues). ``GET /user`` is 403, as for Actions' token."""
+
+    def __init__(self, mode: str, status: int = 200) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        fake = self
+        self.mode, self.status, self.requests = mode, status, 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _send(self, status: int, raw: bytes, length: bool = True) -> None:
+                self.send_response(status)
+                if length:
+                    self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                try:
+                    self.wfile.write(raw)
+                except OSError:
+                    pass
+
+            def _handle(self) -> None:
+                fake.requests += 1
+                if self.headers.get("Content-Length"):
+                    self.rfile.read(int(self.headers["Content-Length"]))
+                fake.answer(self)
+
+            do_GET = do_POST = do_PATCH = _handle
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, handler) -> None:
+        if self.mode == "deep":
+            return handler._send(self.status, b"[" * 100_000 + b"]" * 100_000)
+        if self.mode == "redirect":
+            handler.send_response(302)
+            handler.send_header("Location", "http://elsewhere.invalid/repos/o/n/issues/99")
+            handler.send_header("Content-Length", "0")
+            return handler.end_headers()
+        if self.mode == "drip":
+            handler.send_response(200)
+            handler.send_header("Content-Length", "100")
+            handler.end_headers()
+            try:
+                for _ in range(100):
+                    handler.wfile.write(b" ")
+                    handler.wfile.flush()
+                    time.sleep(5)
+            except OSError:
+                pass
+            return None
+        if handler.path == "/user":
+            return handler._send(403, b'{"message": "Resource not accessible by integration"}')
+        if self.mode == "huge" and "/issues?" in handler.path:
+            item = json.dumps({"number": 7, "title": "x" * 900, "body": "", "state": "open", "labels": []}).encode()
+            block = b"[" + b",".join([item] * 1000) + b","
+            handler._send(200, b"", length=False)
+            try:
+                for _ in range(300 * 2**20 // len(block)):
+                    handler.wfile.write(block)
+                handler.wfile.write(item + b"]")
+            except OSError:
+                pass
+            return None
+        if handler.command == "POST" and handler.path.endswith("/issues"):
+            url = "https://github.example/o/n/issues/1" + ("\x1b[2J\n::warning::pwned" if self.mode == "ansi" else "")
+            issue = {"number": 1, "title": "t", "body": "", "state": "open", "labels": [], "html_url": url}
+            return handler._send(201, json.dumps(issue).encode())
+        return handler._send(200, b"[]")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _alert_store(folder: Path) -> str:
+    """A SQLite store holding one open regression alert (the notify tests' three nights)."""
+    sys.path.insert(0, str(ROOT))
+    from perfguard.history.store import Store
+    from tests.test_history_site import SUITE, commit_of, night_document
+
+    url = f"sqlite:///{folder / 'history.sqlite'}"
+    with Store.open(url) as store:
+        for night in range(3):
+            done = store.ingest_json(night_document(night), source=f"night {night}")
+            store.record_night(SUITE, commit_of(night), done.document_id)
+        series = sorted(store.series(kind="ratio", metric="latency"), key=lambda s: s.key.case)[0]
+        store.upsert_change(series.id, good_commit=commit_of(1), bad_commit=commit_of(2),
+                            time="2026-03-03T03:00:00.000000Z", ratio=1.08, ci_low=1.06, ci_high=1.10,
+                            status="confirmed")
+        store.raise_alerts(SUITE)
+    return url
+
+
+CAPPED = """
+import atexit, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # 1 GiB: a failure is MemoryError, not the OOM killer
+atexit.register(lambda: print(f"peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB",
+                              file=sys.stderr))
+from perfguard.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _capped(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """A perfguard command in a child capped at 1 GiB of address space: its exit code, and its
+    peak resident memory with its last warning."""
+    proc = subprocess.run([sys.executable, "-c", CAPPED, *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, timeout=600)
+    peak = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "peak unknown"
+    warning = next((x for x in proc.stdout.splitlines() if x.startswith("warning")), proc.stderr.strip()[-160:])
+    return proc.returncode, f"{peak}; {warning}"
+
+
+def notify_probes(scratch: Path, quick: bool):
+    """The probes of issue 32's notify, triage and TVM items; each yields (name, (exit, line))."""
+    folder = scratch / "n32"
+    folder.mkdir()
+    store = _alert_store(folder)
+    env = {"GITHUB_TOKEN": "ghp_probeTokenNotReal1234", "TMPDIR": str(folder)}
+    notify = ["history", "notify", "--repo", "o/n", "--store", store]
+    for name, api in (("--api-url :abc", ":abc"), ("--api-url http://[::1", "http://[::1")):
+        yield f"notify: {name}", perfguard(*notify, "--api-url", api, cwd=folder, env=env)
+    hook = f"http://hooks.example/services/T0/B0/{NOTIFY_SECRET} x"
+    fine = _HostileGitHub("fine")
+    code, line = perfguard(*notify, "--api-url", fine.url, "--webhook", hook, cwd=folder, env=env)
+    yield "notify: --webhook with a space", (code, line.replace(NOTIFY_SECRET, "<SECRET>"))
+    yield "  requests sent before the refusal", (fine.requests, f"secret on stderr: {NOTIFY_SECRET in line}")
+    fine.close()
+    for label, server in (("JSON nested 100,000 deep (200)", _HostileGitHub("deep", 200)),
+                          ("JSON nested 100,000 deep (500)", _HostileGitHub("deep", 500)),
+                          ("a 302 to another host", _HostileGitHub("redirect"))):
+        proc = subprocess.run([*PERFGUARD, *notify, "--api-url", server.url], cwd=folder, capture_output=True,
+                              text=True, env={**os.environ, **env}, timeout=600)
+        warning = next((x for x in proc.stdout.splitlines() if x.startswith("warning")), proc.stderr.strip()[-160:])
+        yield f"notify: {label}", (proc.returncode, warning)
+        server.close()
+    huge = _HostileGitHub("huge")
+    yield "notify: 300 MB pages, 1 GiB cap", _capped([*notify, "--api-url", huge.url], folder, env)
+    huge.close()
+    ansi = _HostileGitHub("ansi")
+    proc = subprocess.run([*PERFGUARD, *notify, "--api-url", ansi.url], cwd=folder, capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=600)
+    raw = "\x1b" in proc.stdout or any(x.startswith("::") for x in proc.stdout.splitlines())
+    yield "notify: html_url with ANSI and ::warning::", (proc.returncode, f"raw control or '::' line: {raw}")
+    ansi.close()
+    proc = subprocess.run([*PERFGUARD, "history", "triage", "1", "--note", "seen", "--store", store], cwd=folder,
+                          capture_output=True, text=True, timeout=600)
+    raw = "\x1b" in proc.stdout or any(x.startswith("::") for x in proc.stdout.splitlines())
+    yield "history triage: that html_url", (proc.returncode, f"raw control or '::' line: {raw}")
+    for alert_id in ("99999999999999999999999", "9223372036854775808", "\u00b2"):
+        yield f"history triage {alert_id}", perfguard("history", "triage", alert_id, "--note", "x", "--store", store,
+                                                       cwd=folder)
+    crash = ("import sys, perfguard.history.notify as n\n"
+             "def boom(*a, **k): raise RuntimeError('exploded at ' + sys.argv[sys.argv.index('--webhook') + 1])\n"
+             "n.IssueIndex.build = boom\nfrom perfguard.cli import main\nsys.exit(main(sys.argv[1:]))")
+    fine = _HostileGitHub("fine")
+    proc = subprocess.run([sys.executable, "-c", crash, *notify, "--api-url", fine.url, "--webhook",
+                           f"{fine.url}/services/T0/B0/{NOTIFY_SECRET}"], cwd=folder, capture_output=True, text=True,
+                          env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, timeout=600)
+    leaked = [p.name for p in folder.rglob("*") if p.is_file() and NOTIFY_SECRET in p.read_text(errors="replace")]
+    yield "notify: internal error with a webhook", (proc.returncode, f"secret on stderr: {NOTIFY_SECRET in proc.stderr}; "
+                                                     f"files holding it: {leaked or 'none'}")
+    fine.close()
+    tvm = folder / "tvm"
+    tvm.mkdir()
+    for label, hostile in (("{[1]:2}", "FuseOps(fuse_opt_level={[1]:2})"), ("{[]}", "FuseOps(fuse_opt_level={[]})"),
+                           ("100,000 unary minus", "FuseOps(fuse_opt_level=" + "-" * 100_000 + "1)"),
+                           ("a call, then __import__('os')", "FuseOps(fuse_opt_level=2), __import__('os')")):
+        (tvm / "suite.toml").write_text('[suite]\nname = "p"\nbackend = "tvm"\n[models.r]\narch = "resnet"\n'
+                                         "params = { depth = 1, width = 4, image_size = 16, num_classes = 4 }\n"
+                                         f"[pipelines.p]\npasses = {json.dumps(['LegalizeOps', hostile])}\n")
+        code, line = perfguard("validate", str(tvm / "suite.toml"), cwd=tvm)
+        yield f"validate: tvm pass {label}", (code, line[:150])
+    if quick:
+        return
+    drip = _HostileGitHub("drip")
+    start = time.monotonic()
+    proc = subprocess.run([*PERFGUARD, *notify, "--api-url", drip.url], cwd=folder, capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=600)
+    warning = next((x for x in proc.stdout.splitlines() if x.startswith("warning")), "(none)")
+    yield "notify: a byte every 5 s", (proc.returncode, f"{time.monotonic() - start:.0f} s; {warning}")
+    drip.close()
+
 
 def main() -> None:
     quick = "--quick" in sys.argv
     width = 44
     print(f"{'probe':<{width}} exit  first line of stderr")
     for name, (code, line) in [*probes(quick), *second_round(quick)]:
+        print(f"{name:<{width}} {code:>4}  {line[:160]}")
+    for name, (code, line) in notify_probes(Path(tempfile.mkdtemp(prefix="hostile-probes-32-")), quick):
         print(f"{name:<{width}} {code:>4}  {line[:160]}")
 
 

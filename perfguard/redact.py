@@ -40,32 +40,45 @@ _SECRET_PARAMETER = {True: re.compile(_SECRET_NAME + r"([^&]*)"), False: re.comp
 _TOKEN_USER_SCHEMES = frozenset({"http", "https", "git+https", "git+http"})
 _MIN_ECHOED = 4
 _WHITESPACE = re.compile(r"\s")
+_PATH_START = re.compile(r"[/?#]")
 
 
-def redact_url(value: str) -> str:
+def redact_url(value: str, *, paths: bool = False) -> str:
     """``value`` (a URL, or one argument or setting that holds one, such as ``--store=URL``) with
     every credential replaced by ``***``; the URL runs to the end of ``value``. Works on a malformed
-    URL too: nothing is parsed strictly."""
-    masked, _ = _masked(value, whole=True)
+    URL too: nothing is parsed strictly. ``paths``: each URL's path, query and fragment are masked
+    too (``https://HOST/***``), for text meant for others (a bug report)."""
+    masked, _ = _masked(value, whole=True, paths=paths)
     return masked
 
 
-def redact(text: str, *, values: Iterable[str] = ()) -> str:
+def redact(text: str, *, values: Iterable[str] = (), paths: bool = False) -> str:
     """``text`` (a traceback, a message, a command line) with the credentials of every URL in it
     replaced by ``***``, and every secret of those URLs and of ``values`` (arguments or settings
     that may hold a URL, e.g. the command line and ``$PERFGUARD_STORE``) replaced wherever else it
-    appears in ``text``, raw or percent-decoded."""
-    masked, secrets = _masked(text, whole=False)
+    appears in ``text``, raw or percent-decoded. ``paths``: each URL's path, query and fragment are
+    secrets too (a webhook's path is its secret: ``hooks.slack.com/services/T…/B…/SECRET``).
+
+    The secrets of ``values`` are replaced first: a value is one URL to its end, so a path holding
+    a space is masked whole before the free text's URLs, which end at whitespace, are read."""
+    secrets: set[str] = set()
     for value in values:
-        secrets |= _masked(value, whole=True)[1]
+        secrets |= _masked(value, whole=True, paths=paths)[1]
+    masked = _replaced(text, secrets)
+    masked, found = _masked(masked, whole=False, paths=paths)
+    return _replaced(masked, found)
+
+
+def _replaced(text: str, secrets: set[str]) -> str:
     for secret in sorted((s for s in secrets if len(s) >= _MIN_ECHOED), key=len, reverse=True):
-        masked = masked.replace(secret, MASK)
-    return masked
+        text = text.replace(secret, MASK)
+    return text
 
 
-def _masked(text: str, *, whole: bool) -> tuple[str, set[str]]:
-    """``text`` with URL credentials and secret parameters masked, and the secrets found (raw and
-    percent-decoded). ``whole``: ``text`` is one value, so a URL in it runs to its end."""
+def _masked(text: str, *, whole: bool, paths: bool) -> tuple[str, set[str]]:
+    """``text`` with URL credentials and secret parameters (``paths``: also every URL's path,
+    query and fragment) masked, and the secrets found (raw and percent-decoded). ``whole``:
+    ``text`` is one value, so a URL in it runs to its end."""
     secrets: set[str] = set()
     parts: list[str] = []
     position = 0
@@ -74,15 +87,13 @@ def _masked(text: str, *, whole: bool) -> tuple[str, set[str]]:
             continue
         start = match.end()
         end = len(text) if whole else _token_end(text, start)
-        userinfo_end = text.rfind("@", start, end)
-        if userinfo_end < 0:
+        rest = _masked_rest(match.group(1).lower(), text[start:end], secrets, paths)
+        if rest is None:
             continue
-        masked_userinfo = _masked_userinfo(match.group(1).lower(), text[start:userinfo_end], secrets)
-        if masked_userinfo is None:
-            continue
+        replacement, consumed = rest
         parts.append(text[position:start])
-        parts.append(masked_userinfo)
-        position = userinfo_end
+        parts.append(replacement)
+        position = start + consumed
     parts.append(text[position:])
 
     def parameter(found: re.Match[str]) -> str:
@@ -91,6 +102,24 @@ def _masked(text: str, *, whole: bool) -> tuple[str, set[str]]:
         return f"{found.group(1)}={MASK}"
 
     return _SECRET_PARAMETER[whole].sub(parameter, "".join(parts)), secrets
+
+
+def _masked_rest(scheme: str, rest: str, secrets: set[str], paths: bool) -> tuple[str, int] | None:
+    """What follows ``scheme://`` in one URL, masked, and how many of its characters that
+    replaces; None when nothing in it is secret."""
+    userinfo_end = rest.rfind("@")
+    masked_userinfo = None if userinfo_end < 0 else _masked_userinfo(scheme, rest[:userinfo_end], secrets)
+    host_start = 0 if masked_userinfo is None else userinfo_end
+    head = "" if masked_userinfo is None else masked_userinfo
+    if not paths:
+        return None if masked_userinfo is None else (head, userinfo_end)
+    found = _PATH_START.search(rest, host_start)
+    path_start = len(rest) if found is None else found.start()
+    path = rest[path_start:].removeprefix("/")
+    if not path:
+        return None if masked_userinfo is None else (head, userinfo_end)
+    secrets.update({path, unquote(path)})
+    return f"{head}{rest[host_start:path_start]}/{MASK}", len(rest)
 
 
 def _token_end(text: str, start: int) -> int:

@@ -221,7 +221,11 @@ def test_history_alerts_and_triage_commands(seeded: tuple[str, Store], tmp_path:
 
     for args, expected in ((("99", "--status", "fixed"), "no alert 99 (alerts: 1;"),
                            (("1", "--status", "done"), "valid statuses are untriaged, acknowledged, investigating"),
-                           (("x", "--status", "fixed"), "an alert id is a number")):
+                           (("x", "--status", "fixed"), "an alert id is a number"),
+                           # issue 32: out of SQL's range, or a digit only to str.isdigit (exit 70 before)
+                           (("99999999999999999999999", "--status", "fixed"), "an alert id is a number from 0"),
+                           (("9223372036854775808", "--status", "fixed"), "an alert id is a number from 0"),
+                           (("\u00b2", "--status", "fixed"), "an alert id is a number from 0")):
         proc = run_cli("history", "triage", *args, "--store", url, cwd=tmp_path)
         assert proc.returncode == 2 and expected in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, \
             proc.stderr

@@ -35,10 +35,14 @@ SITE = "https://octo.github.io/compiler/history"
 class FakeGitHub:
     """Fakes the few endpoints of GitHub's REST API that ``perfguard history notify`` calls (list a
     label's issues, read an issue and its comments, create an issue, comment, update/close, the pull
-    requests of a commit), plus a
+    requests of a commit, the token's user), plus a
     webhook sink at ``/hook``, on 127.0.0.1 (an ``http.server`` in a thread, port 0). Issues live in
-    memory; every request is recorded (method, path, JSON body, Authorization header). ``fail``
-    makes every API request answer with that HTTP status (``"not json"``: a 200 that is not JSON)."""
+    memory and are listed newest first, as GitHub lists them; every request is recorded (method,
+    path, JSON body, Authorization header). ``fail`` makes every API request answer with that HTTP
+    status (``"not json"``: a 200 that is not JSON). ``user_login`` is the token's user: None answers
+    ``GET /user`` with 403, as GitHub does for an installation token (Actions' ``GITHUB_TOKEN``),
+    whose issues are opened as ``github-actions[bot]``. ``raw``, when set, answers a request itself
+    (a hostile server: a redirect, a drip, an endless body) and returns True when it did."""
 
     def __init__(self) -> None:
         self.issues: list[dict[str, Any]] = []
@@ -48,6 +52,8 @@ class FakeGitHub:
         self.hooks: list[Any] = []
         self.pulls: dict[str, list[dict[str, Any]]] = {}  # commit sha -> its pull requests
         self.fail: int | str | None = None
+        self.user_login: str | None = None
+        self.raw: Any = None  # Callable[[BaseHTTPRequestHandler, str], bool]
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -66,6 +72,8 @@ class FakeGitHub:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
                 fake.requests.append((method, self.path, body))
+                if fake.raw is not None and fake.raw(self, method):
+                    return None
                 if self.path == "/hook":
                     fake.hooks.append(body)
                     self.send_response(200)
@@ -107,7 +115,15 @@ class FakeGitHub:
     def writes(self) -> list[tuple[str, str, Any]]:
         return [r for r in self.requests if r[0] != "GET" and r[1] != "/hook"]
 
+    @property
+    def author(self) -> str:
+        return self.user_login or "github-actions[bot]"
+
     def route(self, method: str, url: Any, body: Any) -> tuple[int, Any]:
+        if url.path == "/user":
+            if self.user_login is None:
+                return 403, {"message": "Resource not accessible by integration"}
+            return 200, {"login": self.user_login}
         commits = f"/repos/{REPO_NAME}/commits/"
         if url.path.startswith(commits) and url.path.endswith("/pulls") and method == "GET":
             return 200, self.pulls.get(url.path[len(commits):-len("/pulls")], [])
@@ -119,13 +135,16 @@ class FakeGitHub:
             query = parse_qs(url.query)
             label = query.get("labels", [""])[0]
             page, per_page = int(query.get("page", ["1"])[0]), int(query.get("per_page", ["30"])[0])
-            found = [i for i in self.issues if label in [lb["name"] for lb in i["labels"]]]
+            creator = query.get("creator", [""])[0]
+            found = [i for i in reversed(self.issues) if (not label or label in [lb["name"] for lb in i["labels"]])
+                     and (not creator or i["user"]["login"] == creator)]
             return 200, found[(page - 1) * per_page: page * per_page]
         if not rest and method == "POST":
             number = len(self.issues) + 1
             issue = {"number": number, "title": body["title"], "body": body["body"], "state": "open",
                      "state_reason": None, "labels": [{"name": n} for n in body.get("labels", [])],
-                     "html_url": f"https://github.example/{REPO_NAME}/issues/{number}", "closed_by": None}
+                     "html_url": f"https://github.example/{REPO_NAME}/issues/{number}", "closed_by": None,
+                     "user": {"login": self.author}}
             self.issues.append(issue)
             return 201, issue
         if int(rest[0]) in self.pull_numbers():
@@ -146,7 +165,7 @@ class FakeGitHub:
         if rest[1:] == ["comments"] and method == "GET":
             return 200, self.comments.get(issue["number"], [])
         if rest[1:] == ["comments"] and method == "POST":
-            comment = {"id": len(self.requests), "body": body["body"]}
+            comment = {"id": len(self.requests), "body": body["body"], "user": {"login": self.author}}
             self.comments.setdefault(issue["number"], []).append(comment)
             return 201, comment
         return 404, {"message": "Not Found"}
@@ -352,7 +371,7 @@ def test_a_plan_records_the_writes_for_a_job_that_runs_no_perfguard(fake: FakeGi
                                                                     tmp_path: Path) -> None:
     """``--plan``: issues are read, nothing is written; the workflow's posting job sends the plan
     with ``gh api`` (done here with urllib); the next plan is empty and links the issue."""
-    from perfguard.history.github import request_json
+    from perfguard.history.transport import Session
 
     plan = tmp_path / "plan.json"
     proc = run_notify(fake, store, monkeypatch, "--plan", str(plan))
@@ -363,7 +382,7 @@ def test_a_plan_records_the_writes_for_a_job_that_runs_no_perfguard(fake: FakeGi
     (create,) = document["requests"]
     assert create["method"] == "POST" and create["path"] == f"repos/{REPO_NAME}/issues"
     for request in document["requests"]:
-        request_json(request["method"], f"{fake.url}/{request['path']}", request["body"], {}, 10)
+        Session().json(request["method"], f"{fake.url}/{request['path']}", request["body"], {})
     proc = run_notify(fake, store, monkeypatch, "--plan", str(plan))
     assert proc.returncode == 0 and json.loads(plan.read_text())["requests"] == []
     assert only_alert(store).issue_url == fake.issues[0]["html_url"]

@@ -229,6 +229,25 @@ def test_redact_also_scrubs_an_echoed_password_and_keeps_code() -> None:
     assert redact(text, values=["--store", url]) == 'FATAL: password "***" rejected\n    connect(password=password)\n'
 
 
+@pytest.mark.parametrize("url, expected", [
+    ("https://hooks.slack.com/services/T0/B0/S3cretPath", "https://hooks.slack.com/***"),
+    ("--webhook=http://h:8080/services/T0/B0/S3cret?y=1#z", "--webhook=http://h:8080/***"),
+    ("https://ghp_T0ken@github.com/org/repo?token=T0k", "https://***@github.com/***"),
+    ("postgresql://perf:S3cretPW@db/history", "postgresql://perf:***@db/***"),
+    ("https://api.github.com", "https://api.github.com"),
+    ("https://api.github.com/", "https://api.github.com/"),
+])
+def test_redact_with_paths_masks_every_urls_path_and_query(url: str, expected: str) -> None:
+    """What an internal error writes masks every URL's path and query too: a webhook's path is its
+    secret, and one holding a space is masked whole, wherever else the message echoes it."""
+    assert redact_url(url, paths=True) == expected
+    assert redact(f"cannot open {url} (retrying)", paths=True) == f"cannot open {expected} (retrying)"
+    webhook = "http://h/services/T0/B0/S3cret x"
+    echoed = f"InvalidURL: can't contain control characters. '/services/T0/B0/S3cret x' {webhook}"
+    masked = redact(echoed, values=["--webhook", webhook], paths=True)
+    assert "S3cret" not in masked and "services/T0" not in masked and masked.endswith(" http://h/***")
+
+
 USERS = st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters=":/?#@&;"), max_size=12)
 PASSWORDS = st.text(st.characters(min_codepoint=33, max_codepoint=0x24F, exclude_categories=("Cc", "Cs", "Zs")),
                     min_size=6, max_size=24)
@@ -273,13 +292,14 @@ def test_an_internal_error_writes_no_credential_anywhere(write_suite, tmp_path: 
                "sys.exit(main(sys.argv[1:]))", "nightly", str(suite), "--store", url, "--json", str(out), "--quiet"]
     proc = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300, check=False)
     assert proc.returncode == 70, proc.stderr
-    assert "perfguard: internal error: RuntimeError: driver exploded on postgresql://user:***@127.0.0.1:1/db" \
+    # Every URL's path and query are masked in what an internal error writes (issue 32).
+    assert "perfguard: internal error: RuntimeError: driver exploded on postgresql://user:***@127.0.0.1:1/***" \
         in proc.stderr
     traceback_file = Path(proc.stderr.rsplit("traceback written to ", 1)[1].strip())
     text = traceback_file.read_text()
-    assert "command: perfguard nightly" in text and "--store 'postgresql://user:***@127.0.0.1:1/db'" in text
+    assert "command: perfguard nightly" in text and "--store 'postgresql://user:***@127.0.0.1:1/***'" in text
     assert "Traceback (most recent call last)" in text and "password '***' expired" in text
     document = json.loads(out.read_text())
-    assert document["kind"] == "error" and "postgresql://user:***@127.0.0.1:1/db" in document["command"]
+    assert document["kind"] == "error" and "postgresql://user:***@127.0.0.1:1/***" in document["command"]
     for where in (proc.stderr, text, out.read_text()):
         assert secret not in where and "S3cret" not in where

@@ -108,6 +108,20 @@ def test_pass_specs_take_literal_keyword_arguments_only():
             parse_pass(bad, "w")
 
 
+@pytest.mark.parametrize("hostile", [
+    "FuseOps(fuse_opt_level={[1]:2})", "FuseOps(fuse_opt_level={[]})", "{[1]:2}",
+    "FuseOps(fuse_opt_level=" + "-" * 100_000 + "1)", "FuseOps(fuse_opt_level=" + "-" * 500 + "1)",
+    "FuseOps(fuse_opt_level=2), __import__('os').system('touch ran')", "FuseOps(a=1)(__import__('os'))"])
+def test_hostile_pass_strings_are_exit_2_with_one_line_and_run_nothing(write_suite, tmp_path: Path,
+                                                                       hostile: str) -> None:
+    """Issue 32: unhashable dict keys, 100,000 unary minus signs (a MemoryError in Python's parser)
+    and a call followed by a second expression were exit 70; none may run code."""
+    proc = _validate_passes(write_suite, ("LegalizeOps", hostile), cwd=tmp_path)
+    assert proc.returncode == ExitCode.USAGE, proc.stderr[-500:]
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert len(proc.stderr) < 400 and not (tmp_path / "ran").exists()
+
+
 def test_defaults_pin_host_llvm_opt_level_3_and_targets_must_be_tables():
     settings = tvm_settings({}, "w")
     assert settings.target == {"kind": "llvm", "mcpu": "host"} and settings.opt_level == 3
@@ -125,6 +139,13 @@ def test_a_typo_in_a_pass_gets_close_names_and_exit_2(write_suite):
         backend.check_pipeline(PipelineSpec("p", "tvm", ("FuseOps(level=2)",), {}))
     with pytest.raises(UserError, match="needs options.database"):
         backend.check_pipeline(PipelineSpec("p", "tvm", ("MetaScheduleApplyDatabase",), {}))
+    proc = _validate_passes(write_suite, ("LegalizeOps", "FoldConstnt"))
+    assert proc.returncode == ExitCode.USAGE and "did you mean 'FoldConstant'" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def _validate_passes(write_suite, passes: tuple[str, ...], cwd: Path | None = None):
+    """``perfguard validate`` of a one-model tvm suite whose pipeline is ``passes``."""
     suite = write_suite(f"""
         [suite]
         backend = "tvm"
@@ -132,11 +153,9 @@ def test_a_typo_in_a_pass_gets_close_names_and_exit_2(write_suite):
         arch = "resnet"
         params = {{ depth = 1, width = 4, image_size = 16, num_classes = 4 }}
         [pipelines.p]
-        passes = {_toml_list(("LegalizeOps", "FoldConstnt"))}
+        passes = {_toml_list(passes)}
         """)
-    proc = run_cli("validate", str(suite))
-    assert proc.returncode == ExitCode.USAGE and "did you mean 'FoldConstant'" in proc.stderr
-    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    return run_cli("validate", str(suite), cwd=cwd)
 
 
 def test_passes_cli_lists_relax_passes():

@@ -3,7 +3,9 @@
 A pipeline's ``passes`` are Relax pass names, each optionally with keyword arguments written as a
 Python call: ``"FuseOps"`` or ``"FuseOps(fuse_opt_level=2)"``. Arguments are literals only
 (numbers, strings, booleans, None, lists), parsed with ``ast.literal_eval``: a suite file never
-runs code.
+runs code. A pass string longer than :data:`MAX_PASS_LENGTH` or an argument nested deeper than
+:data:`MAX_ARGUMENT_DEPTH` is refused before the parser or ``literal_eval`` recurses into it; every
+refusal is a one-line ``UserError`` (exit 2).
 
 The trace comes from a ``PassInstrument`` (TVM calls it around every pass, nested ones too):
 after each *listed* pass (depth 0; FoldConstant alone runs ~40 nested TIR passes) it records the
@@ -33,33 +35,79 @@ class PassSpec:
     kwargs: tuple[tuple[str, Any], ...] = ()
 
 
+#: The longest pass string read: a real one (``"MetaScheduleApplyDatabase(enable_warning=True)"``)
+#: is under 100 characters, and Python's parser needs stack and memory in proportion to what it
+#: is given (100,000 unary minus signs are a ``MemoryError``).
+MAX_PASS_LENGTH = 1000
+
+#: The deepest nesting of an argument's value (``[[1]]`` is 2; ``--1`` is 2): ``ast.literal_eval``
+#: recurses once per level, so the depth is checked, without recursion, before it runs.
+MAX_ARGUMENT_DEPTH = 16
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for a one-line message, cut to 80 characters."""
+    return repr(text) if len(text) <= 80 else f"{text[:77]!r}... ({len(text)} characters)"
+
+
 def parse_pass(text: str, where: str) -> PassSpec:
-    """``"Name"`` or ``"Name(key=literal, ...)"`` as a ``PassSpec``; ``UserError`` otherwise."""
+    """``"Name"`` or ``"Name(key=literal, ...)"`` as a ``PassSpec``; ``UserError`` otherwise.
+    Only parsed, never evaluated: each argument is a literal read by ``ast.literal_eval``."""
+    if len(text) > MAX_PASS_LENGTH:
+        raise UserError(f"{where}: pass {_shown(text)} is longer than {MAX_PASS_LENGTH} characters")
     match = _SPEC.match(text)
     if match is None:
-        raise UserError(f"{where}: bad pass {text!r}: expected a Relax pass name, optionally with keyword "
+        raise UserError(f"{where}: bad pass {_shown(text)}: expected a Relax pass name, optionally with keyword "
                         "arguments, e.g. \"FuseOps(fuse_opt_level=2)\"")
     name, args = match.group(1), match.group(2)
     if not args or not args.strip():
         return PassSpec(name)
-    try:
-        call = ast.parse(f"f({args})", mode="eval").body
-    except SyntaxError:
-        raise UserError(f"{where}: bad arguments in pass {text!r}: not a Python call") from None
-    assert isinstance(call, ast.Call)
+    call = _call(f"f({args})")
+    if call is None:  # not one call of f: "F(a=1), __import__('os')" is a tuple of two expressions
+        raise UserError(f"{where}: bad arguments in pass {_shown(text)}: not a Python call")
     if call.args:
-        raise UserError(f"{where}: pass {text!r}: give arguments by keyword (name=value)")
+        raise UserError(f"{where}: pass {_shown(text)}: give arguments by keyword (name=value)")
     kwargs = []
     for keyword in call.keywords:
         if keyword.arg is None:
-            raise UserError(f"{where}: pass {text!r}: **arguments are not allowed")
-        try:
-            value = ast.literal_eval(keyword.value)
-        except ValueError:
-            raise UserError(f"{where}: pass {text!r}: argument {keyword.arg!r} must be a literal "
-                            "(number, string, boolean, None, list)") from None
-        kwargs.append((keyword.arg, value))
+            raise UserError(f"{where}: pass {_shown(text)}: **arguments are not allowed")
+        kwargs.append((keyword.arg, _literal(keyword.value, keyword.arg, text, where)))
     return PassSpec(name, tuple(kwargs))
+
+
+def _call(source: str) -> ast.Call | None:
+    """``source`` parsed as one call of the name ``f``, or None."""
+    try:
+        tree = ast.parse(source, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: a NUL byte
+        return None
+    if not isinstance(tree, ast.Call) or not isinstance(tree.func, ast.Name) or tree.func.id != "f":
+        return None
+    return tree
+
+
+def _literal(node: ast.expr, key: str, text: str, where: str) -> Any:
+    """The literal value of one keyword argument; ``UserError`` for anything else."""
+    if _depth(node) > MAX_ARGUMENT_DEPTH:
+        raise UserError(f"{where}: pass {_shown(text)}: argument {key!r} is nested deeper than "
+                        f"{MAX_ARGUMENT_DEPTH} levels")
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):  # TypeError: {[1]: 2}
+        raise UserError(f"{where}: pass {_shown(text)}: argument {key!r} must be a literal "
+                        "(number, string, boolean, None, list)") from None
+
+
+def _depth(node: ast.AST) -> int:
+    """How deeply ``node``'s expression nests, counted without recursion."""
+    deepest = 0
+    stack: list[tuple[ast.AST, int]] = [(node, 1)]
+    while stack:
+        current, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(current)
+                     if not isinstance(child, (ast.expr_context, ast.unaryop, ast.operator)))
+    return deepest
 
 
 def prim_func_histogram(mod: Any) -> dict[str, int]:

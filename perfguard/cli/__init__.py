@@ -227,10 +227,11 @@ def internal_error(exc: BaseException, argv: list[str], args: Any, code: int) ->
 
     # The file and the document are meant for bug reports, the line for CI logs: no credential of
     # the command line or of $PERFGUARD_STORE may reach them, even echoed inside an exception message.
-    command = [redact_url(arg) for arg in argv]
+    # Every URL's path and query are masked too: a webhook's path is its secret (issue 32).
+    command = [redact_url(arg, paths=True) for arg in argv]
     sources = [*argv, os.environ.get("PERFGUARD_STORE", "")]
-    text = redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), values=sources)
-    message = redact(str(exc), values=sources)
+    text = redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), values=sources, paths=True)
+    message = redact(str(exc), values=sources, paths=True)
     # Cut to one line after redacting: a URL cut short would hide its "@" from the redaction.
     summary = f"{type(exc).__name__}: {first_line(Exception(message), empty='(no message)')}"
     header = (f"perfguard {__version__}: internal error (exit {code:d})\n"

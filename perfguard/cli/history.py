@@ -96,10 +96,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                            "($GITHUB_TOKEN; an API error is a warning, exit 0)")
     notify.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository the issues go to")
     notify.add_argument("--api-url", metavar="URL", default=None,
-                        help="REST API root (default https://api.github.com; GitHub Enterprise: https://HOST/api/v3)")
+                        help="REST API root (default https://api.github.com; GitHub Enterprise: https://HOST/api/v3); "
+                             "http(s) only, checked before any request (exit 2)")
     notify.add_argument("--site-url", metavar="URL", help="where `history site` is published: issues link its pages")
     notify.add_argument("--webhook", metavar="URL",
-                        help="also POST each new or changed alert as JSON with a Slack-compatible `text` field")
+                        help="also POST each new or changed alert as JSON with a Slack-compatible `text` field "
+                             "(http(s) only, checked before any request: exit 2 naming its host, never its path)")
     notify.add_argument("--suite", help="only this suite's alerts")
     notify.add_argument("--plan", metavar="FILE",
                         help="read issues from the API but write the requests that would post, comment and close "
@@ -402,23 +404,36 @@ def _triage(args: argparse.Namespace) -> ExitCode:
     from perfguard.errors import UserError
     from perfguard.history.alerts import current_user
     from perfguard.history.store.alerts import check_alert_status
+    from perfguard.names import visible
 
     if args.status is None and args.note is None and args.assign is None and args.issue is None:
         raise UserError("history triage: nothing to change; give --status, --note, --assign or --issue")
-    if not args.alert.strip().isdigit():
-        raise UserError(f"history triage: an alert id is a number (`perfguard history alerts` lists them), "
-                        f"found {args.alert!r}")
+    alert_id = _alert_id(args.alert)
     if args.status is not None:
         check_alert_status(args.status)  # before the store is opened: a typo changes nothing
-    alert_id = int(args.alert)
     with open_store(args.store, create=False) as store:
         before = store.alert(alert_id)
         after = store.triage(alert_id, status=args.status, note=args.note, assignee=args.assign,
                              issue_url=args.issue, who=current_user())
     moved = f"{before.status} -> {after.status}" if before.status != after.status else after.status
-    print(f"alert {after.id}: {moved}" + (f", assigned to {after.assignee}" if after.assignee else "")
-          + (f", issue {after.issue_url}" if after.issue_url else ""))
+    # The issue URL may have come from GitHub's answer (notify records it): shown escaped, so no
+    # control character or line-start "::" (a workflow command) reaches a terminal or a CI log.
+    print(visible(f"alert {after.id}: {moved}" + (f", assigned to {after.assignee}" if after.assignee else "")
+                  + (f", issue {after.issue_url}" if after.issue_url else "")))
     return ExitCode.OK
+
+
+def _alert_id(text: str) -> int:
+    """An alert id given on the command line: ASCII digits within SQL's 64-bit integers (``²`` is a
+    digit to ``str.isdigit`` but not to ``int``; 2**63 overflows the store's column)."""
+    from perfguard.errors import UserError
+    from perfguard.jsonfields import MAX_COUNT
+
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > len(str(MAX_COUNT)) or int(digits) > MAX_COUNT:
+        raise UserError(f"history triage: an alert id is a number from 0 to {MAX_COUNT} (`perfguard history alerts` "
+                        f"lists them), found {text[:40]!r}")
+    return int(digits)
 
 
 def _prune(args: argparse.Namespace) -> ExitCode:
@@ -451,17 +466,25 @@ def _notify(args: argparse.Namespace) -> ExitCode:
 
     from perfguard.history.github import DEFAULT_API_URL, GitHub, PlannedGitHub
     from perfguard.history.notify import notify, parse_repo, summarise
+    from perfguard.history.transport import check_url
+    from perfguard.names import visible
 
     repo = parse_repo(args.repo)
+    # Before the store is opened or anything is sent: a URL that cannot be used is bad input
+    # (exit 2), named by its host only (a webhook's path is its secret).
+    api_url = check_url(args.api_url, "--api-url") if args.api_url is not None else DEFAULT_API_URL
+    webhook = check_url(args.webhook, "--webhook") if args.webhook else None
     _check_json(args.plan)
     token = os.environ.get("GITHUB_TOKEN", "").strip()
     with open_store(args.store, create=False) as store:
         if not token:  # never fails the night: a workflow without the token still succeeds
             print("warning: notify: $GITHUB_TOKEN is not set; nothing posted")
             return ExitCode.OK
-        github = (PlannedGitHub if args.plan else GitHub)(repo, token, api_url=args.api_url or DEFAULT_API_URL)
-        outcome = notify(store, github, site_url=args.site_url, webhook=args.webhook, suite=args.suite,
-                         say=lambda line: print(github.safe(line)))
+        github = (PlannedGitHub if args.plan else GitHub)(repo, token, api_url=api_url)
+        # Lines hold GitHub's answers (issue URLs, error messages): escaped, so no control character
+        # or line-start "::" (a GitHub Actions workflow command) reaches a terminal or a CI log.
+        outcome = notify(store, github, site_url=args.site_url, webhook=webhook, suite=args.suite,
+                         say=lambda line: print(visible(github.safe(line))))
     print(summarise(outcome))
     if isinstance(github, PlannedGitHub):
         _write_json(args.plan, github.plan())

@@ -1,13 +1,18 @@
 """A small client of GitHub's REST API (github.com or GitHub Enterprise), over urllib.
 
-Only what ``perfguard history notify`` uses: list a label's issues, read one issue and its
-comments, create an issue, comment, close, the pull requests of a commit; a ``POST`` of JSON to any URL (a webhook). No third
-party client: five endpoints do not justify a dependency, and urllib ships with Python.
+Only what ``perfguard history notify`` uses: the token's user, list the issues of a label or an
+author, read one issue and its comments, create an issue, comment, close, the pull requests of a
+commit (the webhook's ``POST`` is :func:`perfguard.history.transport.post_json`). No third party
+client: a few endpoints do not justify a dependency, and urllib ships with Python.
 
-Every failure of a request (an HTTP error status, a refused connection, a timeout, a body that is
-not JSON, an answer of the wrong shape) is one :class:`ApiError` whose message names the method
-and path and never holds the token: it is masked with :func:`perfguard.redact.redact` and then
-replaced wherever it appears. The token travels in the ``Authorization`` header only, never in a URL.
+Every failure of a request (an HTTP error status, a redirect, a refused connection, a timeout, a
+body that is not JSON or too large, an answer of the wrong shape) is one :class:`ApiError` whose
+message names the method and path and never holds the token: it is masked with
+:func:`perfguard.redact.redact` and then replaced wherever it appears. The token travels in the
+``Authorization`` header only, never in a URL, and never to another host (no redirect is followed).
+How every request is bounded (time, size, pages, where it may go) is
+:mod:`perfguard.history.transport`'s; one :class:`~perfguard.history.transport.Session` holds a
+run's deadline and page budget.
 
 What perfguard reads of an answer is a frozen dataclass (:class:`Issue`, :class:`Comment`,
 :class:`PullRequest`), each read in one place (its ``from_json``) with :mod:`perfguard.jsonfields`;
@@ -17,24 +22,20 @@ what it sends (request bodies, webhook documents, the recorded plan) is a
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 from perfguard import jsonfields as jf
 from perfguard.errors import ApiError, FieldError
+from perfguard.history.transport import Session
 from perfguard.jsonfields import JsonDict, JsonValue
 from perfguard.redact import MASK, redact
 
 DEFAULT_API_URL = "https://api.github.com"
-#: Seconds one request may take; a night must not hang on an unreachable API.
-TIMEOUT_S = 20.0
-#: Pages of 100 issues at most read per listing (10,000 issues): a bound, not a limit users meet.
-MAX_PAGES = 100
+#: Items per page of a listing (GitHub's largest).
+PER_PAGE = 100
 #: Format of :meth:`PlannedGitHub.plan` (``history notify --plan``). History: 1 (2026-12) first version.
 PLAN_VERSION = 1
 
@@ -42,7 +43,8 @@ PLAN_VERSION = 1
 @dataclass(frozen=True)
 class Issue:
     """What perfguard reads of an issue: ``body`` and ``html_url`` are ``""`` when absent or null,
-    ``closed_by`` the closer's login (None: open, or not known), ``labels`` their names."""
+    ``closed_by`` the closer's login (None: open, or not known), ``labels`` their names, ``author``
+    the login that opened it (None when not given)."""
 
     number: int
     title: str
@@ -52,6 +54,7 @@ class Issue:
     html_url: str
     closed_by: str | None
     labels: tuple[str, ...]
+    author: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, JsonValue]) -> Issue:
@@ -64,20 +67,30 @@ class Issue:
                    html_url=jf.opt_string(data, "html_url", kind) or "",
                    closed_by=None if closer is None else jf.opt_string(closer, "login", f"{kind} closed_by"),
                    labels=() if labels is None else tuple(jf.string(label, "name", f"{kind} label")
-                                                          for label in jf.objects(data, "labels", kind)))
+                                                          for label in jf.objects(data, "labels", kind)),
+                   author=_login(data, kind))
+
+
+def _login(data: Mapping[str, JsonValue], kind: str) -> str | None:
+    """The login of an answer's ``user`` (who opened an issue, wrote a comment)."""
+    user = jf.opt_obj(data, "user", kind)
+    return None if user is None else jf.opt_string(user, "login", f"{kind} user")
 
 
 @dataclass(frozen=True)
 class Comment:
-    """What perfguard reads of an issue's (or a pull request's) comment; ``body`` ``""`` when null."""
+    """What perfguard reads of an issue's (or a pull request's) comment; ``body`` ``""`` when null,
+    ``author`` None when not given."""
 
     id: int
     body: str
+    author: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, JsonValue]) -> Comment:
         kind = "GitHub comment"
-        return cls(id=jf.integer(data, "id", kind), body=jf.opt_string(data, "body", kind) or "")
+        return cls(id=jf.integer(data, "id", kind), body=jf.opt_string(data, "body", kind) or "",
+                   author=_login(data, kind))
 
 
 @dataclass(frozen=True)
@@ -99,45 +112,74 @@ class PullRequest:
 _Read = TypeVar("_Read")
 
 
-class GitHub:
-    """The REST API of one repository ``owner/name`` at ``api_url``, authenticated with ``token``."""
+@dataclass(frozen=True)
+class Listing:
+    """The issues of a listing; ``complete`` False when the run's page budget ended it early."""
 
-    def __init__(self, repo: str, token: str, *, api_url: str = DEFAULT_API_URL, timeout: float = TIMEOUT_S) -> None:
+    issues: list[Issue]
+    complete: bool
+
+
+class GitHub:
+    """The REST API of one repository ``owner/name`` at ``api_url``, authenticated with ``token``;
+    ``session`` bounds the run's requests (a fresh one by default)."""
+
+    def __init__(self, repo: str, token: str, *, api_url: str = DEFAULT_API_URL, session: Session | None = None) -> None:
         owner, _, name = repo.partition("/")
         self.repo = repo
-        self._base = f"{api_url.rstrip('/')}/repos/{quote(owner, safe='')}/{quote(name, safe='')}"
+        self.session = session or Session()
+        self._root = api_url.rstrip("/")
+        self._base = f"{self._root}/repos/{quote(owner, safe='')}/{quote(name, safe='')}"
         self._token = token
-        self._timeout = timeout
 
     def safe(self, text: str) -> str:
         """``text`` with the token and any URL credentials masked."""
         masked = redact(text)
         return masked.replace(self._token, MASK) if len(self._token) >= 4 else masked
 
-    def issues(self, label: str) -> list[Issue]:
-        """Every issue (open and closed, pull requests left out) that carries ``label``."""
+    def login(self) -> str:
+        """The login of the token's user (``GET /user``; an installation token, such as GitHub
+        Actions' ``GITHUB_TOKEN``, is refused it: an :class:`ApiError`)."""
+        answer = self._object("GET", "/user", root=True)
+        try:
+            return jf.string(answer, "login", "GitHub user")
+        except FieldError as exc:
+            raise ApiError(self.safe(f"GET /user: {exc}")) from None
+
+    def issues(self, *, label: str | None = None, creator: str | None = None) -> Listing:
+        """Every issue (open and closed, pull requests left out) that carries ``label`` or was
+        opened by ``creator``, as far as the run's page budget reaches."""
         found: list[Issue] = []
-        for page in range(1, MAX_PAGES + 1):
-            query = urlencode({"labels": label, "state": "all", "per_page": 100, "page": page})
-            batch = self._list("GET", f"/issues?{query}", f"issues labelled {label}")
+        what = f"issues labelled {label}" if label is not None else f"issues opened by {creator}"
+        selector = {"labels": label} if label is not None else {"creator": creator or ""}
+        for page in range(1, self.session.limits.pages + 1):
+            if not self.session.take_page():
+                return Listing(found, complete=False)
+            query = urlencode({**selector, "state": "all", "per_page": PER_PAGE, "page": page})
+            batch = self._list("GET", f"/issues?{query}", what)
             found += self._read("GET", "/issues", Issue.from_json, [i for i in batch if "pull_request" not in i])
-            if len(batch) < 100:
-                break
-        return found
+            if len(batch) < PER_PAGE:
+                return Listing(found, complete=True)
+        return Listing(found, complete=False)
 
     def issue(self, number: int) -> Issue:
         path = f"/issues/{number}"
         return self._read("GET", path, Issue.from_json, [self._object("GET", path)])[0]
 
     def comments(self, number: int) -> list[Comment]:
+        """Every comment of issue (or pull request) ``number``; an :class:`ApiError` when the run's
+        page budget ends before the last: a marker missed would post its comment twice."""
         found: list[Comment] = []
-        for page in range(1, MAX_PAGES + 1):
-            path = f"/issues/{number}/comments"
-            batch = self._list("GET", f"{path}?per_page=100&page={page}", f"issue {number} comments")
-            found += self._read("GET", path, Comment.from_json, batch)
-            if len(batch) < 100:
+        path = f"/issues/{number}/comments"
+        for page in range(1, self.session.limits.pages + 1):
+            if not self.session.take_page():
                 break
-        return found
+            batch = self._list("GET", f"{path}?per_page={PER_PAGE}&page={page}", f"issue {number} comments")
+            found += self._read("GET", path, Comment.from_json, batch)
+            if len(batch) < PER_PAGE:
+                return found
+        raise ApiError(f"GET {self.repo}{path}: the run's page budget ({self.session.limits.pages} pages) is spent "
+                       "before the last comment; nothing more is posted on it this run")
 
     def pulls_of(self, sha: str) -> list[PullRequest]:
         """The pull requests that hold commit ``sha`` (the one that merged it among them)."""
@@ -174,19 +216,21 @@ class GitHub:
             raise ApiError(f"{method} {self.repo} {what}: expected a list, found {type(answer).__name__}")
         return [item for item in answer if isinstance(item, dict)]
 
-    def _object(self, method: str, path: str, body: JsonDict | None = None) -> Mapping[str, JsonValue]:
-        answer = self._call(method, path, body)
+    def _object(self, method: str, path: str, body: JsonDict | None = None, *,
+                root: bool = False) -> Mapping[str, JsonValue]:
+        answer = self._call(method, path, body, root=root)
         if not isinstance(answer, dict):
-            raise ApiError(f"{method} {self.repo}{path.split('?')[0]}: expected a JSON object")
+            raise ApiError(f"{method} {'' if root else self.repo}{path.split('?')[0]}: expected a JSON object")
         return answer
 
-    def _call(self, method: str, path: str, body: JsonDict | None = None) -> JsonValue:
+    def _call(self, method: str, path: str, body: JsonDict | None = None, *, root: bool = False) -> JsonValue:
+        """One request to ``path`` under the repository (``root``: under the API's root)."""
         headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28",
                    "User-Agent": "perfguard"}
-        what = f"{method} {self.repo}{path.split('?')[0]}"
+        what = f"{method} {'' if root else self.repo}{path.split('?')[0]}"
         try:
-            return request_json(method, self._base + path, body, headers, self._timeout,
-                                authorization=f"Bearer {self._token}")
+            return self.session.json(method, (self._root if root else self._base) + path, body, headers,
+                                     authorization=f"Bearer {self._token}")
         except ApiError as exc:
             raise ApiError(self.safe(f"{what}: {exc}")) from None
 
@@ -196,9 +240,9 @@ class PlannedGitHub(GitHub):
     (method, path under the API root, JSON body): :meth:`plan` is the document a job without
     write access hands to one that posts them (``gh api --method M PATH --input BODY``)."""
 
-    def __init__(self, repo: str, token: str, *, api_url: str = DEFAULT_API_URL, timeout: float = TIMEOUT_S) -> None:
-        super().__init__(repo, token, api_url=api_url, timeout=timeout)
-        self._path = self._base[len(api_url.rstrip("/")) + 1:]
+    def __init__(self, repo: str, token: str, *, api_url: str = DEFAULT_API_URL, session: Session | None = None) -> None:
+        super().__init__(repo, token, api_url=api_url, session=session)
+        self._path = self._base[len(self._root) + 1:]
         self.requests: list[JsonDict] = []
 
     def create_issue(self, title: str, body: str, labels: list[str]) -> None:
@@ -216,56 +260,3 @@ class PlannedGitHub(GitHub):
     def plan(self) -> JsonDict:
         """The recorded writes as a document (``version`` 1), in the order they must be sent."""
         return {"version": PLAN_VERSION, "repo": self.repo, "requests": list(self.requests)}
-
-
-def request_json(method: str, url: str, body: JsonValue, headers: dict[str, str], timeout: float, *,
-                 authorization: str | None = None) -> JsonValue:
-    """The JSON answer of one request (``None`` for an empty body); :class:`ApiError` otherwise."""
-    raw = send(method, url, body, headers, timeout, authorization=authorization)
-    if not raw.strip():
-        return None
-    try:
-        answer: JsonValue = json.loads(raw)
-    except ValueError:
-        raise ApiError("the answer is not JSON") from None
-    return answer
-
-
-def send(method: str, url: str, body: JsonValue, headers: dict[str, str], timeout: float, *,
-         authorization: str | None = None) -> bytes:
-    """The raw answer of one request with ``body`` as JSON; :class:`ApiError` on any failure.
-    ``authorization`` is not sent on after a redirect (urllib would copy it to any host)."""
-    if not url.lower().startswith(("https://", "http://")):
-        raise ApiError("only http:// and https:// URLs are used")  # urllib would also open file://
-    data = None if body is None else json.dumps(body, sort_keys=True).encode()
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={**headers, **({"Content-Type": "application/json"} if data else {})})
-    if authorization is not None:
-        request.add_unredirected_header("Authorization", authorization)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (scheme checked above)
-            return bytes(response.read())
-    except urllib.error.HTTPError as exc:
-        detail = _message(exc.read())
-        raise ApiError(f"HTTP {exc.code}{': ' + detail if detail else ''}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        raise ApiError(f"unreachable ({reason})") from None
-
-
-def post_json(url: str, document: JsonDict, timeout: float = TIMEOUT_S) -> None:
-    """POST ``document`` to a webhook (any answer but an error status is success: Slack answers
-    ``ok`` in plain text); :class:`ApiError` on failure, naming the host only: a webhook URL's path
-    is its secret (``hooks.slack.com/services/T…/B…/SECRET``)."""
-    try:
-        send("POST", url, document, {"User-Agent": "perfguard"}, timeout)
-    except ApiError as exc:
-        raise ApiError(f"webhook at {urlsplit(url).hostname or '?'}: {exc}") from None
-
-
-def _message(raw: bytes) -> str:
-    try:
-        found = json.loads(raw).get("message", "")
-    except (ValueError, AttributeError):
-        return ""
-    return " ".join(str(found).split())[:200]

@@ -20,13 +20,15 @@ closed by a person, or it was perfguard's last word.
 
 Idempotent by markers, not by the store: every issue body holds ``<!-- perfguard-alert:SUITE:ID -->``
 (the suite percent-encoded, so no name can end the comment) and every body or comment the state it
-reports, ``<!-- perfguard-state:SUITE:ID:DIGEST -->``. A run lists the label's issues first; what
-is already said is not said again, so a re-run, or a run on a store copy that lost the recorded
-issue URLs, posts nothing new.
+reports, ``<!-- perfguard-state:SUITE:ID:DIGEST -->``. An alert's issue is the one the store
+records, else one perfguard opened that carries its marker (:mod:`perfguard.history.notify_issues`:
+who counts as perfguard, and what may be read back); what is already said is not said again, so a
+re-run, or a run on a store copy that lost the recorded issue URLs, posts nothing new.
 
-Never fails the night: a failed request (HTTP error, unreachable, timeout, not JSON) is a warning
-line, and the command still exits 0. The token (``$GITHUB_TOKEN``) is sent in a header only and
-masked in every message (:mod:`perfguard.history.github`).
+Never fails the night: a failed request (HTTP error, redirect, unreachable, timeout, not JSON, too
+deep or too large) is a warning line, and the command still exits 0. Every request is bounded in
+time, size and destination by :mod:`perfguard.history.transport`. The token (``$GITHUB_TOKEN``) is
+sent in a header only and masked in every message (:mod:`perfguard.history.github`).
 
 ``--webhook URL`` POSTs every alert that got a new issue or an update this run as JSON: ``text``
 (one line, Slack-compatible), ``event`` (``new``, ``changed``, ``closed``), ``issue_url`` and
@@ -45,14 +47,15 @@ from urllib.parse import quote
 
 from perfguard.errors import ApiError
 from perfguard.history.alerts import OPEN_STATUSES, Alert, current_user
-from perfguard.history.github import GitHub, Issue, post_json
+from perfguard.history.github import GitHub
+from perfguard.history.notify_issues import LABEL, IssueIndex
+from perfguard.history.transport import post_json
 from perfguard.jsonfields import JsonDict
 from perfguard.report.escape import md_code, md_text
 
 if TYPE_CHECKING:
     from perfguard.history.store import Store
 
-LABEL = "perfguard"
 #: How an issue is closed for each closed status of its alert.
 CLOSE_REASON = {"fixed": "completed", "backed-out": "completed", "wont-fix": "not_planned",
                 "expected": "not_planned", "invalid": "not_planned"}
@@ -60,7 +63,6 @@ CLOSE_REASON = {"fixed": "completed", "backed-out": "completed", "wont-fix": "no
 #: alert otherwise).
 MAX_FAILURES = 3
 TITLE_LIMIT = 240  # GitHub refuses titles over 256 characters
-_ALERT_MARKER = re.compile(r"<!-- perfguard-alert:([^:\s]*):(\d+) -->")
 
 
 @dataclass
@@ -94,48 +96,48 @@ def notify(store: Store, github: GitHub, *, site_url: str | None = None, webhook
     """Sync the alerts of ``store`` (of ``suite``, else all) with ``github``'s issues (see the
     module docstring); ``say`` gets one line per action and per warning."""
     outcome = Outcome()
+    failures = 0
 
     def warn(message: str) -> None:
         outcome.warnings.append(message)
         say(f"warning: notify: {message}")
 
+    alerts = [a for a in sorted(store.alerts(suite=suite), key=lambda a: a.id) if a.kind != "improvement"]
     try:
-        issues = github.issues(LABEL)
+        index = IssueIndex.build(github, alerts, say)
     except ApiError as exc:
         warn(f"{exc}; nothing posted")
         return outcome
-    by_key: dict[tuple[str, int], Issue] = {}
-    for listed in issues:
-        found = _ALERT_MARKER.search(listed.body)
-        if found:
-            by_key.setdefault((found.group(1), int(found.group(2))), listed)
-    for alert in sorted(store.alerts(suite=suite), key=lambda a: a.id):
-        if alert.kind == "improvement":
-            continue
-        if len(outcome.warnings) >= MAX_FAILURES:
+    if not index.complete:
+        warn(f"the listing of issues stopped at the run's page budget ({github.session.limits.pages} pages); "
+             "an alert the store records no issue for gets none this run (it may have one further on)")
+    for alert in alerts:
+        if failures >= MAX_FAILURES:
             warn(f"{MAX_FAILURES} requests failed; the other alerts wait for the next run")
             break
-        issue = by_key.get((quote(alert.suite, safe=""), alert.id))
         try:
-            event = _sync_one(store, github, alert, issue, site_url, outcome, say)
+            event = _sync_one(store, github, index, alert, site_url, outcome, say)
         except ApiError as exc:
+            failures += 1
             warn(f"alert {alert.id}: {exc}")
             continue
         if event is not None and webhook:
             try:
-                post_json(webhook, _webhook_document(*event))
+                post_json(github.session, webhook, _webhook_document(*event))
             except ApiError as exc:
+                failures += 1
                 warn(str(exc))
     return outcome
 
 
-def _sync_one(store: Store, github: GitHub, alert: Alert, issue: Issue | None, site_url: str | None,
+def _sync_one(store: Store, github: GitHub, index: IssueIndex, alert: Alert, site_url: str | None,
               outcome: Outcome, say: Callable[[str], None]) -> tuple[str, Alert, str] | None:
     """One alert against its issue (None: it has none yet); the webhook's (event, alert, issue
     URL) when something was posted."""
+    issue = index.issue_of(alert)
     if issue is None:
-        if not alert.is_open:
-            return None  # closed before anyone was told: nothing to say
+        if not alert.is_open or not index.complete:
+            return None  # closed before anyone was told, or its issue may lie beyond the listing
         created = github.create_issue(issue_title(alert), issue_body(alert, site_url), [LABEL])
         url = created.html_url if created is not None else ""
         outcome.created.append(url)
@@ -149,14 +151,14 @@ def _sync_one(store: Store, github: GitHub, alert: Alert, issue: Issue | None, s
         alert = store.triage(alert.id, issue_url=url, who=current_user())
     number = issue.number
     if issue.state == "closed":
-        if issue.state_reason == "not_planned" and alert.status in OPEN_STATUSES:
+        if issue.state_reason == "not_planned" and alert.status in OPEN_STATUSES and index.speaks_for(alert, issue):
             closer = github.issue(number).closed_by or "github"
             store.triage(alert.id, status="wont-fix", note=f"issue closed as not planned: {url}", who=closer)
             outcome.triaged.append(alert.id)
             say(f"alert {alert.id}: wont-fix ({url} was closed as not planned by {closer})")
         return None
     marker = state_marker(alert)
-    if marker in issue.body or any(marker in c.body for c in github.comments(number)):
+    if marker in issue.body or any(marker in c.body for c in github.comments(number) if index.trusted(c.author)):
         changed = False
     else:
         github.comment(number, update_comment(alert, site_url))
