@@ -50,6 +50,11 @@
         ``NsightError``
             Output of nsys or ncu that is not the CSV perfguard asked for.
 
+    ``CorruptEntry``
+        An artifact-cache entry that is not what the cache wrote (a link, a non-regular file, a size
+        or hash that differs from its manifest). The cache catches it: the entry is dropped with one
+        warning and the case compiles again (``perfguard.compile.cache``).
+
     ``ApiError``
         A request to GitHub's REST API or a webhook failed (``perfguard history notify``); the
         message is safe to print (the token masked). Notify turns it into a warning line: a failed
@@ -129,6 +134,10 @@ class TraceError(DecodeError):
 
 class NsightError(DecodeError):
     """Output of nsys or ncu that is not the CSV perfguard asked for."""
+
+
+class CorruptEntry(PerfguardError):
+    """An artifact-cache entry that is not what the cache wrote; its message says what, for the warning."""
 
 
 class ApiError(PerfguardError):

@@ -60,7 +60,6 @@ from typing import Any
 
 from perfguard import __version__
 from perfguard.compile.cache_files import (
-    CorruptEntry,
     claim,
     copy_bounded,
     links_in,
@@ -69,6 +68,7 @@ from perfguard.compile.cache_files import (
     read_bounded,
     tree_bytes,
 )
+from perfguard.errors import CorruptEntry
 from perfguard.jsonfields import JsonDict
 from perfguard.results import utc_now
 from perfguard.units import format_bytes

@@ -31,7 +31,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from perfguard.errors import UserError
+from perfguard.errors import CorruptEntry, UserError
 
 #: The file that makes a folder an artifact cache (written into a new or empty folder).
 MARKER = "perfguard-cache.json"
@@ -48,11 +48,6 @@ _PREFIX = re.compile(r"^[0-9a-f]{2}$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-class CorruptEntry(Exception):
-    """An entry that is not what the cache wrote (a link, a non-regular file, a size or hash that
-    differs from its manifest); its message says what, for the warning."""
 
 
 def _lstat(path: Path) -> os.stat_result | None:
