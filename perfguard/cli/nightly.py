@@ -71,6 +71,10 @@ def run(args: argparse.Namespace) -> ExitCode:
     for path, option in ((args.json, "--json"), (args.summary, "--summary")):
         if path:
             check_writable(path, option)
+    if args.shard is not None and args.bisect_only:  # before the early return below, which would ignore it
+        from perfguard.errors import UserError
+
+        raise UserError("--shard K/N measures a part of the night; --bisect-only measures nothing: run it unsharded")
     progress = RichProgress(args.quiet)
     if args.bisect_only:
         return _bisect_only(suite, cases, settings, args, progress)
@@ -113,8 +117,8 @@ def _shard(suite: Any, cases: Any, settings: Any, store: Any, args: argparse.Nam
     spec = shard_spec(args)
     if spec is None:
         return cases, None
-    if args.bisect_only or args.follow_up:
-        raise UserError("--shard K/N measures a part of the night; --follow-up and --bisect-only measure nothing")
+    if args.follow_up:
+        raise UserError("--shard K/N measures a part of the night; --follow-up measures nothing")
     decided = {"case": args.case, "check": dataclasses.asdict(settings)}
     return select_shard(suite, cases, spec, command="nightly", settings=decided, store=store,
                         exclude_commit=head_commit(suite))
