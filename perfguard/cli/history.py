@@ -148,6 +148,13 @@ def sparkline(values: Sequence[float], width: int = 24) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, int((v - low) / (high - low) * len(SPARK)))] for v in tail)
 
 
+#: Why one case's ``absolute`` and ``ratio`` series may move in opposite directions.
+LIST_CAPTION = ("trend: the latest level against the median of up to ten nights before it. An absolute series "
+                "is the time measured on its runner (it moves with the compiler, the machine and its load); a "
+                "ratio series is head / base measured in the same job, against the same-job reference pipeline "
+                "(it moves with the compiler only), so the two may differ, even in sign.")
+
+
 def trend(values: Sequence[float]) -> float | None:
     """The latest level against the median of up to ten nights before it (a relative change)."""
     if len(values) < 2:
@@ -232,7 +239,8 @@ def _list(args: argparse.Namespace) -> ExitCode:
     _check_json(getattr(args, "json", None))
     with open_store(args.store, create=False) as store:
         found = store.series(suite=args.suite, case=args.case, metric=args.metric, kind=args.kind)
-        table = Table(title=literal(f"history in {store.url}: {len(found)} series"), title_justify="left")
+        table = Table(title=literal(f"history in {store.url}: {len(found)} series"), title_justify="left",
+                      caption=LIST_CAPTION, caption_justify="left")
         for column in ("case", "metric", "kind", "runner", "nights", "latest", "trend", "last nights"):
             table.add_column(column, justify="right" if column in ("nights", "latest", "trend") else "left")
         out = []
@@ -440,9 +448,11 @@ def _site(args: argparse.Namespace) -> ExitCode:
     check_writable(args.out, "--out", directory=True)
     with open_store(args.store, create=False) as store:
         done = build_site(store, args.out, suite=args.suite)
-    print(f"history site: {done.series} series, {done.nights} night(s), {done.changes} change(s), "
-          f"{done.alerts} alert(s) ({done.open_alerts} open), {done.regressions} confirmed regression(s) "
-          f"in feed.atom; open {done.out / 'index.html'}")
+    n = done.counts
+    print(f"history site: {n.series} series, {n.nights} night(s), {n.changes} change(s) ({n.open_changes} open), "
+          f"{n.alerts} alert(s) ({n.open_alerts} open), {n.feed_entries} entr{'y' if n.feed_entries == 1 else 'ies'} "
+          f"in feed.atom ({n.feed_alerts} alert(s), {n.feed_changes} regression(s) outside them); "
+          f"open {done.out / 'index.html'}")
     return ExitCode.OK
 
 
