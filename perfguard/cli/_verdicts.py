@@ -4,7 +4,6 @@ environment rule they apply is ``perfguard.compare.documents.environment_warning
 from __future__ import annotations
 
 import math
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,11 +25,10 @@ def _pct(value: float | None) -> str:
 
 def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
     """Latency rows of every case, plus every other row that is not 'same'."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
 
     mode = document.mode
     table = Table(title=literal(f"perfguard check: {mode['candidate']} vs {mode['baseline']} ({mode['kind']})"))
@@ -46,7 +44,7 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
         table.add_row(literal(row.case), literal(row.metric), _pct(c.ratio), interval, p_value, mde, badge(row))
         if row.decision in ("failed", "unknown") or (row.decision == "different" and verbose):
             table.add_row("", "", "", "", "", "", literal(c.reason[:150], "dim"))
-    console = Console(file=sys.stdout, width=max(130, Console().width))
+    console = cli_console(min_width=130)
     console.print(table)
     s = document.summary
     geo = s.latency_geomean

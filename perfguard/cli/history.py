@@ -230,10 +230,9 @@ def _ingest_foreign(args: argparse.Namespace) -> ExitCode:
 
 
 def _list(args: argparse.Namespace) -> ExitCode:
-    from rich.console import Console
     from rich.table import Table
 
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
     from perfguard.history.site_model import levels
 
     _check_json(getattr(args, "json", None))
@@ -256,23 +255,22 @@ def _list(args: argparse.Namespace) -> ExitCode:
                           "" if change is None else f"{change:+.1%}", sparkline(level))
             out.append({**_key_json(series), "points": len(points), "latest": latest, "trend": change,
                         "last_time": series.last_time})
-    Console(width=max(130, Console().width)).print(table)
+    cli_console(min_width=130).print(table)
     _write_json(args.json, {"series": out})
     return ExitCode.OK
 
 
 def _show(args: argparse.Namespace) -> ExitCode:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
     from perfguard.errors import UserError
     from perfguard.history.series_changes import series_changes
     from perfguard.history.site_model import levels
 
     _check_json(args.json)
-    console = Console(width=max(130, Console().width))
+    console = cli_console(min_width=130)
     out = []
     with open_store(args.store, create=False) as store:
         found = store.series(suite=args.suite, case=args.case, metric=args.metric, kind=args.kind)
@@ -330,10 +328,9 @@ def _show(args: argparse.Namespace) -> ExitCode:
 
 
 def _changes(args: argparse.Namespace) -> ExitCode:
-    from rich.console import Console
     from rich.table import Table
 
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
 
     _check_json(args.json)
     with open_store(args.store, create=False) as store:
@@ -341,7 +338,7 @@ def _changes(args: argparse.Namespace) -> ExitCode:
             c for status in ("pending", "confirmed", "closed") for c in store.changes(status=status, suite=args.suite)]
         every = store.alerts(suite=args.suite)
         shown = every if args.all else [a for a in every if a.is_open or any(c.alert_id == a.id for c in found)]
-        console = Console(width=max(130, Console().width))
+        console = cli_console(min_width=130)
         if shown:
             console.print(_alerts_table(f"alerts in {store.url}: {len(shown)}", shown))
         table = Table(title=literal(f"changes in {store.url}: {len(found)}"), title_justify="left")
@@ -395,13 +392,13 @@ def _alerts_table(title: str, alerts: Sequence[Alert]) -> Any:
 
 
 def _alerts(args: argparse.Namespace) -> ExitCode:
-    from rich.console import Console
+    from perfguard.cli._text import cli_console
 
     _check_json(args.json)
     with open_store(args.store, create=False) as store:
         found = store.alerts(suite=args.suite, status=args.status)
         title = f"alerts in {store.url}: {len(found)}" + (f" {args.status}" if args.status else "")
-    Console(width=max(130, Console().width)).print(_alerts_table(title, found))
+    cli_console(min_width=130).print(_alerts_table(title, found))
     _write_json(args.json, {"version": 1, "kind": "alerts", "alerts": [a.to_json() for a in found]})
     return ExitCode.OK
 

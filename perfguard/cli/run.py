@@ -7,7 +7,6 @@ pipelines that really differ).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -147,10 +146,9 @@ def summary_counts(document: ResultDocument) -> str:
 
 
 def print_table(document: ResultDocument) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
     from perfguard.units import format_bytes, format_duration
 
     table = Table(title=literal(f"perfguard run: {document.suite.name}"))
@@ -176,7 +174,7 @@ def print_table(document: ResultDocument) -> None:
                       f"{latency.cv * 100:.1f}%", relative, nodes,
                       format_duration(metrics.compile_time_s if metrics.compile_time_s is not None else float("nan")),
                       format_bytes(metrics.artifact_size_bytes or 0))
-    Console(file=sys.stdout, width=max(120, Console().width)).print(table)
+    cli_console(min_width=120).print(table)
     print("'vs first' is the ratio of medians to the first pipeline of the same model and runner, measured "
           "interleaved in the same workers; it is not a verdict (use perfguard check for that).")
     if any(is_blind(c) for c in document.cases if c.ok):
