@@ -74,6 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     triage.add_argument("--note", metavar="TEXT", help="a note, kept with the alert and its status change")
     triage.add_argument("--assign", metavar="WHO", help="assignee ('' clears it)")
     triage.add_argument("--issue", metavar="URL", help="the linked issue's URL ('' unlinks it)")
+    triage.add_argument("--by", metavar="WHO", help="who triages, recorded with the status change (in a GitHub "
+                                                    "workflow $GITHUB_ACTOR wins; default: the global git user.name)")
     store_option(triage)
     for query in (listing, show, changes, alerts):
         store_option(query)
@@ -419,7 +421,7 @@ def _triage(args: argparse.Namespace) -> ExitCode:
     with open_store(args.store, create=False) as store:
         before = store.alert(alert_id)
         after = store.triage(alert_id, status=args.status, note=args.note, assignee=args.assign,
-                             issue_url=args.issue, who=current_user())
+                             issue_url=args.issue, who=current_user(args.by))
     moved = f"{before.status} -> {after.status}" if before.status != after.status else after.status
     print(f"alert {after.id}: {moved}" + (f", assigned to {after.assignee}" if after.assignee else "")
           + (f", issue {after.issue_url}" if after.issue_url else ""))
