@@ -16,6 +16,8 @@ BADGES = {"regression": "[bold red]REGRESSION[/]", "improvement": "[green]improv
 def badge(row: Verdict) -> str:
     if row.decision == "different":
         return BADGES[row.direction]
+    if row.gated and row.comparison.under_floor:  # real but small: say so, the verdict stays same
+        return f"same ({row.comparison.floor_note})"
     return BADGES.get(row.decision, str(row.decision))
 
 
@@ -35,7 +37,8 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
     for column in ("case", "metric", "change", "interval", "p", "mde", "verdict"):
         table.add_column(column, justify="left" if column in ("case", "metric", "verdict") else "right")
     for row in document.verdicts:
-        if not verbose and row.metric != "latency" and (row.decision == "same" or not row.gated):
+        quiet = row.decision == "same" and not row.comparison.under_floor
+        if not verbose and row.metric != "latency" and (quiet or not row.gated):
             continue
         c = row.comparison
         interval = f"[{_pct(c.ci_low)}, {_pct(c.ci_high)}]" if math.isfinite(c.ci_low) and row.noisy else ""

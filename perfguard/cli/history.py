@@ -32,7 +32,7 @@ from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
     from perfguard.history.alerts import Alert
-    from perfguard.history.store import Change, Series, Store
+    from perfguard.history.store import Change, Point, Series, Store
 
 HELP = "the history store: ingest documents, list series, show trends and change points, prune"
 SPARK = "▁▂▃▄▅▆▇█"
@@ -164,6 +164,16 @@ def trend(values: Sequence[float]) -> float | None:
     before = sorted(values[-11:-1])
     middle = before[len(before) // 2] if len(before) % 2 else (before[len(before) // 2 - 1] + before[len(before) // 2]) / 2
     return values[-1] / middle - 1.0 if middle else None
+
+
+def _decision_word(point: Point) -> str:
+    """The night's decision; a ``same`` whose interval excludes no change is a real change the floor
+    let through (the floor itself is not stored with the point), and says so."""
+    decision = point.decision or ""
+    low, high = point.ci_low, point.ci_high
+    if decision == "same" and low is not None and high is not None and (low > 1.0 or high < 1.0):
+        return f"same ({point.value - 1:+.1%}, under the floor)"
+    return decision
 
 
 def _key_json(series: Series) -> JsonDict:
@@ -310,7 +320,7 @@ def _show(args: argparse.Namespace) -> ExitCode:
                 if k.kind == "ratio":
                     interval = ("" if point.ci_low is None or point.ci_high is None
                                 else f"[{point.ci_low - 1:+.1%}, {point.ci_high - 1:+.1%}]")
-                    cells += [f"{point.value - 1:+.2%}", interval, literal(point.decision or "")]
+                    cells += [f"{point.value - 1:+.2%}", interval, literal(_decision_word(point))]
                 else:
                     cells.append(str(len(point.values)))
                 loud = (cp and cp.direction == "regression") or (change is not None and change.ratio > 1)

@@ -451,7 +451,9 @@ def markdown_summary(report: NightReport) -> str:
                 word = ("regression" if v.is_regression else "improvement" if v.decision == "different"
                         else v.decision)
                 counts[word] = counts.get(word, 0) + 1
-            said = ", ".join(f"{n} {md_text(word)}" for word, n in sorted(counts.items()))
+            under = sum(1 for v in rows if v.gated and v.comparison.under_floor)
+            said = ", ".join(f"{n} {md_text(word)}" + (f" ({under} under the floor)" if word == "same" and under else "")
+                             for word, n in sorted(counts.items()))
             lines.append(f"Latency of {len(rows)} case(s): {said}" +
                          (f" ({identical} identical artifact(s), not timed)." if identical else "."))
     lines.append("")
