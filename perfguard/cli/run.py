@@ -148,6 +148,7 @@ def summary_counts(document: ResultDocument) -> str:
 def print_table(document: ResultDocument) -> None:
     from rich.table import Table
 
+    from perfguard.backends.base import NOT_BUILT
     from perfguard.cli._text import cli_console, literal
     from perfguard.units import format_bytes, format_duration
 
@@ -161,10 +162,13 @@ def print_table(document: ResultDocument) -> None:
         nodes = str(metrics.node_count) if metrics.compiled else ""
         if not case.ok or latency is None:
             error = case.error
-            table.add_row(literal(case.id), literal(f"failed ({error.stage})", "red") if error else "failed",
+            said = "not run (not built)" if error and error.stage == NOT_BUILT else f"failed ({error.stage})" if error else ""
+            table.add_row(literal(case.id), literal(said, "yellow" if error and error.stage == NOT_BUILT else "red")
+                          if error else "failed",
                           "", "", "", "", nodes, "", "")
-            if error and error.message:
-                table.add_row("", literal(error.message[:160], "red"), *[""] * 7)
+            if error and error.message:  # whole: a build command cut short builds nothing
+                table.add_row("", literal(error.message if error.stage == NOT_BUILT else error.message[:160], "red"),
+                              *[""] * 7)
             continue
         group = case.measurement.group if case.measurement else ""
         base = first_median.setdefault(group, latency.median)
