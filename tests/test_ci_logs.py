@@ -104,3 +104,15 @@ def test_plain_text_undoes_the_escapes_of_names_and_keeps_tables_on_one_line() -
     assert "- - 1. starts like a list" in text.splitlines()
     assert "\u200b" not in text and "&lt;" not in text
     assert "\\x1b" in plain_text(md_text("a\x1bb"))  # control characters stay visible escapes
+
+
+def test_an_exact_change_in_the_nightly_summary_has_no_zero_width_interval() -> None:
+    from perfguard.flows.nightly import _alert_changes
+    from perfguard.history.alerts import Alert, AlertChange
+
+    alert = Alert(1, "s", "cpu", "regression", "untriaged", "a" * 40, "b" * 40, changes=(
+        AlertChange(1, "bert_t/mycc/cpu", "latency", "ratio", 1.054, 1.03, 1.08),
+        AlertChange(2, "bert_t/mycc/cpu", "node_count", "absolute", 1.785, 1.785, 1.785)))
+    text = _alert_changes(alert, "; ")
+    assert "node\\_count (absolute) +78.5% (exact)" in text and "[+78.5%, +78.5%]" not in text
+    assert "**+5.4%** [+3.0%, +8.0%]" in text

@@ -509,7 +509,9 @@ def _alert_changes(alert: Alert, separator: str) -> str:
     out = []
     for c in alert.changes:
         size = f"**{_pct(c.ratio)}**" if c.metric == "latency" else _pct(c.ratio)
-        interval = "" if c.ci_low is None or c.ci_high is None else f" [{_pct(c.ci_low)}, {_pct(c.ci_high)}]"
+        interval = ("" if c.ci_low is None or c.ci_high is None
+                    else " (exact)" if c.ci_low == c.ci_high  # no noise: a zero-width interval says nothing
+                    else f" [{_pct(c.ci_low)}, {_pct(c.ci_high)}]")
         out.append(f"{md_text(c.case)} {md_text(c.metric)} ({md_text(c.kind)}) {size}{interval}")
     return separator.join(out)
 
