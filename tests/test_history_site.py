@@ -284,12 +284,24 @@ def test_hostile_case_names_and_commit_subjects_are_escaped_everywhere(site: tup
 
 # --- the command ------------------------------------------------------------------------------------
 
+def test_history_list_says_why_absolute_and_ratio_series_differ(tmp_path: Path) -> None:
+    built = build_store(tmp_path)
+    proc = run_cli("history", "list", "--store", built.url)
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "ratio series is head / base measured in the same job, against the same-job reference pipeline" in text
+    assert "so the two may differ, even in sign" in text
+
+
 def test_the_command_builds_replaces_and_refuses_in_one_line(tmp_path: Path) -> None:
     built = build_store(tmp_path)
     out = tmp_path / "pages"
     proc = run_cli("history", "site", "--store", built.url, "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert "43 series, 20 night(s), 5 change(s), 0 alert(s) (0 open), 2 confirmed regression(s)" in proc.stdout
+    assert ("43 series, 20 night(s), 5 change(s) (4 open), 0 alert(s) (0 open), 2 entries in feed.atom "
+            "(0 alert(s), 2 regression(s) outside them)") in proc.stdout
+    assert (out / "feed.atom").read_text(encoding="utf-8").count("<entry>") == 2  # what the line says it holds
+    assert "4 open changes" in (out / "index.html").read_text(encoding="utf-8")
     (out / "stale.html").write_text("from an older build")
     again = run_cli("history", "site", "--store", built.url, "--out", str(out), "--suite", SUITE)
     assert again.returncode == 0, again.stderr

@@ -227,8 +227,13 @@ def test_one_issue_per_alert_with_title_table_explanation_links_label_and_marker
     assert alert.culprit_commit[:10] in issue["title"] and "+8.0%" in issue["title"]
     body = issue["body"]
     assert alert_marker(alert) in body and state_marker(alert) in body
-    assert "| case | metric | change | interval |" in body and "+6.0%" in body
+    assert "| case | metric | change | before → after | interval |" in body and "+6.0%" in body
     assert f"{SITE}/changes/{alert.changes[0].change_id}.html" in body
+    # the alert's own page, not the site's index; the culprit's subject and author from its bisection
+    assert f"{SITE}/alert-{alert.id}.html" in body and "index.html" not in body
+    assert "“commit 5” by Test Author &lt;author@\u200bexample.com&gt;, pass `mycc.passes:extra_work`" in body
+    assert "\\" not in issue["title"] and all(case in issue["title"] for case in alert.cases[:3])
+    assert [e.to_status for e in only_alert(store).events] == ["untriaged"]  # linking the issue is no event
     if alert.explanation is not None:
         assert "**Why**" in body
     assert only_alert(store).issue_url == issue["html_url"]
@@ -274,6 +279,66 @@ def test_a_grown_alert_gets_one_update_comment_and_a_fixed_one_is_closed(fake: F
     assert len(fake.writes()) == writes
 
 
+def test_an_update_comment_says_what_changed_status_assignee_and_note(fake: FakeGitHub, store: Store) -> None:
+    notify(store, github(fake), say=lambda _: None)
+    alert = only_alert(store)
+    store.triage(alert.id, assignee="ada", note="looking at the <b>pass</b>", who="bob")
+    assert only_alert(store).events == alert.events  # no acknowledged -> acknowledged: no self-transition
+    done = notify(store, github(fake), say=lambda _: None)
+    assert len(done.commented) == 1
+    (comment,) = fake.comments[1]
+    said = comment["body"]
+    assert "- assignee: ada (was nobody)" in said and "- note: looking at the &lt;b&gt;pass&lt;/b&gt;" in said
+    assert "- status:" not in said  # the status did not move
+    store.triage(alert.id, status="investigating", who="ada")
+    notify(store, github(fake), say=lambda _: None)
+    second = fake.comments[1][-1]["body"]
+    assert "- status: `untriaged` → `investigating`" in second
+    assert "- assignee:" not in second and "- note:" not in second  # told already
+
+
+def test_an_exact_change_shows_before_and_after_not_a_zero_width_interval(fake: FakeGitHub, store: Store) -> None:
+    nodes = next(s for s in store.series(kind="absolute", metric="node_count")
+                 if len({p.value for p in store.points(s.id)}) == 1)
+    level = store.points(nodes.id)[0].value
+    ratio = (level + 9) / level
+    change = store.upsert_change(nodes.id, good_commit=commit_of(1), bad_commit=commit_of(2),
+                                 time="2026-03-03T03:00:00.000000Z", ratio=ratio, ci_low=ratio, ci_high=ratio,
+                                 status="confirmed")
+    store.raise_alerts(SUITE)
+    # the series' points say the same before and after: the levels shown are the store's, not derived
+    from perfguard.history.notify import issue_facts
+
+    facts = issue_facts(store, only_alert(store))
+    (exact,) = facts.levels
+    assert (exact.change_id, exact.before, exact.after) == (change.id, level, level)
+    notify(store, github(fake), say=lambda _: None)
+    body = fake.issues[0]["body"]
+    row = next(line for line in body.splitlines() if "node\\_count" in line and "| " in line)
+    assert f"{level:g} → {level:g}" in row and row.rstrip().endswith("| exact |")
+    pct = f"{ratio - 1:+.1%}"
+    assert f"[{pct}, {pct}]" not in body
+
+
+def test_who_is_the_actor_then_by_then_the_global_git_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from perfguard.history.alerts import current_user
+
+    config = tmp_path / "global.gitconfig"
+    config.write_text("[user]\n\tname = Global Person\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    folder = tmp_path / "compiler"
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    subprocess.run(["git", "-C", str(folder), "config", "user.name", "Folder Person"], check=True)
+    monkeypatch.chdir(folder)
+    monkeypatch.delenv("GITHUB_ACTOR", raising=False)
+    assert current_user() == "Global Person"  # not the folder's repository identity
+    assert current_user("carol") == "carol"
+    monkeypatch.setenv("GITHUB_ACTOR", "octocat")
+    assert current_user("carol") == "octocat"
+
+
 @pytest.mark.parametrize(("status", "reason"), [("backed-out", "completed"), ("invalid", "not_planned"),
                                                 ("expected", "not_planned")])
 def test_an_alert_triaged_closed_closes_its_issue(fake: FakeGitHub, store: Store, status: str, reason: str) -> None:
@@ -316,8 +381,12 @@ def test_hostile_names_are_data_in_the_title_and_the_marker() -> None:
     alert = Alert(7, "suite --> <b>x</b>", "cpu", "regression", "untriaged", "a" * 40, "b" * 40, "c" * 40,
                   "evil_pass @everyone", None,
                   (AlertChange(1, "m|o`d <img src=x>/p/cpu", "latency", "ratio", 1.25, None, None),))
-    title = issue_title(alert)
-    assert "@\u200beveryone" in title and "<img" not in title and "\n" not in title
+    title = issue_title(alert)  # GitHub shows a title as plain text: names as they are, one line
+    assert "evil_pass @everyone" in title and "m|o`d <img src=x>/p/cpu" in title and "\\" not in title
+    bad = Alert(8, "s", "cpu", "regression", "untriaged", "a" * 40, "b" * 40, None, None, None,
+                (AlertChange(1, "new\nline\x1b[31m" + "x" * 400, "latency", "ratio", 1.25, None, None),))
+    hostile = issue_title(bad)
+    assert "\n" not in hostile and "\x1b" not in hostile and "\\x1b" in hostile and len(hostile) <= 240 + 12
     body = issue_body(alert)
     assert [line.count("-->") for line in body.splitlines()[:2]] == [1, 1]  # no name ends a marker early
     assert "<img" not in body and "`suite --> <b>x</b>`" in body  # a code span shows HTML as text

@@ -104,6 +104,18 @@ def test_a_bad_shard_exits_2_with_one_line_on_every_command(tmp_path):
         assert len(proc.stderr.strip().splitlines()) == 1 and "--shard 4/3" in proc.stderr, proc.stderr
 
 
+
+def test_nightly_bisect_only_refuses_a_shard_in_one_line(tmp_path):
+    """``--bisect-only`` returned before ``--shard`` was read, so a sharded bisection silently bisected
+    every case; the combination is refused (exit 2, one line) before any store is opened."""
+    suite = tmp_path / "s.toml"
+    suite.write_text(SUITE)
+    proc = run_cli("nightly", str(suite), "--store", str(tmp_path / "missing.sqlite"), "--bisect-only",
+                   "--shard", "1/2", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--shard" in proc.stderr and "--bisect-only" in proc.stderr, proc.stderr
+
 # --- one family from many shards: synthetic rows with known truth ----------------------------------
 
 ALPHA = 0.05

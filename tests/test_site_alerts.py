@@ -25,6 +25,7 @@ The site is built at 12-10 12:00: median time to triage over A, C, D, F = median
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -196,6 +197,39 @@ def test_the_index_shows_the_open_alerts_first_one_row_each(filled: tuple[Alerts
     assert "2 open alerts" in index
 
 
+def test_the_header_the_index_the_feed_and_the_command_count_alike(filled: tuple[Alerts, Site, Path]) -> None:
+    """One source of counts: the header's open changes are the ones in open alerts plus the ones the
+    changes section lists; the feed holds as many entries as the counts (and the command) say."""
+    _, site, out = filled
+    counts = site.counts
+    index = _read(out, "index.html")
+    assert counts.open_changes > counts.loose_changes  # some open changes sit inside the open alerts
+    assert (f"{counts.open_changes} open change{'s' if counts.open_changes != 1 else ''} "
+            f"({counts.changes_in_open_alerts} in open alerts)") in index
+    changes = index[index.index('id="changes"'):index.index('id="series"')]
+    assert len(re.findall(r"<tr[ >]", changes)) - 1 == counts.loose_changes  # rows less the heading row
+    assert f"{counts.loose_regressions} open regression" in changes and "no open change" not in changes
+    feed = _read(out, "feed.atom")
+    assert feed.count("<entry>") == counts.feed_entries == counts.feed_alerts + counts.feed_changes
+    assert counts.feed_alerts == len(site.feed_alerts) and counts.feed_changes == len(site.feed_changes)
+
+
+def test_the_changes_section_says_where_the_open_changes_are_when_all_sit_in_alerts(
+        filled: tuple[Alerts, Site, Path]) -> None:
+    """Every open change inside an open alert (the night of one culprit): the header counts them and
+    the changes section says they are listed with their alert, not "no open regression"."""
+    _, site, _ = filled
+    inside = [c for c in site.changes if c.change.status == "closed" or (c.alert is not None and c.alert.alert.is_open)]
+    only = dataclasses.replace(site, changes=inside)
+    assert only.counts.loose_changes == 0 and only.counts.open_changes > 0
+    index = render(only)["index.html"]
+    changes = index[index.index('id="changes"'):index.index('id="series"')]
+    n = only.counts.open_changes
+    assert f"{n} open changes ({n} in open alerts)" in index
+    assert "no open change outside the open alerts" in changes and f"the {n} open changes are listed" in changes
+    assert "no open regression" not in index
+
+
 def test_the_alerts_page_shows_the_figures_and_every_alert(filled: tuple[Alerts, Site, Path]) -> None:
     alerts, _, out = filled
     html = _read(out, "alerts.html")
@@ -208,8 +242,9 @@ def test_the_alerts_page_shows_the_figures_and_every_alert(filled: tuple[Alerts,
     assert "9.5 days" in by_age and "6.5 days" in by_age and "investigating" in by_age and "nobody" in by_age
     statuses = re.findall(r'<tr data-status="([\w-]+)"><td><span class="alert-status [\w-]+">[\w-]+</span></td>'
                           r'<td class="num">(\d+)</td>', html)
-    assert statuses == [("untriaged", "1"), ("investigating", "1"), ("fixed", "1"), ("wont-fix", "1"),
-                        ("invalid", "2"), ("improvement", "1")]
+    # final statuses only: the open ones (untriaged, investigating) are counted by age above
+    assert statuses == [("fixed", "1"), ("wont-fix", "1"), ("invalid", "2")]
+    assert '<tfoot><tr><td>all closed</td><td class="num">4</td></tr></tfoot>' in html
     every = html[html.index('id="every-alert"'):]
     assert re.findall(r'data-alert="(\d+)"', every) == [str(alerts.ids[n]) for n in "FEDCABG"]  # newest first
 

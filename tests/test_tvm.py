@@ -323,3 +323,67 @@ def test_tune_tries_relax_pass_moves_and_opt_levels_on_a_tvm_case(models, write_
     assert proc.returncode == ExitCode.INCONCLUSIVE, proc.stdout[-2000:] + proc.stderr[-2000:]
     document = json.loads(out.read_text())
     assert len(document["points"]) >= 1
+
+
+# -- databases that do not serve a case (issue 33) ------------------------------------------------------
+
+
+def test_a_database_without_records_for_the_model_is_a_typed_warning(models, tuned, tmp_path):
+    """The database was tuned for the wide model only: the tiny model's compile applies it, finds no
+    record, runs untuned, and the trace says so (typed, through the result's JSON); the wide model's
+    compile finds its records and warns of nothing."""
+    from perfguard.backends.base import DatabaseUse
+    from perfguard.results import Trace
+
+    _, database = tuned
+    other = _compile(models["tiny"], tmp_path / "tiny", TUNED, database=str(database))
+    use = other.trace.database_use
+    assert isinstance(use, DatabaseUse) and use.tuned == 0 and use.functions > 0
+    assert use.warning is not None and "holds no record for this model" in use.warning
+    assert Trace.from_json(json.loads(json.dumps(other.trace.to_json()))).database_use == use
+    own = _compile(models["conv"], tmp_path / "conv", TUNED, database=str(database)).trace.database_use
+    assert own is not None and own.tuned == own.functions > 0 and own.warning is None
+
+
+def test_a_run_warns_of_an_unserved_database_and_names_how_to_build_a_missing_one(tuned, tmp_path):
+    _, database = tuned
+    suite = tmp_path / "suite.toml"
+    suite.write_text(textwrap.dedent(f"""
+        [suite]
+        backend = "tvm"
+        [measure]
+        workers = 1
+        rounds = 2
+        warmup = 1
+        min_time = "1ms"
+        compile_repeats = 1
+        memory_probes = 1
+        [models.tiny]
+        arch = "resnet"
+        params = {json.dumps(TINY).replace(":", " =").replace('"', "")}
+        [pipelines.served_elsewhere]
+        passes = {_toml_list(TUNED)}
+        options = {{ database = "{database}" }}
+        [pipelines.not_built]
+        passes = {_toml_list(TUNED)}
+        options = {{ database = "{tmp_path / 'nowhere'}" }}
+        """))
+    out = tmp_path / "r.json"
+    proc = run_cli("run", str(suite), "--out", str(out), cwd=tmp_path, timeout=900)
+    said = proc.stdout + proc.stderr
+    assert "warning: tiny/served_elsewhere/cpu: database" in said and "holds no record for this model" in said
+    command = (f"perfguard tvm-tune {suite} --case tiny/not_built/cpu --trials 8 --out {tmp_path / 'nowhere'}")
+    assert f"NOT RUN tiny/not_built/cpu: database '{tmp_path / 'nowhere'}' is not built: build it with `{command}`" \
+        in " ".join(proc.stderr.split()), proc.stderr
+    assert "failed (compile)" not in proc.stdout and "not run (not built)" in proc.stdout
+    cases = {c["id"]: c for c in json.loads(out.read_text())["cases"]}
+    assert cases["tiny/served_elsewhere/cpu"]["status"] == "ok"
+    assert cases["tiny/served_elsewhere/cpu"]["trace"]["database_use"]["tuned"] == 0
+    assert cases["tiny/not_built/cpu"]["error"]["stage"] == "not-built"
+
+
+def test_pass_descriptions_are_whole_and_attach_extern_modules_has_its_own():
+    infos = {p.name: p.summary for p in get_backend("tvm").list_passes()}
+    assert infos["FuseOps"].endswith("function calls to the new grouped function.")  # its whole first paragraph
+    assert "external" in infos["AttachExternModules"] and "variable bounds" not in infos["AttachExternModules"]
+    assert all("\n" not in text for text in infos.values())

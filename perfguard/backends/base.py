@@ -94,6 +94,39 @@ class PassTrace:
         return asdict(self)
 
 
+#: The stage of a case that did not run because an input it needs is not built yet
+#: (``Backend.missing_input``): not a compile failure.
+NOT_BUILT = "not-built"
+
+
+@dataclass(frozen=True)
+class DatabaseUse:
+    """How much of a compile a tuning database scheduled: of the ``functions`` (TVM PrimFuncs) its
+    apply pass saw, ``tuned`` had a record. ``tuned == 0``: the database holds no record for this
+    model, which then ran untuned under a tuned pipeline's name."""
+
+    database: str
+    tuned: int
+    functions: int
+
+    @property
+    def warning(self) -> str | None:
+        if self.functions == 0 or self.tuned > 0:
+            return None
+        return (f"database {self.database!r} holds no record for this model: its {self.functions} functions ran "
+                f"untuned (tune it into the database with `perfguard tvm-tune`)")
+
+    def to_json(self) -> JsonDict:
+        return {"database": self.database, "tuned": self.tuned, "functions": self.functions}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DatabaseUse:
+        from perfguard import jsonfields as f
+
+        kind = "database use"
+        return cls(f.string(data, "database", kind), f.count(data, "tuned", kind), f.count(data, "functions", kind))
+
+
 @dataclass
 class Artifact:
     """A compiled model on disk plus the runtime settings its pipeline pinned."""
@@ -291,6 +324,13 @@ class Backend(ABC):
         device itself is ``Runner.check_device``; ``check_case_runner`` asks both). The default
         is an ONNX Runtime session on the runner's execution provider (``Runner.check_ort``)."""
         runner.check_ort()
+
+    def missing_input(self, pipeline: PipelineSpec, *, suite: str, case: str) -> str | None:
+        """One line naming what ``pipeline`` needs on this machine that is not built yet and how
+        to build it (the ``tvm`` backend: its tuning database, with the ``perfguard tvm-tune``
+        command for ``suite`` and ``case``); None when nothing is missing, the default. A case with
+        one is not compiled: its error's stage is :data:`NOT_BUILT`, not ``compile``."""
+        return None
 
     def tuning_moves(self, options: Mapping[str, Any]) -> list[OptionEdit]:
         """The option edits ``perfguard tune`` may try from a pipeline with ``options`` (each a

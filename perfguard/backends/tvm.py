@@ -38,6 +38,7 @@ import hashlib
 import inspect
 import json
 import os
+import shlex
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from perfguard.backends.base import (
     Artifact,
     Backend,
     CompileOutput,
+    DatabaseUse,
     OptionEdit,
     PassInfo,
     PassRecord,
@@ -122,6 +124,26 @@ def relax_passes() -> dict[str, Callable[..., Any]]:
                     and name not in EXCLUDED_PASSES and name not in BASE_CLASSES):
                 found.setdefault(name, value)
     return dict(sorted(found.items()))
+
+
+#: Passes whose TVM docstring describes another pass (0.27: AttachExternModules's is a copy of a
+#: variable-bounds pass's), in our words from their source.
+PASS_SUMMARIES = {
+    "AttachExternModules": "Attach the given external modules (ExternModule, e.g. hand-written or vendor "
+                           "kernels) to the IRModule's \"external_mods\" attribute, so that the build links them "
+                           "into the library.",
+}
+
+
+def pass_summary(doc: str | None) -> str:
+    """A pass's description: the first paragraph of its docstring, its lines joined, whole (a
+    summary cut at its first line ended mid-sentence for most Relax passes)."""
+    paragraph = []
+    for line in (doc or "").strip().splitlines():
+        if not line.strip():
+            break
+        paragraph.append(line.strip())
+    return " ".join(paragraph)
 
 
 @dataclass(frozen=True)
@@ -272,9 +294,8 @@ class TvmBackend(Backend):
     def list_passes(self) -> list[PassInfo]:
         infos = []
         for name, function in relax_passes().items():
-            doc = (function.__doc__ or "").strip().splitlines()
             source = ".".join(function.__module__.split(".")[1:3])  # relax.transform, relax.backend
-            infos.append(PassInfo(name, source, doc[0] if doc else ""))
+            infos.append(PassInfo(name, source, PASS_SUMMARIES.get(name) or pass_summary(function.__doc__)))
         return infos
 
     def check_pipeline(self, pipeline: PipelineSpec) -> None:
@@ -295,6 +316,17 @@ class TvmBackend(Backend):
         if any(spec.name == APPLY_DATABASE for spec in specs) and not settings.database:
             raise UserError(f"{where}: pass {APPLY_DATABASE!r} needs options.database (a directory written by "
                             "`perfguard tvm-tune`)")
+
+    def missing_input(self, pipeline: PipelineSpec, *, suite: str, case: str) -> str | None:
+        """The pipeline's database when its files are not there yet, with the command that builds it."""
+        database = pipeline.options.get("database", "")
+        if not isinstance(database, str) or not database:
+            return None
+        if all((Path(database) / name).is_file() for name in DATABASE_FILES):
+            return None
+        return (f"database {database!r} is not built: build it with `perfguard tvm-tune {shlex.quote(suite)} "
+                f"--case {shlex.quote(case)} --trials 8 --out {shlex.quote(database)}` (once per model, into one "
+                "directory)")
 
     def tuning_moves(self, options: Mapping[str, Any]) -> list[OptionEdit]:
         """Every other PassContext opt level (passes above it are skipped by TVM's Sequential)."""
@@ -335,12 +367,13 @@ class TvmBackend(Backend):
                                       op_histogram=histogram, ir_hash=ir_hash, changed=ir_hash != previous_hash))
             previous_hash, previous_count = ir_hash, count
         pass_time = sum(r.time_s for r in records)
+        use = _database_use(specs, settings, log)
         trace = TvmTrace(passes=records, input_hash=input_hash, final_hash=previous_hash,
                          total_time_s=import_time + pass_time + build_time, exact=len(records) == len(specs),
                          note="tvm: per listed Relax pass: wall time, tvm_ffi.structural_hash, PrimFunc count "
                               "(node count); import and build (TIR + LLVM + export) timed separately",
                          import_time_s=import_time, build_time_s=build_time, prim_funcs=previous_count,
-                         nested_passes=log.nested)
+                         nested_passes=log.nested, database_use=use)
         runtime = {"target": target_table, "opt_level": settings.opt_level, "entry": "main",
                    "inputs": _graph_inputs(model_path), "database_sha256": digest}
         artifact = Artifact(backend=self.name, path=str(library), settings=runtime, sha256=file_sha256(library),
@@ -387,6 +420,14 @@ class TvmBackend(Backend):
         part = {"backend": self.name, "sha256": artifact.sha256, "settings": artifact.settings,
                 "runtime": self.versions()}
         return hashlib.sha256(json.dumps(part, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _database_use(specs: list[PassSpec], settings: TvmSettings, log: Any) -> DatabaseUse | None:
+    """What the database pass scheduled: its PrimFuncs with a record, of those it saw."""
+    index = next((i for i, spec in enumerate(specs) if spec.name == APPLY_DATABASE), None)
+    if index is None or not settings.database or index >= len(log.rows):
+        return None
+    return DatabaseUse(settings.database, log.scheduled[index], log.rows[index][3])
 
 
 def _graph_inputs(model_path: Path) -> list[str]:

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from perfguard.backends.base import PassTrace
+from perfguard.backends.base import DatabaseUse, PassTrace
 from perfguard.errors import UserError
 
 _SPEC = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*$", re.S)
@@ -122,6 +122,16 @@ def prim_func_histogram(mod: Any) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def scheduled_count(mod: Any) -> int:
+    """PrimFuncs of ``mod`` that carry a schedule (``tirx.is_scheduled``: MetaScheduleApplyDatabase
+    found a record for them)."""
+    import tvm.tirx
+
+    return sum(1 for func in mod.functions.values()
+               if isinstance(func, tvm.tirx.PrimFunc) and func.attrs is not None
+               and bool(func.attrs.get("tirx.is_scheduled", False)))
+
+
 def structural_hash(mod: Any) -> str:
     import tvm_ffi
 
@@ -138,6 +148,7 @@ class TvmTrace(PassTrace):
     build_time_s: float = 0.0
     prim_funcs: int = 0
     nested_passes: int = 0
+    database_use: DatabaseUse | None = None  # of a pipeline that applies a database
 
 
 def make_instrument() -> Any:
@@ -149,6 +160,7 @@ def make_instrument() -> Any:
     class PassLog:
         def __init__(self) -> None:
             self.rows: list[tuple[str, float, str, int, dict[str, int]]] = []
+            self.scheduled: list[int] = []  # per listed pass: its PrimFuncs with a schedule
             self.stack: list[float] = []
             self.nested = 0
 
@@ -162,5 +174,6 @@ def make_instrument() -> Any:
                 return
             histogram = prim_func_histogram(mod)
             self.rows.append((str(info.name), elapsed, structural_hash(mod), sum(histogram.values()), histogram))
+            self.scheduled.append(scheduled_count(mod))
 
     return PassLog()

@@ -38,14 +38,13 @@ def print_explanations(explanations: Sequence[StoredExplanation], blank_line: bo
 
 
 def print_explanation(explanation: Explanation) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
     from perfguard.profile.dimension import us
 
-    console = Console(file=sys.stdout, width=max(130, Console().width))
+    console = cli_console(min_width=130)
     diff = explanation.diff
     title = f"why {explanation.case} changed: {explanation.candidate} vs {explanation.baseline}"
     if diff is not None:

@@ -19,10 +19,11 @@ class RichProgress(Progress):
     """A progress bar on stderr; without a terminal (CI logs), one line per step instead."""
 
     def __init__(self, quiet: bool) -> None:
-        from rich.console import Console
         from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedColumn
 
-        self.console = Console(stderr=True)
+        from perfguard.cli._text import cli_console
+
+        self.console = cli_console(stderr=True)
         self.quiet = quiet
         # Without a terminal (CI logs) print one line per step instead of redrawing a bar.
         self.lines = not quiet and not self.console.is_terminal

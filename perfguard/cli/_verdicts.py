@@ -4,7 +4,6 @@ environment rule they apply is ``perfguard.compare.documents.environment_warning
 from __future__ import annotations
 
 import math
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -17,6 +16,8 @@ BADGES = {"regression": "[bold red]REGRESSION[/]", "improvement": "[green]improv
 def badge(row: Verdict) -> str:
     if row.decision == "different":
         return BADGES[row.direction]
+    if row.gated and row.comparison.under_floor:  # real but small: say so, the verdict stays same
+        return f"same ({row.comparison.floor_note})"
     return BADGES.get(row.decision, str(row.decision))
 
 
@@ -26,18 +27,18 @@ def _pct(value: float | None) -> str:
 
 def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
     """Latency rows of every case, plus every other row that is not 'same'."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
 
     mode = document.mode
     table = Table(title=literal(f"perfguard check: {mode['candidate']} vs {mode['baseline']} ({mode['kind']})"))
     for column in ("case", "metric", "change", "interval", "p", "mde", "verdict"):
         table.add_column(column, justify="left" if column in ("case", "metric", "verdict") else "right")
     for row in document.verdicts:
-        if not verbose and row.metric != "latency" and (row.decision == "same" or not row.gated):
+        quiet = row.decision == "same" and not row.comparison.under_floor
+        if not verbose and row.metric != "latency" and (quiet or not row.gated):
             continue
         c = row.comparison
         interval = f"[{_pct(c.ci_low)}, {_pct(c.ci_high)}]" if math.isfinite(c.ci_low) and row.noisy else ""
@@ -46,7 +47,7 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
         table.add_row(literal(row.case), literal(row.metric), _pct(c.ratio), interval, p_value, mde, badge(row))
         if row.decision in ("failed", "unknown") or (row.decision == "different" and verbose):
             table.add_row("", "", "", "", "", "", literal(c.reason[:150], "dim"))
-    console = Console(file=sys.stdout, width=max(130, Console().width))
+    console = cli_console(min_width=130)
     console.print(table)
     s = document.summary
     geo = s.latency_geomean

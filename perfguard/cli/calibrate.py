@@ -6,7 +6,6 @@ stores the floors as threshold overrides that a suite includes with [thresholds]
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from perfguard.exit_codes import ExitCode
@@ -26,12 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> ExitCode:
     import dataclasses
 
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from perfguard.cli._progress import RichProgress
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
     from perfguard.errors import UserError
     from perfguard.flows.check import calibrate, floors_toml
     from perfguard.results import check_writable, write_json_atomic, write_text_atomic
@@ -66,7 +64,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         table.add_row(literal(row.case), _pct(row.noise_sd, 2), _pct(row.within_cv), _pct(_less_one(row.aa_ratio), 2, "+"),
                       f"[{_pct(_less_one(row.ci_low), 1, '+')}, {_pct(_less_one(row.ci_high), 1, '+')}]", verdict,
                       mde, f"{(row.recommended_floor or 0.0) * 100:g}%")
-    Console(file=sys.stdout, width=130).print(table)
+    cli_console(min_width=130).print(table)
     print(f"{result.false_positives} false positive(s) in {len(result.cases)} A/A comparisons")
     if args.write:
         path = Path(args.write)

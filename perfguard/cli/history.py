@@ -32,7 +32,7 @@ from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
     from perfguard.history.alerts import Alert
-    from perfguard.history.store import Change, Series, Store
+    from perfguard.history.store import Change, Point, Series, Store
 
 HELP = "the history store: ingest documents, list series, show trends and change points, prune"
 SPARK = "▁▂▃▄▅▆▇█"
@@ -74,6 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     triage.add_argument("--note", metavar="TEXT", help="a note, kept with the alert and its status change")
     triage.add_argument("--assign", metavar="WHO", help="assignee ('' clears it)")
     triage.add_argument("--issue", metavar="URL", help="the linked issue's URL ('' unlinks it)")
+    triage.add_argument("--by", metavar="WHO", help="who triages, recorded with the status change (in a GitHub "
+                                                    "workflow $GITHUB_ACTOR wins; default: the global git user.name)")
     store_option(triage)
     for query in (listing, show, changes, alerts):
         store_option(query)
@@ -150,6 +152,13 @@ def sparkline(values: Sequence[float], width: int = 24) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, int((v - low) / (high - low) * len(SPARK)))] for v in tail)
 
 
+#: Why one case's ``absolute`` and ``ratio`` series may move in opposite directions.
+LIST_CAPTION = ("trend: the latest level against the median of up to ten nights before it. An absolute series "
+                "is the time measured on its runner (it moves with the compiler, the machine and its load); a "
+                "ratio series is head / base measured in the same job, against the same-job reference pipeline "
+                "(it moves with the compiler only), so the two may differ, even in sign.")
+
+
 def trend(values: Sequence[float]) -> float | None:
     """The latest level against the median of up to ten nights before it (a relative change)."""
     if len(values) < 2:
@@ -157,6 +166,16 @@ def trend(values: Sequence[float]) -> float | None:
     before = sorted(values[-11:-1])
     middle = before[len(before) // 2] if len(before) % 2 else (before[len(before) // 2 - 1] + before[len(before) // 2]) / 2
     return values[-1] / middle - 1.0 if middle else None
+
+
+def _decision_word(point: Point) -> str:
+    """The night's decision; a ``same`` whose interval excludes no change is a real change the floor
+    let through (the floor itself is not stored with the point), and says so."""
+    decision = point.decision or ""
+    low, high = point.ci_low, point.ci_high
+    if decision == "same" and low is not None and high is not None and (low > 1.0 or high < 1.0):
+        return f"same ({point.value - 1:+.1%}, under the floor)"
+    return decision
 
 
 def _key_json(series: Series) -> JsonDict:
@@ -225,16 +244,16 @@ def _ingest_foreign(args: argparse.Namespace) -> ExitCode:
 
 
 def _list(args: argparse.Namespace) -> ExitCode:
-    from rich.console import Console
     from rich.table import Table
 
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
     from perfguard.history.site_model import levels
 
     _check_json(getattr(args, "json", None))
     with open_store(args.store, create=False) as store:
         found = store.series(suite=args.suite, case=args.case, metric=args.metric, kind=args.kind)
-        table = Table(title=literal(f"history in {store.url}: {len(found)} series"), title_justify="left")
+        table = Table(title=literal(f"history in {store.url}: {len(found)} series"), title_justify="left",
+                      caption=LIST_CAPTION, caption_justify="left")
         for column in ("case", "metric", "kind", "runner", "nights", "latest", "trend", "last nights"):
             table.add_column(column, justify="right" if column in ("nights", "latest", "trend") else "left")
         out = []
@@ -250,23 +269,22 @@ def _list(args: argparse.Namespace) -> ExitCode:
                           "" if change is None else f"{change:+.1%}", sparkline(level))
             out.append({**_key_json(series), "points": len(points), "latest": latest, "trend": change,
                         "last_time": series.last_time})
-    Console(width=max(130, Console().width)).print(table)
+    cli_console(min_width=130).print(table)
     _write_json(args.json, {"series": out})
     return ExitCode.OK
 
 
 def _show(args: argparse.Namespace) -> ExitCode:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
     from perfguard.errors import UserError
     from perfguard.history.series_changes import series_changes
     from perfguard.history.site_model import levels
 
     _check_json(args.json)
-    console = Console(width=max(130, Console().width))
+    console = cli_console(min_width=130)
     out = []
     with open_store(args.store, create=False) as store:
         found = store.series(suite=args.suite, case=args.case, metric=args.metric, kind=args.kind)
@@ -304,7 +322,7 @@ def _show(args: argparse.Namespace) -> ExitCode:
                 if k.kind == "ratio":
                     interval = ("" if point.ci_low is None or point.ci_high is None
                                 else f"[{point.ci_low - 1:+.1%}, {point.ci_high - 1:+.1%}]")
-                    cells += [f"{point.value - 1:+.2%}", interval, literal(point.decision or "")]
+                    cells += [f"{point.value - 1:+.2%}", interval, literal(_decision_word(point))]
                 else:
                     cells.append(str(len(point.values)))
                 loud = (cp and cp.direction == "regression") or (change is not None and change.ratio > 1)
@@ -324,10 +342,9 @@ def _show(args: argparse.Namespace) -> ExitCode:
 
 
 def _changes(args: argparse.Namespace) -> ExitCode:
-    from rich.console import Console
     from rich.table import Table
 
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
 
     _check_json(args.json)
     with open_store(args.store, create=False) as store:
@@ -335,7 +352,7 @@ def _changes(args: argparse.Namespace) -> ExitCode:
             c for status in ("pending", "confirmed", "closed") for c in store.changes(status=status, suite=args.suite)]
         every = store.alerts(suite=args.suite)
         shown = every if args.all else [a for a in every if a.is_open or any(c.alert_id == a.id for c in found)]
-        console = Console(width=max(130, Console().width))
+        console = cli_console(min_width=130)
         if shown:
             console.print(_alerts_table(f"alerts in {store.url}: {len(shown)}", shown))
         table = Table(title=literal(f"changes in {store.url}: {len(found)}"), title_justify="left")
@@ -389,13 +406,13 @@ def _alerts_table(title: str, alerts: Sequence[Alert]) -> Any:
 
 
 def _alerts(args: argparse.Namespace) -> ExitCode:
-    from rich.console import Console
+    from perfguard.cli._text import cli_console
 
     _check_json(args.json)
     with open_store(args.store, create=False) as store:
         found = store.alerts(suite=args.suite, status=args.status)
         title = f"alerts in {store.url}: {len(found)}" + (f" {args.status}" if args.status else "")
-    Console(width=max(130, Console().width)).print(_alerts_table(title, found))
+    cli_console(min_width=130).print(_alerts_table(title, found))
     _write_json(args.json, {"version": 1, "kind": "alerts", "alerts": [a.to_json() for a in found]})
     return ExitCode.OK
 
@@ -414,7 +431,7 @@ def _triage(args: argparse.Namespace) -> ExitCode:
     with open_store(args.store, create=False) as store:
         before = store.alert(alert_id)
         after = store.triage(alert_id, status=args.status, note=args.note, assignee=args.assign,
-                             issue_url=args.issue, who=current_user())
+                             issue_url=args.issue, who=current_user(args.by))
     moved = f"{before.status} -> {after.status}" if before.status != after.status else after.status
     # The issue URL may have come from GitHub's answer (notify records it): shown escaped, so no
     # control character or line-start "::" (a workflow command) reaches a terminal or a CI log.
@@ -455,9 +472,11 @@ def _site(args: argparse.Namespace) -> ExitCode:
     check_writable(args.out, "--out", directory=True)
     with open_store(args.store, create=False) as store:
         done = build_site(store, args.out, suite=args.suite)
-    print(f"history site: {done.series} series, {done.nights} night(s), {done.changes} change(s), "
-          f"{done.alerts} alert(s) ({done.open_alerts} open), {done.regressions} confirmed regression(s) "
-          f"in feed.atom; open {done.out / 'index.html'}")
+    n = done.counts
+    print(f"history site: {n.series} series, {n.nights} night(s), {n.changes} change(s) ({n.open_changes} open), "
+          f"{n.alerts} alert(s) ({n.open_alerts} open), {n.feed_entries} entr{'y' if n.feed_entries == 1 else 'ies'} "
+          f"in feed.atom ({n.feed_alerts} alert(s), {n.feed_changes} regression(s) outside them); "
+          f"open {done.out / 'index.html'}")
     return ExitCode.OK
 
 

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli.check import check_settings
     from perfguard.cli.history import open_store
     from perfguard.flows.nightly import markdown_summary, run_nightly
-    from perfguard.names import visible
+    from perfguard.report.plain import plain_text
     from perfguard.results import check_writable
     from perfguard.suite import load_suite
 
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         if report.verdicts is not None:
             print_verdicts(report.verdicts)
         summary = markdown_summary(report)
-        print(visible(summary, keep_newlines=True))  # names and commit subjects are data
+        print(plain_text(summary), end="")  # the Markdown's escapes undone; names stay data (visible)
         if args.summary:
             with open(args.summary, "a", encoding="utf-8") as handle:  # $GITHUB_STEP_SUMMARY is appended to
                 handle.write(summary + "\n")
@@ -145,7 +145,7 @@ def _follow_up(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, 
     from perfguard.errors import UserError
     from perfguard.flows.nightly import markdown_summary
     from perfguard.flows.nightly_shards import follow_up
-    from perfguard.names import visible
+    from perfguard.report.plain import plain_text
 
     if args.shard or args.bisect_only:
         raise UserError("--follow-up decides over the stored parts of a sharded night: no --shard or --bisect-only")
@@ -156,7 +156,7 @@ def _follow_up(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, 
         finally:
             progress.stop()
     summary = markdown_summary(report)
-    print(visible(summary, keep_newlines=True))
+    print(plain_text(summary), end="")
     if args.summary:
         with open(args.summary, "a", encoding="utf-8") as handle:
             handle.write(summary + "\n")
@@ -167,7 +167,7 @@ def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace
     from perfguard.cli.history import open_store
     from perfguard.flows.bisect_fix import bisect_fixes
     from perfguard.flows.nightly import bisect_open_changes, bisections_summary
-    from perfguard.names import visible
+    from perfguard.report.plain import plain_text
 
     with open_store(args.store, create=False) as store:
         try:
@@ -176,7 +176,7 @@ def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace
         finally:
             progress.stop()
     summary = bisections_summary(suite.name, done, fixes)
-    print(visible(summary, keep_newlines=True))
+    print(plain_text(summary), end="")
     if args.summary:
         with open(args.summary, "a", encoding="utf-8") as handle:
             handle.write(summary)

@@ -14,11 +14,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from rich.console import Console
     from rich.table import Table
 
     from perfguard.backends import get_backend
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
 
     backend = get_backend(args.backend)
     table = Table(title=literal(f"passes of backend {args.backend!r}"))
@@ -27,7 +26,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     table.add_column("what it does")
     for info in backend.list_passes():
         table.add_row(literal(info.name), literal(info.source), literal(info.summary))
-    console = Console(width=120)
+    console = cli_console(min_width=120)
     console.print(table)
     if backend.capabilities.user_passes:
         console.print("A pipeline may also name a user pass as package.module:function (ModelProto -> ModelProto).")

@@ -7,7 +7,6 @@ pipelines that really differ).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -129,10 +128,10 @@ def summary_counts(document: ResultDocument) -> str:
 
 
 def print_table(document: ResultDocument) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    from perfguard.cli._text import literal
+    from perfguard.backends.base import NOT_BUILT
+    from perfguard.cli._text import cli_console, literal
     from perfguard.units import format_bytes, format_duration
 
     table = Table(title=literal(f"perfguard run: {document.suite.name}"))
@@ -145,10 +144,13 @@ def print_table(document: ResultDocument) -> None:
         nodes = str(metrics.node_count) if metrics.compiled else ""
         if not case.ok or latency is None:
             error = case.error
-            table.add_row(literal(case.id), literal(f"failed ({error.stage})", "red") if error else "failed",
+            said = "not run (not built)" if error and error.stage == NOT_BUILT else f"failed ({error.stage})" if error else ""
+            table.add_row(literal(case.id), literal(said, "yellow" if error and error.stage == NOT_BUILT else "red")
+                          if error else "failed",
                           "", "", "", "", nodes, "", "")
-            if error and error.message:
-                table.add_row("", literal(error.message[:160], "red"), *[""] * 7)
+            if error and error.message:  # whole: a build command cut short builds nothing
+                table.add_row("", literal(error.message if error.stage == NOT_BUILT else error.message[:160], "red"),
+                              *[""] * 7)
             continue
         group = case.measurement.group if case.measurement else ""
         base = first_median.setdefault(group, latency.median)
@@ -158,7 +160,7 @@ def print_table(document: ResultDocument) -> None:
                       f"{latency.cv * 100:.1f}%", relative, nodes,
                       format_duration(metrics.compile_time_s if metrics.compile_time_s is not None else float("nan")),
                       format_bytes(metrics.artifact_size_bytes or 0))
-    Console(file=sys.stdout, width=max(120, Console().width)).print(table)
+    cli_console(min_width=120).print(table)
     print("'vs first' is the ratio of medians to the first pipeline of the same model and runner, measured "
           "interleaved in the same workers; it is not a verdict (use perfguard check for that).")
     if any(is_blind(c) for c in document.cases if c.ok):

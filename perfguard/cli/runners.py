@@ -10,7 +10,6 @@ a guard at the top of a CI job: ``perfguard runners cuda``).
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
@@ -66,10 +65,9 @@ def _refuse(reason: str, runner: Runner) -> None:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    from rich.console import Console
     from rich.table import Table
 
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import cli_console, literal
     from perfguard.errors import RunnerUnavailable
     from perfguard.results import write_json_atomic
     from perfguard.runners import runner_status
@@ -91,7 +89,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         for row in status.backends:
             state = "[green]yes[/green]" if row.available else "[red]no[/red]"
             table.add_row("", literal(row.backend), state, literal(row.detail))
-    console = Console(file=sys.stdout, width=max(120, Console().width))
+    console = cli_console(min_width=120)
     console.print(table)
     console.print(literal(_ort_line()), highlight=False)
     if any(s.name == "cuda" and s.available for s in statuses):

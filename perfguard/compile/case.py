@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.backends import Artifact, get_backend
+from perfguard.backends.base import NOT_BUILT
 from perfguard.compile.cache import CacheKey, CompileCache, active_cache
 from perfguard.jsonfields import JsonObject
 from perfguard.models.loader import LoadedModel
@@ -133,6 +134,9 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
                               reference_cache=ctx.workdir / "refs" / f"{model.sha256[:16]}-{case.tolerance.seed}.npz")
     (ctx.workdir / "refs").mkdir(parents=True, exist_ok=True)
     compiled = CompiledCase(case, model, entry, side=side.label)
+    missing = get_backend(case.pipeline.backend).missing_input(case.pipeline, suite=str(ctx.suite.path), case=case.id)
+    if missing is not None:  # not a compile failure: the case cannot run until it is built
+        return mark_failed(compiled, NOT_BUILT, missing)
     cache_key, cached = _cached(ctx, request, model, versions, side, compiled)
     if cached is not None:  # compile times of another job stay out of the gate, as a backend cache's
         compiled.entry = _recorded(entry, key, cached, Trace.from_json(cached.trace), ())

@@ -454,7 +454,9 @@ def markdown_summary(report: NightReport) -> str:
                 word = ("regression" if v.is_regression else "improvement" if v.decision == "different"
                         else v.decision)
                 counts[word] = counts.get(word, 0) + 1
-            said = ", ".join(f"{n} {md_text(word)}" for word, n in sorted(counts.items()))
+            under = sum(1 for v in rows if v.gated and v.comparison.under_floor)
+            said = ", ".join(f"{n} {md_text(word)}" + (f" ({under} under the floor)" if word == "same" and under else "")
+                             for word, n in sorted(counts.items()))
             lines.append(f"Latency of {len(rows)} case(s): {said}" +
                          (f" ({identical} identical artifact(s), not timed)." if identical else "."))
     lines.append("")
@@ -510,7 +512,9 @@ def _alert_changes(alert: Alert, separator: str) -> str:
     out = []
     for c in alert.changes:
         size = f"**{_pct(c.ratio)}**" if c.metric == "latency" else _pct(c.ratio)
-        interval = "" if c.ci_low is None or c.ci_high is None else f" [{_pct(c.ci_low)}, {_pct(c.ci_high)}]"
+        interval = ("" if c.ci_low is None or c.ci_high is None
+                    else " (exact)" if c.ci_low == c.ci_high  # no noise: a zero-width interval says nothing
+                    else f" [{_pct(c.ci_low)}, {_pct(c.ci_high)}]")
         out.append(f"{md_text(c.case)} {md_text(c.metric)} ({md_text(c.kind)}) {size}{interval}")
     return separator.join(out)
 

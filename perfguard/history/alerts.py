@@ -341,14 +341,18 @@ def explanation_of(bisect_document: object) -> AlertExplanation | None:
 
 # --- who ------------------------------------------------------------------------------------------
 
-def current_user() -> str:
-    """Who is triaging: ``$GITHUB_ACTOR`` (in a workflow), else git's ``user.name``, else the
-    system user."""
+def current_user(by: str | None = None) -> str:
+    """Who is acting: ``$GITHUB_ACTOR`` in a workflow (the user who triggered it), else ``by``
+    (``--by``), else the global git ``user.name`` (never the current folder's repository config:
+    run inside a compiler checkout, that named whoever set up the checkout), else the system user."""
     actor = os.environ.get("GITHUB_ACTOR", "").strip()
     if actor:
         return actor
+    if by is not None and by.strip():
+        return by.strip()
     try:
-        done = subprocess.run(["git", "config", "user.name"], capture_output=True, text=True, timeout=10, check=False)
+        done = subprocess.run(["git", "config", "--global", "user.name"], capture_output=True, text=True, timeout=10,
+                              check=False)
         if done.returncode == 0 and done.stdout.strip():
             return done.stdout.strip()
     except (OSError, subprocess.SubprocessError):

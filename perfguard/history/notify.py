@@ -43,17 +43,19 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
-from perfguard.errors import ApiError
-from perfguard.history.alerts import OPEN_STATUSES, Alert, current_user
+from perfguard.errors import ApiError, PerfguardError
+from perfguard.history.alerts import OPEN_STATUSES, Alert, AlertChange, current_user
 from perfguard.history.github import GitHub
 from perfguard.history.notify_issues import LABEL, IssueIndex
 from perfguard.history.transport import post_json
 from perfguard.jsonfields import JsonDict
+from perfguard.names import visible
 from perfguard.report.escape import md_code, md_text
 
 if TYPE_CHECKING:
+    from perfguard.bisect.document import CommitInfo
     from perfguard.history.store import Store
 
 #: How an issue is closed for each closed status of its alert.
@@ -84,9 +86,11 @@ def alert_marker(alert: Alert) -> str:
 
 def state_marker(alert: Alert) -> str:
     """The marker of the state an issue or comment reports: a digest of what a reader would call a
-    change (status, culprit, each change's size in whole percent), not of timestamps or notes."""
+    change (status, culprit, each change's size in whole percent, assignee, notes), not of
+    timestamps."""
     state = {"status": alert.status, "culprit": [alert.culprit_commit, alert.culprit_pass],
-             "changes": sorted([c.change_id, c.case, c.metric, round((c.ratio - 1.0) * 100)] for c in alert.changes)}
+             "changes": sorted([c.change_id, c.case, c.metric, round((c.ratio - 1.0) * 100)] for c in alert.changes),
+             "assignee": alert.assignee, "notes": alert.notes}
     digest = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:16]
     return f"<!-- perfguard-state:{quote(alert.suite, safe='')}:{alert.id}:{digest} -->"
 
@@ -138,7 +142,8 @@ def _sync_one(store: Store, github: GitHub, index: IssueIndex, alert: Alert, sit
     if issue is None:
         if not alert.is_open or not index.complete:
             return None  # closed before anyone was told, or its issue may lie beyond the listing
-        created = github.create_issue(issue_title(alert), issue_body(alert, site_url), [LABEL])
+        created = github.create_issue(issue_title(alert), issue_body(alert, site_url, issue_facts(store, alert)),
+                                      [LABEL])
         url = created.html_url if created is not None else ""
         outcome.created.append(url)
         say(f"alert {alert.id}: opened {url or 'an issue (planned)'}")
@@ -158,10 +163,12 @@ def _sync_one(store: Store, github: GitHub, index: IssueIndex, alert: Alert, sit
             say(f"alert {alert.id}: wont-fix ({url} was closed as not planned by {closer})")
         return None
     marker = state_marker(alert)
-    if marker in issue.body or any(marker in c.body for c in github.comments(number) if index.trusted(c.author)):
+    # only perfguard's own comments say what was reported: a planted marker must not silence an update
+    said = [issue.body, *(c.body for c in github.comments(number) if index.trusted(c.author))]
+    if any(marker in text for text in said):
         changed = False
     else:
-        github.comment(number, update_comment(alert, site_url))
+        github.comment(number, update_comment(alert, site_url, issue_facts(store, alert), last_reported(said)))
         outcome.commented.append(url)
         say(f"alert {alert.id}: commented on {url} ({alert.status})")
         changed = True
@@ -227,7 +234,9 @@ def _short(commit: str | None) -> str:
 
 
 def issue_title(alert: Alert) -> str:
-    """One line naming the cases, the size, the commit and the pass (names escaped: they are data)."""
+    """One line naming the cases, the size, the commit and the pass: plain text (GitHub shows a
+    title as it is, so a Markdown escape would show as ``bert\\_t``), whitespace folded to single
+    spaces, control and bidi characters shown as escapes, at most :data:`TITLE_LIMIT` characters."""
     cases = alert.cases
     named = ", ".join(cases[:3]) + (f" and {len(cases) - 3} more" if len(cases) > 3 else "")
     at = _short(alert.culprit_commit or alert.last_commit)
@@ -239,32 +248,113 @@ def issue_title(alert: Alert) -> str:
         text = f"perfguard: {size} in {named or 'no case'} at {at}"
         if alert.culprit_pass:
             text += f" (pass {alert.culprit_pass})"
-    return md_text(text, TITLE_LIMIT)
+    return _plain_line(text, TITLE_LIMIT)
 
 
-def _table(alert: Alert, site_url: str | None) -> list[str]:
-    lines = ["| case | metric | change | interval |", "|---|---|---|---|"]
+def _plain_line(value: str, limit: int) -> str:
+    text = " ".join(value.split())
+    if len(text) > limit:
+        text = text[:limit - 1] + "…"  # cut before escaping, so no escape is cut in half
+    return visible(text)
+
+
+@dataclass(frozen=True)
+class ChangeLevels:
+    """An exact change's series level at its good and its bad commit's nights (node count, size)."""
+
+    change_id: int
+    before: float
+    after: float
+    metric: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class IssueFacts:
+    """What an issue says beyond the alert record, read from the store: the culprit commit (its
+    subject and author, from the stored bisection) and the levels of its exact changes."""
+
+    culprit: CommitInfo | None = None
+    levels: tuple[ChangeLevels, ...] = ()
+
+    def level(self, change_id: int) -> ChangeLevels | None:
+        return next((x for x in self.levels if x.change_id == change_id), None)
+
+
+def _is_exact(change: AlertChange) -> bool:
+    """A change measured without noise (node count, artifact size): its interval has no width."""
+    return change.ci_low is not None and change.ci_low == change.ci_high
+
+
+def issue_facts(store: Store, alert: Alert) -> IssueFacts:
+    """The :class:`IssueFacts` of ``alert``: the culprit from the first stored bisection that names
+    it, the before -> after levels of its exact changes of absolute series."""
+    from perfguard.bisect.document import bisect_from_json
+
+    culprit = None
+    levels = []
+    for ac in alert.changes:
+        change = store.change(ac.change_id)
+        if change is None:
+            continue
+        if culprit is None and alert.culprit_commit and change.bisect_document_id is not None:
+            try:
+                result = bisect_from_json(store.document(change.bisect_document_id), "bisect document")
+            except PerfguardError:
+                result = None
+            found = [c.commit for c in result.culprits if c.commit] if result is not None else []
+            culprit = next((c for c in found if c.sha and alert.culprit_commit.startswith(c.sha[:7])), None)
+        if _is_exact(ac) and change.key.kind == "absolute":
+            at = {p.commit: p.value for p in store.points(change.series_id) if p.commit}
+            if change.good_commit in at and change.bad_commit in at:
+                levels.append(ChangeLevels(ac.change_id, at[change.good_commit], at[change.bad_commit], ac.metric,
+                                           change.key.kind))
+    return IssueFacts(culprit, tuple(levels))
+
+
+def _table(alert: Alert, site_url: str | None, facts: IssueFacts) -> list[str]:
+    from perfguard.history.site import format_value
+
+    lines = ["| case | metric | change | before → after | interval |", "|---|---|---|---|---|"]
     for c in sorted(alert.changes, key=lambda c: (c.metric != "latency", c.case, c.metric)):
-        interval = ("" if c.ci_low is None or c.ci_high is None
-                    else f"[{_percent(c.ci_low)}, {_percent(c.ci_high)}]")
+        level = facts.level(c.change_id)
+        moved = ("" if level is None else
+                 f"{format_value(level.metric, level.kind, level.before)} → "
+                 f"{format_value(level.metric, level.kind, level.after)}")
+        if _is_exact(c):
+            interval = "exact"  # no noise: a zero-width [+78.5 %, +78.5 %] says nothing
+        elif c.ci_low is None or c.ci_high is None:
+            interval = ""
+        else:
+            interval = f"[{_percent(c.ci_low)}, {_percent(c.ci_high)}]"
         size = _percent(c.ratio)
         if site_url:
             size = f"[{size}]({site_url.rstrip('/')}/changes/{c.change_id}.html)"
-        lines.append(f"| {md_code(c.case)} | {md_text(c.metric)} | {size} | {interval} |")
+        lines.append(f"| {md_code(c.case)} | {md_text(c.metric)} | {size} | {moved} | {interval} |")
     return lines
 
 
-def _details(alert: Alert, site_url: str | None) -> list[str]:
+def _culprit_line(alert: Alert, facts: IssueFacts) -> str:
+    line = f"Culprit: commit {md_code(alert.culprit_commit)}"
+    commit = facts.culprit
+    if commit is not None and commit.subject:
+        line += f" “{md_text(commit.subject, 200)}”"
+    if commit is not None and commit.author:
+        line += f" by {md_text(commit.author, 100)}"
+    return line + (f", pass {md_code(alert.culprit_pass)}." if alert.culprit_pass else ".")
+
+
+def _details(alert: Alert, site_url: str | None, facts: IssueFacts) -> list[str]:
     what = {"broken": "The compiler did not build, or its passes did not import",
             "regression": "Regression"}.get(alert.kind, alert.kind.capitalize())
     lines = [f"**{what}** in suite {md_code(alert.suite)} on runner class {md_code(alert.runner_class)}, "
              f"commits {md_code(_short(alert.first_commit))}..{md_code(_short(alert.last_commit))} "
-             f"(alert {alert.id}, status {md_code(alert.status)}).", ""]
+             f"(alert {alert.id}, status {md_code(alert.status)}"
+             + (f", assigned to {md_text(alert.assignee, 100)}" if alert.assignee else "") + ").", ""]
     if alert.culprit_commit:
-        culprit = f"Culprit: commit {md_code(alert.culprit_commit)}"
-        lines += [culprit + (f", pass {md_code(alert.culprit_pass)}." if alert.culprit_pass else "."), ""]
+        lines += [_culprit_line(alert, facts), ""]
     if alert.changes:
-        lines += [*_table(alert, site_url), ""]
+        lines += [*_table(alert, site_url, facts), ""]
     why = alert.explanation
     if why is not None:
         lines += [f"**Why** ({md_text(why.dimension)}): {md_text(why.headline)}", ""]
@@ -273,17 +363,81 @@ def _details(alert: Alert, site_url: str | None) -> list[str]:
             lines += [f"| {md_code(n.op_type)} | {n.before} | {n.after} |" for n in why.node_changes]
             lines.append("")
     if site_url:
-        lines += [f"History: {site_url.rstrip('/')}/index.html", ""]
+        lines += [f"The alert on the history site: {site_url.rstrip('/')}/alert-{alert.id}.html", ""]
     return lines
 
 
-def issue_body(alert: Alert, site_url: str | None = None) -> str:
+def issue_body(alert: Alert, site_url: str | None = None, facts: IssueFacts | None = None) -> str:
     footer = ("Triage with `perfguard history triage " + str(alert.id) + " --status STATUS`; closing this "
               "issue as *not planned* marks the alert `wont-fix` on the next run.")
-    return "\n".join([alert_marker(alert), state_marker(alert), *_details(alert, site_url), footer, ""])
+    return "\n".join([alert_marker(alert), state_marker(alert), reported_marker(alert),
+                      *_details(alert, site_url, facts or IssueFacts()), footer, ""])
 
 
-def update_comment(alert: Alert, site_url: str | None = None) -> str:
+@dataclass(frozen=True)
+class Reported:
+    """What an issue body or comment last told its readers (in a ``perfguard-reported`` marker), so
+    the next comment can say what changed since: status, assignee, how much of the notes, changes."""
+
+    status: str
+    assignee: str | None
+    notes_length: int
+    changes: int
+
+    def to_json(self) -> JsonDict:
+        return {"status": self.status, "assignee": self.assignee, "notes_length": self.notes_length,
+                "changes": self.changes}
+
+
+def _reported(alert: Alert) -> Reported:
+    return Reported(alert.status, alert.assignee, len(alert.notes), len(alert.changes))
+
+
+def reported_marker(alert: Alert) -> str:
+    # percent-encoded JSON: no name can end the HTML comment
+    return f"<!-- perfguard-reported:{quote(json.dumps(_reported(alert).to_json(), sort_keys=True), safe='')} -->"
+
+
+_REPORTED_MARKER = re.compile(r"<!-- perfguard-reported:([^\s>]*) -->")
+
+
+def last_reported(texts: list[str]) -> Reported | None:
+    """The state the last of ``texts`` (an issue body, then its comments, oldest first) with a
+    ``perfguard-reported`` marker reported; None when none has one (an issue of an older perfguard)."""
+    for text in reversed(texts):
+        found = _REPORTED_MARKER.findall(text)
+        if not found:
+            continue
+        try:
+            data = json.loads(unquote(found[-1]))
+            return Reported(str(data["status"]), None if data["assignee"] is None else str(data["assignee"]),
+                            int(data["notes_length"]), int(data["changes"]))
+        except (ValueError, KeyError, TypeError):
+            return None  # a marker someone edited: say the current state, not a difference
+    return None
+
+
+def _what_changed(alert: Alert, before: Reported | None) -> list[str]:
+    """A line per thing that moved since ``before`` (status, assignee, new notes, changes); the
+    current status and assignee when nothing was reported before."""
+    lines = []
+    if before is None or before.status != alert.status:
+        lines.append(f"- status: {md_code(before.status) + ' → ' if before else ''}{md_code(alert.status)}")
+    if before is None or before.assignee != alert.assignee:
+        was = "" if before is None else f" (was {md_text(before.assignee, 100) if before.assignee else 'nobody'})"
+        lines.append(f"- assignee: {md_text(alert.assignee, 100) if alert.assignee else 'nobody'}{was}")
+    new_notes = alert.notes[before.notes_length:] if before is not None else alert.notes
+    if new_notes.strip():
+        lines.append(f"- note: {md_text(new_notes, 500)}")
+    if before is not None and before.changes != len(alert.changes):
+        lines.append(f"- changes: {len(alert.changes)} (was {before.changes})")
+    return lines
+
+
+def update_comment(alert: Alert, site_url: str | None = None, facts: IssueFacts | None = None,
+                   before: Reported | None = None) -> str:
+    """The comment for an alert whose state moved since ``before`` (what the issue last reported):
+    a headline, what changed (status, assignee, note, changes), then the alert as the body has it."""
     worst = alert.worst
     if alert.status == "fixed":
         head = "**Fixed**: a later night shows the reverse step."
@@ -294,11 +448,14 @@ def update_comment(alert: Alert, site_url: str | None = None) -> str:
     else:
         size = f", worst {md_text(worst.metric)} {_percent(worst.ratio)}" if worst else ""
         head = f"**Updated**: {len(alert.changes)} change(s){size}, status {md_code(alert.status)}."
-    return "\n".join([state_marker(alert), head, "", *_details(alert, site_url)])
+    changed = _what_changed(alert, before)
+    return "\n".join([state_marker(alert), reported_marker(alert), head, "", *changed, *([""] if changed else []),
+                      *_details(alert, site_url, facts or IssueFacts())])
 
 
 def _webhook_document(event: str, alert: Alert, url: str) -> JsonDict:
-    title = issue_title(alert)
+    # Slack-compatible receivers read &, < and > as markup: the documented entities keep names data.
+    title = issue_title(alert).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return {"text": f"[{event}] {title} {url}".strip(), "event": event, "issue_url": url or None,
             "alert": alert.to_json()}
 

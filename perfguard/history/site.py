@@ -68,11 +68,12 @@ from perfguard.history.site_model import (
     DocumentView,
     SeriesView,
     Site,
+    SiteCounts,
     collect,
 )
 from perfguard.history.store import Store
 
-__all__ = ["MARKER_FILE", "SiteSummary", "build_site", "collect", "format_value", "render"]
+__all__ = ["MARKER_FILE", "SiteCounts", "SiteSummary", "build_site", "collect", "format_value", "render"]
 
 #: The file that marks a folder as a site this command may replace.
 MARKER_FILE = ".perfguard-site"
@@ -80,17 +81,11 @@ MARKER_FILE = ".perfguard-site"
 
 @dataclass(frozen=True)
 class SiteSummary:
-    """What a build wrote: counts of series, nights, changes, confirmed regressions, pages and
-    alerts (open ones among them), and the folder."""
+    """What a build wrote: the folder, its pages and the counts its pages print."""
 
     out: Path
-    series: int
-    nights: int
-    changes: int
-    regressions: int
     pages: int
-    alerts: int = 0
-    open_alerts: int = 0
+    counts: SiteCounts
 
 
 # --- rendering --------------------------------------------------------------------------------------
@@ -208,7 +203,7 @@ def render(site: Site) -> dict[str, str]:
     style = _asset("perfguard.report", "report.css") + _asset("perfguard.history", "site.css")
     script = _asset("perfguard.history", "site.js")
     common = {"site": site, "style": style, "style_hash": _csp_hash(style), "version": __version__,
-              "dimensions": DIMENSIONS}
+              "dimensions": DIMENSIONS, "counts": site.counts}
     from markupsafe import Markup
 
     common["style"] = Markup(style)  # perfguard's own file, verbatim so that its hash matches
@@ -276,8 +271,7 @@ def build_site(store: Store, out: str | Path, *, suite: str | None = None,
     site = collect(store, suite, now=now)
     files = render(site)
     _publish(target, files)
-    return SiteSummary(target, len(site.series), len(site.documents), len(site.changes), len(site.feed),
-                       _pages(files), len(site.alerts), len(site.open_alerts))
+    return SiteSummary(target, _pages(files), site.counts)
 
 
 def _publish(target: Path, files: dict[str, str]) -> None:

@@ -90,6 +90,12 @@ class TeamFigures:
     def total(self) -> int:
         return sum(count for _, count in self.by_status)
 
+    @property
+    def final_by_status(self) -> tuple[tuple[str, int], ...]:
+        """:attr:`by_status` of the closed (final) statuses only: an ``investigating`` alert is
+        still open and is counted under the open alerts."""
+        return tuple((status, n) for status, n in self.by_status if status in CLOSED_STATUSES)
+
 
 def team_figures(alerts: Sequence[Alert], now: datetime, window_days: int = TRIAGE_WINDOW_DAYS) -> TeamFigures:
     """The figures of ``alerts`` at ``now`` (an aware datetime)."""

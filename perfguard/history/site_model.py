@@ -167,6 +167,37 @@ class DocumentView:
         return f"nights/{self.id}.html"
 
 
+@dataclass(frozen=True)
+class SiteCounts:
+    """The counts every page header, banner, the feed and ``history site``'s line print: one
+    source, so the index never says "6 open changes" above "no open change" and the command
+    never counts a feed entry the feed does not hold.
+
+    ``open_changes``: every change not closed; ``loose_changes``/``loose_regressions``: those of
+    them outside an open alert (listed in the index's changes section; the others are listed with
+    their alert); ``feed_alerts``/``feed_changes``: the feed's alert entries and its confirmed
+    regressions outside them."""
+
+    series: int
+    nights: int
+    changes: int
+    alerts: int
+    open_alerts: int
+    open_changes: int
+    loose_changes: int
+    loose_regressions: int
+    feed_alerts: int
+    feed_changes: int
+
+    @property
+    def changes_in_open_alerts(self) -> int:
+        return self.open_changes - self.loose_changes
+
+    @property
+    def feed_entries(self) -> int:
+        return self.feed_alerts + self.feed_changes
+
+
 @dataclass
 class Site:
     """Everything the pages show."""
@@ -213,6 +244,14 @@ class Site:
     def feed_changes(self) -> list[ChangeView]:
         """The feed's confirmed regressions that are not inside one of its alerts."""
         return [c for c in self.feed if c.alert is None]
+
+    @property
+    def counts(self) -> SiteCounts:
+        loose = self.loose_changes
+        return SiteCounts(len(self.series), len(self.documents), len(self.changes), len(self.alerts),
+                          len(self.open_alerts), len(self.open_changes), len(loose),
+                          sum(1 for c in loose if c.tone == "regression"), len(self.feed_alerts),
+                          len(self.feed_changes))
 
 
 # --- collecting -------------------------------------------------------------------------------------

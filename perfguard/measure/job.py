@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from perfguard import __version__
+from perfguard.backends.base import NOT_BUILT
 from perfguard.compile.case import (
     CompiledCase,
     RunContext,
@@ -171,8 +172,13 @@ class Job:
                 compiled = future.result()
                 cached = " (from the artifact cache)" if compiled.cache == "hit" else ""
                 ctx.progress.advance(f"compile {case.id}{label}{cached}")
-                if compiled.entry.error is not None:
-                    ctx.progress.log(f"FAILED {case.id}{label}: {compiled.entry.error.message}", style="red")
+                error, trace = compiled.entry.error, compiled.entry.trace
+                if error is not None and error.stage == NOT_BUILT:
+                    ctx.progress.log(f"NOT RUN {case.id}{label}: {error.message}", style="yellow")
+                elif error is not None:
+                    ctx.progress.log(f"FAILED {case.id}{label}: {error.message}", style="red")
+                elif trace is not None and trace.database_use is not None and trace.database_use.warning:
+                    ctx.progress.log(f"warning: {case.id}{label}: {trace.database_use.warning}", style="yellow")
                 done[(side.label, index)] = compiled
         self.compiled.extend(done[(side.label, index)] for side in ctx.sides for index in range(len(ctx.cases)))
 

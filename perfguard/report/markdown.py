@@ -80,7 +80,7 @@ def _verdict_table(rows: list[VerdictRow], full: bool) -> list[str]:
     else:
         lines = ["| verdict | case | metric | change | interval (95%) |", "| --- | --- | --- | ---: | --- |"]
     for row in rows:
-        verdict = f"{ICONS[row.state]} {WORDS[row.state]}"
+        verdict = f"{ICONS[row.state]} {WORDS[row.state]}" + (f": {row.floor_note}" if row.floor_note else "")
         change = fmt.change(row.ratio) if row.ratio is not None else ""
         interval = fmt.interval(row.ci_low, row.ci_high)
         if full:
@@ -136,14 +136,14 @@ def _bisect_lines(view: BisectView) -> list[str]:
 
 def _interesting(report: Report) -> list[VerdictRow]:
     """Latency rows of every case and every other row that is not 'same', worst first."""
-    return [r for r in report.verdict_rows if r.metric == "latency" or r.state not in QUIET]
+    return [r for r in report.verdict_rows if r.metric == "latency" or r.state not in QUIET or r.floor_note]
 
 
 def job_summary(report: Report, report_url: str | None = None, max_rows: int = 40) -> str:
     """Markdown for ``$GITHUB_STEP_SUMMARY``."""
     lines = [f"## {_title(report)}", "", _counts(report), ""]
     for comparison in report.comparisons:
-        rows = [r for r in comparison.rows if r.metric == "latency" or r.state not in QUIET]
+        rows = [r for r in comparison.rows if r.metric == "latency" or r.state not in QUIET or r.floor_note]
         lines += [f"**{md_text(comparison.title)}** ({md_text(comparison.kind)})", ""]
         lines += _verdict_table(rows[:max_rows], full=True)
         hidden = len(comparison.rows) - len(rows[:max_rows])
@@ -196,6 +196,8 @@ def pr_comment(report: Report, report_url: str | None = None, worst: int = 5) ->
     lines = [COMMENT_MARKER, f"### {_title(report)}", "", _counts(report), ""]
     attention = [r for r in _interesting(report) if r.state in ("failed", "regression")
                  or (r.state == "unknown" and r.metric == "latency")]
+    # real changes under the floor: listed after those, so "same" never hides a measured change
+    under = [r for r in _interesting(report) if r.floor_note and r.metric == "latency"]
     attention.sort(key=lambda r: (SEVERITY[r.state], r.sort_key[1:]))
     if attention:
         lines += _verdict_table(attention[:worst], full=False)
@@ -211,6 +213,8 @@ def pr_comment(report: Report, report_url: str | None = None, worst: int = 5) ->
         failed = [r.case for r in report.run.rows if r.cells[0]["status"] not in ("ok", "absent")]
         lines += [f"Failed: {', '.join(md_text(c) for c in failed[:worst])}"
                   + (f" and {len(failed) - worst} more" if len(failed) > worst else ""), ""]
+    if under:
+        lines += ["Under the floor (real, too small to gate on):", "", *_verdict_table(under[:worst], full=False), ""]
     lines += _why_lines(report)
     for view in report.bisections:
         lines += _bisect_lines(view)[:2] + [""]

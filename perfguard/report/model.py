@@ -194,7 +194,7 @@ def _verdict_row(row: Verdict, candidate: CaseEntry | None) -> VerdictRow:
         ci_high=fmt.finite(c.ci_high) if noisy else None, p_value=fmt.finite(c.p_value) if noisy else None,
         # Not timed (identical artifacts): nothing was detectable or undetectable.
         mde=(c.mde if not math.isnan(c.mde) else math.inf) if noisy and c.method != "identity" else None,
-        floor=fmt.finite(c.floor), gate=row.gate, reason=c.reason)
+        floor=fmt.finite(c.floor), gate=row.gate, reason=c.reason, floor_note=c.floor_note if row.gated else "")
 
 
 def _comparison_title(document: VerdictsDocument) -> str:

@@ -56,6 +56,7 @@ class VerdictRow:
     gate: str
     reason: str
     anchor: str = ""
+    floor_note: str = ""  # "+1.5%, under the 2% floor": a real change the gate lets through (state same)
 
     @property
     def sort_key(self) -> tuple[float, ...]:

@@ -37,7 +37,7 @@ from typing import Any, Literal
 import numpy as np
 
 from perfguard import jsonfields as f
-from perfguard.backends.base import Artifact, PassRecord
+from perfguard.backends.base import Artifact, DatabaseUse, PassRecord
 from perfguard.errors import FieldError
 from perfguard.jsonfields import JsonDict, JsonObject
 from perfguard.models.inputs import InputSpec
@@ -267,6 +267,7 @@ class Trace:
     pass_times: tuple[JsonObject, ...] | None = None
     cache_hit: bool | None = None
     extra: JsonObject = field(default_factory=dict)
+    database_use: DatabaseUse | None = None  # a TVM pipeline that applies a tuning database
 
     def after_prefix(self, prefix: Trace, shift: int) -> Trace:
         """This trace (stage 2 of a hybrid compile, its passes renumbered from ``shift``) behind the
@@ -280,7 +281,9 @@ class Trace:
                            "note": self.note}
         return {**self.extra, **out, **_drop_none({"mode": self.mode, "cache_hit": self.cache_hit,
                                                    "pass_times": None if self.pass_times is None
-                                                   else list(self.pass_times)})}
+                                                   else list(self.pass_times),
+                                                   "database_use": None if self.database_use is None
+                                                   else self.database_use.to_json()})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Trace:
@@ -291,11 +294,13 @@ class Trace:
                    f.boolean(data, "exact", kind), f.string(data, "note", kind), f.opt_string(data, "mode", kind),
                    None if pass_times is None else tuple(f.objects(data, "pass_times", kind)),
                    None if data.get("cache_hit") is None else f.boolean(data, "cache_hit", kind),
-                   {k: v for k, v in data.items() if k not in _TRACE_KEYS})
+                   {k: v for k, v in data.items() if k not in _TRACE_KEYS},
+                   None if data.get("database_use") is None
+                   else DatabaseUse.from_json(f.obj(data, "database_use", kind)))
 
 
 _TRACE_KEYS = frozenset({"passes", "input_hash", "final_hash", "total_time_s", "exact", "note", "mode", "pass_times",
-                         "cache_hit"})
+                         "cache_hit", "database_use"})
 
 
 def _pass_json(record: PassRecord) -> JsonDict:

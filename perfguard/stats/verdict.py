@@ -93,6 +93,16 @@ class Comparison:
         """True when the decision is ``different`` in the worse direction (the gate fails)."""
         return is_regression(self.decision, self.direction)
 
+    @property
+    def under_floor(self) -> bool:
+        """A real change the gate lets through: :func:`under_floor`."""
+        return under_floor(self)
+
+    @property
+    def floor_note(self) -> str:
+        """``+1.5%, under the 2% floor`` for a change :attr:`under_floor`, else ``""``."""
+        return f"{self.change:+.1%}, under the {self.floor * 100:g}% floor" if self.under_floor else ""
+
     def to_json(self) -> JsonDict:
         """Plain dict for JSON output; non-finite floats become ``None`` (JSON has no inf/NaN)."""
         out: JsonDict = {}
@@ -114,6 +124,19 @@ class Comparison:
                 value = math.inf if item.name == "mde" else math.nan
             values[item.name] = value
         return cls(**values)
+
+
+def under_floor(c: Comparison) -> bool:
+    """Whether ``c`` is ``same`` only because of the floor: the interval excludes no change, and
+    either the test rejected (``p <= alpha``) or the metric is exact (a zero-width interval, no
+    noise), yet the whole interval lies inside the floor. Real, too small to gate on; shown as
+    such (``+1.5%, under the 2% floor``) so that "same" never hides a measured change. The
+    decision is not changed."""
+    if c.decision != "same" or not (c.floor > 0 and math.isfinite(c.ratio) and c.ratio != 1.0):
+        return False
+    excludes_one = c.ci_low > 1.0 or c.ci_high < 1.0
+    exact = c.ci_low == c.ci_high
+    return excludes_one and (exact or (math.isfinite(c.p_value) and c.p_value <= c.alpha))
 
 
 def direction_of(change: float, higher_is_worse: bool) -> Direction:

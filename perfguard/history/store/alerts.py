@@ -270,8 +270,9 @@ class Alerting(Ingesting, Querying):
                assignee: str | None = None, issue_url: str | None = None, who: str) -> Alert:
         """Change an alert: its status (an event records who, when, from, to and the note; a closed
         status closes its changes, an open one after a closed one confirms them again), its
-        assignee (``""`` clears it), its linked issue, and a note (appended to its notes). An
-        unknown id or status is a ``UserError``."""
+        assignee (``""`` clears it), its linked issue, and a note (appended to its notes). Without
+        a new status no event is recorded (no self-transition). An unknown id or status is a
+        ``UserError``."""
 
         from perfguard.history.alerts import CLOSED_STATUSES
         from perfguard.history.schema import alerts, changes, utc_now
@@ -297,10 +298,8 @@ class Alerting(Ingesting, Querying):
                     conn.execute(changes.update().where(changes.c.alert_id == alert_id).values(
                         status="closed" if closing else "confirmed",
                         note=f"alert {alert_id}: {status} ({who})"))
-            elif note or assignee is not None or issue_url is not None:
-                said = "; ".join(x for x in (note or "", "" if assignee is None else f"assigned to {assignee or 'nobody'}",
-                                             "" if issue_url is None else f"issue {issue_url or 'unlinked'}") if x)
-                _event(conn, alert_id, who, now, current.status, current.status, said)
+            # An event is a status change: a note, an assignee or a linked issue alone is kept on the
+            # alert (notes, assignee, issue_url), never as an ``acknowledged -> acknowledged`` event.
         return self.alert(alert_id)
 
 

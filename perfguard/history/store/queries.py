@@ -184,6 +184,11 @@ class Querying(StoreConnection):
             _check_status(status)
         return self._changes(status=status, suite=suite)
 
+    def change(self, change_id: int) -> Change | None:
+        """The change ``change_id``, whatever its status (None: no such change)."""
+        found = self._changes(id=change_id)
+        return found[0] if found else None
+
     def _changes(self, *, id: int | None = None, status: str | None = None, suite: str | None = None) -> list[Change]:
         from perfguard.history.schema import OPEN_STATUSES, changes, series
 
