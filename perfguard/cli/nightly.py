@@ -4,7 +4,7 @@ confirm them (the next night, or an immediate same-job re-check), and bisect a n
 latency regression over its commit range (and the fixing range of an alert fixed tonight, for the
 commit that fixed it).
 
-  perfguard nightly SUITE [--store URL] [--summary FILE] [--json PATH] [--no-bisect]
+  perfguard nightly SUITE [--store URL] [--summary FILE] [--json PATH] [--no-bisect] [--no-explain]
 
 The first night of a suite in a store measures the working tree and starts the chain. Exit codes:
 0 nothing new; 1 a new confirmed regression; 2 bad input or a bad store; 4 some cases failed.
@@ -18,6 +18,9 @@ from typing import Any
 from perfguard.cli._cache import add_cache_arguments
 from perfguard.exit_codes import ExitCode
 
+if TYPE_CHECKING:
+    from perfguard.profile.explain import ProfileSettings
+
 HELP = "the nightly job: check against the last night, store, detect change points, bisect"
 
 
@@ -25,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from perfguard.cli._shard import shard_option
     from perfguard.cli.check import add_sampling_arguments
     from perfguard.cli.history import store_option
+    from perfguard.cli.profile import add_profile_arguments
 
     parser.add_argument("suite", help="suite file (TOML)")
     store_option(parser)
@@ -38,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-bisect", action="store_true",
                         help="do not bisect newly confirmed regressions, nor the fixing range of an alert fixed "
                              "tonight")
+    parser.add_argument("--no-explain", action="store_true",
+                        help="do not profile a new culprit against its parent to say why it is slower (the alert's "
+                             "explanation); by default each new culprit is explained once")
     parser.add_argument("--bisect-only", action="store_true",
                         help="only bisect the store's confirmed regressions that have no bisection yet, and the "
                              "fixing ranges of fixed alerts whose fixing commit is not known (the follow-up job on "
@@ -51,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not re-check a regression in a fresh job (it is then confirmed on the next night)")
     add_sampling_arguments(parser)
     add_cache_arguments(parser)
+    add_profile_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -80,7 +88,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         cases, shard = _shard(suite, cases, settings, store, args)
         try:
             report = run_nightly(suite, cases, store, settings, progress, bisect=not args.no_bisect,
-                                 recheck=not args.no_recheck, shard=shard)
+                                 recheck=not args.no_recheck, shard=shard, explain=_explain(args))
         finally:
             progress.stop()
         if report.verdicts is not None:
@@ -99,6 +107,13 @@ def run(args: argparse.Namespace) -> ExitCode:
     if report.exit_regression:
         return ExitCode.REGRESSION
     return ExitCode.CASE_FAILED if report.failed_cases else ExitCode.OK
+
+
+def _explain(args: argparse.Namespace) -> ProfileSettings | None:
+    """How the night explains its new culprits, None under --no-explain."""
+    from perfguard.cli.profile import profile_settings
+
+    return None if args.no_explain else profile_settings(args)
 
 
 def _shard(suite: Any, cases: Any, settings: Any, store: Any, args: argparse.Namespace) -> tuple[Any, Any]:
@@ -132,7 +147,7 @@ def _follow_up(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, 
     with open_store(args.store, create=False) as store:
         try:
             report = follow_up(suite, cases, store, settings, progress, bisect=not args.no_bisect,
-                               recheck=not args.no_recheck)
+                               recheck=not args.no_recheck, explain=_explain(args))
         finally:
             progress.stop()
     summary = markdown_summary(report)
@@ -151,7 +166,7 @@ def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace
 
     with open_store(args.store, create=False) as store:
         try:
-            done = bisect_open_changes(suite, cases, store, settings, progress)
+            done = bisect_open_changes(suite, cases, store, settings, progress, _explain(args))
             fixes = bisect_fixes(suite, cases, store, settings, progress)  # the fixing ranges not yet bisected
         finally:
             progress.stop()

@@ -15,7 +15,9 @@
    seen. A pending change that no longer shows is closed.
 4. A newly confirmed latency regression triggers ``bisect commits`` over its commit range (the
    night before .. the night it appeared), unless ``bisect=False``; the bisection document is
-   stored and linked to the change, with its culprit commit and pass.
+   stored and linked to the change, with its culprit commit and pass. A found culprit is explained
+   once (``explain``, as ``perfguard bisect`` does: its parent against it, profiled); the alert
+   carries that explanation (``nightly --no-explain``: not).
 5. The confirmed changes are grouped into alerts (:mod:`perfguard.history.alerts`): one per
    (suite, runner class, commit range), every case and metric of the range inside, the bisected
    culprit and its explanation shared by all. A change whose alert was triaged closed
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from perfguard.history.alerts import Alert
     from perfguard.history.changepoints import ChangePoint
     from perfguard.history.store import Change, Night, Point, Series, Store
+    from perfguard.profile.explain import ProfileSettings
     from perfguard.results.shard import ShardInfo
 
 #: Metrics whose confirmed regressions trigger a bisection (the others are recorded only).
@@ -125,9 +128,11 @@ def _head_commit(suite: Suite) -> tuple[str, str]:
 
 
 def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings, progress: Progress,
-                *, bisect: bool = True, recheck: bool = True, shard: ShardInfo | None = None) -> NightReport:
+                *, bisect: bool = True, recheck: bool = True, shard: ShardInfo | None = None,
+                explain: ProfileSettings | None = None) -> NightReport:
     """One night: measure or check, store, detect, confirm, bisect (see the module docstring).
-    ``shard`` (``nightly --shard K/N``): measure and store this part only, recorded as a night of
+    ``explain``: how each new culprit is profiled against its parent (None: not explained,
+    ``nightly --no-explain``). ``shard`` (``nightly --shard K/N``): measure and store this part only, recorded as a night of
     its own; the follow-up job detects, confirms and bisects over the store (``follow_up`` in
     ``perfguard.flows.nightly_shards``)."""
     head_sha, head_subject = _head_commit(suite)
@@ -175,11 +180,12 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
                          failed_cases=failed)
     if shard is not None:
         return report
-    return finish_night(suite, cases, store, settings, progress, report, bisect=bisect, last=last)
+    return finish_night(suite, cases, store, settings, progress, report, bisect=bisect, last=last, explain=explain)
 
 
 def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings, progress: Progress,
-                 report: NightReport, *, bisect: bool, last: Night | None) -> NightReport:
+                 report: NightReport, *, bisect: bool, last: Night | None,
+                 explain: ProfileSettings | None = None) -> NightReport:
     """After the night's documents are stored: detect and confirm changes, bisect the new
     regressions, raise the alerts (the whole night, or the follow-up job of a sharded one).
     ``last``: the night before this one (a broken one is closed when this one builds)."""
@@ -199,7 +205,7 @@ def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: Ch
                 continue
             if finding.series.key.metric in BISECTED_METRICS and finding.change.good_commit and \
                     finding.change.bad_commit and finding.change.good_commit != finding.change.bad_commit:
-                result = _bisect(suite, store, finding, settings, progress)
+                result = _bisect(suite, store, finding, settings, progress, explain)
                 if result is not None:
                     report.bisections[finding.change.id] = result
     report.alerts = store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS)
@@ -353,8 +359,10 @@ def _status(series: Series, points: Sequence[Point], index: int, old: Change | N
 
 
 def _bisect(suite: Suite, store: Store, finding: Finding, settings: CheckSettings,
-            progress: Progress) -> BisectResult | None:
-    """Bisect one change's commit range, store the bisection and link it (None: not run)."""
+            progress: Progress, explain: ProfileSettings | None) -> BisectResult | None:
+    """Bisect one change's commit range, store the bisection and link it (None: not run). A
+    found culprit is explained once (``explain``): its parent against it, profiled; the alert
+    takes that explanation from the stored bisection."""
     from perfguard.flows.bisect_commits import bisect_commits
     from perfguard.flows.probe import require_case
 
@@ -363,7 +371,8 @@ def _bisect(suite: Suite, store: Store, finding: Finding, settings: CheckSetting
     assert change.good_commit is not None and change.bad_commit is not None
     progress.log(f"bisecting {case.id} over {change.good_commit[:10]}..{change.bad_commit[:10]}")
     try:
-        result = bisect_commits(suite, case, change.good_commit, change.bad_commit, settings, progress, None)
+        result = bisect_commits(suite, case, change.good_commit, change.bad_commit, settings, progress, None,
+                                explain=explain)
     except UserError as exc:
         store.set_change_status(change.id, change.status, f"{change.note}; bisection not run: {exc}")
         return None
@@ -376,7 +385,8 @@ def _bisect(suite: Suite, store: Store, finding: Finding, settings: CheckSetting
 
 
 def bisect_open_changes(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings,
-                        progress: Progress) -> list[tuple[Change, BisectResult | None]]:
+                        progress: Progress, explain: ProfileSettings | None = None
+                        ) -> list[tuple[Change, BisectResult | None]]:
     """Bisect every confirmed latency regression of the suite's selected cases that has no
     bisection yet (``perfguard nightly --bisect-only``: the workflow's follow-up job on the runner
     class where the change was seen). Returns each change with its bisection (None: not run)."""
@@ -389,7 +399,7 @@ def bisect_open_changes(suite: Suite, cases: list[CaseSpec], store: Store, setti
                 or s.key.metric not in BISECTED_METRICS or s.key.case not in selected
                 or not change.good_commit or not change.bad_commit or change.good_commit == change.bad_commit):
             continue
-        done.append((change, _bisect(suite, store, Finding(change, s, "confirmed"), settings, progress)))
+        done.append((change, _bisect(suite, store, Finding(change, s, "confirmed"), settings, progress, explain)))
     store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS)  # the bisected changes share their culprits
     return done
 

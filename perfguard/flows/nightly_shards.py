@@ -24,6 +24,7 @@ from perfguard.suite.gates import CheckSettings
 if TYPE_CHECKING:
     from perfguard.flows.nightly import NightReport
     from perfguard.history.store import Night, Store
+    from perfguard.profile.explain import ProfileSettings
 
 
 def _tonight(store: Store, suite: str) -> tuple[Night, Night | None, Night | None]:
@@ -64,7 +65,7 @@ def _recheck_tonight(suite: Suite, cases: list[CaseSpec], store: Store, commit: 
 
 
 def follow_up(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings, progress: Progress,
-              *, bisect: bool = True, recheck: bool = True) -> NightReport:
+              *, bisect: bool = True, recheck: bool = True, explain: ProfileSettings | None = None) -> NightReport:
     """The follow-up of a sharded night (see the module docstring): re-check, detect, confirm,
     alert and bisect once over everything tonight's shards stored."""
     from perfguard.flows.nightly import NightReport, finish_night
@@ -72,4 +73,4 @@ def follow_up(suite: Suite, cases: list[CaseSpec], store: Store, settings: Check
     night, last, previous = _tonight(store, suite.name)
     rechecked = _recheck_tonight(suite, cases, store, night.commit, settings, progress) if recheck else {}
     report = NightReport(suite.name, night, previous, None, rechecked=rechecked)
-    return finish_night(suite, cases, store, settings, progress, report, bisect=bisect, last=last)
+    return finish_night(suite, cases, store, settings, progress, report, bisect=bisect, last=last, explain=explain)
