@@ -40,7 +40,7 @@ The outcome (``NightReport``) gives the exit code (0 nothing new, 1 a new confir
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -168,7 +168,9 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
         progress.log(f"previous night: {previous.commit[:10]} ({previous.time}); checking {head_sha[:10]} against it")
         verdicts = check_against_ref(suite, cases, previous.commit, settings, progress, head_built=True)
         if recheck:
-            rechecked = _recheck(suite, cases, previous.commit, settings, progress, verdicts)
+            from perfguard.flows.nightly_recheck import recheck as recheck_tonight
+
+            rechecked = recheck_tonight(suite, cases, previous.commit, settings, progress, verdicts, store)
         if shard is not None:
             verdicts = dataclasses.replace(verdicts, shard=dataclasses.replace(shard, base_commit=previous.commit))
         ingested = store.ingest(verdicts, source="nightly")
@@ -209,12 +211,13 @@ def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: Ch
                 if result is not None:
                     report.bisections[finding.change.id] = result
     report.alerts = store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS)
-    if bisect:  # an alert fixed tonight: which commit of its fixing range fixed it
+    if bisect:  # an alert fixed tonight (or on a night that did not bisect): which commit fixed it
         from perfguard.flows.bisect_fix import bisect_fixes
 
-        report.fixes = bisect_fixes(suite, cases, store, settings, progress, report.alerts)
+        report.fixes = bisect_fixes(suite, cases, store, settings, progress)
         after = {f.alert.id: f.alert for f in report.fixes}
-        report.alerts = [after.get(a.id, a) for a in report.alerts]
+        report.alerts = [after.get(a.id, a) for a in report.alerts] + \
+            [f.alert for f in report.fixes if f.alert.id not in {a.id for a in report.alerts}]
     if last is not None and last.broken:
         report.alerts += store.fix_broken(suite.name, last.commit, head_sha)
     return report
@@ -244,32 +247,6 @@ def _broken_reason(suite: Suite, cases: list[CaseSpec], progress: Progress) -> s
     finally:
         check.close()
     return None
-
-
-def _recheck(suite: Suite, cases: list[CaseSpec], base: str, settings: CheckSettings, progress: Progress,
-             verdicts: VerdictsDocument) -> dict[str, str]:
-    """Re-check, in a fresh job, every case whose latency the check called a regression; what the
-    re-check said per case ("regression +5.1 % [...]" or "did not hold: ...")."""
-    from perfguard.flows.check import check_against_ref
-
-    regressed = sorted({v.case for v in verdicts.verdicts if v.metric == "latency" and v.is_regression})
-    if not regressed:
-        return {}
-    progress.log(f"re-checking {len(regressed)} regressed case(s) in a fresh job: {', '.join(regressed)}")
-    again = check_against_ref(suite, [c for c in cases if c.id in regressed], base, settings, progress,
-                              head_built=True)  # run_nightly built the working tree before anything else
-    return recheck_said(again, regressed)
-
-
-def recheck_said(again: VerdictsDocument, regressed: Collection[str]) -> dict[str, str]:
-    """What a re-check said per regressed case: "regression +5.1 % [...]" or "did not hold: ..."."""
-    said = {}
-    for row in again.verdicts:
-        if row.metric == "latency" and row.case in regressed:
-            c = row.comparison
-            text = f"{c.ratio - 1:+.1%} [{c.ci_low - 1:+.1%}, {c.ci_high - 1:+.1%}]"
-            said[row.case] = f"regression {text}" if row.is_regression else f"did not hold: {row.decision} {text}"
-    return said
 
 
 def _range_of(points: Sequence[Point], index: int, kind: str) -> tuple[str | None, str | None]:
@@ -317,23 +294,25 @@ def _detect(store: Store, suite: str, report: NightReport) -> None:
 def _decided_tonight(series: Series, points: Sequence[Point], found: Sequence[ChangePoint],
                      report: NightReport) -> list[ChangePoint]:
     """Tonight's latency ratio as a change where the paired check and its same-job re-check both
-    called it a regression but the series is too short for change-point detection (its first
-    nights): the check's own test is the evidence."""
+    called it a regression (or, for a case of an open regression alert, an improvement: the fix)
+    but the series is too short for change-point detection (its first nights): the check's own
+    test is the evidence."""
     from perfguard.history.changepoints import ChangePoint
 
     if series.key.kind != "ratio" or series.key.metric != "latency" or not points:
         return []
     last = points[-1]
-    if (last.commit != report.night.commit or last.decision != "different" or last.value <= 1.0
-            or any(c.index == len(points) - 1 for c in found)
-            or not report.rechecked.get(series.key.case, "").startswith("regression")):
+    said = report.rechecked.get(series.key.case, "")
+    direction = "regression" if last.value > 1.0 else "improvement"
+    if (last.commit != report.night.commit or last.decision != "different" or last.value == 1.0
+            or any(c.index == len(points) - 1 for c in found) or not said.startswith(direction)):
         return []
     level = 1.0
     for p in points[:-1]:
         level *= p.value
     low = last.ci_low if last.ci_low is not None else last.value
     high = last.ci_high if last.ci_high is not None else last.value
-    return [ChangePoint(len(points) - 1, level, level * last.value, last.value, low, high, "regression")]
+    return [ChangePoint(len(points) - 1, level, level * last.value, last.value, low, high, direction)]
 
 
 def _status(series: Series, points: Sequence[Point], index: int, old: Change | None,
@@ -349,7 +328,9 @@ def _status(series: Series, points: Sequence[Point], index: int, old: Change | N
     if series.key.kind == "ratio" and series.key.metric == "latency" and newest and tonight:
         said = report.rechecked.get(series.key.case)
         if said is not None:
-            return ("confirmed" if said.startswith("regression") else "closed"), f"same-job re-check: {said}"
+            from perfguard.flows.nightly_recheck import held
+
+            return ("confirmed" if held(said) else "closed"), f"same-job re-check: {said}"
         return "pending", "seen once; confirmed if it holds on the next night"
     if newest:
         return "pending", "seen once; confirmed if it holds on the next night"
