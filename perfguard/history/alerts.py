@@ -33,7 +33,7 @@ from __future__ import annotations
 import getpass
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -294,25 +294,24 @@ def group_changes(changes: Sequence[Change]) -> list[AlertGroup]:
     return out
 
 
-def fixes(alert: Alert, group: AlertGroup) -> bool:
+def fixes(alert: Alert, group: AlertGroup, exact: Collection[str] = ()) -> bool:
     """Whether the improvement ``group`` (a later range) undoes the regression ``alert``: every
     latency regression of the alert, or else every exact one (node count, artifact size: a revert
     puts them back exactly, where a latency step may stay undecided), or, when it has neither,
     every regression of it has, in the group, a change of the same case, metric and series kind
     that takes back at least half of it (a regression of +8 % is fixed by a step of at most
-    1/1.04). The same runner class and suite; any open status (an acknowledged alert too)."""
-    from perfguard.history.series_changes import EXACT_METRICS
-
+    1/1.04). The same runner class and suite; any open status (an acknowledged alert too).
+    ``exact``: the metrics without noise (``perfguard.history.series_changes.EXACT_METRICS``)."""
     if (group.kind != "improvement" or alert.kind != "regression" or (alert.suite, alert.runner_class) !=
             (group.suite, group.runner_class) or group.last_commit == alert.last_commit):
         return False
     steps = {(c.key.case, c.key.metric, c.key.kind): c.ratio for c in group.changes}
     regressed = [c for c in alert.changes if c.is_regression]
     latency = [c for c in regressed if c.metric == "latency"]
-    exact = [c for c in regressed if c.metric in EXACT_METRICS]
+    counted = [c for c in regressed if c.metric in exact]
     return any(evidence and all(steps.get((c.case, c.metric, c.kind), 1.0) <= 1.0 / (1.0 + (c.ratio - 1.0) / 2)
                                 for c in evidence)
-               for evidence in ((latency, exact) if latency or exact else (regressed,)))
+               for evidence in ((latency, counted) if latency or counted else (regressed,)))
 
 
 def alert_change(change: Change) -> AlertChange:

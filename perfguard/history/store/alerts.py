@@ -28,19 +28,21 @@ NIGHTLY = "perfguard nightly"
 class Alerting(Ingesting, Querying):
     """The store's alerts: :meth:`raise_alerts`, :meth:`alerts`, :meth:`alert`, :meth:`triage`."""
 
-    def raise_alerts(self, suite: str, *, alarm_metrics: Sequence[str] | None = None) -> list[Alert]:
+    def raise_alerts(self, suite: str, *, alarm_metrics: Sequence[str] | None = None,
+                     exact_metrics: Sequence[str] = ()) -> list[Alert]:
         """Group the suite's confirmed changes that belong to no alert yet into alerts (one per
         suite, runner and commit range; a range that has an alert already gets the new changes),
         and give each alert of the suite that has no culprit the culprit (and the explanation) of
         a change bisected since. With ``alarm_metrics``, a range whose changes are all of other
         metrics (compile time: noisy, reported, not gated) raises no alert of its own: its changes
-        join the range's alert if one is raised later. Returns the alerts raised or changed,
-        oldest first."""
+        join the range's alert if one is raised later. ``exact_metrics`` (the metrics without noise)
+        may show a fix on their own (:func:`perfguard.history.alerts.fixes`). Returns the alerts
+        raised or changed, oldest first."""
         from perfguard.history.alerts import group_changes
 
         touched: set[int] = set()
         for group in group_changes([c for c in self.changes(status="confirmed", suite=suite) if c.alert_id is None]):
-            group, fixed = self._take_fixes(group)
+            group, fixed = self._take_fixes(group, exact_metrics)
             touched |= fixed
             if not group.changes:
                 continue
@@ -87,7 +89,7 @@ class Alerting(Ingesting, Querying):
             conn.execute(changes.update().where(changes.c.id.in_([c.id for c in group.changes])).values(**values))
         return alert_id
 
-    def _take_fixes(self, group: AlertGroup) -> tuple[AlertGroup, set[int]]:
+    def _take_fixes(self, group: AlertGroup, exact: Sequence[str]) -> tuple[AlertGroup, set[int]]:
         """Mark ``fixed`` every open regression alert of the group's suite (untriaged, acknowledged
         or investigating) that the group's improvements undo (:func:`perfguard.history.alerts.fixes`),
         with the fixing range. The improvements of the fixed alerts' cases and metrics are the fix:
@@ -106,7 +108,7 @@ class Alerting(Ingesting, Querying):
         used: set[int] = set()
         fixing = f"{(group.first_commit or '?')[:10]}..{(group.last_commit or '?')[:10]}"
         for alert in self.alerts(suite=group.suite):
-            if alert.status not in OPEN_STATUSES or not fixes(alert, improving):
+            if alert.status not in OPEN_STATUSES or not fixes(alert, improving, exact):
                 continue
             self.triage(alert.id, status="fixed", note=f"the reverse step seen in {fixing}", who=NIGHTLY)
             keys = {(c.case, c.metric, c.kind) for c in alert.changes}
