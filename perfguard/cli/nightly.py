@@ -13,7 +13,7 @@ The first night of a suite in a store measures the working tree and starts the c
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfguard.cli._cache import add_cache_arguments
 from perfguard.exit_codes import ExitCode
