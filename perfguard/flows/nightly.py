@@ -210,7 +210,13 @@ def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: Ch
                 result = _bisect(suite, store, finding, settings, progress, explain)
                 if result is not None:
                     report.bisections[finding.change.id] = result
-    report.alerts = store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS)
+        # what timing did not attribute: a node count or size step, bisected by compiling only
+        from perfguard.flows.nightly_exact import bisect_exact_findings, exact_to_bisect
+
+        found = [(f.change, f.series) for f in report.new_regressions]
+        report.bisections.update(bisect_exact_findings(
+            suite, store, exact_to_bisect(found, report.bisections, edited), progress, explain))
+    report.alerts = store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS, exact_metrics=EXACT_METRICS)
     if bisect:  # an alert fixed tonight (or on a night that did not bisect): which commit fixed it
         from perfguard.flows.bisect_fix import bisect_fixes
 
@@ -260,9 +266,12 @@ def _range_of(points: Sequence[Point], index: int, kind: str) -> tuple[str | Non
 
 def _detect(store: Store, suite: str, report: NightReport) -> None:
     before = {(c.series_id, c.bad_commit): c for c in store.changes(suite=suite)}
-    # Closed by triage of their alert (wont-fix, expected, invalid...): the level is accepted.
+    # Closed by triage of their alert (wont-fix, expected, invalid...): the level is accepted. So
+    # is the step that fixed an alert (closed as its fix, in no alert).
+    from perfguard.history.alerts import FIX_CHANGE_NOTE
+
     accepted = {(c.series_id, c.bad_commit) for c in store.changes(status="closed", suite=suite)
-                if c.alert_id is not None}
+                if c.alert_id is not None or c.note.startswith(FIX_CHANGE_NOTE)}
     known = {(c.key.case, c.bad_commit) for c in before.values() if c.status == "confirmed"}
     seen = set()
     for series in store.series(suite=suite):
@@ -370,7 +379,8 @@ def bisect_open_changes(suite: Suite, cases: list[CaseSpec], store: Store, setti
                         ) -> list[tuple[Change, BisectResult | None]]:
     """Bisect every confirmed latency regression of the suite's selected cases that has no
     bisection yet (``perfguard nightly --bisect-only``: the workflow's follow-up job on the runner
-    class where the change was seen). Returns each change with its bisection (None: not run)."""
+    class where the change was seen), then, by compiling only, each exact regression of a range
+    that none attributed. Returns each change with its bisection (None: not run)."""
     selected = {c.id for c in cases}
     series = {s.id: s for s in store.series(suite=suite.name)}
     done: list[tuple[Change, BisectResult | None]] = []
@@ -381,7 +391,13 @@ def bisect_open_changes(suite: Suite, cases: list[CaseSpec], store: Store, setti
                 or not change.good_commit or not change.bad_commit or change.good_commit == change.bad_commit):
             continue
         done.append((change, _bisect(suite, store, Finding(change, s, "confirmed"), settings, progress, explain)))
-    store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS)  # the bisected changes share their culprits
+    from perfguard.flows.nightly_exact import bisect_exact_findings, exact_waiting
+
+    waiting = exact_waiting(store, suite.name, selected)  # what timing did not attribute: by compiling
+    exact = bisect_exact_findings(suite, store, waiting, progress, explain)
+    done += [(change, exact.get(change.id)) for change, _ in waiting]
+    # the bisected changes share their culprits
+    store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS, exact_metrics=EXACT_METRICS)
     return done
 
 
@@ -406,7 +422,9 @@ def _culprit(result: BisectResult) -> str:
     if first is None or first.commit is None:
         return md_text(result.status)
     text = f"{md_code(first.commit.sha[:10])} {md_text(first.commit.subject or '')}".strip()
-    return text + (f", pass {md_code(first.pass_.name)}" if first.pass_ else "")
+    how = (f" (bisected on {md_text(result.metric)}: {result.total_probes} probes, each version once, untimed)"
+           if result.metric != "latency" else "")
+    return text + (f", pass {md_code(first.pass_.name)}" if first.pass_ else "") + how
 
 
 def _series(f: Finding, kind: bool = True) -> str:

@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 ALERT_VERSION = 2
 
 KINDS = ("regression", "improvement", "broken")
+#: How the note of a change that fixed an alert starts (closed, in no alert): the nightly's
+#: detection does not raise it again.
+FIX_CHANGE_NOTE = "the fix of alert "
 #: A regression or broken alert nobody has closed: red.
 OPEN_STATUSES = ("untriaged", "acknowledged", "investigating")
 #: Closed by a person (or, ``fixed``, by a later night); closing an alert closes its changes.

@@ -97,7 +97,7 @@ class Alerting(Ingesting, Querying):
         group left (its other changes) and the ids of the alerts fixed."""
         import dataclasses
 
-        from perfguard.history.alerts import OPEN_STATUSES, fixes
+        from perfguard.history.alerts import FIX_CHANGE_NOTE, OPEN_STATUSES, fixes
         from perfguard.history.schema import alerts, changes
 
         improving = dataclasses.replace(group, kind="improvement",
@@ -117,7 +117,7 @@ class Alerting(Ingesting, Querying):
                 conn.execute(alerts.update().where(alerts.c.id == alert.id).values(
                     fix_first_commit=group.first_commit, fix_last_commit=group.last_commit))
                 conn.execute(changes.update().where(changes.c.id.in_(taken)).values(
-                    status="closed", note=f"the fix of alert {alert.id} (seen in {fixing})"))
+                    status="closed", note=f"{FIX_CHANGE_NOTE}{alert.id} (seen in {fixing})"))
             used.update(taken)
             done.add(alert.id)
         rest = tuple(c for c in group.changes if c.id not in used)
