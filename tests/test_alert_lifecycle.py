@@ -93,6 +93,30 @@ def test_nightly_explains_new_culprits_unless_told_not_to() -> None:
     assert _explain(parse(["nightly", "s.toml", "--no-explain"])) is None
 
 
+def test_one_exact_bisection_per_range_that_timing_did_not_attribute() -> None:
+    from perfguard.bisect.document import BisectResult
+    from perfguard.flows.nightly_exact import exact_to_bisect
+    from perfguard.history.store import Change, Series, SeriesKey
+
+    def found(change_id: int, case: str, metric: str, ratio: float, bad: str = BAD) -> tuple[Change, Series]:
+        key = SeriesKey("smoke", case, "m" * 16, "p" * 16, "ort", "cpu:3f2a" if metric != "latency" else "cpu",
+                        metric, "absolute" if metric != "latency" else "ratio")
+        return (Change(change_id, change_id, key, GOOD, bad, "2026-12-02T03:00:00Z", ratio, None, None, "confirmed",
+                       None, None, None, ""), Series(change_id, key, 3, "", "", 1.0))
+
+    nodes, size = found(1, "a/mycc/cpu", "node_count", 1.08), found(2, "b/mycc/cpu", "node_count", 1.12)
+    artifact = found(3, "b/mycc/cpu", "artifact_size", 1.02)
+    latency, later = found(4, "a/mycc/cpu", "latency", 1.05, LATER), found(5, "a/mycc/cpu", "node_count", 1.3, LATER)
+    edited = found(6, "a/edited/cpu", "node_count", 1.5, OTHER)
+    # the largest exact step of the range; none where a latency bisection found the culprit; none
+    # where the suite's own pipeline changed between the nights
+    picked = exact_to_bisect([nodes, size, artifact, latency, later, edited],
+                             {4: BisectResult("commits", "found")}, {"edited"})
+    assert [c.id for c, _ in picked] == [2]
+    # a latency bisection that found nothing leaves the range to the exact one
+    assert [c.id for c, _ in exact_to_bisect([latency, later], {4: BisectResult("commits", "no-regression")}, ())] == [5]
+
+
 # --- a small real compiler history -------------------------------------------------------------------
 
 #: The toy compiler's passes: ``extra_work`` inserts WORK no-op Mul(1)/Add(0) pairs after the input
