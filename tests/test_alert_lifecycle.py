@@ -181,6 +181,36 @@ def test_bisect_on_node_count_names_commit_and_pass_by_compiling_only(tmp_path: 
     assert bad.returncode == 2 and "node_count, artifact_size" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
+def test_an_exact_only_alert_has_its_fixing_range_bisected_on_its_exact_metric(tmp_path: Path) -> None:
+    from perfguard.flows.bisect_fix import bisect_fixes
+    from perfguard.progress import Progress
+    from perfguard.suite import load_suite
+    from perfguard.suite.gates import CheckSettings
+
+    from .factories import make_compiler_repo
+
+    versions: list[tuple[str, dict[str, str | None]]] = [
+        ("initial", {"mycc/__init__.py": "", "mycc/passes.py": passes_source(0, 2)}),
+        ("commit 1", {"docs/n1.txt": "1\n"}), ("untag the logits", {"mycc/passes.py": passes_source(0, 0)}),
+        ("commit 3", {"docs/n3.txt": "3\n"})]
+    repo, shas = make_compiler_repo(tmp_path / "cc", versions)
+    suite_path = tmp_path / "suite.toml"  # the golden run's case id, resnet_s/none/cpu, on the toy compiler
+    suite_path.write_text(toy_suite(repo).replace("[models.r]", "[models.resnet_s]")
+                          .replace("[pipelines.mycc]", "[pipelines.none]"))
+    suite = load_suite(suite_path)
+    with _store(tmp_path) as store:
+        store.ingest_file(GOLDEN / "result-run.json")
+        _step(store, CASES[0], "node_count", 1.17, GOOD, BAD)  # node count alone: timing saw nothing
+        store.raise_alerts("smoke")
+        _step(store, CASES[0], "node_count", 1 / 1.17, shas[0], shas[3])  # back, somewhere in 3 commits
+        (alert,) = store.raise_alerts("smoke", exact_metrics=EXACT_METRICS)
+        assert (alert.status, alert.fix_first_commit, alert.fix_last_commit) == ("fixed", shas[0], shas[3])
+        (found,) = bisect_fixes(suite, suite.select(None), store, CheckSettings(), Progress(), [alert])
+    assert found.result is not None and found.result.metric == "node_count"
+    assert (found.alert.fix_commit, found.alert.fix_pass) == (shas[2], "mycc.passes:tag_output"), found.note
+
+
 #: The replay's history: commit 2 makes extra_work insert 96 pairs (a slowdown far above the 10 %
 #: floor), commit 3 reverts it, commit 5 makes tag_output add 2 pairs on the logits (+4 nodes, no
 #: latency change to detect); the others add a note. Nights at commits 1, 2, 3 and 6.
