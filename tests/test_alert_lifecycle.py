@@ -262,6 +262,8 @@ def replay(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 def test_replay_an_explained_alert_fixed_on_revert_and_an_exact_change_bisected_to_commit_and_pass(replay):
     import json
 
+    from markupsafe import escape
+
     from .conftest import run_cli
 
     shas, nights = replay["shas"], replay["nights"]
@@ -298,3 +300,8 @@ def test_replay_an_explained_alert_fixed_on_revert_and_an_exact_change_bisected_
     assert listed.returncode == 0 and slow.explanation.dimension in listed.stdout, listed.stdout + listed.stderr
     shown = {a["id"]: a["explanation"] for a in json.loads(out.read_text())["alerts"]}
     assert shown[slow.id]["headline"] == slow.explanation.headline and shown[tagged.id] is not None
+    site = replay["tmp"] / "site"  # the alert's own page says why
+    built = run_cli("history", "site", "--store", replay["store"], "--out", str(site), cwd=replay["tmp"])
+    assert built.returncode == 0, built.stdout + built.stderr
+    page = (site / f"alert-{tagged.id}.html").read_text()
+    assert str(escape(tagged.explanation.headline)) in page and "No explanation" not in page
