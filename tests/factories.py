@@ -101,8 +101,9 @@ def make_compiler_repo(root: Path, versions: list[tuple[str, dict[str, str | Non
     return root, shas
 
 
-def compiler_suite(repo: Path, *, workers: int = 6, max_workers: int = 14, extra: str = "") -> str:
-    """A suite whose pipeline runs the compiler's ``extra_work`` pass on a small ResNet."""
+def compiler_suite(repo: Path, *, workers: int = 6, max_workers: int = 14, extra: str = "",
+                   passes: Sequence[str] = ("mycc.passes:extra_work",)) -> str:
+    """A suite whose pipeline runs the compiler's ``extra_work`` pass (or ``passes``) on a small ResNet."""
     return textwrap.dedent(f"""
         [suite]
         name = "toy"
@@ -129,7 +130,7 @@ def compiler_suite(repo: Path, *, workers: int = 6, max_workers: int = 14, extra
         params = {{ depth = 2, width = 8, image_size = 32, num_classes = 10 }}
 
         [pipelines.mycc]
-        passes = ["mycc.passes:extra_work"]
+        passes = {list(passes)!r}
         {extra}
     """)
 

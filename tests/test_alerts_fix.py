@@ -164,9 +164,10 @@ NIGHT_COMMITS = (0, 1, 2, 3, 6, 7)
 @pytest.fixture(scope="module")
 def fixed_nights(tmp_path_factory):
     """Six nights: the first, two quiet ones (identical artifacts: compiled, not timed), the
-    slowdown (confirmed by the same-job re-check), the revert (seen once, pending) and a quiet
-    night on which the improvement holds: the alert is fixed and its fixing range bisected. Each
-    night's output is kept beside the store (night-N.txt) for a failure's diagnosis."""
+    slowdown (confirmed by the same-job re-check), the revert (its improvement re-checked in a
+    fresh job: the alert is fixed that night, under ``--no-bisect``) and a quiet night that bisects
+    the fixing range the night before left. Each night's output is kept beside the store
+    (night-N.txt) for a failure's diagnosis."""
     tmp = tmp_path_factory.mktemp("fixed")
     versions: list[tuple[str, dict[str, str | None]]] = [
         ("initial", {"mycc/__init__.py": "", "mycc/passes.py": pass_source(0)})]

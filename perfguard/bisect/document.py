@@ -8,7 +8,9 @@ Format history of the bisect result (``BISECT_VERSION``), written in every mode 
    ignore them): ``explanations`` (a found culprit profiled on both of its sides: the objects of
    ``perfguard.results.explanation.Explanation``, read typed at load as in the verdicts document,
    one that does not read kept as found; one per culprit, absent under ``--no-explain`` or when
-   nothing was found).
+   nothing was found). ``metric`` (a bisection on an exact metric, ``bisect --metric node_count``:
+   every probe compiles once and its row keeps each version's value in ``values``; absent: latency,
+   timed).
 
 Each class owns its JSON: ``from_json`` reads it, ``to_json`` writes exactly the keys today's
 writers write (``to_json(from_json(d)) == d`` for every document perfguard writes; the golden files
@@ -347,18 +349,23 @@ class ProbeRow:
     uncertain: bool = False
     verdicts: dict[str, VerdictSummary] = field(default_factory=dict)
     looks: list[Look] = field(default_factory=list)
+    values: dict[str, float] = field(default_factory=dict)  # an exact metric's value per version
 
     @classmethod
     def from_json(cls, d: Json) -> ProbeRow:
+        values = as_object(d.get("values") or {}, "values")
         return cls(get_str(d, "kind", "") or "", get_list(d, "commits", str), get_str(d, "status", "") or "",
                    get_str(d, "reason"), bool(get_bool(d, "uncertain", False)),
                    summaries(d.get("verdicts")),
-                   get_list(d, "looks", read_look))
+                   get_list(d, "looks", read_look), {str(k): get_number(values, k) or 0.0 for k in values})
 
     def to_json(self) -> Json:
-        return {"kind": self.kind, "commits": self.commits, "status": self.status, "reason": self.reason,
-                "uncertain": self.uncertain, "verdicts": {k: v.to_json() for k, v in self.verdicts.items()},
-                "looks": [look.to_json() for look in self.looks]}
+        out: Json = {"kind": self.kind, "commits": self.commits, "status": self.status, "reason": self.reason,
+                     "uncertain": self.uncertain, "verdicts": {k: v.to_json() for k, v in self.verdicts.items()},
+                     "looks": [look.to_json() for look in self.looks]}
+        if self.values:
+            out["values"] = dict(self.values)
+        return out
 
 
 @dataclass(frozen=True)
@@ -463,6 +470,7 @@ class BisectResult:
     effect: VerdictSummary | None = None
     explanations: list[StoredExplanation] = field(default_factory=list)
     version: int = BISECT_VERSION
+    metric: str = "latency"  # what the probes compared: latency (timed) or an exact metric (compiled)
 
     @property
     def found(self) -> bool:
@@ -489,7 +497,7 @@ class BisectResult:
             # a hand-written effect may be cut to its estimate; it reads as a summary without a decision
             effect=optional(effect, VerdictSummary.from_json),
             explanations=get_list(d, "explanations", lambda v: read_explanation(as_object(v, "explanations"))),
-            version=get_int(d, "version") or BISECT_VERSION)
+            version=get_int(d, "version") or BISECT_VERSION, metric=get_str(d, "metric", "latency") or "latency")
 
     def to_json(self) -> Json:
         out: Json = {"version": self.version, "kind": "bisect", "mode": self.mode, "status": self.status,
@@ -513,6 +521,8 @@ class BisectResult:
         return self._explained(out)
 
     def _explained(self, out: Json) -> Json:
+        if self.metric != "latency":
+            out["metric"] = self.metric
         if self.explanations:
             out["explanations"] = [e.to_json() for e in self.explanations]
         return out

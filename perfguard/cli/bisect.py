@@ -31,6 +31,9 @@ from perfguard.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
+    from perfguard.profile.explain import ProfileSettings
+    from perfguard.progress import Progress
+    from perfguard.suite import CaseSpec, Suite
 
 HELP = "find the commit and the pass behind a regression"
 
@@ -49,6 +52,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar (the narrative still prints)")
     parser.add_argument("--no-explain", action="store_true",
                         help="do not profile the found culprit's two sides to say why it is slower")
+    parser.add_argument("--metric", default="latency", metavar="NAME",
+                        help="what the probes compare: latency (timed, the default) or an exact metric, node_count "
+                             "or artifact_size, bisected by compiling only: one compile per version, no timing, no "
+                             "confirmation round (commits and passes between commits)")
     add_profile_arguments(parser)
 
 
@@ -108,7 +115,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     check_writable(state_path or Path(".perfguard") / "bisect-state.json",
                    "--state" if state_path else "the state folder (set --state FILE)")
     explain = None if args.no_explain else profile_settings(args)
-    if args.mode == "commits":
+    if args.metric != "latency":
+        report = _bisect_exact(suite, case, args, narrator, explain)
+    elif args.mode == "commits":
         from perfguard.flows.bisect_commits import bisect_commits
 
         report = bisect_commits(suite, case, args.good, args.bad, settings, narrator, state_path,
@@ -134,6 +143,23 @@ def run(args: argparse.Namespace) -> ExitCode:
         print(f"bisection written to {args.json}")
     return {"found": ExitCode.FOUND, "no-regression": ExitCode.NO_REGRESSION}.get(report.status,
                                                                               ExitCode.INCONCLUSIVE)
+
+
+def _bisect_exact(suite: Suite, case: CaseSpec, args: argparse.Namespace, narrator: Progress,
+                  explain: ProfileSettings | None) -> BisectResult:
+    """``--metric node_count`` (an exact metric): commits, or passes between two commits, by
+    compiling only (``perfguard.flows.bisect_exact``)."""
+    from perfguard.errors import UserError
+    from perfguard.flows.bisect_exact import bisect_exact_between, bisect_exact_commits, exact_probe
+
+    exact_probe(args.metric)  # an unknown metric is one line naming the valid ones
+    if args.mode == "commits":
+        return bisect_exact_commits(suite, case, args.good, args.bad, args.metric, narrator,
+                                    with_passes=not args.no_passes, explain=explain)
+    if args.good_pipeline or args.bad_pipeline or not (args.good and args.bad):
+        raise UserError(f"bisect passes --metric {args.metric}: give --good and --bad (commits); between two "
+                        "pipelines only latency is bisected")
+    return bisect_exact_between(suite, case, args.good, args.bad, args.metric, narrator)
 
 
 def _step(suite: Any, args: argparse.Namespace) -> ExitCode:
@@ -199,8 +225,9 @@ def _print_summary(report: BisectResult) -> None:
         where = (f"range {', '.join(c.sha[:10] for c in culprit.range)}" if culprit.range
                  else f"commit {commit.sha[:10] if commit else ''} {(commit.subject if commit else None) or ''!r}")
         author = commit.author if commit and commit.author is not None else "?"
-        say(f"culprit: {where} by {author}: {pct(effect.ratio if effect else None)} "
-            f"[{pct(effect.ci_low if effect else None)}, {pct(effect.ci_high if effect else None)}]"
+        interval = (f" {report.metric} (exact)" if report.metric != "latency" else
+                    f" [{pct(effect.ci_low if effect else None)}, {pct(effect.ci_high if effect else None)}]")
+        say(f"culprit: {where} by {author}: {pct(effect.ratio if effect else None)}{interval}"
             + ("" if culprit.confirmed else " (not confirmed)"))
         if culprit.pass_:
             p = culprit.pass_
@@ -211,4 +238,5 @@ def _print_summary(report: BisectResult) -> None:
         e = report.effect
         say(f"effect: {pct(e.ratio)} [{pct(e.ci_low)}, {pct(e.ci_high)}]")
     total = "?" if report.total_probes is None else report.total_probes
-    say(f"probes: {total}, wall time {report.wall_time_s or 0:.1f} s")
+    how = "" if report.metric == "latency" else f" ({report.metric}: each version compiled once, not timed)"
+    say(f"probes: {total}{how}, wall time {report.wall_time_s or 0:.1f} s")

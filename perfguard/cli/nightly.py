@@ -4,7 +4,7 @@ confirm them (the next night, or an immediate same-job re-check), and bisect a n
 latency regression over its commit range (and the fixing range of an alert fixed tonight, for the
 commit that fixed it).
 
-  perfguard nightly SUITE [--store URL] [--summary FILE] [--json PATH] [--no-bisect]
+  perfguard nightly SUITE [--store URL] [--summary FILE] [--json PATH] [--no-bisect] [--no-explain]
 
 The first night of a suite in a store measures the working tree and starts the chain. Exit codes:
 0 nothing new (also: tonight's commit already has a night on tonight's runner class, so nothing is
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from perfguard.history.store import Store
+    from perfguard.profile.explain import ProfileSettings
     from perfguard.results.shard import ShardInfo
     from perfguard.suite import CaseSpec, Suite
 
@@ -32,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from perfguard.cli._shard import shard_option
     from perfguard.cli.check import add_sampling_arguments
     from perfguard.cli.history import store_option
+    from perfguard.cli.profile import add_profile_arguments
 
     parser.add_argument("suite", help="suite file (TOML)")
     store_option(parser)
@@ -45,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-bisect", action="store_true",
                         help="do not bisect newly confirmed regressions, nor the fixing range of an alert fixed "
                              "tonight")
+    parser.add_argument("--no-explain", action="store_true",
+                        help="do not profile a new culprit against its parent to say why it is slower (the alert's "
+                             "explanation); by default each new culprit is explained once")
     parser.add_argument("--bisect-only", action="store_true",
                         help="only bisect the store's confirmed regressions that have no bisection yet, and the "
                              "fixing ranges of fixed alerts whose fixing commit is not known (the follow-up job on "
@@ -58,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not re-check a regression in a fresh job (it is then confirmed on the next night)")
     add_sampling_arguments(parser)
     add_cache_arguments(parser)
+    add_profile_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -103,7 +109,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             return ExitCode.OK
         try:
             report = run_nightly(suite, cases, store, settings, progress, bisect=not args.no_bisect,
-                                 recheck=not args.no_recheck, shard=shard)
+                                 recheck=not args.no_recheck, shard=shard, explain=_explain(args))
         finally:
             progress.stop()
         if report.verdicts is not None:
@@ -122,6 +128,13 @@ def run(args: argparse.Namespace) -> ExitCode:
     if report.exit_regression:
         return ExitCode.REGRESSION
     return ExitCode.CASE_FAILED if report.failed_cases else ExitCode.OK
+
+
+def _explain(args: argparse.Namespace) -> ProfileSettings | None:
+    """How the night explains its new culprits, None under --no-explain."""
+    from perfguard.cli.profile import profile_settings
+
+    return None if args.no_explain else profile_settings(args)
 
 
 def _repeated_night(store: Store, suite: Suite, cases: list[CaseSpec], shard: ShardInfo | None) -> str | None:
@@ -152,7 +165,7 @@ def _follow_up(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, 
     with open_store(args.store, create=False) as store:
         try:
             report = follow_up(suite, cases, store, settings, progress, bisect=not args.no_bisect,
-                               recheck=not args.no_recheck)
+                               recheck=not args.no_recheck, explain=_explain(args))
         finally:
             progress.stop()
     summary = markdown_summary(report)
@@ -171,7 +184,7 @@ def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace
 
     with open_store(args.store, create=False) as store:
         try:
-            done = bisect_open_changes(suite, cases, store, settings, progress)
+            done = bisect_open_changes(suite, cases, store, settings, progress, _explain(args))
             fixes = bisect_fixes(suite, cases, store, settings, progress)  # the fixing ranges not yet bisected
         finally:
             progress.stop()

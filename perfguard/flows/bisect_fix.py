@@ -9,7 +9,8 @@ records both on the alert (``fix_commit``, ``fix_pass``, the stored bisection) w
 
 A range of exactly one commit is its fixing commit, without a bisection (and without a pass). The
 bisection measures the alert's largest latency regression among the selected cases; an alert
-without a latency change in them is left without a fixing commit. Every attempt leaves an event
+without one is bisected on its largest exact regression (node count, artifact size) by compiling
+only (:mod:`perfguard.flows.bisect_exact`); an alert with neither is left without a fixing commit. Every attempt leaves an event
 whose note starts with :data:`FIX_NOTE`, so the follow-up job (``nightly --bisect-only``) does not
 run it again.
 """
@@ -53,13 +54,19 @@ def waiting_for_fix_bisection(alerts: Sequence[Alert]) -> list[Alert]:
             and a.fix_bisect_document_id is None and not any(e.note.startswith(FIX_NOTE) for e in a.events)]
 
 
-def _fix_case(alert: Alert, cases: Sequence[CaseSpec]) -> CaseSpec | None:
-    """The selected case whose latency regression in ``alert`` is largest (what the bisection
-    measures), None when no latency regression of the alert is among ``cases``."""
+def _fix_case(alert: Alert, cases: Sequence[CaseSpec]) -> tuple[CaseSpec, str] | None:
+    """The selected case whose latency regression in ``alert`` is largest and ``latency`` (what
+    the bisection measures); for an alert without one among ``cases``, the case of its largest
+    exact regression and that metric (bisected by compiling only); None when it has neither."""
+    from perfguard.flows.bisect_exact import EXACT_PROBES
+
     selected = {c.id: c for c in cases}
-    regressed = sorted((c for c in alert.changes if c.metric == "latency" and c.is_regression
-                        and c.case in selected), key=lambda c: (-c.ratio, c.case))
-    return selected[regressed[0].case] if regressed else None
+    for metrics in (("latency",), tuple(EXACT_PROBES)):
+        regressed = sorted((c for c in alert.changes if c.metric in metrics and c.is_regression
+                            and c.case in selected), key=lambda c: (-c.ratio, c.case))
+        if regressed:
+            return selected[regressed[0].case], regressed[0].metric
+    return None
 
 
 def bisect_fix(suite: Suite, cases: Sequence[CaseSpec], store: Store, alert: Alert, settings: CheckSettings,
@@ -79,13 +86,20 @@ def bisect_fix(suite: Suite, cases: Sequence[CaseSpec], store: Store, alert: Ale
     if len(commits) == 2:
         return _record(store, alert, commits[1].sha, None, None,
                        f"fixed by {commits[1].sha[:10]}: the fixing range {span} is that one commit")
-    case = _fix_case(alert, cases)
-    if case is None:
+    chosen = _fix_case(alert, cases)
+    if chosen is None:
         return _record(store, alert, None, None, None,
-                       f"not run over {span}: no latency regression of the alert among the selected cases")
-    progress.log(f"alert {alert.id} was fixed in {span} ({len(commits) - 1} commits): bisecting {case.id} for the fix")
+                       f"not run over {span}: no latency or exact regression of the alert among the selected cases")
+    case, metric = chosen
+    progress.log(f"alert {alert.id} was fixed in {span} ({len(commits) - 1} commits): bisecting {case.id} for the fix"
+                 + ("" if metric == "latency" else f" on {metric}"))
     try:
-        result = bisect_commits(suite, case, first, last, settings, progress, None, direction="improvement")
+        if metric == "latency":
+            result = bisect_commits(suite, case, first, last, settings, progress, None, direction="improvement")
+        else:  # an exact metric: the first commit whose value left the slow level, by compiling only
+            from perfguard.flows.bisect_exact import bisect_exact_commits
+
+            result = bisect_exact_commits(suite, case, first, last, metric, progress)
     except UserError as exc:
         return _record(store, alert, None, None, None, f"not run over {span}: {exc}")
     document_id = store.ingest(result, source="nightly fix bisect").document_id

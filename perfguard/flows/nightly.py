@@ -15,7 +15,9 @@
    seen. A pending change that no longer shows is closed.
 4. A newly confirmed latency regression triggers ``bisect commits`` over its commit range (the
    night before .. the night it appeared), unless ``bisect=False``; the bisection document is
-   stored and linked to the change, with its culprit commit and pass.
+   stored and linked to the change, with its culprit commit and pass. A found culprit is explained
+   once (``explain``, as ``perfguard bisect`` does: its parent against it, profiled); the alert
+   carries that explanation (``nightly --no-explain``: not).
 5. The confirmed changes are grouped into alerts (:mod:`perfguard.history.alerts`): one per
    (suite, runner class, commit range), every case and metric of the range inside, the bisected
    culprit and its explanation shared by all. A change whose alert was triaged closed
@@ -38,7 +40,7 @@ The outcome (``NightReport``) gives the exit code (0 nothing new, 1 a new confir
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from perfguard.history.alerts import Alert
     from perfguard.history.changepoints import ChangePoint
     from perfguard.history.store import Change, Night, Point, Series, Store
+    from perfguard.profile.explain import ProfileSettings
     from perfguard.results.shard import ShardInfo
 
 #: Metrics whose confirmed regressions trigger a bisection (the others are recorded only).
@@ -125,9 +128,11 @@ def _head_commit(suite: Suite) -> tuple[str, str]:
 
 
 def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings, progress: Progress,
-                *, bisect: bool = True, recheck: bool = True, shard: ShardInfo | None = None) -> NightReport:
+                *, bisect: bool = True, recheck: bool = True, shard: ShardInfo | None = None,
+                explain: ProfileSettings | None = None) -> NightReport:
     """One night: measure or check, store, detect, confirm, bisect (see the module docstring).
-    ``shard`` (``nightly --shard K/N``): measure and store this part only, recorded as a night of
+    ``explain``: how each new culprit is profiled against its parent (None: not explained,
+    ``nightly --no-explain``). ``shard`` (``nightly --shard K/N``): measure and store this part only, recorded as a night of
     its own; the follow-up job detects, confirms and bisects over the store (``follow_up`` in
     ``perfguard.flows.nightly_shards``)."""
     from perfguard.flows.nightly_once import prune_killed_checkouts
@@ -166,7 +171,9 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
         progress.log(f"previous night: {previous.commit[:10]} ({previous.time}); checking {head_sha[:10]} against it")
         verdicts = check_against_ref(suite, cases, previous.commit, settings, progress, head_built=True)
         if recheck:
-            rechecked = _recheck(suite, cases, previous.commit, settings, progress, verdicts)
+            from perfguard.flows.nightly_recheck import recheck as recheck_tonight
+
+            rechecked = recheck_tonight(suite, cases, previous.commit, settings, progress, verdicts, store)
         if shard is not None:
             verdicts = dataclasses.replace(verdicts, shard=dataclasses.replace(shard, base_commit=previous.commit))
         ingested = store.ingest(verdicts, source="nightly")
@@ -178,11 +185,12 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
                          failed_cases=failed)
     if shard is not None:
         return report
-    return finish_night(suite, cases, store, settings, progress, report, bisect=bisect, last=last)
+    return finish_night(suite, cases, store, settings, progress, report, bisect=bisect, last=last, explain=explain)
 
 
 def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings, progress: Progress,
-                 report: NightReport, *, bisect: bool, last: Night | None) -> NightReport:
+                 report: NightReport, *, bisect: bool, last: Night | None,
+                 explain: ProfileSettings | None = None) -> NightReport:
     """After the night's documents are stored: detect and confirm changes, bisect the new
     regressions, raise the alerts (the whole night, or the follow-up job of a sharded one).
     ``last``: the night before this one (a broken one is closed when this one builds)."""
@@ -202,16 +210,23 @@ def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: Ch
                 continue
             if finding.series.key.metric in BISECTED_METRICS and finding.change.good_commit and \
                     finding.change.bad_commit and finding.change.good_commit != finding.change.bad_commit:
-                result = _bisect(suite, store, finding, settings, progress)
+                result = _bisect(suite, store, finding, settings, progress, explain)
                 if result is not None:
                     report.bisections[finding.change.id] = result
-    report.alerts = store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS)
-    if bisect:  # an alert fixed tonight: which commit of its fixing range fixed it
+        # what timing did not attribute: a node count or size step, bisected by compiling only
+        from perfguard.flows.nightly_exact import bisect_exact_findings, exact_to_bisect
+
+        found = [(f.change, f.series) for f in report.new_regressions]
+        report.bisections.update(bisect_exact_findings(
+            suite, store, exact_to_bisect(found, report.bisections, edited), progress, explain))
+    report.alerts = store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS, exact_metrics=EXACT_METRICS)
+    if bisect:  # an alert fixed tonight (or on a night that did not bisect): which commit fixed it
         from perfguard.flows.bisect_fix import bisect_fixes
 
-        report.fixes = bisect_fixes(suite, cases, store, settings, progress, report.alerts)
+        report.fixes = bisect_fixes(suite, cases, store, settings, progress)
         after = {f.alert.id: f.alert for f in report.fixes}
-        report.alerts = [after.get(a.id, a) for a in report.alerts]
+        report.alerts = [after.get(a.id, a) for a in report.alerts] + \
+            [f.alert for f in report.fixes if f.alert.id not in {a.id for a in report.alerts}]
     if last is not None and last.broken:
         report.alerts += store.fix_broken(suite.name, last.commit, head_sha)
     return report
@@ -243,32 +258,6 @@ def _broken_reason(suite: Suite, cases: list[CaseSpec], progress: Progress) -> s
     return None
 
 
-def _recheck(suite: Suite, cases: list[CaseSpec], base: str, settings: CheckSettings, progress: Progress,
-             verdicts: VerdictsDocument) -> dict[str, str]:
-    """Re-check, in a fresh job, every case whose latency the check called a regression; what the
-    re-check said per case ("regression +5.1 % [...]" or "did not hold: ...")."""
-    from perfguard.flows.check import check_against_ref
-
-    regressed = sorted({v.case for v in verdicts.verdicts if v.metric == "latency" and v.is_regression})
-    if not regressed:
-        return {}
-    progress.log(f"re-checking {len(regressed)} regressed case(s) in a fresh job: {', '.join(regressed)}")
-    again = check_against_ref(suite, [c for c in cases if c.id in regressed], base, settings, progress,
-                              head_built=True)  # run_nightly built the working tree before anything else
-    return recheck_said(again, regressed)
-
-
-def recheck_said(again: VerdictsDocument, regressed: Collection[str]) -> dict[str, str]:
-    """What a re-check said per regressed case: "regression +5.1 % [...]" or "did not hold: ..."."""
-    said = {}
-    for row in again.verdicts:
-        if row.metric == "latency" and row.case in regressed:
-            c = row.comparison
-            text = f"{c.ratio - 1:+.1%} [{c.ci_low - 1:+.1%}, {c.ci_high - 1:+.1%}]"
-            said[row.case] = f"regression {text}" if row.is_regression else f"did not hold: {row.decision} {text}"
-    return said
-
-
 def _range_of(points: Sequence[Point], index: int, kind: str) -> tuple[str | None, str | None]:
     """(good, bad) commits of a change first seen at ``points[index]``."""
     bad = points[index].commit
@@ -280,9 +269,12 @@ def _range_of(points: Sequence[Point], index: int, kind: str) -> tuple[str | Non
 
 def _detect(store: Store, suite: str, report: NightReport) -> None:
     before = {(c.series_id, c.bad_commit): c for c in store.changes(suite=suite)}
-    # Closed by triage of their alert (wont-fix, expected, invalid...): the level is accepted.
+    # Closed by triage of their alert (wont-fix, expected, invalid...): the level is accepted. So
+    # is the step that fixed an alert (closed as its fix, in no alert).
+    from perfguard.history.alerts import FIX_CHANGE_NOTE
+
     accepted = {(c.series_id, c.bad_commit) for c in store.changes(status="closed", suite=suite)
-                if c.alert_id is not None}
+                if c.alert_id is not None or c.note.startswith(FIX_CHANGE_NOTE)}
     known = {(c.key.case, c.bad_commit) for c in before.values() if c.status == "confirmed"}
     seen = set()
     for series in store.series(suite=suite):
@@ -314,23 +306,25 @@ def _detect(store: Store, suite: str, report: NightReport) -> None:
 def _decided_tonight(series: Series, points: Sequence[Point], found: Sequence[ChangePoint],
                      report: NightReport) -> list[ChangePoint]:
     """Tonight's latency ratio as a change where the paired check and its same-job re-check both
-    called it a regression but the series is too short for change-point detection (its first
-    nights): the check's own test is the evidence."""
+    called it a regression (or, for a case of an open regression alert, an improvement: the fix)
+    but the series is too short for change-point detection (its first nights): the check's own
+    test is the evidence."""
     from perfguard.history.changepoints import ChangePoint
 
     if series.key.kind != "ratio" or series.key.metric != "latency" or not points:
         return []
     last = points[-1]
-    if (last.commit != report.night.commit or last.decision != "different" or last.value <= 1.0
-            or any(c.index == len(points) - 1 for c in found)
-            or not report.rechecked.get(series.key.case, "").startswith("regression")):
+    said = report.rechecked.get(series.key.case, "")
+    direction = "regression" if last.value > 1.0 else "improvement"
+    if (last.commit != report.night.commit or last.decision != "different" or last.value == 1.0
+            or any(c.index == len(points) - 1 for c in found) or not said.startswith(direction)):
         return []
     level = 1.0
     for p in points[:-1]:
         level *= p.value
     low = last.ci_low if last.ci_low is not None else last.value
     high = last.ci_high if last.ci_high is not None else last.value
-    return [ChangePoint(len(points) - 1, level, level * last.value, last.value, low, high, "regression")]
+    return [ChangePoint(len(points) - 1, level, level * last.value, last.value, low, high, direction)]
 
 
 def _status(series: Series, points: Sequence[Point], index: int, old: Change | None,
@@ -346,7 +340,9 @@ def _status(series: Series, points: Sequence[Point], index: int, old: Change | N
     if series.key.kind == "ratio" and series.key.metric == "latency" and newest and tonight:
         said = report.rechecked.get(series.key.case)
         if said is not None:
-            return ("confirmed" if said.startswith("regression") else "closed"), f"same-job re-check: {said}"
+            from perfguard.flows.nightly_recheck import held
+
+            return ("confirmed" if held(said) else "closed"), f"same-job re-check: {said}"
         return "pending", "seen once; confirmed if it holds on the next night"
     if newest:
         return "pending", "seen once; confirmed if it holds on the next night"
@@ -356,8 +352,10 @@ def _status(series: Series, points: Sequence[Point], index: int, old: Change | N
 
 
 def _bisect(suite: Suite, store: Store, finding: Finding, settings: CheckSettings,
-            progress: Progress) -> BisectResult | None:
-    """Bisect one change's commit range, store the bisection and link it (None: not run)."""
+            progress: Progress, explain: ProfileSettings | None) -> BisectResult | None:
+    """Bisect one change's commit range, store the bisection and link it (None: not run). A
+    found culprit is explained once (``explain``): its parent against it, profiled; the alert
+    takes that explanation from the stored bisection."""
     from perfguard.flows.bisect_commits import bisect_commits
     from perfguard.flows.probe import require_case
 
@@ -366,7 +364,8 @@ def _bisect(suite: Suite, store: Store, finding: Finding, settings: CheckSetting
     assert change.good_commit is not None and change.bad_commit is not None
     progress.log(f"bisecting {case.id} over {change.good_commit[:10]}..{change.bad_commit[:10]}")
     try:
-        result = bisect_commits(suite, case, change.good_commit, change.bad_commit, settings, progress, None)
+        result = bisect_commits(suite, case, change.good_commit, change.bad_commit, settings, progress, None,
+                                explain=explain)
     except UserError as exc:
         store.set_change_status(change.id, change.status, f"{change.note}; bisection not run: {exc}")
         return None
@@ -379,10 +378,12 @@ def _bisect(suite: Suite, store: Store, finding: Finding, settings: CheckSetting
 
 
 def bisect_open_changes(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings,
-                        progress: Progress) -> list[tuple[Change, BisectResult | None]]:
+                        progress: Progress, explain: ProfileSettings | None = None
+                        ) -> list[tuple[Change, BisectResult | None]]:
     """Bisect every confirmed latency regression of the suite's selected cases that has no
     bisection yet (``perfguard nightly --bisect-only``: the workflow's follow-up job on the runner
-    class where the change was seen). Returns each change with its bisection (None: not run)."""
+    class where the change was seen), then, by compiling only, each exact regression of a range
+    that none attributed. Returns each change with its bisection (None: not run)."""
     selected = {c.id for c in cases}
     series = {s.id: s for s in store.series(suite=suite.name)}
     done: list[tuple[Change, BisectResult | None]] = []
@@ -392,8 +393,14 @@ def bisect_open_changes(suite: Suite, cases: list[CaseSpec], store: Store, setti
                 or s.key.metric not in BISECTED_METRICS or s.key.case not in selected
                 or not change.good_commit or not change.bad_commit or change.good_commit == change.bad_commit):
             continue
-        done.append((change, _bisect(suite, store, Finding(change, s, "confirmed"), settings, progress)))
-    store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS)  # the bisected changes share their culprits
+        done.append((change, _bisect(suite, store, Finding(change, s, "confirmed"), settings, progress, explain)))
+    from perfguard.flows.nightly_exact import bisect_exact_findings, exact_waiting
+
+    waiting = exact_waiting(store, suite.name, selected)  # what timing did not attribute: by compiling
+    exact = bisect_exact_findings(suite, store, waiting, progress, explain)
+    done += [(change, exact.get(change.id)) for change, _ in waiting]
+    # the bisected changes share their culprits
+    store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS, exact_metrics=EXACT_METRICS)
     return done
 
 
@@ -418,7 +425,9 @@ def _culprit(result: BisectResult) -> str:
     if first is None or first.commit is None:
         return md_text(result.status)
     text = f"{md_code(first.commit.sha[:10])} {md_text(first.commit.subject or '')}".strip()
-    return text + (f", pass {md_code(first.pass_.name)}" if first.pass_ else "")
+    how = (f" (bisected on {md_text(result.metric)}: {result.total_probes} probes, each version once, untimed)"
+           if result.metric != "latency" else "")
+    return text + (f", pass {md_code(first.pass_.name)}" if first.pass_ else "") + how
 
 
 def _series(f: Finding, kind: bool = True) -> str:

@@ -24,6 +24,7 @@ from perfguard.suite.gates import CheckSettings
 if TYPE_CHECKING:
     from perfguard.flows.nightly import NightReport
     from perfguard.history.store import Night, Store
+    from perfguard.profile.explain import ProfileSettings
 
 
 def _tonight(store: Store, suite: str) -> tuple[Night, Night | None, Night | None]:
@@ -43,28 +44,36 @@ def _tonight(store: Store, suite: str) -> tuple[Night, Night | None, Night | Non
 def _recheck_tonight(suite: Suite, cases: list[CaseSpec], store: Store, commit: str, settings: CheckSettings,
                      progress: Progress) -> dict[str, str]:
     """Re-check, in a fresh job, every selected case whose latency a shard called a regression
-    tonight (a paired ratio point at tonight's commit); what the re-check said per case."""
+    tonight (a paired ratio point at tonight's commit), or an improvement of a case of an open
+    regression alert (a fix); what the re-check said per case."""
     from perfguard.flows.check import check_against_ref
-    from perfguard.flows.nightly import recheck_said
+    from perfguard.flows.nightly_recheck import open_regression_cases, recheck_said
 
     selected = {c.id: c for c in cases}
+    fixing = open_regression_cases(store, suite.name)
     by_base: dict[str, list[str]] = {}
+    improved: set[str] = set()
     for series in store.series(suite=suite.name, metric="latency", kind="ratio"):
         if series.key.case not in selected:
             continue
         tonight = [p for p in store.points(series.id) if p.commit == commit]
-        if tonight and tonight[-1].decision == "different" and tonight[-1].value > 1.0 and tonight[-1].base_commit:
-            by_base.setdefault(tonight[-1].base_commit, []).append(series.key.case)
+        if not tonight or tonight[-1].decision != "different" or not tonight[-1].base_commit:
+            continue
+        if tonight[-1].value < 1.0 and series.key.case in fixing:
+            improved.add(series.key.case)
+        elif tonight[-1].value <= 1.0:
+            continue
+        by_base.setdefault(tonight[-1].base_commit, []).append(series.key.case)
     said: dict[str, str] = {}
-    for base, regressed in sorted(by_base.items()):
-        progress.log(f"re-checking {len(regressed)} regressed case(s) in a fresh job: {', '.join(sorted(regressed))}")
-        again = check_against_ref(suite, [selected[c] for c in sorted(set(regressed))], base, settings, progress)
-        said.update(recheck_said(again, regressed))
+    for base, found in sorted(by_base.items()):
+        progress.log(f"re-checking {len(found)} case(s) in a fresh job: {', '.join(sorted(found))}")
+        again = check_against_ref(suite, [selected[c] for c in sorted(set(found))], base, settings, progress)
+        said.update(recheck_said(again, set(found) - improved, improved))
     return said
 
 
 def follow_up(suite: Suite, cases: list[CaseSpec], store: Store, settings: CheckSettings, progress: Progress,
-              *, bisect: bool = True, recheck: bool = True) -> NightReport:
+              *, bisect: bool = True, recheck: bool = True, explain: ProfileSettings | None = None) -> NightReport:
     """The follow-up of a sharded night (see the module docstring): re-check, detect, confirm,
     alert and bisect once over everything tonight's shards stored."""
     from perfguard.flows.nightly import NightReport, finish_night
@@ -72,4 +81,4 @@ def follow_up(suite: Suite, cases: list[CaseSpec], store: Store, settings: Check
     night, last, previous = _tonight(store, suite.name)
     rechecked = _recheck_tonight(suite, cases, store, night.commit, settings, progress) if recheck else {}
     report = NightReport(suite.name, night, previous, None, rechecked=rechecked)
-    return finish_night(suite, cases, store, settings, progress, report, bisect=bisect, last=last)
+    return finish_night(suite, cases, store, settings, progress, report, bisect=bisect, last=last, explain=explain)

@@ -17,7 +17,9 @@ alert closes its changes: ``wont-fix`` and ``expected`` accept the new level (la
 compared with it and the alert stops being red), ``invalid`` is counted as a false alarm.
 Reopening it (back to an open status) confirms its changes again. Every status change is an
 :class:`AlertEvent` (who, when, from, to, note). A later night that takes the step back marks a
-regression ``fixed`` with the fixing range (:func:`fixes`); the nightly then bisects that range in
+regression ``fixed`` with the fixing range (:func:`fixes`); the improvements that took it back are
+the fix, closed with a note that names the alert, not an improvement alert of their own (the
+store's ``raise_alerts``); the nightly then bisects that range in
 the reverse direction for the commit (and pass) that made it fast again: ``fix_commit``,
 ``fix_pass`` (a range of one commit is its fixing commit without a bisection).
 
@@ -31,7 +33,7 @@ from __future__ import annotations
 import getpass
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +51,9 @@ if TYPE_CHECKING:
 ALERT_VERSION = 2
 
 KINDS = ("regression", "improvement", "broken")
+#: How the note of a change that fixed an alert starts (closed, in no alert): the nightly's
+#: detection does not raise it again.
+FIX_CHANGE_NOTE = "the fix of alert "
 #: A regression or broken alert nobody has closed: red.
 OPEN_STATUSES = ("untriaged", "acknowledged", "investigating")
 #: Closed by a person (or, ``fixed``, by a later night); closing an alert closes its changes.
@@ -292,19 +297,24 @@ def group_changes(changes: Sequence[Change]) -> list[AlertGroup]:
     return out
 
 
-def fixes(alert: Alert, group: AlertGroup) -> bool:
+def fixes(alert: Alert, group: AlertGroup, exact: Collection[str] = ()) -> bool:
     """Whether the improvement ``group`` (a later range) undoes the regression ``alert``: every
-    latency change of the alert (every change, when it has no latency change) has, in the group,
-    a change of the same case, metric and series kind that takes back at least half of it (a
-    regression of +8 % is fixed by a step of at most 1/1.04). The same runner class and suite."""
+    latency regression of the alert, or else every exact one (node count, artifact size: a revert
+    puts them back exactly, where a latency step may stay undecided), or, when it has neither,
+    every regression of it has, in the group, a change of the same case, metric and series kind
+    that takes back at least half of it (a regression of +8 % is fixed by a step of at most
+    1/1.04). The same runner class and suite; any open status (an acknowledged alert too).
+    ``exact``: the metrics without noise (``perfguard.history.series_changes.EXACT_METRICS``)."""
     if (group.kind != "improvement" or alert.kind != "regression" or (alert.suite, alert.runner_class) !=
             (group.suite, group.runner_class) or group.last_commit == alert.last_commit):
         return False
     steps = {(c.key.case, c.key.metric, c.key.kind): c.ratio for c in group.changes}
-    regressed = [c for c in alert.changes if c.metric == "latency" and c.is_regression] or \
-        [c for c in alert.changes if c.is_regression]
-    return bool(regressed) and all(
-        steps.get((c.case, c.metric, c.kind), 1.0) <= 1.0 / (1.0 + (c.ratio - 1.0) / 2) for c in regressed)
+    regressed = [c for c in alert.changes if c.is_regression]
+    latency = [c for c in regressed if c.metric == "latency"]
+    counted = [c for c in regressed if c.metric in exact]
+    return any(evidence and all(steps.get((c.case, c.metric, c.kind), 1.0) <= 1.0 / (1.0 + (c.ratio - 1.0) / 2)
+                                for c in evidence)
+               for evidence in ((latency, counted) if latency or counted else (regressed,)))
 
 
 def alert_change(change: Change) -> AlertChange:

@@ -28,25 +28,28 @@ NIGHTLY = "perfguard nightly"
 class Alerting(Ingesting, Querying):
     """The store's alerts: :meth:`raise_alerts`, :meth:`alerts`, :meth:`alert`, :meth:`triage`."""
 
-    def raise_alerts(self, suite: str, *, alarm_metrics: Sequence[str] | None = None) -> list[Alert]:
+    def raise_alerts(self, suite: str, *, alarm_metrics: Sequence[str] | None = None,
+                     exact_metrics: Sequence[str] = ()) -> list[Alert]:
         """Group the suite's confirmed changes that belong to no alert yet into alerts (one per
         suite, runner and commit range; a range that has an alert already gets the new changes),
         and give each alert of the suite that has no culprit the culprit (and the explanation) of
         a change bisected since. With ``alarm_metrics``, a range whose changes are all of other
         metrics (compile time: noisy, reported, not gated) raises no alert of its own: its changes
-        join the range's alert if one is raised later. Returns the alerts raised or changed,
-        oldest first."""
+        join the range's alert if one is raised later. ``exact_metrics`` (the metrics without noise)
+        may show a fix on their own (:func:`perfguard.history.alerts.fixes`). Returns the alerts
+        raised or changed, oldest first."""
         from perfguard.history.alerts import group_changes
 
         touched: set[int] = set()
         for group in group_changes([c for c in self.changes(status="confirmed", suite=suite) if c.alert_id is None]):
+            group, fixed = self._take_fixes(group, exact_metrics)
+            touched |= fixed
+            if not group.changes:
+                continue
             create = alarm_metrics is None or any(c.key.metric in alarm_metrics for c in group.changes)
             alert_id = self._attach(group, create=create)
-            if alert_id is None:
-                continue
-            touched.add(alert_id)
-            if group.kind == "improvement":
-                touched |= self._mark_fixed(group)
+            if alert_id is not None:
+                touched.add(alert_id)
         touched |= self._share_culprits(suite)
         return [a for a in self.alerts(suite=suite) if a.id in touched]
 
@@ -86,22 +89,40 @@ class Alerting(Ingesting, Querying):
             conn.execute(changes.update().where(changes.c.id.in_([c.id for c in group.changes])).values(**values))
         return alert_id
 
-    def _mark_fixed(self, group: AlertGroup) -> set[int]:
-        """Mark ``fixed`` every open regression alert of the group's suite that the improvement
-        ``group`` undoes (:func:`perfguard.history.alerts.fixes`), with the fixing range."""
-        from perfguard.history.alerts import OPEN_STATUSES, fixes
-        from perfguard.history.schema import alerts
+    def _take_fixes(self, group: AlertGroup, exact: Sequence[str]) -> tuple[AlertGroup, set[int]]:
+        """Mark ``fixed`` every open regression alert of the group's suite (untriaged, acknowledged
+        or investigating) that the group's improvements undo (:func:`perfguard.history.alerts.fixes`),
+        with the fixing range. The improvements of the fixed alerts' cases and metrics are the fix:
+        they are closed with a note naming the alert and raise no improvement alert. Returns the
+        group left (its other changes) and the ids of the alerts fixed."""
+        import dataclasses
 
-        done = set()
+        from perfguard.history.alerts import FIX_CHANGE_NOTE, OPEN_STATUSES, fixes
+        from perfguard.history.schema import alerts, changes
+
+        improving = dataclasses.replace(group, kind="improvement",
+                                        changes=tuple(c for c in group.changes if c.ratio < 1.0))
+        if not improving.changes:
+            return group, set()
+        done: set[int] = set()
+        used: set[int] = set()
+        fixing = f"{(group.first_commit or '?')[:10]}..{(group.last_commit or '?')[:10]}"
         for alert in self.alerts(suite=group.suite):
-            if alert.status in OPEN_STATUSES and fixes(alert, group):
-                fixing = f"{(group.first_commit or '?')[:10]}..{(group.last_commit or '?')[:10]}"
-                self.triage(alert.id, status="fixed", note=f"the reverse step seen in {fixing}", who=NIGHTLY)
-                with self._connect(write=True) as conn:
-                    conn.execute(alerts.update().where(alerts.c.id == alert.id).values(
-                        fix_first_commit=group.first_commit, fix_last_commit=group.last_commit))
-                done.add(alert.id)
-        return done
+            if alert.status not in OPEN_STATUSES or not fixes(alert, improving, exact):
+                continue
+            self.triage(alert.id, status="fixed", note=f"the reverse step seen in {fixing}", who=NIGHTLY)
+            keys = {(c.case, c.metric, c.kind) for c in alert.changes}
+            taken = [c.id for c in improving.changes if (c.key.case, c.key.metric, c.key.kind) in keys]
+            with self._connect(write=True) as conn:
+                conn.execute(alerts.update().where(alerts.c.id == alert.id).values(
+                    fix_first_commit=group.first_commit, fix_last_commit=group.last_commit))
+                conn.execute(changes.update().where(changes.c.id.in_(taken)).values(
+                    status="closed", note=f"{FIX_CHANGE_NOTE}{alert.id} (seen in {fixing})"))
+            used.update(taken)
+            done.add(alert.id)
+        rest = tuple(c for c in group.changes if c.id not in used)
+        kind = "regression" if any(c.ratio > 1.0 for c in rest) else "improvement"
+        return dataclasses.replace(group, changes=rest, kind=kind), done
 
     def set_fix(self, alert_id: int, commit: str | None, pass_name: str | None, document_id: int | None,
                 note: str, *, who: str = NIGHTLY) -> Alert:

@@ -1,0 +1,290 @@
+"""Bisection on an exact metric: which commit, and which pass, changed a node count or an
+artifact size, by compiling only (``perfguard bisect commits --metric node_count``, and the
+nightly for every confirmed exact change that timing did not confirm).
+
+An exact metric has no noise, so a version is probed once and nothing is confirmed again: the two
+ends are compiled together (one probe), then each commit the search picks (:func:`perfguard.bisect.
+exact.search_exact`: ``ceil(log2 N)`` probes over a range of N commits). Inside the culprit, the pass
+traces of its parent and of it name the first pass whose IR differs; hybrid compiles (the culprit's
+first k passes, the parent's rest, as the timed pass search builds them) are then searched the same
+way for the first pass that moves the metric. A commit that does not build, or a version that does
+not compile, is skipped, never guessed.
+
+:data:`EXACT_PROBES` says how each exact metric is probed; a metric is bisectable when it is there.
+Node count and artifact size are read from a compile. A counted metric (``instructions`` of
+issue 34, one counted run per version) plugs in by adding an :class:`ExactProbe` whose ``values``
+runs that count: the searches, the documents and the nightly take every metric of the table.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from perfguard.bisect.document import (
+    BisectResult,
+    CommitInfo,
+    Culprit,
+    Effect,
+    FirstDivergence,
+    PassCulprit,
+    PassSearch,
+    ProbeRow,
+    Trace,
+    VerdictSummary,
+)
+from perfguard.bisect.exact import ExactSearch, moved, search_exact
+from perfguard.compile.case import Side, Variant
+from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root
+from perfguard.errors import UserError
+from perfguard.flows.probe import checkouts, side_of
+from perfguard.progress import Progress
+from perfguard.suite import CaseSpec, Suite
+
+if TYPE_CHECKING:
+    from perfguard.profile.explain import ProfileSettings
+
+
+
+@dataclass(frozen=True)
+class Probed:
+    """One version as a probe saw it: the metric's value, or why there is none, and the pass trace
+    of its compile when the probe compiled (the pass search starts from the traces)."""
+
+    value: float | str
+    trace: Trace | None = None
+
+
+#: ``values(suite, case, variants, progress)``: each variant as probed, by label.
+ValuesFn = Callable[[Suite, CaseSpec, Sequence[Variant], Progress], dict[str, Probed]]
+
+
+#: Smallest relative change a version must show to count as moved (as the history's exact steps).
+MIN_STEP = 0.001
+
+
+@dataclass(frozen=True)
+class ExactProbe:
+    """How one exact metric is probed: its name (the history series' metric), what one probe
+    does (said in the narrative and the docs), the function that gives each version's value, and
+    the smallest relative change that counts (a counted metric with a little A/A spread sets it
+    above that spread)."""
+
+    metric: str
+    how: str
+    values: ValuesFn
+    min_step: float = MIN_STEP
+
+
+def compiled_values(key: str) -> ValuesFn:
+    """A probe that compiles every variant once (one job, no measurement) and reads the
+    deterministic metric ``key`` of each compiled entry (``node_count``, ``artifact_size_bytes``)."""
+
+    def values(suite: Suite, case: CaseSpec, variants: Sequence[Variant], progress: Progress) -> dict[str, Probed]:
+        import dataclasses
+
+        from perfguard.measure.job import compile_variants
+
+        once = dataclasses.replace(case, measure=dataclasses.replace(case.measure, compile_repeats=1, memory_probes=0))
+        job, compiled = compile_variants(suite, once, variants, progress)
+        job.close()
+        out: dict[str, Probed] = {}
+        for label, c in compiled.items():
+            value = c.entry.metrics.value(key)
+            out[label] = Probed(f"{c.entry.error.stage} failed: {c.entry.error.message}" if c.entry.error is not None
+                                else f"the backend gives no {key}" if value is None else value,
+                                c.entry.trace.to_json() if c.entry.trace else None)
+        return out
+
+    return values
+
+
+#: Every metric an exact bisection can search, by the name the history store gives its series.
+#: Issue 34's counted metrics are added here (``"instructions": ExactProbe("instructions", "one
+#: counted run", counted_values("instructions"))``); nothing else needs to change.
+EXACT_PROBES: dict[str, ExactProbe] = {
+    "node_count": ExactProbe("node_count", "compile only", compiled_values("node_count")),
+    "artifact_size": ExactProbe("artifact_size", "compile only", compiled_values("artifact_size_bytes")),
+}
+
+def exact_probe(metric: str) -> ExactProbe:
+    """The probe of ``metric``; a ``UserError`` listing the exact metrics otherwise."""
+    if metric not in EXACT_PROBES:
+        raise UserError(f"--metric {metric!r} cannot be bisected by compiling: choose latency (timed) or one of "
+                        f"{', '.join(EXACT_PROBES)}")
+    return EXACT_PROBES[metric]
+
+
+def _verdict(before: float, after: float, label: str, metric: str) -> VerdictSummary:
+    ratio = after / before if before else float("inf") if after else 1.0
+    return VerdictSummary(decision="different" if after != before else "same",
+                          direction="regression" if after > before else "improvement" if after < before else "none",
+                          ratio=ratio if ratio != float("inf") else None, ci_low=None, ci_high=None,
+                          reason=f"{label}: {metric} {before:g} -> {after:g} (exact)")
+
+
+def bisect_exact_commits(suite: Suite, case: CaseSpec, good: str, bad: str, metric: str, progress: Progress,
+                         *, with_passes: bool = True, explain: ProfileSettings | None = None) -> BisectResult:
+    """The commit of ``good..bad`` that changed ``case``'s exact ``metric``, then the pass inside it
+    (``with_passes``), by compiling only; ``explain``: the found culprit profiled against its parent
+    (see the module docstring)."""
+    from perfguard.flows.bisect_commits import commit_range
+
+    probe = exact_probe(metric)
+    started = time.perf_counter()
+    commits = commit_range(compiler_repo_root(suite), good, bad)
+    shas = [c.sha for c in commits]
+    rows: list[ProbeRow] = []
+    traces: dict[int, Trace | None] = {}
+
+    def values_at(positions: list[int]) -> dict[int, float | str]:
+        names = [shas[i][:10] for i in positions]
+        with checkouts(suite, [shas[i] for i in positions]) as trees:
+            broken = {i: f"does not build: {trees[shas[i]]}" for i in positions
+                      if not isinstance(trees[shas[i]], CompilerCheckout)}
+            variants = [Variant(shas[i][:10], side_of(trees[shas[i]], shas[i][:10]))  # type: ignore[arg-type]
+                        for i in positions if i not in broken]
+            got = probe.values(suite, case, variants, progress) if variants else {}
+        out: dict[int, float | str] = {**broken, **{i: got[shas[i][:10]].value for i in positions if i not in broken}}
+        traces.update({i: got[shas[i][:10]].trace for i in positions if i not in broken})
+        skipped = {names[k]: v for k, i in enumerate(positions) if isinstance(v := out[i], str)}
+        rows.append(ProbeRow("exact" if len(positions) == 1 else "endpoints", names,
+                             "skip" if skipped else "ok", "; ".join(f"{k}: {v}" for k, v in skipped.items()) or None,
+                             values={names[k]: v for k, i in enumerate(positions) if not isinstance(v := out[i], str)}))
+        for i in positions:
+            progress.log(f"  {shas[i][:10]}: {metric} {out[i]:g}" if not isinstance(out[i], str)
+                         else f"  {shas[i][:10]}: skipped ({out[i]})")
+        return out
+
+    progress.log(f"bisecting {case.id} on {metric} ({probe.how}) over {len(shas) - 1} commits "
+                 f"({shas[0][:10]}..{shas[-1][:10]})")
+    ends = values_at([0, len(shas) - 1])
+    low, high = ends[0], ends[len(shas) - 1]
+
+    def document(status: str, culprits: list[Culprit], found: ExactSearch | None = None) -> BisectResult:
+        skipped = [commits[i] for i, v in sorted((found.values if found else {}).items()) if isinstance(v, str)]
+        return BisectResult("commits", status, suite.name, case.id, len(rows), time.perf_counter() - started,
+                            good=CommitInfo(commits[0].sha, commits[0].subject, commits[0].author, commits[0].date, good),
+                            bad=CommitInfo(commits[-1].sha, commits[-1].subject, commits[-1].author, commits[-1].date,
+                                           bad),
+                            endpoints=None if isinstance(low, str) or isinstance(high, str)
+                            else _verdict(low, high, f"{shas[0][:10]}->{shas[-1][:10]}", metric),
+                            culprits=culprits, probes=list(rows), commits=len(shas) - 1, state_file=None,
+                            measured_probes=len(rows), skipped=skipped if found else None, metric=metric)
+
+    if isinstance(low, str) or isinstance(high, str):
+        raise UserError(f"bisect --metric {metric}: an end of the range has no value "
+                        f"({shas[0][:10]}: {low}; {shas[-1][:10]}: {high})")
+    found = search_exact(len(shas) - 1, low, high, lambda i: values_at([i])[i], probe.min_step)
+    if found.culprit is None:
+        progress.log(f"{metric} is {low:g} at both ends: nothing to bisect")
+        return document("no-regression", [])
+    position = found.culprit
+    parent_value = low if position - 1 == 0 else found.values.get(position - 1, low)
+    value = high if position == len(shas) - 1 else found.values[position]
+    assert not isinstance(parent_value, str) and not isinstance(value, str)
+    effect = _verdict(parent_value, value, f"{shas[position - 1][:10]}->{shas[position][:10]}", metric)
+    pass_search = None
+    if with_passes and found.span is None:
+        pass_search = bisect_exact_passes(suite, case, (shas[position - 1], shas[position]), (parent_value, value),
+                                          (traces.get(position - 1), traces.get(position)), probe, progress)
+    culprit = Culprit(commits[position], Effect.of(effect), pass_search.culprit if pass_search else None,
+                      found.span is None, position,
+                      commits[found.span[0]:found.span[1] + 1] if found.span else None, pass_search)
+    progress.log(f"culprit: {shas[position][:10]} {commits[position].subject or ''}: {metric} "
+                 f"{parent_value:g} -> {value:g}" + (f", pass {culprit.pass_.name!r}" if culprit.pass_ else "")
+                 + f" ({len(rows)} probes, each compiled once)")
+    result = document(found.status, [culprit], found)
+    if found.status == "found" and explain is not None:
+        import dataclasses
+
+        from perfguard.flows.bisect_explain import explain_commits
+
+        labels = (shas[position - 1][:10], shas[position][:10])
+        result = dataclasses.replace(result, explanations=[explain_commits(
+            suite, case, shas[position - 1], shas[position], labels, explain, progress)])
+    return result
+
+
+def bisect_exact_passes(suite: Suite, case: CaseSpec, shas: tuple[str, str], ends: tuple[float, float],
+                        traces: tuple[Trace | None, Trace | None], probe: ExactProbe,
+                        progress: Progress) -> PassSearch:
+    """The pass of ``case``'s pipeline that changed the exact metric between two adjacent commits
+    (``shas``: parent, culprit; ``ends``: their values; ``traces``: their pass traces, compiled
+    again when a probe kept none): the first pass whose IR differs, then hybrid compiles H(k)
+    searched by compiling only."""
+    from perfguard.flows.bisect_passes import first_divergence
+    from perfguard.measure.job import compile_variants
+
+    passes = list(case.pipeline.passes)
+    probes = 0
+    with checkouts(suite, list(shas)) as trees:
+        good_tree, bad_tree = trees[shas[0]], trees[shas[1]]
+        assert isinstance(good_tree, CompilerCheckout) and isinstance(bad_tree, CompilerCheckout)
+        if traces[0] is None or traces[1] is None:
+            job, compiled = compile_variants(suite, case, [Variant("good", side_of(good_tree, "good")),
+                                                           Variant("bad", side_of(bad_tree, "bad"))], progress)
+            job.close()
+            traces = tuple(c.entry.trace.to_json() if c.entry.trace else None  # type: ignore[assignment]
+                           for c in (compiled["good"], compiled["bad"]))
+        first = first_divergence(traces[0], traces[1])
+        if first is None:
+            progress.log("pass search: every pass produced the same IR in both versions")
+            return PassSearch("no-divergence")
+
+        def hybrid(k: int) -> float | str:
+            nonlocal probes
+            probes += 1
+            name = f"H{first + k}"
+            side = Side(name, good_tree.pass_path, prefix_path=bad_tree.pass_path, prefix_len=first + k)
+            return probe.values(suite, case, [Variant(name, side)], progress)[name].value
+
+        # Position k is H(first + k): the culprit's first first+k passes, the parent's rest. H(first)
+        # is the parent (the passes before the divergence give the same IR), H(len) the culprit.
+        found = search_exact(len(passes) - first, ends[0], ends[1], hybrid, probe.min_step)
+    if found.culprit is None:
+        return PassSearch("inconclusive", FirstDivergence(first, passes[first]), probes=probes, measured_probes=probes)
+    position = first + found.culprit
+    before = found.values.get(found.culprit - 1, ends[0]) if found.culprit > 1 else ends[0]
+    after = found.values.get(found.culprit, ends[1])
+    assert not isinstance(before, str) and not isinstance(after, str)
+    chosen = PassCulprit(passes[position - 1], position, found.span is None,
+                         _verdict(before, after, f"H{position - 1}->H{position}", probe.metric))
+    progress.log(f"pass search: pass #{position} {chosen.name!r} changes {probe.metric} {before:g} -> {after:g}")
+    return PassSearch("found" if found.span is None else "inconclusive", FirstDivergence(first, passes[first]),
+                      chosen, [chosen], probes, probes)
+
+
+def bisect_exact_between(suite: Suite, case: CaseSpec, good: str, bad: str, metric: str,
+                         progress: Progress) -> BisectResult:
+    """``bisect passes --good --bad --metric M``: the pass that changed ``metric`` between two
+    commits, by compiling only (mode ``passes``)."""
+    from perfguard.compile.checkout import resolve_commit
+
+    probe = exact_probe(metric)
+    started = time.perf_counter()
+    root = compiler_repo_root(suite)
+    (good_sha, good_subject), (bad_sha, bad_subject) = resolve_commit(root, good), resolve_commit(root, bad)
+    with checkouts(suite, [good_sha, bad_sha]) as trees:
+        for sha, ref in ((good_sha, good), (bad_sha, bad)):
+            if not isinstance(trees[sha], CompilerCheckout):
+                raise UserError(f"{ref} ({sha[:10]}) does not build: {trees[sha]}")
+        got = probe.values(suite, case, [Variant("good", side_of(trees[good_sha], "good")),  # type: ignore[arg-type]
+                                         Variant("bad", side_of(trees[bad_sha], "bad"))], progress)  # type: ignore[arg-type]
+    low, high = got["good"].value, got["bad"].value
+    if isinstance(low, str) or isinstance(high, str):
+        raise UserError(f"bisect passes --metric {metric}: good: {low}; bad: {high}")
+    endpoints = _verdict(low, high, f"{good_sha[:10]}->{bad_sha[:10]}", metric)
+    search = None
+    if moved(high, low, high, probe.min_step):
+        search = bisect_exact_passes(suite, case, (good_sha, bad_sha), (low, high), (got["good"].trace,
+                                     got["bad"].trace), probe, progress)
+    status = "no-regression" if search is None else search.status
+    culprits = [] if search is None else [Culprit(CommitInfo(bad_sha, bad_subject), Effect.of(endpoints),
+                                                   search.culprit, search.status == "found")]
+    return BisectResult("passes", status, suite.name, case.id, 1 + (search.probes if search else 0),
+                        time.perf_counter() - started, good=CommitInfo(good_sha, good_subject, ref=good),
+                        bad=CommitInfo(bad_sha, bad_subject, ref=bad), endpoints=endpoints, culprits=culprits,
+                        pass_search=search, metric=metric)
