@@ -76,6 +76,7 @@ class InductorBackend(Backend):
 
     name = "inductor"
     capabilities = Capabilities(user_passes=True)
+    user_pass_signature = "torch.fx.Graph -> None, run in order at Inductor's post-grad hook"
 
     def versions(self) -> dict[str, str]:
         from importlib import metadata
@@ -128,8 +129,11 @@ class InductorBackend(Backend):
             shutil.rmtree(out_dir)
         out_dir.mkdir(parents=True)
         shutil.copyfile(model_path, out_dir / "model.onnx")
-        compiled = compile_model(out_dir / "model.onnx", settings, tuple(pipeline.passes), out_dir / "cache", "cpu",
-                                 check_eager=True)
+        if settings.device == "cuda" and not torch_module().cuda.is_available():
+            raise BackendError(f"{where} compiles for device 'cuda' (Triton kernels), but torch "
+                               f"{torch_module().__version__} sees no CUDA device here; compile it on the GPU machine")
+        compiled = compile_model(out_dir / "model.onnx", settings, tuple(pipeline.passes), out_dir / "cache",
+                                 settings.device, check_eager=True)
         code_dir = out_dir / "output_code"
         code_dir.mkdir()
         for index, text in enumerate(compiled.output_code):
@@ -165,9 +169,12 @@ class InductorBackend(Backend):
             if digest != entry["source_sha256"]:
                 raise BackendError(f"user pass {entry['name']!r} changed since the artifact was compiled; compile again")
         settings = inductor_settings(recipe["pipeline_options"], artifact.path)
+        if settings.device != device:
+            raise BackendError(f"this artifact holds Inductor code for device {settings.device!r}, not for runner "
+                               f"{runner.name!r}; set the pipeline's options.device to {device!r}")
         compiled = compile_model(folder / recipe["model"], settings, tuple(e["name"] for e in recipe["passes"]),
                                  folder / "cache", device, check_eager=False)
-        if device == "cpu" and compiled.code_sha256 != recipe["output_code_sha256"]:
+        if compiled.code_sha256 != recipe["output_code_sha256"]:
             raise BackendError("the compile in the measuring worker generated other code than the artifact's "
                                f"({compiled.code_sha256[:12]} vs {recipe['output_code_sha256'][:12]}): its cache did "
                                "not serve it; is this the torch, CPU and thread count (OMP_NUM_THREADS) that compiled it?")
@@ -187,15 +194,17 @@ class InductorBackend(Backend):
             return
         if kind != "cuda":
             raise RunnerUnavailable(f"the inductor backend runs on runners 'cpu' and 'cuda', not {runner.name!r}")
+        reasons = []
         if not torch.cuda.is_available():
-            raise RunnerUnavailable(f"torch {torch.__version__} sees no CUDA device (torch.cuda.is_available() is False"
-                                    f"{'; this is a CPU-only build' if torch.version.cuda is None else ''}); "
-                                    "Inductor needs a GPU and a CUDA build of torch")
+            build = "; this is a CPU-only build" if torch.version.cuda is None else ""
+            reasons.append(f"torch {torch.__version__} sees no CUDA device (torch.cuda.is_available() is False{build})")
         try:
             import triton  # noqa: F401
         except ImportError as exc:
-            raise RunnerUnavailable(f"Triton is not importable ({first_line(exc)}); Inductor writes its GPU kernels "
-                                    "in Triton: pip install triton") from None
+            reasons.append(f"Triton is not importable ({first_line(exc)})")
+        if reasons:
+            raise RunnerUnavailable("; ".join(reasons) + ": Inductor's GPU kernels need a CUDA build of torch, a GPU "
+                                    "and Triton (pip install triton)")
 
     def artifact_key(self, pipeline: PipelineSpec) -> str:
         """The architecture and the CPU capability Inductor's C++ code is vectorized for (AVX2,

@@ -4,6 +4,8 @@ A pipeline's ``passes`` are user FX passes, ``package.module:function`` taking a
 ``torch.fx.Graph`` and returning None, run in that order at Inductor's post-grad custom pass hook
 (``post_grad_custom_post_pass``). Its ``options``:
 
+``device``    where the code runs and so what Inductor generates: ``"cpu"`` (C++/OpenMP, the default)
+              or ``"cuda"`` (Triton; compiled on the GPU machine, measured on the ``cuda`` runner)
 ``mode``      ``torch.compile``'s mode (``torch._inductor.list_mode_options()``), default ``"default"``
 ``dynamic``   ``torch.compile``'s ``dynamic`` (true, false; absent: torch's own choice)
 ``freezing``  Inductor's ``freezing`` (weights become constants: conv+BN folding, weight prepacking)
@@ -37,7 +39,8 @@ if TYPE_CHECKING:
     import torch
 
 INSTALL_HINT = "pip install 'perfguard[torch]' (torch 2.13)"
-OPTION_KEYS = ("mode", "dynamic", "freezing", "inductor", "dynamo")
+OPTION_KEYS = ("device", "mode", "dynamic", "freezing", "inductor", "dynamo")
+DEVICES = ("cpu", "cuda")
 #: Config a pipeline may not set: the pass hooks (``passes`` fills them) and the caches (perfguard
 #: gives every compile its own cache folder; a remote cache would serve another machine's code).
 RESERVED = ("pre_grad_custom_pass", "joint_custom_pre_pass", "joint_custom_post_pass", "post_grad_custom_pre_pass",
@@ -60,6 +63,7 @@ def torch_module() -> Any:
 class InductorSettings:
     """A pipeline's options, checked."""
 
+    device: str = "cpu"
     mode: str = "default"
     dynamic: bool | None = None
     freezing: bool | None = None
@@ -73,7 +77,7 @@ class InductorSettings:
         return config
 
     def to_json(self) -> dict[str, object]:
-        return {"mode": self.mode, "dynamic": self.dynamic, "freezing": self.freezing,
+        return {"device": self.device, "mode": self.mode, "dynamic": self.dynamic, "freezing": self.freezing,
                 "inductor": dict(sorted(self.inductor.items())), "dynamo": dict(sorted(self.dynamo.items()))}
 
 
@@ -89,6 +93,10 @@ def inductor_settings(options: Mapping[str, Any], where: str) -> InductorSetting
         if key not in OPTION_KEYS:
             raise UserError(f"{where}: unknown inductor option {key!r}{did_you_mean(key, OPTION_KEYS)}; "
                             f"expected {', '.join(OPTION_KEYS)}")
+    device = options.get("device", "cpu")
+    if device not in DEVICES:
+        raise UserError(f"{where}: options.device {device!r} is not one of {', '.join(DEVICES)}"
+                        f"{did_you_mean(str(device), DEVICES)}")
     torch = torch_module()
     modes = sorted(torch._inductor.list_mode_options())
     mode = options.get("mode", "default")
@@ -105,7 +113,7 @@ def inductor_settings(options: Mapping[str, Any], where: str) -> InductorSetting
         if not isinstance(given, Mapping):
             raise UserError(f"{where}: options.{table} must be a table of config keys, got {given!r}")
         tables[table] = _checked_config(given, defaults, f"{where}: options.{table}", table)
-    return InductorSettings(str(mode), options.get("dynamic"), options.get("freezing"),
+    return InductorSettings(str(device), str(mode), options.get("dynamic"), options.get("freezing"),
                             tables["inductor"], tables["dynamo"])
 
 
