@@ -147,6 +147,48 @@ def test_the_cuda_runner_says_why_not_without_a_gpu():
     assert "Traceback" not in proc.stderr
 
 
+def test_a_model_the_backend_cannot_build_is_one_clear_line(tmp_path):
+    from perfguard.backends.inductor_models import build_module
+    from perfguard.errors import BackendError
+
+    path = tmp_path / "legacy.onnx"
+    onnx.save(build_model("legacy_cnn", {}), str(path))
+    with pytest.raises(BackendError, match=r"builds zoo models \(resnet, bert, yolo\).*architecture 'legacy_cnn'"):
+        build_module(path)
+
+
+def test_tuning_moves_flip_each_switch_from_the_pipelines_value():
+    moves = get_backend("inductor").tuning_moves({"freezing": True, "inductor": {"epilogue_fusion": False}})
+    described = {m.describe: dict(m.options) for m in moves}
+    assert described["freezing True -> False"]["freezing"] is False
+    assert described["epilogue_fusion False -> True"]["inductor"] == {"epilogue_fusion": True}
+    for move in moves:  # every neighbour is a pipeline the backend accepts
+        get_backend("inductor").check_pipeline(PipelineSpec("t", "inductor", (), move.options))
+
+
+def test_a_measuring_worker_imports_each_artifacts_pass_from_its_own_checkout(tmp_path, monkeypatch):
+    """``check --base-ref`` and bisection load the artifacts of two checkouts in one worker; their
+    passes share module names, and the first checkout's cached module must not stand in for the
+    second's (the load then refuses: the pass's source differs from the artifact's)."""
+    from perfguard.backends.inductor import _import_from
+    from perfguard.backends.inductor_settings import load_pass
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    roots = []
+    for label in ("base", "head"):
+        root = tmp_path / label
+        root.mkdir()
+        (root / "checkout_pass.py").write_text(f"LABEL = {label!r}\ndef run(graph):\n    pass\n")
+        roots.append(str(root))
+    digests = []
+    for root in roots:
+        _import_from(root, "checkout_pass")
+        digests.append(load_pass("checkout_pass:run")[1])
+        assert sys.modules["checkout_pass"].LABEL == Path(root).name
+    assert digests[0] != digests[1]
+    sys.modules.pop("checkout_pass", None)
+
+
 # -- real compiles ---------------------------------------------------------------------------------
 
 
@@ -236,8 +278,8 @@ def test_check_against_default_flags_the_float64_pipeline(tmp_path):
         [compiler]
         path = "{ROOT / 'suites' / 'inductor_passes'}"
         [measure]
-        workers = 2
-        rounds = 4
+        workers = 8
+        rounds = 3
         warmup = 2
         min_time = "20ms"
         timeout = "300s"
@@ -246,9 +288,9 @@ def test_check_against_default_flags_the_float64_pipeline(tmp_path):
         memory_probes = 0
         threads = 1
         [check]
-        workers = 2
+        workers = 8
         step_workers = 2
-        max_workers = 4
+        max_workers = 12
         [models.wide]
         arch = "resnet"
         params = {json.dumps(WIDE).replace('"', '').replace(':', ' =')}

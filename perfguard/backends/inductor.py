@@ -23,7 +23,9 @@ torch version, the checked options and each user pass's source.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
+import os
 import platform
 import shutil
 import sys
@@ -163,8 +165,7 @@ class InductorBackend(Backend):
         except (OSError, ValueError) as exc:
             raise BackendError(f"cannot read the inductor artifact {artifact.path}: {first_line(exc)}") from None
         for entry in recipe["passes"]:
-            if entry["root"] and entry["root"] not in sys.path:
-                sys.path.insert(0, entry["root"])
+            _import_from(entry["root"], entry["name"].partition(":")[0])
             _, digest = load_pass(entry["name"])
             if digest != entry["source_sha256"]:
                 raise BackendError(f"user pass {entry['name']!r} changed since the artifact was compiled; compile again")
@@ -212,6 +213,25 @@ class InductorBackend(Backend):
         torch = torch_module()
         part = {"machine": platform.machine(), "cpu": str(torch.backends.cpu.get_cpu_capability())}
         return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _import_from(root: str, module_name: str) -> None:
+    """Make the next import of ``module_name`` read it from ``root``: a measuring worker loads the
+    artifacts of two checkouts (``check --base-ref``, bisection) whose passes share module names,
+    and a module cached from the first would be the second's pass. Compiled artifacts keep the
+    pass objects they were built with."""
+    if not root:
+        return
+    top = module_name.split(".")[0]
+    stale = [name for name, module in list(sys.modules.items()) if (name == top or name.startswith(top + "."))
+             and not str(getattr(module, "__file__", "") or "").startswith(root + os.sep)]
+    for name in stale:
+        del sys.modules[name]
+    if stale or root not in sys.path:
+        if root in sys.path:
+            sys.path.remove(root)
+        sys.path.insert(0, root)
+        importlib.invalidate_caches()
 
 
 __all__ = ["INSTALL_HINT", "InductorBackend", "InductorTrace", "kernel_count"]
