@@ -28,6 +28,7 @@ _BUILTIN = {
     "mock": "perfguard.backends.mock:MockBackend",
     "iree": "perfguard.backends.iree:IreeBackend",
     "tvm": "perfguard.backends.tvm:TvmBackend",
+    "inductor": "perfguard.backends.inductor:InductorBackend",
 }
 
 

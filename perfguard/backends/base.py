@@ -274,6 +274,9 @@ class Backend(ABC):
     #: A backend for tests only (no compiler, no hardware): `perfguard runners` leaves it out
     #: unless asked for it by name.
     test_only: ClassVar[bool] = False
+    #: What a user pass of this backend takes and returns (``capabilities.user_passes``), as
+    #: ``perfguard passes`` states it.
+    user_pass_signature: ClassVar[str] = "ModelProto -> ModelProto"
 
     @abstractmethod
     def versions(self) -> dict[str, str]:

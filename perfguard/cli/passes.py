@@ -29,5 +29,6 @@ def run(args: argparse.Namespace) -> ExitCode:
     console = cli_console(min_width=120)
     console.print(table)
     if backend.capabilities.user_passes:
-        console.print("A pipeline may also name a user pass as package.module:function (ModelProto -> ModelProto).")
+        console.print("A pipeline may also name a user pass as package.module:function "
+                      f"({backend.user_pass_signature}).")
     return ExitCode.OK

@@ -1,0 +1,237 @@
+"""The ``inductor`` backend: a zoo model as a ``torch.nn.Module`` -> ``torch.compile`` (TorchDynamo +
+AOTAutograd + Inductor: C++/OpenMP kernels on the CPU, Triton on the GPU) under a pinned pipeline.
+Install with ``pip install 'perfguard[torch]'``; what a pipeline pins is
+``perfguard.backends.inductor_settings`` (user FX passes, ``mode``, ``dynamic``, ``freezing``,
+Inductor and Dynamo config keys).
+
+What the artifact is, and why: a compiled ``torch.compile`` callable lives in the process that
+compiled it and does not serialize, and AOTInductor (``torch.export`` + a ``.pt2`` package) would
+measure a different compiler path (export's tracing, a C++ runner) from the ``torch.compile`` a team
+ships. So the artifact is a folder: the model, the checked pipeline (``inductor.json``), Inductor's
+generated output code (``output_code/``, one Python module per graph, C++ or Triton source inside)
+and the compile's own Inductor cache. A measurement worker compiles again from that cache (a warm
+FX graph cache hit: the same generated code, seconds instead of a cold compile) and refuses to run
+when the code it got is not the artifact's (``BackendError``: the cache did not serve it).
+
+Cache control: every compile runs with its own ``TORCHINDUCTOR_CACHE_DIR`` (a fresh folder in the
+artifact), the in-process caches cleared, the remote caches off and the user passes inside a
+``CustomGraphPass`` whose ``uuid()`` hashes their source, so a changed pass is never served a stale
+artifact. The identity (``Artifact.sha256``) hashes the generated output code of every graph, the
+torch version, the checked options and each user pass's source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import platform
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfguard.backends.base import Artifact, Backend, Capabilities, CompileOutput, OptionEdit, PassInfo
+from perfguard.backends.inductor_run import CompiledModel, InductorTrace, compile_model, kernel_count
+from perfguard.backends.inductor_settings import (
+    INSTALL_HINT,
+    check_pass_names,
+    config_defaults,
+    inductor_settings,
+    load_pass,
+    torch_module,
+)
+from perfguard.errors import BackendError, RunnerUnavailable, UserError, first_line
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from perfguard.runners.base import Runner
+    from perfguard.suite import PipelineSpec
+
+RECIPE = "inductor.json"
+#: Boolean Inductor switches ``perfguard tune`` may flip (each a one-edit neighbour).
+TUNING_SWITCHES = ("freezing", "epilogue_fusion", "pattern_matcher", "aggressive_fusion")
+
+
+def _device(runner: Runner) -> str:
+    kind = runner.name.split(":")[0]
+    if kind not in ("cpu", "cuda"):
+        raise BackendError(f"the inductor backend runs on runners 'cpu' and 'cuda', not {runner.name!r}")
+    return kind
+
+
+class InductorExecutable:
+    """A compiled module on one device; inputs are copied to torch tensors once per array object."""
+
+    def __init__(self, compiled: CompiledModel) -> None:
+        self.compiled = compiled
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        return self.compiled.run(feeds)
+
+
+class InductorBackend(Backend):
+    """PyTorch's ``torch.compile`` with Inductor (``capabilities``: user FX passes)."""
+
+    name = "inductor"
+    capabilities = Capabilities(user_passes=True)
+    user_pass_signature = "torch.fx.Graph -> None, run in order at Inductor's post-grad hook"
+
+    def versions(self) -> dict[str, str]:
+        from importlib import metadata
+
+        found = {}
+        for package in ("torch", "triton"):
+            try:
+                found[package] = metadata.version(package)
+            except metadata.PackageNotFoundError:
+                found[package] = "not installed"
+        return found
+
+    def list_passes(self) -> list[PassInfo]:
+        """The config keys a pipeline may pin (``options.inductor`` / ``options.dynamo``); its
+        passes are user FX passes, which no list can hold."""
+        from perfguard.backends.inductor_settings import RESERVED
+
+        inductor, dynamo = config_defaults()
+        infos = [PassInfo(key, "inductor.config", f"default {value!r}"[:100])
+                 for key, value in sorted(inductor.items()) if key not in RESERVED and not key.startswith("_")]
+        infos += [PassInfo(key, "dynamo.config", f"default {value!r}"[:100])
+                  for key, value in sorted(dynamo.items()) if not key.startswith("_")]
+        return infos
+
+    def check_pipeline(self, pipeline: PipelineSpec) -> None:
+        where = f"pipeline {pipeline.name!r}"
+        inductor_settings(pipeline.options, where)
+        check_pass_names(pipeline.passes, where)
+
+    def tuning_moves(self, options: Mapping[str, Any]) -> list[OptionEdit]:
+        """Each switch of ``TUNING_SWITCHES`` flipped from its current value (the pipeline's, or
+        the installed torch's default)."""
+        defaults, _ = config_defaults()
+        moves = []
+        for key in TUNING_SWITCHES:
+            table = dict(options.get("inductor", {}))
+            current = options.get("freezing", defaults["freezing"]) if key == "freezing" else table.get(key, defaults[key])
+            if key == "freezing":
+                edited = {**options, "freezing": not current}
+            else:
+                edited = {**options, "inductor": {**table, key: not current}}
+            moves.append(OptionEdit(f"{key} {current} -> {not current}", edited))
+        return moves
+
+    def compile(self, model_path: Path, pipeline: PipelineSpec, out_dir: Path) -> CompileOutput:
+        where = f"pipeline {pipeline.name!r}"
+        settings = inductor_settings(pipeline.options, where)
+        check_pass_names(pipeline.passes, where)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        out_dir.mkdir(parents=True)
+        shutil.copyfile(model_path, out_dir / "model.onnx")
+        if settings.device == "cuda" and not torch_module().cuda.is_available():
+            raise BackendError(f"{where} compiles for device 'cuda' (Triton kernels), but torch "
+                               f"{torch_module().__version__} sees no CUDA device here; compile it on the GPU machine")
+        compiled = compile_model(out_dir / "model.onnx", settings, tuple(pipeline.passes), out_dir / "cache",
+                                 settings.device, check_eager=True)
+        code_dir = out_dir / "output_code"
+        code_dir.mkdir()
+        for index, text in enumerate(compiled.output_code):
+            (code_dir / f"graph{index}.py").write_text(text)
+        recipe = {"version": 1, "model": "model.onnx", "pipeline_options": dict(pipeline.options), "inputs": compiled.inputs, "options": settings.to_json(),
+                  "passes": [{"name": n, "source_sha256": d, "root": r} for n, d, r in compiled.pass_sources],
+                  "output_code_sha256": compiled.code_sha256, "kernels": compiled.kernels,
+                  "torch": self.versions()["torch"]}
+        (out_dir / RECIPE).write_text(json.dumps(recipe, indent=1, sort_keys=True))
+        identity = {k: recipe[k] for k in ("options", "output_code_sha256", "torch")}
+        identity["passes"] = [(n, d) for n, d, _ in compiled.pass_sources]
+        digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+        artifact = Artifact(backend=self.name, path=str(out_dir / RECIPE),
+                            settings={"options": settings.to_json(), "passes": identity["passes"],
+                                      "output_code_sha256": compiled.code_sha256},
+                            sha256=digest, size_bytes=sum(len(t.encode()) for t in compiled.output_code),
+                            node_count=compiled.kernels)
+        return CompileOutput(artifact=artifact, trace=compiled.trace(), work_time_s=compiled.compile_time_s)
+
+    def load(self, artifact: Artifact, runner: Runner, threads: int) -> InductorExecutable:
+        device = _device(runner)
+        torch = torch_module()
+        torch.set_num_threads(threads)
+        folder = Path(artifact.path).parent
+        try:
+            recipe = json.loads(Path(artifact.path).read_text())
+        except (OSError, ValueError) as exc:
+            raise BackendError(f"cannot read the inductor artifact {artifact.path}: {first_line(exc)}") from None
+        for entry in recipe["passes"]:
+            _import_from(entry["root"], entry["name"].partition(":")[0])
+            _, digest = load_pass(entry["name"])
+            if digest != entry["source_sha256"]:
+                raise BackendError(f"user pass {entry['name']!r} changed since the artifact was compiled; compile again")
+        settings = inductor_settings(recipe["pipeline_options"], artifact.path)
+        if settings.device != device:
+            raise BackendError(f"this artifact holds Inductor code for device {settings.device!r}, not for runner "
+                               f"{runner.name!r}; set the pipeline's options.device to {device!r}")
+        compiled = compile_model(folder / recipe["model"], settings, tuple(e["name"] for e in recipe["passes"]),
+                                 folder / "cache", device, check_eager=False)
+        if compiled.code_sha256 != recipe["output_code_sha256"]:
+            raise BackendError("the compile in the measuring worker generated other code than the artifact's "
+                               f"({compiled.code_sha256[:12]} vs {recipe['output_code_sha256'][:12]}): its cache did "
+                               "not serve it; is this the torch, CPU and thread count (OMP_NUM_THREADS) that compiled it?")
+        return InductorExecutable(compiled)
+
+    def check_runner(self, runner: Runner) -> None:
+        """CPU: torch and a C++ compiler (Inductor compiles its C++ kernels). CUDA: torch with a
+        visible GPU and Triton, which writes Inductor's GPU kernels."""
+        kind = runner.name.split(":")[0]
+        try:
+            torch = torch_module()
+        except UserError as exc:
+            raise RunnerUnavailable(str(exc)) from None
+        if kind == "cpu":
+            if shutil.which("g++") is None and shutil.which("c++") is None:
+                raise RunnerUnavailable("Inductor's CPU backend compiles C++: no g++ or c++ on PATH")
+            return
+        if kind != "cuda":
+            raise RunnerUnavailable(f"the inductor backend runs on runners 'cpu' and 'cuda', not {runner.name!r}")
+        reasons = []
+        if not torch.cuda.is_available():
+            build = "; this is a CPU-only build" if torch.version.cuda is None else ""
+            reasons.append(f"torch {torch.__version__} sees no CUDA device (torch.cuda.is_available() is False{build})")
+        try:
+            import triton  # noqa: F401
+        except ImportError as exc:
+            reasons.append(f"Triton is not importable ({first_line(exc)})")
+        if reasons:
+            raise RunnerUnavailable("; ".join(reasons) + ": Inductor's GPU kernels need a CUDA build of torch, a GPU "
+                                    "and Triton (pip install triton)")
+
+    def artifact_key(self, pipeline: PipelineSpec) -> str:
+        """The architecture and the CPU capability Inductor's C++ code is vectorized for (AVX2,
+        AVX512): an artifact compiled on one is not the code another would generate."""
+        torch = torch_module()
+        part = {"machine": platform.machine(), "cpu": str(torch.backends.cpu.get_cpu_capability())}
+        return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _import_from(root: str, module_name: str) -> None:
+    """Make the next import of ``module_name`` read it from ``root``: a measuring worker loads the
+    artifacts of two checkouts (``check --base-ref``, bisection) whose passes share module names,
+    and a module cached from the first would be the second's pass. Compiled artifacts keep the
+    pass objects they were built with."""
+    if not root:
+        return
+    top = module_name.split(".")[0]
+    stale = [name for name, module in list(sys.modules.items()) if (name == top or name.startswith(top + "."))
+             and not str(getattr(module, "__file__", "") or "").startswith(root + os.sep)]
+    for name in stale:
+        del sys.modules[name]
+    if stale or root not in sys.path:
+        if root in sys.path:
+            sys.path.remove(root)
+        sys.path.insert(0, root)
+        importlib.invalidate_caches()
+
+
+__all__ = ["INSTALL_HINT", "InductorBackend", "InductorTrace", "kernel_count"]

@@ -1,0 +1,200 @@
+"""One ``torch.compile`` of a zoo module under an ``inductor`` pipeline, with the caches in hand.
+
+``compile_model`` builds the module, compiles it inside ``temporary_cache_dir`` (Inductor's own
+context: ``TORCHINDUCTOR_CACHE_DIR`` set and the in-process caches cleared on entry and exit),
+remote caches off, the user passes in a ``CustomGraphPass`` (their source in its ``uuid``), and
+runs it once on seeded inputs so the compile happens there and then. It reads back what the
+compile produced: the output code modules Inductor loaded from that folder (one per graph), their
+kernels, the user passes' steps and Inductor's compilation metrics (phase times).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from perfguard.backends.base import PassRecord, PassTrace
+from perfguard.backends.inductor_models import build_module
+from perfguard.backends.inductor_settings import InductorSettings, PassStep, pipeline_pass, torch_module
+from perfguard.errors import BackendError, first_line
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: Inductor's compilation-metrics fields (seconds or µs) reported as phase times, by phase name.
+PHASES_S = {"dynamo": "entire_frame_compile_time_s", "aot_autograd": "backend_compile_time_s",
+            "inductor": "inductor_compile_time_s", "codegen": "code_gen_time_s"}
+PHASES_US = {"pre_grad_passes": "pre_grad_pass_time_us", "joint_graph_passes": "joint_graph_pass_time_us",
+             "post_grad_passes": "post_grad_pass_time_us", "kernel_compile": "triton_compile_time_us"}
+
+
+@dataclass
+class InductorTrace(PassTrace):
+    """The user passes' records plus Inductor's own phase times (``torch._dynamo.utils``
+    compilation metrics, seconds, summed over graphs), the generated kernel and graph counts, the
+    output code's hash, the FX graph cache hits of this compile (0 for a fresh cache folder) and
+    the largest difference of the compiled outputs from eager PyTorch's."""
+
+    phase_times: dict[str, float] = field(default_factory=dict)
+    kernels: int = 0
+    graphs: int = 0
+    output_code_sha256: str = ""
+    fx_graph_cache_hits: int = 0
+    eager_max_abs_error: float | None = None
+
+
+def kernel_count(code: str) -> int:
+    """Kernels in one output code module: C++ (``async_compile.cpp_pybinding``) or Triton."""
+    return len(re.findall(r"async_compile\.(?:cpp_pybinding|cpp|triton)\(", code))
+
+
+@dataclass
+class CompiledModel:
+    """A compiled module ready to run, and what its compile produced."""
+
+    callable: Any
+    inputs: list[str]
+    device: str
+    output_code: list[str]
+    code_sha256: str
+    kernels: int
+    steps: list[PassStep]
+    #: (pass name, source sha256, sys.path root its module was imported from)
+    pass_sources: list[tuple[str, str, str]]
+    phase_times: dict[str, float]
+    cache_hits: int
+    compile_time_s: float
+    eager_max_abs_error: float | None
+    _arguments: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        import numpy as np
+        import torch
+
+        with torch.no_grad():
+            result = self.callable(*self._tensors(feeds))
+        outputs = result if isinstance(result, (list, tuple)) else [result]
+        return [np.asarray(o.detach().cpu().numpy()) for o in outputs]
+
+    def _tensors(self, feeds: Mapping[str, np.ndarray]) -> list[Any]:
+        import torch
+
+        out = []
+        for name in self.inputs:
+            array = feeds[name]
+            cached = self._arguments.get(name)
+            if cached is None or cached[0] is not array:
+                cached = (array, torch.from_numpy(array.copy()).to(self.device))
+                self._arguments[name] = cached
+            out.append(cached[1])
+        return out
+
+    def trace(self) -> InductorTrace:
+        records = [PassRecord(index=s.index + s.graph * max(1, len(self.pass_sources)), name=s.name, source="user",
+                              time_s=s.time_s, nodes_before=s.nodes_before, nodes_after=s.nodes_after,
+                              op_histogram=s.op_histogram, ir_hash=s.hash_after, changed=s.hash_after != s.hash_before)
+                   for s in self.steps]
+        return InductorTrace(
+            passes=records, input_hash=self.steps[0].hash_before if self.steps else "",
+            final_hash=self.steps[-1].hash_after if self.steps else "", total_time_s=self.compile_time_s,
+            note="inductor: per user FX pass and graph (post-grad hook): wall time, FX node count, hash of the graph; "
+                 "Inductor's phases from torch._dynamo.utils compilation metrics",
+            phase_times=self.phase_times, kernels=self.kernels, graphs=len(self.output_code),
+            output_code_sha256=self.code_sha256, fx_graph_cache_hits=self.cache_hits,
+            eager_max_abs_error=self.eager_max_abs_error)
+
+
+def _feeds(model_path: Path) -> dict[str, np.ndarray]:
+    import onnx
+
+    from perfguard.models.inputs import input_specs, make_feeds
+
+    return make_feeds(input_specs(onnx.load(str(model_path), load_external_data=False)), 0)
+
+
+def _root(module_name: str) -> str:
+    """The ``sys.path`` entry ``module_name`` was imported from (a measuring worker adds it)."""
+    module = sys.modules.get(module_name)
+    file = getattr(module, "__file__", None)
+    if not file:
+        return ""
+    path = Path(file).resolve()
+    depth = module_name.count(".") + (2 if path.name == "__init__.py" else 1)
+    return str(path.parents[depth - 1])
+
+
+def compile_model(model_path: Path, settings: InductorSettings, passes: tuple[str, ...], cache_dir: Path,
+                  device: str, *, check_eager: bool) -> CompiledModel:
+    """Compile the zoo model at ``model_path`` on ``device`` with its Inductor cache in ``cache_dir``."""
+    torch = torch_module()
+    from torch._dynamo.utils import clear_compilation_metrics, get_compilation_metrics
+    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+
+    module, inputs = build_module(model_path)
+    module = module.to(device)
+    feeds = _feeds(model_path)
+    args = [torch.from_numpy(feeds[name]).to(device) for name in inputs]
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    pipeline = pipeline_pass(passes) if passes else None
+    config = {**settings.inductor_config(), "fx_graph_cache": True, "fx_graph_remote_cache": False,
+              "autotune_remote_cache": False, "post_grad_custom_post_pass": pipeline}
+    torch._dynamo.reset()
+    clear_compilation_metrics()
+    known = {id(m) for m in PyCodeCache.modules}
+    with temporary_cache_dir(str(cache_dir)), torch._inductor.config.patch(config), \
+            torch._dynamo.config.patch(dict(settings.dynamo)), torch.no_grad():
+        compiled = torch.compile(module, mode=None if settings.mode == "default" else settings.mode,
+                                 dynamic=settings.dynamic)
+        start = time.perf_counter()
+        try:
+            got = compiled(*args)
+        except Exception as exc:
+            raise _unwrapped(exc) from None
+        seconds = time.perf_counter() - start
+        loaded = [m for m in PyCodeCache.modules if id(m) not in known and
+                  str(getattr(m, "__file__", "")).startswith(str(cache_dir.resolve()))]
+    code = sorted(Path(str(m.__file__)).read_text() for m in loaded)
+    error = None
+    if check_eager:
+        with torch.no_grad():
+            expected = module(*args)
+        error = max((float((a.float() - b.float()).abs().max()) for a, b in zip(_tuple(got), _tuple(expected),
+                                                                                strict=True)), default=0.0)
+    metrics = get_compilation_metrics()
+    steps = list(pipeline.steps) if pipeline is not None else []
+    sources = [(name, pipeline.digests[name], _root(name.partition(":")[0])) for name in passes] if pipeline else []
+    return CompiledModel(compiled, inputs, device, code, hashlib.sha256("\n".join(code).encode()).hexdigest(),
+                         sum(kernel_count(text) for text in code), steps, sources, _phases(metrics),
+                         sum(int(getattr(m, "inductor_fx_local_cache_hit_count", 0) or 0) for m in metrics),
+                         seconds, error)
+
+
+def _tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)
+
+
+def _phases(metrics: list[Any]) -> dict[str, float]:
+    phases: dict[str, float] = {}
+    for name, attr in PHASES_S.items():
+        phases[name] = sum(float(getattr(m, attr, 0.0) or 0.0) for m in metrics)
+    for name, attr in PHASES_US.items():
+        phases[name] = sum(float(getattr(m, attr, 0) or 0) for m in metrics) / 1e6
+    return {name: round(value, 6) for name, value in phases.items()}
+
+
+def _unwrapped(exc: BaseException) -> BackendError:
+    """The user pass's ``BackendError`` inside torch's wrapping, or one naming the failure."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, BackendError):
+            return seen
+        inner = getattr(seen, "inner_exception", None)
+        seen = inner if isinstance(inner, BaseException) else seen.__cause__ or seen.__context__
+    return BackendError(f"torch.compile failed: {first_line(exc)}")

@@ -1,0 +1,236 @@
+"""What an ``inductor`` pipeline pins, checked against the installed torch, and the user FX passes.
+
+A pipeline's ``passes`` are user FX passes, ``package.module:function`` taking a
+``torch.fx.Graph`` and returning None, run in that order at Inductor's post-grad custom pass hook
+(``post_grad_custom_post_pass``). Its ``options``:
+
+``device``    where the code runs and so what Inductor generates: ``"cpu"`` (C++/OpenMP, the default)
+              or ``"cuda"`` (Triton; compiled on the GPU machine, measured on the ``cuda`` runner)
+``mode``      ``torch.compile``'s mode (``torch._inductor.list_mode_options()``), default ``"default"``
+``dynamic``   ``torch.compile``'s ``dynamic`` (true, false; absent: torch's own choice)
+``freezing``  Inductor's ``freezing`` (weights become constants: conv+BN folding, weight prepacking)
+``inductor``  a table of ``torch._inductor.config`` keys (``"cpp.simdlen" = 1``)
+``dynamo``    a table of ``torch._dynamo.config`` keys
+
+Config keys are checked against the installed torch's config (a typo names the close ones) and
+their values against the type of the default. The custom pass hooks and the cache switches are
+not config a pipeline may set: passes go in ``passes``, and perfguard owns the caches.
+
+Why the passes travel inside a ``CustomGraphPass``: Inductor's FX graph cache keys a compile on its
+config, and a plain function in ``post_grad_custom_post_pass`` is not part of that key (its config
+is ignored by the cache), so a compile with a changed pass was served the previous pass's code
+(measured 2026-12-04: 0.4 s, same kernels). ``PipelinePass.uuid()`` hashes every pass's source, so
+the key changes with the passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from perfguard.errors import BackendError, UserError, did_you_mean, first_line
+
+if TYPE_CHECKING:
+    import torch
+
+INSTALL_HINT = "pip install 'perfguard[torch]' (torch 2.13)"
+OPTION_KEYS = ("device", "mode", "dynamic", "freezing", "inductor", "dynamo")
+DEVICES = ("cpu", "cuda")
+#: Config a pipeline may not set: the pass hooks (``passes`` fills them) and the caches (perfguard
+#: gives every compile its own cache folder; a remote cache would serve another machine's code).
+RESERVED = ("pre_grad_custom_pass", "joint_custom_pre_pass", "joint_custom_post_pass", "post_grad_custom_pre_pass",
+            "post_grad_custom_post_pass", "fx_graph_cache", "fx_graph_remote_cache", "autotune_local_cache",
+            "autotune_remote_cache", "bundled_autotune_remote_cache", "force_disable_caches")
+
+
+def torch_module() -> Any:
+    """``torch``, or the one-line install hint (exit 2) when it is missing."""
+    try:
+        import torch
+        import torch._dynamo
+        import torch._inductor.config  # noqa: F401
+    except ImportError as exc:
+        raise UserError(f"backend 'inductor' needs PyTorch ({first_line(exc)}); {INSTALL_HINT}") from None
+    return torch
+
+
+@dataclass(frozen=True)
+class InductorSettings:
+    """A pipeline's options, checked."""
+
+    device: str = "cpu"
+    mode: str = "default"
+    dynamic: bool | None = None
+    freezing: bool | None = None
+    inductor: Mapping[str, Any] = field(default_factory=dict)
+    dynamo: Mapping[str, Any] = field(default_factory=dict)
+
+    def inductor_config(self) -> dict[str, object]:
+        config = dict(self.inductor)
+        if self.freezing is not None:
+            config["freezing"] = self.freezing
+        return config
+
+    def to_json(self) -> dict[str, object]:
+        return {"device": self.device, "mode": self.mode, "dynamic": self.dynamic, "freezing": self.freezing,
+                "inductor": dict(sorted(self.inductor.items())), "dynamo": dict(sorted(self.dynamo.items()))}
+
+
+def config_defaults() -> tuple[dict[str, object], dict[str, object]]:
+    """The installed torch's Inductor and Dynamo config keys with their defaults."""
+    torch = torch_module()
+    return torch._inductor.config.get_config_copy(), torch._dynamo.config.get_config_copy()
+
+
+def inductor_settings(options: Mapping[str, Any], where: str) -> InductorSettings:
+    """Check a pipeline's options against this torch; ``UserError`` names the key to fix."""
+    for key in options:
+        if key not in OPTION_KEYS:
+            raise UserError(f"{where}: unknown inductor option {key!r}{did_you_mean(key, OPTION_KEYS)}; "
+                            f"expected {', '.join(OPTION_KEYS)}")
+    device = options.get("device", "cpu")
+    if device not in DEVICES:
+        raise UserError(f"{where}: options.device {device!r} is not one of {', '.join(DEVICES)}"
+                        f"{did_you_mean(str(device), DEVICES)}")
+    torch = torch_module()
+    modes = sorted(torch._inductor.list_mode_options())
+    mode = options.get("mode", "default")
+    if mode not in modes:
+        raise UserError(f"{where}: options.mode {mode!r} is not a torch.compile mode{did_you_mean(str(mode), modes)}; "
+                        f"expected one of {', '.join(modes)}")
+    for key in ("dynamic", "freezing"):
+        if key in options and not isinstance(options[key], bool):
+            raise UserError(f"{where}: options.{key} must be true or false, got {options[key]!r}")
+    inductor_defaults, dynamo_defaults = config_defaults()
+    tables = {}
+    for table, defaults in (("inductor", inductor_defaults), ("dynamo", dynamo_defaults)):
+        given = options.get(table, {})
+        if not isinstance(given, Mapping):
+            raise UserError(f"{where}: options.{table} must be a table of config keys, got {given!r}")
+        tables[table] = _checked_config(given, defaults, f"{where}: options.{table}", table)
+    return InductorSettings(str(device), str(mode), options.get("dynamic"), options.get("freezing"),
+                            tables["inductor"], tables["dynamo"])
+
+
+def _checked_config(given: Mapping[str, Any], defaults: Mapping[str, Any], where: str, table: str) -> dict[str, object]:
+    checked: dict[str, object] = {}
+    for key, value in given.items():
+        if key in RESERVED:
+            raise UserError(f"{where}: {key!r} is perfguard's to set (custom passes go in the pipeline's passes; "
+                            "every compile gets its own cache folder)")
+        if key not in defaults:
+            raise UserError(f"{where}: torch {_version()} has no {table} config key {key!r}"
+                            f"{did_you_mean(key, defaults)}; `perfguard passes --backend inductor` lists them")
+        default = defaults[key]
+        if default is not None and not _same_kind(default, value):
+            raise UserError(f"{where}: {key!r} must be {type(default).__name__} like its default {default!r}, "
+                            f"got {value!r}")
+        checked[key] = value
+    return dict(sorted(checked.items()))
+
+
+def _same_kind(default: object, value: object) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(default)) or isinstance(default, (list, tuple)) and isinstance(value, list)
+
+
+def _version() -> str:
+    return str(torch_module().__version__)
+
+
+# -- user FX passes ---------------------------------------------------------------------------------
+
+
+def check_pass_names(passes: tuple[str, ...] | list[str], where: str) -> None:
+    for name in passes:
+        module, sep, function = name.partition(":")
+        if not sep or not module or not function:
+            raise UserError(f"{where}: pass {name!r}: an inductor pipeline's passes are user FX passes "
+                            "written package.module:function (a function of a torch.fx.Graph)")
+
+
+def load_pass(name: str) -> tuple[Callable[[Any], None], str]:
+    """The function ``package.module:function`` and the sha256 of its module's source."""
+    module_name, _, function_name = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise BackendError(f"user pass {name!r} does not import: {first_line(exc)}") from None
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise BackendError(f"user pass {name!r}: module {module_name} has no function {function_name!r}")
+    try:
+        source = inspect.getsource(module)
+    except (OSError, TypeError):
+        source = name
+    return function, hashlib.sha256(source.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class PassStep:
+    """What one user pass did to one graph: its time, the node count and structural hash after it."""
+
+    graph: int
+    index: int
+    name: str
+    time_s: float
+    nodes_before: int
+    nodes_after: int
+    hash_before: str
+    hash_after: str
+    op_histogram: dict[str, int]
+
+
+def graph_hash(graph: torch.fx.Graph) -> str:
+    """sha256 of the graph's nodes (op, target, arguments): equal graphs hash equal across processes."""
+    return hashlib.sha256(str(graph).encode()).hexdigest()[:16]
+
+
+def op_histogram(graph: torch.fx.Graph) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.op == "call_function":
+            name = str(node.target)
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def pipeline_pass(names: tuple[str, ...]) -> Any:
+    """A ``CustomGraphPass`` that runs the user passes ``names`` in order, records a ``PassStep``
+    per pass and graph in ``steps``, and whose ``uuid()`` hashes the passes' names and sources."""
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    loaded = [(name, *load_pass(name)) for name in names]
+
+    class PipelinePass(CustomGraphPass):
+        def __init__(self) -> None:
+            self.steps: list[PassStep] = []
+            self.graphs = 0
+            self.digests = {name: digest for name, _, digest in loaded}
+
+        def __call__(self, graph: torch.fx.Graph) -> None:
+            self.graphs += 1
+            for index, (name, function, _) in enumerate(loaded):
+                before, count = graph_hash(graph), len(graph.nodes)
+                start = time.perf_counter()
+                try:
+                    function(graph)
+                    graph.lint()
+                except Exception as exc:
+                    raise BackendError(f"user pass #{index + 1} {name!r} failed: {first_line(exc)}") from None
+                seconds = time.perf_counter() - start
+                self.steps.append(PassStep(self.graphs - 1, index, name, seconds, count, len(graph.nodes), before,
+                                           graph_hash(graph), op_histogram(graph)))
+
+        def uuid(self) -> str:
+            return hashlib.sha256(repr([(name, digest) for name, _, digest in loaded]).encode()).hexdigest()
+
+    return PipelinePass()

@@ -1,0 +1,307 @@
+"""The ``inductor`` backend: real ``torch.compile`` compiles of tiny zoo models on the CPU, the
+checked pipeline options, user FX passes that Inductor's caches must never serve stale, the cuda
+runner's refusal on a machine without a GPU, and a check that flags a deliberately slower pipeline.
+
+Skipped with the reason when torch is not installed (``pip install 'perfguard[torch]'``); under
+CI=true that fails instead, since .ci/run installs the extra. Compiles are few and shared: one
+module-scoped compile of the default pipeline; a compile takes 10-40 s on a loaded 2-core machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from perfguard.backends import get_backend
+from perfguard.errors import RunnerUnavailable, UserError
+from perfguard.exit_codes import ExitCode
+from perfguard.models.inputs import input_specs, make_feeds
+from perfguard.models.zoo import build_model
+from perfguard.runners import get_runner
+from perfguard.suite import PipelineSpec
+
+from .conftest import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"depth": 1, "width": 4, "image_size": 16, "num_classes": 4}
+#: One residual block but wide, large images: the convolutions' time dominates Python's overhead, so
+#: the float64 pipeline is ~3x slower (measured 2026-12-05: 2.96 ms vs 8.81 ms) while a compile
+#: costs what a tiny model's does (compile time follows the graph, not the tensor sizes).
+WIDE = {"depth": 1, "width": 32, "image_size": 128, "num_classes": 10}
+
+
+@functools.cache
+def _torch_missing() -> str:
+    try:
+        import torch._inductor  # noqa: F401
+    except ImportError as exc:
+        return f"torch is not installed ({str(exc)[:80]}); pip install 'perfguard[torch]'"
+    return ""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _torch_installed() -> None:
+    missing = _torch_missing()
+    if missing and os.environ.get("CI"):
+        pytest.fail(f"CI=true but {missing}; .ci/run must install it (pip install torch==2.13.0 -e '.[...,torch]')")
+    if missing:
+        pytest.skip(missing)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread() -> None:
+    # The compile workers run with OMP_NUM_THREADS=threads; Inductor's C++ code depends on the count.
+    import torch
+
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("inductor-model") / "tiny.onnx"
+    onnx.save(build_model("resnet", TINY), str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def default_compile(tiny, tmp_path_factory):
+    out = tmp_path_factory.mktemp("inductor-default")
+    return get_backend("inductor").compile(tiny, PipelineSpec("default", "inductor", (), {}), out / "a")
+
+
+# -- no compile ------------------------------------------------------------------------------------
+
+
+def test_a_config_typo_names_the_close_keys():
+    backend = get_backend("inductor")
+    with pytest.raises(UserError, match=r"no inductor config key 'max_autotun'.*did you mean 'max_autotune'"):
+        backend.check_pipeline(PipelineSpec("p", "inductor", (), {"inductor": {"max_autotun": True}}))
+    with pytest.raises(UserError, match=r"no dynamo config key 'cache_size_limt'"):
+        backend.check_pipeline(PipelineSpec("p", "inductor", (), {"dynamo": {"cache_size_limt": 8}}))
+    with pytest.raises(UserError, match=r"options.mode 'max-autotune-no-cudagraph'.*did you mean"):
+        backend.check_pipeline(PipelineSpec("p", "inductor", (), {"mode": "max-autotune-no-cudagraph"}))
+    with pytest.raises(UserError, match="must be bool"):
+        backend.check_pipeline(PipelineSpec("p", "inductor", (), {"inductor": {"epilogue_fusion": 1}}))
+    with pytest.raises(UserError, match="perfguard's to set"):
+        backend.check_pipeline(PipelineSpec("p", "inductor", (), {"inductor": {"fx_graph_cache": False}}))
+    with pytest.raises(UserError, match="package.module:function"):
+        backend.check_pipeline(PipelineSpec("p", "inductor", ("relu_as_clamp",), {}))
+
+
+def test_a_config_typo_in_a_suite_exits_2_with_one_line(write_suite):
+    suite = write_suite("""
+        [suite]
+        backend = "inductor"
+        [models.r]
+        arch = "resnet"
+        params = { depth = 1, width = 4, image_size = 16, num_classes = 4 }
+        [pipelines.p]
+        passes = []
+        options = { inductor = { "cpp.simdln" = 1 } }
+        """)
+    proc = run_cli("validate", str(suite))
+    assert proc.returncode == ExitCode.USAGE, proc.stderr
+    assert "did you mean 'cpp.simdlen'" in proc.stderr and "Traceback" not in proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if line.startswith("perfguard:")]) == 1
+
+
+def test_passes_lists_the_config_keys_a_pipeline_may_pin():
+    proc = run_cli("passes", "--backend", "inductor")
+    assert proc.returncode == 0, proc.stderr
+    for key in ("max_autotune", "freezing", "cpp.simdlen", "recompile_limit"):
+        assert key in proc.stdout
+    assert "post_grad_custom_post_pass" not in proc.stdout  # passes fill it, not config
+    assert "(torch.fx.Graph -> None" in proc.stdout
+
+
+def test_importing_the_backend_does_not_import_torch_and_missing_torch_is_one_hint():
+    probe = ("import sys; import perfguard.backends.inductor; print('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False", proc.stderr
+    blocked = ("import sys; sys.modules['torch'] = None; from perfguard.cli import main; "
+               "sys.exit(main(['validate', sys.argv[1]]))")
+    proc = subprocess.run([sys.executable, "-c", blocked, str(ROOT / "suites" / "inductor-cpu.toml")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == ExitCode.USAGE
+    assert "pip install 'perfguard[torch]'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_cuda_runner_says_why_not_without_a_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(RunnerUnavailable, match=r"torch.cuda.is_available\(\) is False"):
+        get_backend("inductor").check_runner(get_runner("cuda"))
+    proc = run_cli("validate", str(ROOT / "suites" / "inductor-gpu.toml"), cwd=ROOT)
+    assert proc.returncode != 0 and "cannot run 'inductor' cases here" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_model_the_backend_cannot_build_is_one_clear_line(tmp_path):
+    from perfguard.backends.inductor_models import build_module
+    from perfguard.errors import BackendError
+
+    path = tmp_path / "legacy.onnx"
+    onnx.save(build_model("legacy_cnn", {}), str(path))
+    with pytest.raises(BackendError, match=r"builds zoo models \(resnet, bert, yolo\).*architecture 'legacy_cnn'"):
+        build_module(path)
+
+
+def test_tuning_moves_flip_each_switch_from_the_pipelines_value():
+    moves = get_backend("inductor").tuning_moves({"freezing": True, "inductor": {"epilogue_fusion": False}})
+    described = {m.describe: dict(m.options) for m in moves}
+    assert described["freezing True -> False"]["freezing"] is False
+    assert described["epilogue_fusion False -> True"]["inductor"] == {"epilogue_fusion": True}
+    for move in moves:  # every neighbour is a pipeline the backend accepts
+        get_backend("inductor").check_pipeline(PipelineSpec("t", "inductor", (), move.options))
+
+
+def test_a_measuring_worker_imports_each_artifacts_pass_from_its_own_checkout(tmp_path, monkeypatch):
+    """``check --base-ref`` and bisection load the artifacts of two checkouts in one worker; their
+    passes share module names, and the first checkout's cached module must not stand in for the
+    second's (the load then refuses: the pass's source differs from the artifact's)."""
+    from perfguard.backends.inductor import _import_from
+    from perfguard.backends.inductor_settings import load_pass
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    roots = []
+    for label in ("base", "head"):
+        root = tmp_path / label
+        root.mkdir()
+        (root / "checkout_pass.py").write_text(f"LABEL = {label!r}\ndef run(graph):\n    pass\n")
+        roots.append(str(root))
+    digests = []
+    for root in roots:
+        _import_from(root, "checkout_pass")
+        digests.append(load_pass("checkout_pass:run")[1])
+        assert sys.modules["checkout_pass"].LABEL == Path(root).name
+    assert digests[0] != digests[1]
+    sys.modules.pop("checkout_pass", None)
+
+
+# -- real compiles ---------------------------------------------------------------------------------
+
+
+def test_compiled_module_matches_onnx_runtime_and_traces_inductor(tiny, default_compile):
+    import onnxruntime
+
+    model = onnx.load(str(tiny))
+    feeds = make_feeds(input_specs(model), 3)
+    executable = get_backend("inductor").load(default_compile.artifact, get_runner("cpu"), 1)
+    got = executable.run(feeds)
+    reference = onnxruntime.InferenceSession(str(tiny), providers=["CPUExecutionProvider"]).run(None, feeds)
+    np.testing.assert_allclose(got[0], reference[0], rtol=1e-4, atol=1e-5)
+    trace = default_compile.trace
+    assert trace.kernels > 0 and trace.graphs == 1 and trace.fx_graph_cache_hits == 0
+    assert trace.phase_times["inductor"] > 0 and trace.phase_times["dynamo"] >= trace.phase_times["inductor"]
+    assert trace.eager_max_abs_error is not None and trace.eager_max_abs_error < 1e-4
+    code = (Path(default_compile.artifact.path).parent / "output_code" / "graph0.py").read_text()
+    assert "cpp_fused" in code
+
+
+def _pass_module(folder: Path, body: str) -> None:
+    (folder / "user_fx.py").write_text(textwrap.dedent("""
+        import torch
+        aten = torch.ops.aten
+
+        def rewrite(graph):
+        """) + textwrap.indent(textwrap.dedent(body), "    "))
+
+
+def test_a_changed_pass_is_never_served_from_the_cache(tiny, tmp_path, monkeypatch):
+    """The pitfall of 2026-12-04: a plain-function post-grad pass is not in the FX graph cache's key.
+    Here one cache folder serves three compiles: the pass changed in place (same module, same
+    function name) must miss it; the same pass again must hit it."""
+    from perfguard.backends.inductor_run import compile_model
+    from perfguard.backends.inductor_settings import inductor_settings
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    settings = inductor_settings({}, "test")
+    cache = tmp_path / "shared-cache"
+
+    def compile_with(body: str):
+        _pass_module(tmp_path, body)
+        sys.modules.pop("user_fx", None)
+        return compile_model(tiny, settings, ("user_fx:rewrite",), cache, "cpu", check_eager=True)
+
+    noop = compile_with("pass\n")
+    clamp = compile_with("""
+        for node in list(graph.nodes):
+            if node.op == "call_function" and node.target == aten.relu.default:
+                with graph.inserting_before(node):
+                    new = graph.call_function(aten.clamp_min.default, (node.args[0], 0.0))
+                new.meta.update(node.meta)
+                node.replace_all_uses_with(new)
+                graph.erase_node(node)
+        """)
+    assert clamp.cache_hits == 0, "the changed pass was served from the cache"
+    assert clamp.code_sha256 != noop.code_sha256
+    assert [s.name for s in clamp.steps] == ["user_fx:rewrite"] and clamp.steps[0].hash_after != clamp.steps[0].hash_before
+    assert not noop.steps[0].hash_after != noop.steps[0].hash_before
+    assert clamp.pass_sources[0][1] != noop.pass_sources[0][1]
+    assert clamp.eager_max_abs_error is not None and clamp.eager_max_abs_error < 1e-4
+    again = compile_with("pass\n")
+    assert again.cache_hits >= 1 and again.code_sha256 == noop.code_sha256  # the cache is on, and keyed
+
+
+def test_a_pass_that_changes_code_changes_the_identity(tiny, tmp_path, default_compile):
+    sys.path.insert(0, str(ROOT / "suites" / "inductor_passes"))
+    try:
+        out = get_backend("inductor").compile(tiny, PipelineSpec("clamp", "inductor", ("fx_passes:relu_as_clamp",), {}),
+                                              tmp_path / "clamp")
+    finally:
+        sys.path.remove(str(ROOT / "suites" / "inductor_passes"))
+    assert out.artifact.sha256 != default_compile.artifact.sha256
+    assert out.trace.passes[0].name == "fx_passes:relu_as_clamp" and out.trace.passes[0].changed
+    assert out.trace.fx_graph_cache_hits == 0
+    recipe = json.loads(Path(out.artifact.path).read_text())
+    assert recipe["passes"][0]["root"] == str(ROOT / "suites" / "inductor_passes")
+
+
+@pytest.mark.slow
+def test_check_against_default_flags_the_float64_pipeline(tmp_path):
+    suite = tmp_path / "inductor.toml"
+    suite.write_text(textwrap.dedent(f"""
+        [suite]
+        name = "inductor-test"
+        backend = "inductor"
+        [compiler]
+        path = "{ROOT / 'suites' / 'inductor_passes'}"
+        [measure]
+        workers = 8
+        rounds = 3
+        warmup = 2
+        min_time = "20ms"
+        timeout = "300s"
+        compile_timeout = "600s"
+        compile_repeats = 1
+        memory_probes = 0
+        threads = 1
+        [check]
+        workers = 8
+        step_workers = 2
+        max_workers = 12
+        [models.wide]
+        arch = "resnet"
+        params = {json.dumps(WIDE).replace('"', '').replace(':', ' =')}
+        [pipelines.default]
+        passes = []
+        [pipelines.upcast_float64]
+        passes = ["fx_passes:upcast_float64"]
+        """))
+    out = tmp_path / "check.json"
+    proc = run_cli("check", str(suite), "--against-pipeline", "default", "--json", str(out), "--quiet", timeout=900)
+    assert proc.returncode == ExitCode.REGRESSION, proc.stdout + proc.stderr
+    rows = [r for r in json.loads(out.read_text())["verdicts"] if r["metric"] == "latency"]
+    assert [(r["case"], r["decision"], r["direction"]) for r in rows] == [
+        ("wide/upcast_float64/cpu", "different", "regression")], rows
