@@ -28,6 +28,7 @@ from perfguard.compile.case import (
     with_memory,
 )
 from perfguard.compile.preflight import start_check_suite
+from perfguard.measure.counts import DEFAULT_METHOD, count_variant, counts_wanted
 from perfguard.measure.groups import VariantValues, measure_group
 from perfguard.models.loader import LoadedModel, materialize
 from perfguard.progress import Progress
@@ -36,6 +37,7 @@ from perfguard.results.result import CacheUse
 from perfguard.runners import get_runner
 from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
 from perfguard.suite import CaseSpec, Suite
+from perfguard.workers.callgrind import valgrind_path
 from perfguard.workers.protocol import MeasureVariant, variant_id
 from perfguard.workers.requests import measure_request
 
@@ -104,6 +106,8 @@ class Job:
         # ``check=False``: measuring artifacts compiled elsewhere (no model files here);
         # ``check_runners=False``: compiling here for runners of another machine. The user
         # passes' import check runs on while the models are built; ``compile`` waits for it.
+        if counts_wanted(suite):  # a missing Valgrind is one line before any work, not after the timing
+            valgrind_path()
         self.pending_check = start_check_suite(suite, cases, runners=check_runners) if check else None
         self.owned = workdir is None
         folder = Path(tempfile.mkdtemp(prefix="perfguard-")) if workdir is None else workdir
@@ -231,6 +235,22 @@ class Job:
                 error = member.entry.error
                 if error is not None and error.stage == "measure":
                     ctx.progress.log(f"FAILED {member.variant_id}: {error.message}", style="red")
+            if counts_wanted(ctx.suite):
+                self.count(members)
+
+    def count(self, members: Sequence[CompiledCase]) -> None:
+        """Count every member not counted yet under Valgrind (``perfguard.measure.counts``), one
+        fresh worker each; a failed count is logged and leaves the variant without counts."""
+        for member in members:
+            if member.artifact is None or member.entry.metrics.counts is not None or not member.entry.ok:
+                continue
+            self.ctx.progress.log(f"count {member.variant_id} under Valgrind")
+            outcome = count_variant(self.ctx.suite, member, self.ctx.workdir / "ipc")
+            counts = outcome.counts.get(DEFAULT_METHOD)
+            if counts is None:
+                self.ctx.progress.log(f"NOT COUNTED {member.variant_id}: {outcome.failure}", style="yellow")
+                continue
+            member.entry = member.entry.with_metrics(counts=counts)
 
     def model_infos(self) -> dict[str, ModelInfo]:
         return {name: ModelInfo(m.sha256, m.node_count, m.opset, m.spec.source(), tuple(m.inputs))

@@ -15,6 +15,8 @@ compile_time = "median:25%"
 memory = "5%"                          # peak RSS of fresh processes holding one artifact
 artifact_size = "5%"                   # deterministic metrics: any change is reported, the gate fails
 node_count = "5%"                      # when the change exceeds the threshold
+instructions = "0.5%"                  # counted (--counts): callgrind's instructions per inference
+estimated_cycles = "1%"                # counted: L1 hits + 5 x LL hits + 35 x RAM hits per inference
 include = "smoke.floors.toml"          # overrides written by `perfguard calibrate` (applied first)
 
 [[thresholds.overrides]]
@@ -50,6 +52,8 @@ class MetricSpec:
     noisy: bool
     default: str
     unit: str
+    #: Counted under Valgrind (``--counts``): compared only when a side has it.
+    counted: bool = False
 
 
 METRICS: dict[str, MetricSpec] = {
@@ -58,7 +62,12 @@ METRICS: dict[str, MetricSpec] = {
     "memory": MetricSpec("memory", "memory", False, "5%", "B"),
     "artifact_size": MetricSpec("artifact_size", "memory", False, "5%", "B"),
     "node_count": MetricSpec("node_count", "count", False, "5%", "nodes"),
+    # Per inference; floors from the A/A spread of benchmarks/counts.py (docs/measured.md).
+    "instructions": MetricSpec("instructions", "count", False, "0.5%", "instr", counted=True),
+    "estimated_cycles": MetricSpec("estimated_cycles", "count", False, "1%", "cycles", counted=True),
 }
+#: The counted metrics (``--counts``): exact, one value a side, like node count.
+COUNTED_METRICS = tuple(name for name, spec in METRICS.items() if spec.counted)
 
 
 @dataclass(frozen=True)
