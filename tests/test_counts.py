@@ -1,8 +1,8 @@
 """Counted evidence (``--counts``): real Valgrind (callgrind) around a real ONNX Runtime worker.
 
-One module-scoped counted check runs three Valgrind processes (a tiny ResNet under pipeline
-``none``, the same again, and a pass that inserts two Transposes after every Conv); every
-assertion on real counts shares it. The rest are pure: the callgrind profile reader, the
+One module-scoped counted check runs six Valgrind processes (a counted run and a counted compile
+each of a tiny ResNet under pipeline ``none``, the same again, and a pass that inserts two
+Transposes after every Conv); every assertion on real counts shares it. The rest are pure: the callgrind profile reader, the
 per-inference arithmetic, the estimated-cycles formula and the exact verdict rule on known
 numbers, and the one line of a missing Valgrind (PATH without it).
 """
@@ -153,7 +153,20 @@ def test_counted_results_hold_per_inference_counts_from_the_cache_simulation(cou
         assert 0 < record.l1_misses < record.instructions + record.data_reads + record.data_writes
         assert record.ll_misses <= record.l1_misses
         assert record.estimated_cycles >= record.instructions  # every access costs at least a cycle
-    assert "estimated_cycles" in _rows(document, "estimated_cycles")["r/transposes/cpu"]["metric"]
+    assert _rows(document, "estimated_cycles")["r/transposes/cpu"]["decision"] == "different"
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_a_counted_compile_gives_instructions_per_pass_and_a_gated_compile_total(counted_check) -> None:
+    _, document = counted_check
+    entries = {c["id"]: c for result in document["results"].values() for c in result["cases"]}
+    passes = entries["r/transposes/cpu"]["trace"]["passes"]
+    assert [p["name"] for p in passes] == ["tp_passes:two_transposes"] and passes[0]["instructions"] > 0
+    assert entries["r/transposes/cpu"]["metrics"]["compile_instructions"] == passes[0]["instructions"]
+    assert entries["r/none_again/cpu"]["metrics"]["compile_instructions"] == 0  # no pass, no ORT optimisation
+    row = _rows(document, "compile_instructions")["r/transposes/cpu"]
+    assert row["decision"] == "different" and row["direction"] == "regression"
 
 
 def test_without_valgrind_a_counted_run_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -72,6 +72,8 @@ class PassRecord:
     op_histogram: dict[str, int]
     ir_hash: str
     changed: bool
+    #: Callgrind's instructions of this pass (a counted compile, ``--counts``); None: not counted.
+    instructions: int | None = None
 
 
 @dataclass

@@ -12,6 +12,7 @@ UNKNOWN), never its timing.
 from __future__ import annotations
 
 import contextvars
+import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -132,3 +133,62 @@ def count_variant(suite: Suite, compiled: CompiledCase, workdir: Path,
         except OSError:
             pass
 
+
+
+@dataclass(frozen=True)
+class CompileCounts:
+    """A counted compile: ``total`` instructions of its real work (every pass, or onnxoptimizer
+    group, and the backend's own steps), ``per_pass`` by pass index, ``steps`` by name."""
+
+    total: int
+    per_pass: Mapping[int, int]
+    steps: Mapping[str, int]
+
+
+def compile_counts(windows: Mapping[str, Mapping[str, int]]) -> CompileCounts:
+    """The compile's figures from its windows (labels: ``onnx_passes.COUNT_WINDOW``): a pass's own
+    figure is its replay window inside an onnxoptimizer group, else its work window."""
+    work: dict[int, int] = {}
+    replay: dict[int, int] = {}
+    steps: dict[str, int] = {}
+    for label, events in windows.items():
+        kind, _, name = label.partition("|")
+        if kind == "work":
+            work[int(name)] = events["Ir"]
+        elif kind == "replay":
+            replay[int(name)] = events["Ir"]
+        elif kind == "step":
+            steps[name] = events["Ir"]
+    return CompileCounts(sum(work.values()) + sum(steps.values()), {**work, **replay}, steps)
+
+
+def count_compile(suite: Suite, compiled: CompiledCase, compiler_path: Path | None,
+                  workdir: Path) -> tuple[CompileCounts | None, str | None]:
+    """Compile ``compiled``'s case once more in a fresh worker under callgrind, a window around
+    each pass (``perfguard.workers.counting.do_count_compile``); the counts, or the failure."""
+    from perfguard.workers.counting import CountCompileRequest
+    from perfguard.workers.requests import compile_request
+
+    valgrind = valgrind_path()
+    workdir.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="counted-compile-", dir=workdir))
+    request = CountCompileRequest(compile_request(
+        suite, compiled.case, compiled.model.path, compiled.model.inputs, compiler_path=compiler_path,
+        out_dir=scratch / "artifact", reference_cache=scratch / "unused.npz"))
+    timeout = max(MIN_TIMEOUT_S, compiled.case.measure.compile_timeout * TIMEOUT_FACTOR)
+    try:
+        outcome = run_worker(request, timeout, workdir,
+                             prepare=lambda worker, env: (counted_command(valgrind, scratch, worker),
+                                                          counted_env(worker, env)))
+        if outcome.response is None:
+            why = outcome.failure or (outcome.error.message if outcome.error else "no response")
+            return None, f"counted compile failed: {why}"
+        if outcome.response.valgrind < 1:
+            return None, "the counted compile did not run under Valgrind"
+        try:
+            windows = read_dumps(scratch, outcome.response.pid)
+        except (OSError, ValueError) as exc:
+            return None, f"unreadable callgrind profile: {exc}"
+        return compile_counts(windows), None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

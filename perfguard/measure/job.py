@@ -28,7 +28,7 @@ from perfguard.compile.case import (
     with_memory,
 )
 from perfguard.compile.preflight import start_check_suite
-from perfguard.measure.counts import DEFAULT_METHOD, count_variant, counts_wanted
+from perfguard.measure.counts import DEFAULT_METHOD, count_compile, count_variant, counts_wanted
 from perfguard.measure.groups import VariantValues, measure_group
 from perfguard.models.loader import LoadedModel, materialize
 from perfguard.progress import Progress
@@ -251,6 +251,23 @@ class Job:
                 self.ctx.progress.log(f"NOT COUNTED {member.variant_id}: {outcome.failure}", style="yellow")
                 continue
             member.entry = member.entry.with_metrics(counts=counts)
+            self._count_compile(member)
+
+    def _count_compile(self, member: CompiledCase) -> None:
+        """The compile's instructions, in total and per pass of its trace (a hybrid compile of
+        pass bisection is not counted: its passes come from two compilers)."""
+        side = next(s for s in self.ctx.sides if s.label == member.side)
+        if side.prefix_len > 0:
+            return
+        figures, failure = count_compile(self.ctx.suite, member, side.compiler_path, self.ctx.workdir / "ipc")
+        if figures is None:
+            self.ctx.progress.log(f"COMPILE NOT COUNTED {member.variant_id}: {failure}", style="yellow")
+            return
+        entry = member.entry.with_metrics(compile_instructions=figures.total)
+        if entry.trace is not None:
+            passes = tuple(dataclasses.replace(p, instructions=figures.per_pass.get(p.index)) for p in entry.trace.passes)
+            entry = dataclasses.replace(entry, trace=dataclasses.replace(entry.trace, passes=passes))
+        member.entry = entry
 
     def model_infos(self) -> dict[str, ModelInfo]:
         return {name: ModelInfo(m.sha256, m.node_count, m.opset, m.spec.source(), tuple(m.inputs))

@@ -262,7 +262,8 @@ def _pass_record(data: Mapping[str, Any]) -> PassRecord:
     return PassRecord(f.count(data, "index", kind), f.string(data, "name", kind), f.string(data, "source", kind),
                       f.seconds(data, "time_s", kind), _nodes(data, "nodes_before", kind),
                       _nodes(data, "nodes_after", kind), f.int_map(data, "op_histogram", kind),
-                      f.string(data, "ir_hash", kind), f.boolean(data, "changed", kind))
+                      f.string(data, "ir_hash", kind), f.boolean(data, "changed", kind),
+                      f.opt_count(data, "instructions", kind))
 
 
 @dataclass(frozen=True)
@@ -316,7 +317,8 @@ _TRACE_KEYS = frozenset({"passes", "input_hash", "final_hash", "total_time_s", "
 def _pass_json(record: PassRecord) -> JsonDict:
     return {"index": record.index, "name": record.name, "source": record.source, "time_s": record.time_s,
             "nodes_before": record.nodes_before, "nodes_after": record.nodes_after,
-            "op_histogram": dict(record.op_histogram), "ir_hash": record.ir_hash, "changed": record.changed}
+            "op_histogram": dict(record.op_histogram), "ir_hash": record.ir_hash, "changed": record.changed,
+            **_drop_none({"instructions": record.instructions})}
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ artifact_size = "5%"                   # deterministic metrics: any change is re
 node_count = "5%"                      # when the change exceeds the threshold
 instructions = "0.5%"                  # counted (--counts): callgrind's instructions per inference
 estimated_cycles = "1%"                # counted: L1 hits + 5 x LL hits + 35 x RAM hits per inference
+compile_instructions = "1%"            # counted: instructions of the compile's passes and own steps
 include = "smoke.floors.toml"          # overrides written by `perfguard calibrate` (applied first)
 
 [[thresholds.overrides]]
@@ -65,6 +66,8 @@ METRICS: dict[str, MetricSpec] = {
     # Per inference; floors from the A/A spread of benchmarks/counts.py (docs/measured.md).
     "instructions": MetricSpec("instructions", "count", False, "0.5%", "instr", counted=True),
     "estimated_cycles": MetricSpec("estimated_cycles", "count", False, "1%", "cycles", counted=True),
+    # The compile's real work (passes, the backend's own steps), counted once: gateable compile time.
+    "compile_instructions": MetricSpec("compile_instructions", "count", False, "1%", "instr", counted=True),
 }
 #: The counted metrics (``--counts``): exact, one value a side, like node count.
 COUNTED_METRICS = tuple(name for name, spec in METRICS.items() if spec.counted)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,12 +26,13 @@ from perfguard.jsonfields import (
     string as _str,
 )
 from perfguard.runners.options import RunnerOptions
-from perfguard.workers.protocol import MeasureVariant, _input_specs, _specs_json
+from perfguard.workers.protocol import CompileRequest, MeasureVariant, _input_specs, _specs_json
 
 if TYPE_CHECKING:
     from perfguard.models.inputs import InputSpec
 
 MODE = "count"
+COMPILE_MODE = "count_compile"
 
 
 def window_label(variant: str, inferences: int) -> str:
@@ -126,4 +127,68 @@ def do_count(request: CountRequest) -> CountResponse:
         client.stop()
     finally:
         gc.enable()
+    return CountResponse(client.running(), os.getpid(), tuple(labels))
+
+
+@dataclass(frozen=True)
+class CountCompileRequest:
+    """Compile once as ``compile`` says (into its ``out_dir``: a scratch folder), instrumented,
+    with a counted window around each piece of real work (``onnx_passes.COUNT_WINDOW``); no
+    reference run and no correctness check (the real compile did those)."""
+
+    mode: ClassVar[str] = COMPILE_MODE
+    compile: CompileRequest
+
+    @property
+    def threads(self) -> int:
+        return 1
+
+    def to_json(self) -> JsonDict:
+        return {"mode": self.mode, "compile": self.compile.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CountCompileRequest:
+        return cls(CompileRequest.from_json(_object(data, "compile", "count compile request")))
+
+    def parse_response(self, data: Mapping[str, Any]) -> CountResponse:
+        return CountResponse.from_json(data)
+
+
+def do_count_compile(request: CountCompileRequest) -> CountResponse:
+    """The worker side of a ``count_compile`` request: every window is dumped with its label."""
+    import sys
+    from contextlib import contextmanager
+    from pathlib import Path
+
+    from perfguard.backends import get_backend
+    from perfguard.backends.onnx_passes import COUNT_WINDOW
+    from perfguard.suite import PipelineSpec
+    from perfguard.workers.callgrind import ClientRequests
+
+    compile_request = request.compile
+    if compile_request.compiler_path:
+        sys.path.insert(0, compile_request.compiler_path)
+    backend = get_backend(compile_request.backend)
+    spec = compile_request.pipeline
+    pipeline = PipelineSpec(name=spec.name, backend=spec.backend, passes=spec.passes, options=spec.options)
+    client = ClientRequests()
+    labels: list[str] = []
+
+    @contextmanager
+    def window(label: str) -> Iterator[None]:
+        client.zero()
+        yield
+        client.dump(label)
+        labels.append(label)
+
+    token = COUNT_WINDOW.set(window)
+    gc.collect()
+    gc.disable()
+    try:
+        client.start()
+        backend.compile(Path(compile_request.model_path), pipeline, Path(compile_request.out_dir))
+        client.stop()
+    finally:
+        gc.enable()
+        COUNT_WINDOW.reset(token)
     return CountResponse(client.running(), os.getpid(), tuple(labels))
