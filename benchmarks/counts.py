@@ -17,6 +17,7 @@ count):
   resnet_s`` with and without ``--counts`` (``--cost``; it runs two real checks).
 
     python benchmarks/counts.py [--runs 20] [--models resnet_s,bert_s,yolo_s] [--cost]
+    python benchmarks/counts.py --compile-runs 20 [--models ...]   # the A/A of counted compiles
 """
 
 from __future__ import annotations
@@ -172,8 +173,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--models", default="resnet_s,bert_s,yolo_s")
     parser.add_argument("--cost", action="store_true", help="also time a check with and without --counts")
+    parser.add_argument("--compile-runs", type=int, default=0, help="only the A/A of counted compiles, N runs")
     args = parser.parse_args()
     models = args.models.split(",")
+    if args.compile_runs:
+        busy = _busy()
+        try:
+            _compile_aa(args.compile_runs, models)
+        finally:
+            busy.terminate()
+            busy.wait()
+        return
     busy = _busy()
     started = time.time()
     try:
@@ -218,6 +228,33 @@ def main() -> None:
     finally:
         busy.terminate()
         busy.wait()
+
+
+def _compile_aa(runs: int, models: list[str]) -> None:
+    """A/A of counted compiles: ``runs`` counted compiles of each model under the smoke suite's
+    ``bn_fused_folded`` (an onnxoptimizer group and perfguard's constant folding); the spread of
+    the total and of each pass."""
+    from perfguard.measure.counts import count_compile
+
+    suite = load_suite(ROOT / "suites" / "smoke.toml")
+    cases = [c for c in suite.cases if c.pipeline.name == "bn_fused_folded" and c.model.name in models]
+    with tempfile.TemporaryDirectory(prefix="counts-compile-") as tmp:
+        job = Job(suite, cases, workdir=Path(tmp) / "job", progress=Progress())
+        try:
+            job.compile(memory=False)
+            print(f"Counted compiles, A/A over {runs} per model (bn_fused_folded):")
+            for compiled in job.compiled:
+                figures = [count_compile(suite, compiled, None, Path(tmp) / "ipc")[0] for _ in range(runs)]
+                done = [f for f in figures if f is not None]
+                totals = [float(f.total) for f in done]
+                print(f"  {compiled.case.model.name:9s} total median {statistics.median(totals):14,.0f} "
+                      f"spread {_spread(totals) * 100:.4f} % over {len(done)}")
+                for index in sorted(done[0].per_pass):
+                    values = [float(f.per_pass[index]) for f in done]
+                    print(f"    pass {index}: median {statistics.median(values):14,.0f} "
+                          f"spread {_spread(values) * 100:.4f} %")
+        finally:
+            job.close()
 
 
 def _cost(folder: Path) -> None:

@@ -108,7 +108,7 @@ def _perfguard(*args: str, env: dict[str, str] | None = None, cwd: Path | None =
 
 
 @pytest.fixture(scope="module")
-def counted_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict]:
+def counted_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict, Path]:
     """One real counted check: every pipeline against ``none``, identical artifacts timed and
     counted too (``--measure-identical``), so ``none_again`` is a real A/A in its own process."""
     if shutil.which("valgrind") is None:
@@ -119,7 +119,7 @@ def counted_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.
     proc = _perfguard("check", str(suite), "--against-pipeline", "none", "--counts", "--measure-identical",
                       "--json", str(out), "--quiet", cwd=folder)
     assert out.exists(), proc.stderr[-2000:]
-    return proc, json.loads(out.read_text())
+    return proc, json.loads(out.read_text()), out
 
 
 def _rows(document: dict, metric: str) -> dict[str, dict]:
@@ -129,7 +129,7 @@ def _rows(document: dict, metric: str) -> dict[str, dict]:
 @pytest.mark.slow
 @needs_valgrind
 def test_an_aa_pair_is_same_on_instructions_and_two_transposes_per_conv_a_regression(counted_check) -> None:
-    proc, document = counted_check
+    proc, document, _ = counted_check
     rows = _rows(document, "instructions")
     aa, changed = rows["r/none_again/cpu"], rows["r/transposes/cpu"]
     assert aa["decision"] == "same" and aa["comparison"]["method"] == "deterministic", aa
@@ -143,7 +143,7 @@ def test_an_aa_pair_is_same_on_instructions_and_two_transposes_per_conv_a_regres
 @pytest.mark.slow
 @needs_valgrind
 def test_counted_results_hold_per_inference_counts_from_the_cache_simulation(counted_check) -> None:
-    _, document = counted_check
+    _, document, _ = counted_check
     entries = [c for result in document["results"].values() for c in result["cases"]]
     counted = [c["metrics"]["counts"] for c in entries if "counts" in c["metrics"]]
     assert len(counted) == 3, [c["id"] for c in entries]
@@ -159,7 +159,7 @@ def test_counted_results_hold_per_inference_counts_from_the_cache_simulation(cou
 @pytest.mark.slow
 @needs_valgrind
 def test_a_counted_compile_gives_instructions_per_pass_and_a_gated_compile_total(counted_check) -> None:
-    _, document = counted_check
+    _, document, _ = counted_check
     entries = {c["id"]: c for result in document["results"].values() for c in result["cases"]}
     passes = entries["r/transposes/cpu"]["trace"]["passes"]
     assert [p["name"] for p in passes] == ["tp_passes:two_transposes"] and passes[0]["instructions"] > 0
@@ -167,6 +167,20 @@ def test_a_counted_compile_gives_instructions_per_pass_and_a_gated_compile_total
     assert entries["r/none_again/cpu"]["metrics"]["compile_instructions"] == 0  # no pass, no ORT optimisation
     row = _rows(document, "compile_instructions")["r/transposes/cpu"]
     assert row["decision"] == "different" and row["direction"] == "regression"
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_the_report_and_the_pr_comment_show_instructions_beside_latency(counted_check, tmp_path: Path) -> None:
+    _, _, verdicts = counted_check
+    proc = _perfguard("report", str(verdicts), "--out", str(tmp_path / "report"))
+    assert proc.returncode == 0, proc.stderr
+    comment = (tmp_path / "report" / "comment.md").read_text()
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    html = (tmp_path / "report" / "index.html").read_text()
+    assert "instructions" in comment  # the regression on instructions needs attention
+    assert summary.count("instructions") >= 2  # the SAME A/A row too, beside latency
+    assert "instructions" in html and "compile_instructions" in html
 
 
 def test_without_valgrind_a_counted_run_is_one_line_and_exit_2(tmp_path: Path) -> None:

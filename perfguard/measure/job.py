@@ -106,7 +106,10 @@ class Job:
         # ``check=False``: measuring artifacts compiled elsewhere (no model files here);
         # ``check_runners=False``: compiling here for runners of another machine. The user
         # passes' import check runs on while the models are built; ``compile`` waits for it.
-        if counts_wanted(suite):  # a missing Valgrind is one line before any work, not after the timing
+        # Read here, in the thread that starts the job (``--counts`` is a context variable, as the
+        # artifact cache is); a missing Valgrind is one line before any work, not after the timing.
+        self.counts = counts_wanted(suite)
+        if self.counts:
             valgrind_path()
         self.pending_check = start_check_suite(suite, cases, runners=check_runners) if check else None
         self.owned = workdir is None
@@ -235,7 +238,7 @@ class Job:
                 error = member.entry.error
                 if error is not None and error.stage == "measure":
                     ctx.progress.log(f"FAILED {member.variant_id}: {error.message}", style="red")
-            if counts_wanted(ctx.suite):
+            if self.counts:
                 self.count(members)
 
     def count(self, members: Sequence[CompiledCase]) -> None:
