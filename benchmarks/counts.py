@@ -175,6 +175,7 @@ def main() -> None:
     parser.add_argument("--cost", action="store_true", help="also time a check with and without --counts")
     parser.add_argument("--compile-runs", type=int, default=0, help="only the A/A of counted compiles, N runs")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a log file sees each line
     models = args.models.split(",")
     if args.compile_runs:
         busy = _busy()
