@@ -37,7 +37,7 @@ from perfguard.results.counts import EVENTS
 
 #: The environment of a counted worker: every thread pool pinned to one thread and Python's hash
 #: seed fixed (an unpinned OpenBLAS pool and ORT's spinning threads gave a 6 % A/A spread in the
-#: first look, COMPILER_NOTES §11; pinned, 0.2 % before windows).
+#: first look, before windows; pinned, 0.2 %).
 COUNTED_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TVM_NUM_THREADS": "1",
                "PYTHONHASHSEED": "0"}
 #: The one line a counted command prints when Valgrind is not installed.
