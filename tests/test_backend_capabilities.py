@@ -72,7 +72,8 @@ def test_a_third_party_backend_is_found_through_its_entry_point_with_its_capabil
 
 
 def test_the_built_in_backends_declare_what_the_stages_ask() -> None:
-    assert get_backend("ort").capabilities == Capabilities(profile=True, hybrid_compile=True, user_passes=True)
+    assert get_backend("ort").capabilities == Capabilities(profile=True, hybrid_compile=True, user_passes=True,
+                                                          counts=True)
     assert get_backend("mock").capabilities == Capabilities(profile=True, hybrid_compile=True, user_passes=True)
     # IREE has no runtime profiler here (a pair is explained from its dispatch counts), and its
     # artifact is a .vmfb no compile starts from.

@@ -72,6 +72,8 @@ class PassRecord:
     op_histogram: dict[str, int]
     ir_hash: str
     changed: bool
+    #: Callgrind's instructions of this pass (a counted compile, ``--counts``); None: not counted.
+    instructions: int | None = None
 
 
 @dataclass
@@ -181,6 +183,7 @@ ABILITIES = {
     "profile": "profile its artifacts (perfguard profile, check --explain)",
     "hybrid_compile": "compile hybrids from another compiler's pass prefix (bisect passes)",
     "user_passes": "run user passes (package.module:function)",
+    "counts": "be counted under Valgrind (--counts: its inferences do not run in the calling thread)",
 }
 
 
@@ -201,6 +204,10 @@ class Capabilities:
     ``user_passes``
         A pipeline may name passes of the compiler under test (``package.module:function``),
         imported from the suite's ``[compiler] path``: preflight imports them before any work.
+    ``counts``
+        An artifact loaded with ``threads=1`` runs each inference in the calling thread (no pool
+        left spinning), so a window of Valgrind's callgrind around ``run`` counts that inference
+        and nothing else: ``--counts`` (``perfguard.workers.counting``).
 
     The option edits ``perfguard tune`` may try are ``Backend.tuning_moves`` (none by default)
     and what makes two artifacts run the same code is ``Backend.execution_identity``.
@@ -209,6 +216,7 @@ class Capabilities:
     profile: bool = False
     hybrid_compile: bool = False
     user_passes: bool = False
+    counts: bool = False
 
     def to_json(self) -> dict[str, bool]:
         return asdict(self)

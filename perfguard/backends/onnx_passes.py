@@ -18,12 +18,14 @@ back from its input afterwards.
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import importlib
 import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -189,6 +191,21 @@ def _record(index: int, name: str, source: str, seconds: float, nodes_before: in
                       changed=after_hash != before_hash), after_hash
 
 
+#: Where a counted compile (``perfguard.workers.counting``) opens a window around each piece of
+#: real work: ``window(label)`` is a context manager; None (the default) counts nothing. Labels:
+#: ``work|INDEX`` the real work of the pass (or onnxoptimizer group) starting at INDEX,
+#: ``replay|INDEX`` the one-pass replay of a pass inside a group (for its own figure only), and
+#: ``step|NAME`` a backend's own step (ONNX Runtime's session optimisation).
+COUNT_WINDOW: contextvars.ContextVar[Callable[[str], AbstractContextManager[object]] | None] = \
+    contextvars.ContextVar("perfguard_count_window", default=None)
+
+
+def counted(label: str) -> AbstractContextManager[object]:
+    """The counted window ``label`` when a counted compile set one, else nothing."""
+    window = COUNT_WINDOW.get()
+    return nullcontext() if window is None else window(label)
+
+
 def apply_pipeline(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.ModelProto, PassTrace]:
     """Apply ``names`` in order; return the final model and its per-pass trace.
 
@@ -203,7 +220,8 @@ def apply_pipeline(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.Model
         if step.source == "onnxoptimizer":
             start = time.perf_counter()
             try:
-                result = onnxoptimizer.optimize(current, step.names)
+                with counted(f"work|{index}"):
+                    result = onnxoptimizer.optimize(current, step.names)
             except Exception as exc:
                 failing = step.names[0] if len(step.names) == 1 else _first_failing(current, step.names)
                 raise BackendError(f"pass {failing!r} (onnxoptimizer) raised: {first_line(exc)}") from None
@@ -213,7 +231,11 @@ def apply_pipeline(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.Model
                 replay_nodes = len(replay.graph.node)
                 start = time.perf_counter()
                 try:
-                    replay_next = onnxoptimizer.optimize(replay, [name]) if len(step.names) > 1 else result
+                    if len(step.names) > 1:
+                        with counted(f"replay|{index + offset}"):
+                            replay_next = onnxoptimizer.optimize(replay, [name])
+                    else:
+                        replay_next = result
                 except Exception as exc:
                     trace.exact = False
                     trace.note = f"per-pass replay stopped at {name!r}: {first_line(exc)}"
@@ -244,7 +266,8 @@ def apply_pipeline(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.Model
         nodes_before = len(current.graph.node)
         start = time.perf_counter()
         try:
-            result = func(current)
+            with counted(f"work|{index}"):
+                result = func(current)
         except BackendError:
             raise
         except Exception as exc:

@@ -28,6 +28,7 @@ from perfguard.backends.base import Artifact, Backend, Capabilities, CompileOutp
 from perfguard.backends.onnx_passes import (
     apply_pipeline,
     check_pass_names,
+    counted,
     list_onnx_passes,
     onnxoptimizer_version,
     run_pipeline,
@@ -146,7 +147,7 @@ class OrtBackend(Backend):
     name = "ort"
     # ONNX Runtime's profiler; an artifact is an ONNX model another compile can start from; its
     # passes are ONNX-level, so the compiler under test's own passes (onnx_passes) run here too.
-    capabilities = Capabilities(profile=True, hybrid_compile=True, user_passes=True)
+    capabilities = Capabilities(profile=True, hybrid_compile=True, user_passes=True, counts=True)
 
     def versions(self) -> dict[str, str]:
         import onnx
@@ -181,7 +182,8 @@ class OrtBackend(Backend):
         save_model(compiled, artifact_path, external=external)
         work_time = loaded + trace.total_time_s + time.perf_counter() - start
         if settings["graph_optimization_level"] != "disabled":
-            node_count = self._ort_node_count(artifact_path, settings)
+            with counted("step|ort_session_optimization"):
+                node_count = self._ort_node_count(artifact_path, settings)
         artifact = Artifact(backend=self.name, path=str(artifact_path), settings=settings,
                             sha256=artifact_sha256(artifact_path), size_bytes=artifact_size(artifact_path),
                             node_count=node_count)

@@ -1,7 +1,8 @@
 """``--artifact-cache DIR`` and ``--cache-max SIZE``: the options of the commands that compile
 (run, check, nightly, bisect, tune), and the cache they put in place while the command runs
 (``perfguard.compile.cache``). ``main`` wraps every command in :func:`artifact_cache`; a command
-without the options is left as it is.
+without the options is left as it is. The same commands take ``--counts`` (:func:`counted`:
+counted measurement under Valgrind, ``perfguard.measure.counts``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ CACHE_ENV = "PERFGUARD_ARTIFACT_CACHE"
 
 
 def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    """The artifact cache's options and ``--counts``: every command that compiles and measures
+    takes both."""
+    parser.add_argument("--counts", action="store_true",
+                        help="also count every case under Valgrind (callgrind): instructions, L1/LL misses and "
+                             "estimated cycles per inference, compared as exact metrics (needs valgrind)")
     parser.add_argument("--artifact-cache", metavar="DIR",
                         help="reuse compiled artifacts (with their trace and correctness record) from DIR and store "
                              f"new ones there; safe for concurrent jobs (default: ${CACHE_ENV}, else no cache)")
@@ -66,3 +72,15 @@ def artifact_cache(args: argparse.Namespace) -> Iterator[None]:
                     _warn(cache.describe())
                 except OSError:  # the folder went away meanwhile: the command's own outcome stands
                     pass
+
+
+@contextmanager
+def counted(args: argparse.Namespace) -> Iterator[None]:
+    """``--counts`` in place while the command runs (a missing Valgrind: one line, exit 2)."""
+    if not getattr(args, "counts", False):
+        yield
+        return
+    from perfguard.measure.counts import counting
+
+    with counting():
+        yield

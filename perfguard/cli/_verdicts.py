@@ -21,8 +21,12 @@ def badge(row: Verdict) -> str:
     return BADGES.get(row.decision, str(row.decision))
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None or not math.isfinite(value) else f"{(value - 1) * 100:+.1f}%"
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{(value - 1) * 100:+.{digits}f}%"
+
+
+#: Rows shown even when SAME: time, and the counted evidence beside it (``--counts``).
+ALWAYS_SHOWN = ("latency", "instructions")
 
 
 def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
@@ -38,13 +42,14 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
         table.add_column(column, justify="left" if column in ("case", "metric", "verdict") else "right")
     for row in document.verdicts:
         quiet = row.decision == "same" and not row.comparison.under_floor
-        if not verbose and row.metric != "latency" and (quiet or not row.gated):
+        if not verbose and row.metric not in ALWAYS_SHOWN and (quiet or not row.gated):
             continue
         c = row.comparison
         interval = f"[{_pct(c.ci_low)}, {_pct(c.ci_high)}]" if math.isfinite(c.ci_low) and row.noisy else ""
         p_value = f"{c.p_value:.2g}" if math.isfinite(c.p_value) and row.noisy else ""
         mde = f"{c.mde * 100:.1f}%" if math.isfinite(c.mde) and row.noisy else ""
-        table.add_row(literal(row.case), literal(row.metric), _pct(c.ratio), interval, p_value, mde, badge(row))
+        change = _pct(c.ratio, 1 if row.noisy else 2)  # a counted 0.5 % floor shows in the second decimal
+        table.add_row(literal(row.case), literal(row.metric), change, interval, p_value, mde, badge(row))
         if row.decision in ("failed", "unknown") or (row.decision == "different" and verbose):
             table.add_row("", "", "", "", "", "", literal(c.reason[:150], "dim"))
     console = cli_console(min_width=130)

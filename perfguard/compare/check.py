@@ -8,7 +8,9 @@ stored baselines and same-job measurements go through the same code):
   the same worker processes;
 * **unpaired** (a stored baseline, ``perfguard compare``): ``stats.compare_unpaired``, conservative;
 * compile time is always unpaired (each compile is its own sample);
-* artifact size and node count are deterministic (``stats.compare_deterministic``).
+* artifact size and node count are deterministic (``stats.compare_deterministic``), and so are
+  the counted metrics (``instructions``, ``estimated_cycles``: ``--counts``), one value a side
+  with their own floor; a pair where neither side was counted has no row for them.
 
 Adaptive sampling (same job only): after the first look, every undecided latency comparison gets
 ``step_workers`` more worker processes, up to ``max_workers``. The number of looks K is planned in
@@ -157,6 +159,8 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
         gate = thresholds.gate(pair.case, metric)
         gated = True
         base_m, cand_m = pair.baseline.metrics, pair.candidate.metrics
+        if spec.counted and base_m.value(metric) is None and cand_m.value(metric) is None:
+            continue  # not counted (no --counts): no row, as for a metric nobody asked for
         kwargs = {"statistic": gate.statistic, "rel_floor": gate.relative, "abs_floor": gate.absolute,
                   "alpha": alpha, "confidence": confidence, "seed": seed}
         if pair.identical and metric in ("latency", "memory"):
@@ -180,7 +184,7 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
                             f"floor (smallest detectable: {comparison.mde:.0%})")
                 comparison = dataclasses.replace(comparison, reason=f"{comparison.reason}; not gated: {why}")
         else:
-            key = {"artifact_size": "artifact_size_bytes", "node_count": "node_count", "memory": "peak_rss_bytes"}[metric]
+            key = {"artifact_size": "artifact_size_bytes", "memory": "peak_rss_bytes"}.get(metric, metric)
             before, after = base_m.value(key), cand_m.value(key)
             if before is None or after is None:
                 comparison = _unknown(f"no {metric} on one side")

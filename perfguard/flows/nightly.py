@@ -65,7 +65,8 @@ if TYPE_CHECKING:
 BISECTED_METRICS = ("latency",)
 #: Metrics a new confirmed regression of which makes the nightly exit 1. Compile time is reported,
 #: not gated (as in ``check``, where a few unpaired compiles rarely decide its floor).
-GATED_METRICS = ("latency", "memory", "node_count", "artifact_size")
+GATED_METRICS = ("latency", "memory", "node_count", "artifact_size", "instructions", "estimated_cycles",
+                 "compile_instructions")
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ one is refused with their one-line messages, and then cut into :class:`PointRow`
 
 * A **result** gives absolute points for each case that ran (``status`` ok): ``latency`` (the
   median; per-worker medians), ``compile_time`` (median of the compiles; each compile),
-  ``memory`` (peak RSS; each probe), ``artifact_size`` and ``node_count``; a metric that was not
-  measured gives no point. Time: the result's ``finished_at``; commit: ``compiler.commit``.
+  ``memory`` (peak RSS; each probe), ``artifact_size`` and ``node_count``, and where the run
+  counted (``--counts``) ``instructions``, ``estimated_cycles`` and ``compile_instructions``; a
+  metric that was not measured gives no point. Time: the result's ``finished_at``; commit: ``compiler.commit``.
 * A **verdicts** document gives the absolute points of its candidate side only (``head``, else
   ``candidate``, else its only result): in a nightly the baseline side is the previous night,
   already stored. And, for a check of two versions of the compiler (``mode.kind`` ``base-ref``,
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from perfguard.errors import StorageError
+from perfguard.results.counts import COUNTED_FIGURES
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -261,6 +263,9 @@ def absolute_points(result: ResultDocument, commit: str | None = None) -> Iterab
         measured.append(("memory", _float(m.peak_rss_bytes), m.peak_rss_bytes_probes or ()))
         measured.append(("artifact_size", _float(m.artifact_size_bytes), ()))
         measured.append(("node_count", _float(m.node_count), ()))
+        measured.append(("compile_instructions", _float(m.compile_instructions), ()))
+        for counted in COUNTED_FIGURES:  # --counts: exact, one value a run
+            measured.append((counted, m.value(counted), ()))
         for metric, value, values in measured:
             if value is not None and math.isfinite(value):
                 yield PointRow(_key(result, entry, metric, "absolute"), time, commit, float(value),

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from perfguard.history.store import Point, Series
 
 #: Metrics without noise: a change is exact and confirmed the night it appears.
-EXACT_METRICS = ("node_count", "artifact_size")
+EXACT_METRICS = ("node_count", "artifact_size", "instructions", "estimated_cycles", "compile_instructions")
 #: Smallest relative step reported as a change, per metric (compile time is noisy and ungated).
 MIN_STEP = {"latency": 0.01, "memory": 0.01, "compile_time": 0.10, "artifact_size": 0.001, "node_count": 0.001}
 

@@ -29,6 +29,7 @@ from perfguard.compile.case import (
     with_memory,
 )
 from perfguard.compile.preflight import start_check_suite
+from perfguard.measure.counts import DEFAULT_METHOD, count_compile, count_variant, counts_wanted
 from perfguard.measure.groups import VariantValues, measure_group
 from perfguard.models.loader import LoadedModel, materialize
 from perfguard.progress import Progress
@@ -37,6 +38,7 @@ from perfguard.results.result import CacheUse
 from perfguard.runners import get_runner
 from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
 from perfguard.suite import CaseSpec, Suite
+from perfguard.workers.callgrind import valgrind_path
 from perfguard.workers.protocol import MeasureVariant, variant_id
 from perfguard.workers.requests import measure_request
 
@@ -105,6 +107,11 @@ class Job:
         # ``check=False``: measuring artifacts compiled elsewhere (no model files here);
         # ``check_runners=False``: compiling here for runners of another machine. The user
         # passes' import check runs on while the models are built; ``compile`` waits for it.
+        # Read here, in the thread that starts the job (``--counts`` is a context variable, as the
+        # artifact cache is); a missing Valgrind is one line before any work, not after the timing.
+        self.counts = counts_wanted(suite)
+        if self.counts:
+            valgrind_path()
         self.pending_check = start_check_suite(suite, cases, runners=check_runners) if check else None
         self.owned = workdir is None
         folder = Path(tempfile.mkdtemp(prefix="perfguard-")) if workdir is None else workdir
@@ -237,6 +244,39 @@ class Job:
                 error = member.entry.error
                 if error is not None and error.stage == "measure":
                     ctx.progress.log(f"FAILED {member.variant_id}: {error.message}", style="red")
+            if self.counts:
+                self.count(members)
+
+    def count(self, members: Sequence[CompiledCase]) -> None:
+        """Count every member not counted yet under Valgrind (``perfguard.measure.counts``), one
+        fresh worker each; a failed count is logged and leaves the variant without counts."""
+        for member in members:
+            if member.artifact is None or member.entry.metrics.counts is not None or not member.entry.ok:
+                continue
+            self.ctx.progress.log(f"count {member.variant_id} under Valgrind")
+            outcome = count_variant(self.ctx.suite, member, self.ctx.workdir / "ipc")
+            counts = outcome.counts.get(DEFAULT_METHOD)
+            if counts is None:
+                self.ctx.progress.log(f"NOT COUNTED {member.variant_id}: {outcome.failure}", style="yellow")
+                continue
+            member.entry = member.entry.with_metrics(counts=counts)
+            self._count_compile(member)
+
+    def _count_compile(self, member: CompiledCase) -> None:
+        """The compile's instructions, in total and per pass of its trace (a hybrid compile of
+        pass bisection is not counted: its passes come from two compilers)."""
+        side = next(s for s in self.ctx.sides if s.label == member.side)
+        if side.prefix_len > 0:
+            return
+        figures, failure = count_compile(self.ctx.suite, member, side.compiler_path, self.ctx.workdir / "ipc")
+        if figures is None:
+            self.ctx.progress.log(f"COMPILE NOT COUNTED {member.variant_id}: {failure}", style="yellow")
+            return
+        entry = member.entry.with_metrics(compile_instructions=figures.total)
+        if entry.trace is not None:
+            passes = tuple(dataclasses.replace(p, instructions=figures.per_pass.get(p.index)) for p in entry.trace.passes)
+            entry = dataclasses.replace(entry, trace=dataclasses.replace(entry.trace, passes=passes))
+        member.entry = entry
 
     def model_infos(self) -> dict[str, ModelInfo]:
         return {name: ModelInfo(m.sha256, m.node_count, m.opset, m.spec.source(), tuple(m.inputs))

@@ -26,6 +26,9 @@ COMMENT_MARKER = "<!-- perfguard-report -->"
 ICONS = {"regression": "🔴", "failed": "❌", "unknown": "🟡", "improvement": "🟢", "same": "⚪", "ungated": "⚪"}
 WORDS = {"regression": "regression", "failed": "failed", "unknown": "undecided", "improvement": "improvement",
          "same": "same", "ungated": "not gated"}
+#: Listed even when SAME: time, and the counted evidence beside it (``--counts``; a pair that was
+#: not counted has no such row).
+ALWAYS_LISTED = ("latency", "instructions")
 #: Rows a summary lists: every latency row and every other row that says something.
 QUIET = ("same", "ungated")
 
@@ -136,14 +139,14 @@ def _bisect_lines(view: BisectView) -> list[str]:
 
 def _interesting(report: Report) -> list[VerdictRow]:
     """Latency rows of every case and every other row that is not 'same', worst first."""
-    return [r for r in report.verdict_rows if r.metric == "latency" or r.state not in QUIET or r.floor_note]
+    return [r for r in report.verdict_rows if r.metric in ALWAYS_LISTED or r.state not in QUIET or r.floor_note]
 
 
 def job_summary(report: Report, report_url: str | None = None, max_rows: int = 40) -> str:
     """Markdown for ``$GITHUB_STEP_SUMMARY``."""
     lines = [f"## {_title(report)}", "", _counts(report), ""]
     for comparison in report.comparisons:
-        rows = [r for r in comparison.rows if r.metric == "latency" or r.state not in QUIET or r.floor_note]
+        rows = [r for r in comparison.rows if r.metric in ALWAYS_LISTED or r.state not in QUIET or r.floor_note]
         lines += [f"**{md_text(comparison.title)}** ({md_text(comparison.kind)})", ""]
         lines += _verdict_table(rows[:max_rows], full=True)
         hidden = len(comparison.rows) - len(rows[:max_rows])

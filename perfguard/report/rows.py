@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 SEVERITY = {"failed": 0, "regression": 1, "unknown": 2, "improvement": 3, "same": 4, "ungated": 5}
 STATE_LABELS = {"failed": "failed", "regression": "regression", "unknown": "undecided",
                 "improvement": "improvement", "same": "same", "ungated": "not gated"}
-METRIC_ORDER = {"status": 0, "latency": 1, "memory": 2, "compile_time": 3, "node_count": 4, "artifact_size": 5}
+METRIC_ORDER = {"status": 0, "latency": 1, "instructions": 1.1, "estimated_cycles": 1.2, "memory": 2,
+                "compile_time": 3, "compile_instructions": 3.1, "node_count": 4, "artifact_size": 5}
 
 
 def state_of(row: Verdict) -> str:

@@ -18,6 +18,10 @@ Format history (``RESULT_VERSION``):
    ``shard`` (``run --shard K/N``: which part of which whole, ``perfguard.results.shard.ShardInfo``).
    Later addition, optional (absent without ``--artifact-cache``): ``artifact_cache``
    (``CacheUse``: the compiles served from the cache and those done).
+   Later addition, optional (absent without ``--counts``): ``metrics.counts`` (callgrind's counts
+   per inference, ``perfguard.results.counts.Counts``) and ``metrics.compile_instructions``, and
+   per pass record ``instructions``. Optional like the others, so no version bump: a reader
+   before them ignores them, a version-2 file without them reads as "not counted".
 
 Readers refuse a newer version ("upgrade perfguard") and migrate older ones step by step
 (``_MIGRATIONS[n]`` turns version n into n + 1). ``to_json(from_json(d)) == d`` for every valid
@@ -41,6 +45,7 @@ from perfguard.backends.base import Artifact, DatabaseUse, PassRecord
 from perfguard.errors import FieldError
 from perfguard.jsonfields import JsonDict, JsonObject
 from perfguard.models.inputs import InputSpec
+from perfguard.results.counts import COUNTED_FIGURES, Counts
 from perfguard.results.documents import current_format, read_json, typed_document
 from perfguard.results.shard import ShardInfo
 from perfguard.runners.telemetry import DeviceState
@@ -124,6 +129,9 @@ class Metrics:
     session_rss_bytes: int | None = None
     session_rss_bytes_per_worker: tuple[int, ...] | None = None
     worker_peak_rss_bytes: int | None = None
+    # Counted evidence (``--counts``): callgrind's counts per inference, and of the compile.
+    counts: Counts | None = None
+    compile_instructions: int | None = None
 
     @property
     def compiled(self) -> bool:
@@ -131,7 +139,10 @@ class Metrics:
 
     def value(self, key: str) -> float | None:
         """A deterministic metric by its document key (``artifact_size_bytes``, ``node_count``,
-        ``peak_rss_bytes``), or None."""
+        ``peak_rss_bytes``, ``compile_instructions``) or a counted one (``instructions``,
+        ``estimated_cycles``), or None."""
+        if key in COUNTED_FIGURES:
+            return None if self.counts is None else self.counts.value(key)
         value = getattr(self, key)
         return None if value is None else float(value)
 
@@ -147,6 +158,8 @@ class Metrics:
             "session_rss_bytes_per_worker": (None if self.session_rss_bytes_per_worker is None
                                              else list(self.session_rss_bytes_per_worker)),
             "worker_peak_rss_bytes": self.worker_peak_rss_bytes,
+            "counts": None if self.counts is None else self.counts.to_json(),
+            "compile_instructions": self.compile_instructions,
         })
         if self.compiled:
             out["node_count"] = self.node_count
@@ -175,6 +188,8 @@ class Metrics:
             session_rss_bytes=f.opt_count(data, "session_rss_bytes", kind),
             session_rss_bytes_per_worker=counts("session_rss_bytes_per_worker"),
             worker_peak_rss_bytes=f.opt_count(data, "worker_peak_rss_bytes", kind),
+            counts=None if data.get("counts") is None else Counts.from_json(f.obj(data, "counts", kind)),
+            compile_instructions=f.opt_count(data, "compile_instructions", kind),
         )
 
 
@@ -247,7 +262,8 @@ def _pass_record(data: Mapping[str, Any]) -> PassRecord:
     return PassRecord(f.count(data, "index", kind), f.string(data, "name", kind), f.string(data, "source", kind),
                       f.seconds(data, "time_s", kind), _nodes(data, "nodes_before", kind),
                       _nodes(data, "nodes_after", kind), f.int_map(data, "op_histogram", kind),
-                      f.string(data, "ir_hash", kind), f.boolean(data, "changed", kind))
+                      f.string(data, "ir_hash", kind), f.boolean(data, "changed", kind),
+                      f.opt_count(data, "instructions", kind))
 
 
 @dataclass(frozen=True)
@@ -306,7 +322,8 @@ _TRACE_KEYS = frozenset({"passes", "input_hash", "final_hash", "total_time_s", "
 def _pass_json(record: PassRecord) -> JsonDict:
     return {"index": record.index, "name": record.name, "source": record.source, "time_s": record.time_s,
             "nodes_before": record.nodes_before, "nodes_after": record.nodes_after,
-            "op_histogram": dict(record.op_histogram), "ir_hash": record.ir_hash, "changed": record.changed}
+            "op_histogram": dict(record.op_histogram), "ir_hash": record.ir_hash, "changed": record.changed,
+            **_drop_none({"instructions": record.instructions})}
 
 
 @dataclass(frozen=True)

@@ -172,7 +172,8 @@ def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
     thresholds = parse_thresholds(reader, raw.get("thresholds", {}))
     head = _suite_head(reader, raw.get("suite", {}))
     compiler = _compiler(reader, raw.get("compiler", {}))
-    measure = _measure(reader, raw.get("measure", {}), "[measure]", MeasureSettings())
+    counts, measure_table = _counts(reader, raw.get("measure", {}))
+    measure = _measure(reader, measure_table, "[measure]", MeasureSettings())
     tolerance = _tolerance(reader, raw.get("correctness", {}), "[correctness]", Tolerance())
     models = _models(reader, raw.get("models", {}))
     pipelines = _pipelines(reader, raw.get("pipelines", {}), head.backend)
@@ -182,7 +183,19 @@ def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
     runners = _runners(reader, raw.get("runners", {}), sorted({c.runner for c in cases}))
     return Suite(path=path, name=head.name, description=head.description, compiler=compiler, models=models,
                  pipelines=pipelines, cases=tuple(cases), sha256=sha256, runners=runners, check=check,
-                 thresholds=thresholds)
+                 thresholds=thresholds, counts=counts)
+
+
+def _counts(reader: Reader, raw: Any) -> tuple[bool, Any]:
+    """``[measure] counts = true``: every case also counted under Valgrind (``--counts``). A key of
+    the suite's own ``[measure]`` only (a whole run is counted or not), so it is taken out of the
+    table before the settings every case shares are read."""
+    if not isinstance(raw, dict) or "counts" not in raw:
+        return False, raw
+    value = raw["counts"]
+    if not isinstance(value, bool):
+        raise reader.fail("[measure].counts", f"expected true or false, found {describe(value)}")
+    return value, {k: v for k, v in raw.items() if k != "counts"}
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -28,6 +29,8 @@ from perfguard.workers.protocol import (
 )
 
 R = TypeVar("R")
+#: What ``run_worker``'s ``prepare`` does: (command, environment) -> (command, environment) run.
+Prepare = Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str]]]
 
 
 @dataclass
@@ -109,9 +112,11 @@ class Spare:
             pass
 
 
-def run_worker(request: Request[R], timeout: float, workdir: Path, spare: Spare | None = None) -> WorkerOutcome[R]:
+def run_worker(request: Request[R], timeout: float, workdir: Path, spare: Spare | None = None, *,
+               prepare: Prepare | None = None) -> WorkerOutcome[R]:
     """Run one worker process on ``request`` (in ``spare`` when given: a worker started ahead);
-    never raises for the child's faults."""
+    never raises for the child's faults. ``prepare`` turns the worker's command and environment
+    into the ones run (a counted worker runs under Valgrind, in an environment of fixed size)."""
     workdir.mkdir(parents=True, exist_ok=True)
     fd, request_path = tempfile.mkstemp(prefix="request-", suffix=".json", dir=workdir)
     with os.fdopen(fd, "w") as handle:
@@ -122,9 +127,12 @@ def run_worker(request: Request[R], timeout: float, workdir: Path, spare: Spare 
         stderr_path = request_path.replace("request-", "stderr-").replace(".json", ".txt")
         with open(stderr_path, "w") as stderr:
             try:
-                proc = children.run([sys.executable, "-m", "perfguard.workers.worker", request_path, response_path],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                                    timeout=timeout, env=_worker_env(request.threads, workdir))
+                command = [sys.executable, "-m", "perfguard.workers.worker", request_path, response_path]
+                env = _worker_env(request.threads, workdir)
+                if prepare is not None:
+                    command, env = prepare(command, env)
+                proc = children.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                                    timeout=timeout, env=env)
                 returncode: int | None = proc.returncode
             except subprocess.TimeoutExpired:
                 returncode = None

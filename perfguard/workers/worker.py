@@ -42,6 +42,14 @@ from perfguard.results.result import CorrectnessCheck
 from perfguard.runners import get_runner
 from perfguard.runners.base import Runner
 from perfguard.suite import PipelineSpec
+from perfguard.workers.counting import (
+    COMPILE_MODE as COUNT_COMPILE_MODE,
+    MODE as COUNT_MODE,
+    CountCompileRequest,
+    CountRequest,
+    do_count,
+    do_count_compile,
+)
 from perfguard.workers.protocol import (
     STATUS_PREFIX,
     CheckTolerance,
@@ -553,7 +561,12 @@ def main(argv: list[str]) -> int:
     request = json.loads(Path(request_path).read_text())
     os.environ["PERFGUARD_WORKER_MODE"] = str(request.get("mode"))
     try:
-        response = encode_response(*serve(request_from_json(request)))
+        if request.get("mode") == COUNT_MODE:  # its own module: the Valgrind side of the boundary
+            response = do_count(CountRequest.from_json(request)).to_json()
+        elif request.get("mode") == COUNT_COMPILE_MODE:
+            response = do_count_compile(CountCompileRequest.from_json(request)).to_json()
+        else:
+            response = encode_response(*serve(request_from_json(request)))
     except PerfguardError as exc:
         response = {"error": {"stage": request["mode"], "message": str(exc)}}
     except Exception as exc:  # report the worker's own failure to the parent as one line

@@ -1,0 +1,94 @@
+"""Counted evidence: what Valgrind's callgrind counts of one artifact per inference, and of one
+compile per pass (``docs/guides/exact-evidence.md``).
+
+Counts are exact in the sense node count is: the same artifact on the same machine, library and
+Valgrind gives the same figure within a few parts in 10^5 (``docs/measured.md``, "Counted
+evidence"), so a change beyond its floor is a change of the code that ran, with no repetition
+and no test. They are *not* time: Valgrind runs the program on a simulated CPU (no AVX-512,
+a simulated two-level cache) and ``estimated_cycles`` is a weighting of its events, not a
+measurement of a clock.
+
+``estimated_cycles`` is iai-callgrind's (after Itamar Turner-Trauring, "consistent benchmarking
+in CI"): ``L1 hits + 5 x LL hits + 35 x RAM hits``, where the accesses are ``Ir + Dr + Dw``,
+the L1 misses ``I1mr + D1mr + D1mw``, the last-level misses ``ILmr + DLmr + DLmw`` (RAM hits), L1 hits
+are the accesses that did not miss L1 and LL hits the L1 misses that did not miss LL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from perfguard import jsonfields as f
+from perfguard.jsonfields import JsonDict
+
+#: The callgrind events a counted window records (``--cache-sim=yes``), in its output's order.
+EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
+#: The figures of ``Counts`` that are metrics of their own (compared, gated, stored in the history).
+COUNTED_FIGURES = ("instructions", "estimated_cycles")
+#: The weights of ``estimated_cycles``: an L1 hit, a last-level hit, a RAM access.
+L1_WEIGHT, LL_WEIGHT, RAM_WEIGHT = 1, 5, 35
+
+
+def estimated_cycles(events: Mapping[str, float]) -> float:
+    """``L1 hits + 5 x LL hits + 35 x RAM hits`` from callgrind's events (see the module's
+    docstring); events that are absent count 0."""
+    def total(*names: str) -> float:
+        return sum(float(events.get(name, 0)) for name in names)
+
+    accesses, l1_misses, ll_misses = total("Ir", "Dr", "Dw"), total("I1mr", "D1mr", "D1mw"), total("ILmr", "DLmr", "DLmw")
+    return L1_WEIGHT * (accesses - l1_misses) + LL_WEIGHT * (l1_misses - ll_misses) + RAM_WEIGHT * ll_misses
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Callgrind's counts of one artifact, per inference: ``instructions`` (Ir), data reads and
+    writes, L1 and last-level misses, ``estimated_cycles``.
+
+    ``inferences`` is the N of the counted window; ``method`` how the per-inference figure was
+    made (``window``: a window of N inferences after warm-up, divided by N; ``difference``: the
+    window of N minus a window of 1, over N - 1); ``tool`` the Valgrind that counted."""
+
+    instructions: float
+    data_reads: float
+    data_writes: float
+    l1_misses: float
+    ll_misses: float
+    estimated_cycles: float
+    inferences: int
+    method: str
+    tool: str
+
+    @classmethod
+    def from_events(cls, events: Mapping[str, float], inferences: int, method: str, tool: str) -> Counts:
+        """Per-inference counts from the events of a window that ran ``inferences`` inferences
+        (already a per-inference difference when ``inferences`` is 1)."""
+        def per(*names: str) -> float:
+            return sum(float(events.get(name, 0)) for name in names) / inferences
+
+        return cls(per("Ir"), per("Dr"), per("Dw"), per("I1mr", "D1mr", "D1mw"), per("ILmr", "DLmr", "DLmw"),
+                   estimated_cycles(events) / inferences, inferences, method, tool)
+
+    def value(self, metric: str) -> float:
+        """The figure of a counted metric by its name (``instructions``, ``estimated_cycles``)."""
+        return float(getattr(self, metric))
+
+    def to_json(self) -> JsonDict:
+        return {"instructions": self.instructions, "data_reads": self.data_reads, "data_writes": self.data_writes,
+                "l1_misses": self.l1_misses, "ll_misses": self.ll_misses, "estimated_cycles": self.estimated_cycles,
+                "inferences": self.inferences, "method": self.method, "tool": self.tool}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Counts:
+        kind = "counts"
+
+        def figure(key: str) -> float:
+            value = f.finite(data, key, kind)
+            if value < 0:
+                raise f.wrong_type(kind, key, "a count >= 0", value)
+            return value
+
+        return cls(figure("instructions"), figure("data_reads"), figure("data_writes"), figure("l1_misses"),
+                   figure("ll_misses"), figure("estimated_cycles"), f.count(data, "inferences", kind),
+                   f.string(data, "method", kind), f.string(data, "tool", kind))

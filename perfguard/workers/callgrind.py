@@ -1,0 +1,195 @@
+"""Valgrind's callgrind from both sides of the process boundary: the command and environment a
+counted worker runs under, the client requests that open and close its windows from Python,
+and the reader of the profile files each window dumps.
+
+Why callgrind, and why client requests: Valgrind 3.19 (Debian bookworm, every machine here) has
+no start/stop requests for cachegrind (they came in 3.22), and ONNX Runtime's libraries are
+stripped, so ``--toggle-collect=<function>`` finds nothing to toggle on.
+
+Only the thread that runs the inference is counted (``--separate-threads=yes``, its profile is
+``-01``): with all threads summed, the same artifact's 10-inference window read 2.76, 3.57 and
+3.09 M instructions in three processes (another thread's work during the window, which depends
+on timing); the calling thread alone read 2.7557-2.7571 M in four (0.05 %). Callgrind's client
+requests (``CALLGRIND_START_INSTRUMENTATION``, ``ZERO_STATS``, ``DUMP_STATS_AT``) need no symbol:
+a request is a fixed instruction sequence that is a no-op on a real CPU and that Valgrind's JIT
+recognises. Python has no binding, so :class:`ClientRequests` writes those 28 bytes of x86-64
+code (valgrind.h's ``VALGRIND_DO_CLIENT_REQUEST_EXPR``) into an executable page and calls it
+through ctypes. The worker starts uninstrumented (``--instr-atstart=no``: Python's start-up and
+imports run about 10x faster than instrumented), switches instrumentation on after the warm-up,
+and dumps one labelled profile per window (``desc: Trigger: Client Request: LABEL``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import platform
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfguard.errors import UserError
+from perfguard.results.counts import EVENTS
+
+#: The environment of a counted worker: every thread pool pinned to one thread and Python's hash
+#: seed fixed (an unpinned OpenBLAS pool and ORT's spinning threads gave a 6 % A/A spread in the
+#: first look, before windows; pinned, 0.2 %).
+COUNTED_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TVM_NUM_THREADS": "1",
+               "PYTHONHASHSEED": "0"}
+#: The one line a counted command prints when Valgrind is not installed.
+MISSING = ("--counts needs Valgrind (callgrind) on PATH: install it (Debian/Ubuntu: apt-get install valgrind; "
+           "Fedora: dnf install valgrind) or run without --counts")
+
+_CODE_X86_64 = bytes.fromhex(
+    "4889f8"      # mov %rdi,%rax          the request block (6 words) goes in %rax
+    "31d2"        # xor %edx,%edx          the default result: 0 (not under Valgrind)
+    "48c1c703"    # rol $3,%rdi            the special preamble: four rotations that sum to 128
+    "48c1c70d"    # rol $13,%rdi
+    "48c1c73d"    # rol $61,%rdi
+    "48c1c733"    # rol $51,%rdi
+    "4887db"      # xchg %rbx,%rbx         "%rdx = client_request(%rax)"
+    "4889d0"      # mov %rdx,%rax
+    "c3")         # ret
+_TOOL_BASE = (ord("C") << 24) | (ord("T") << 16)
+RUNNING_ON_VALGRIND = 0x1001
+DUMP_STATS, ZERO_STATS, TOGGLE_COLLECT, DUMP_STATS_AT, START_INSTRUMENTATION, STOP_INSTRUMENTATION = range(
+    _TOOL_BASE, _TOOL_BASE + 6)
+
+
+class ClientRequests:
+    """Valgrind client requests from Python (x86-64 Linux only): :meth:`running` is how many
+    Valgrinds the process runs under (0 natively), the others are callgrind's requests and do
+    nothing natively."""
+
+    def __init__(self) -> None:
+        if platform.machine() not in ("x86_64", "AMD64"):
+            raise UserError(f"--counts issues Valgrind client requests from x86-64 code; this machine is "
+                            f"{platform.machine()}")
+        self._page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        self._page.write(_CODE_X86_64)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(self._page))
+        self._call = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p)(address)
+
+    def request(self, code: int, arg: int = 0) -> int:
+        block = (ctypes.c_uint64 * 6)(code, arg, 0, 0, 0, 0)
+        return int(self._call(ctypes.addressof(block)))
+
+    def running(self) -> int:
+        return self.request(RUNNING_ON_VALGRIND)
+
+    def start(self) -> None:
+        self.request(START_INSTRUMENTATION)
+
+    def stop(self) -> None:
+        self.request(STOP_INSTRUMENTATION)
+
+    def zero(self) -> None:
+        self.request(ZERO_STATS)
+
+    def dump(self, label: str) -> None:
+        text = ctypes.create_string_buffer(label.encode())
+        self.request(DUMP_STATS_AT, ctypes.addressof(text))
+
+
+def valgrind_path() -> str:
+    """Valgrind's path, or :data:`MISSING` as a ``UserError``."""
+    found = shutil.which("valgrind")
+    if found is None:
+        raise UserError(MISSING)
+    return found
+
+
+def valgrind_version(valgrind: str) -> str:
+    """``valgrind-3.19.0``: what a count records as its tool."""
+    try:
+        out = subprocess.run([valgrind, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "valgrind"
+    return out.stdout.strip() or "valgrind"
+
+
+def counted_command(valgrind: str, out_dir: Path, worker: Sequence[str]) -> list[str]:
+    """``worker`` under callgrind with the cache simulation, uninstrumented until its first
+    window, its profiles in ``out_dir``; under ``setarch -R`` (no address-space randomisation)
+    where that exists, so the simulated caches see one layout."""
+    command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--cache-sim=yes", "--separate-threads=yes",
+               "--dump-instr=no",
+               "--compress-strings=no", "--compress-pos=no",
+               f"--callgrind-out-file={out_dir / 'callgrind.out.%p'}", *worker]
+    setarch = shutil.which("setarch")
+    if setarch is not None and platform.system() == "Linux":
+        command = [setarch, platform.machine(), "-R", *command]
+    return command
+
+
+#: The environment variable that pads a counted worker's environment (:func:`counted_env`).
+PAD_ENV = "PERFGUARD_PAD"
+#: The block the strings of a counted worker's arguments and environment are padded to.
+PAD_BLOCK = 4096
+
+
+def counted_env(worker: Sequence[str], base: Mapping[str, str]) -> dict[str, str]:
+    """``base`` with the threads pinned (:data:`COUNTED_ENV`) and padded so that the strings of
+    the worker's arguments and environment fill whole 4 KiB blocks: the process's initial stack
+    then starts at one alignment whatever the paths and the parent's pid (``perfguard.children``
+    adds it) are. Why: a 1-character and a 61-character variable moved the same inference's count
+    by up to 0.06 % (CodSpeed fixes its stack layout for the same reason)."""
+    env = {**base, **COUNTED_ENV}
+    env.pop(PAD_ENV, None)
+    from perfguard.children import PARENT_PID_ENV
+
+    final = {**env, PARENT_PID_ENV: str(os.getpid())}
+    size = sum(len(a.encode()) + 1 for a in worker) + sum(len(k.encode()) + len(v.encode()) + 2
+                                                          for k, v in final.items())
+    size += len(PAD_ENV) + 2
+    env[PAD_ENV] = "x" * (-size % PAD_BLOCK)
+    return env
+
+
+@dataclass(frozen=True)
+class Dump:
+    """One profile callgrind wrote: the label of the client request that dumped it (None for
+    the dump at exit) and its event totals."""
+
+    label: str | None
+    events: Mapping[str, int]
+
+
+_TRIGGER = re.compile(r"^desc: Trigger: Client Request: (.*)$", re.MULTILINE)
+
+
+def parse_dump(text: str) -> Dump:
+    """The label and the ``summary:`` totals of a callgrind profile (format: callgrind's manual,
+    "Callgrind Format Specification": ``events:`` names the columns, ``summary:`` the totals)."""
+    names = next((line.split()[1:] for line in text.splitlines() if line.startswith("events:")), None)
+    totals = next((line.split()[1:] for line in text.splitlines() if line.startswith("summary:")), None)
+    if names is None or totals is None:
+        raise ValueError("not a callgrind profile: no 'events:' or 'summary:' line")
+    if len(totals) > len(names) or not all(t.isdigit() for t in totals):
+        raise ValueError(f"callgrind summary {' '.join(totals)!r} does not match the events {' '.join(names)}")
+    trigger = _TRIGGER.search(text)
+    events = {name: int(value) for name, value in zip(names, totals, strict=False)}
+    return Dump(trigger.group(1) if trigger else None, {e: events.get(e, 0) for e in EVENTS})
+
+
+def read_dumps(out_dir: Path, pid: int) -> dict[str, Mapping[str, int]]:
+    """The labelled windows of the main thread of process ``pid`` (files
+    ``callgrind.out.PID.N-01``: ``--separate-threads=yes``), by label."""
+    windows: dict[str, Mapping[str, int]] = {}
+    for path in sorted(out_dir.glob(f"callgrind.out.{pid}.*-01")):
+        dump = parse_dump(path.read_text(errors="replace"))
+        if dump.label is not None:
+            windows[dump.label] = dump.events
+    return windows
+
+
+def clean(out_dir: Path) -> None:
+    for path in out_dir.glob("callgrind.out.*"):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass

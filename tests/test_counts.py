@@ -1,0 +1,274 @@
+"""Counted evidence (``--counts``): real Valgrind (callgrind) around a real ONNX Runtime worker.
+
+One module-scoped counted check runs six Valgrind processes (a counted run and a counted compile
+each of a tiny ResNet under pipeline ``none``, the same again, and a pass that inserts two
+Transposes after every Conv); every assertion on real counts shares it. The rest are pure: the callgrind profile reader, the
+per-inference arithmetic, the estimated-cycles formula and the exact verdict rule on known
+numbers, and the one line of a missing Valgrind (PATH without it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from perfguard.compare.check import Pair, compare_pair
+from perfguard.measure.counts import per_inference
+from perfguard.results.counts import Counts, estimated_cycles
+from perfguard.suite.gates import ThresholdSet
+from perfguard.workers.callgrind import parse_dump
+from perfguard.workers.counting import window_label
+from tests.factories import case_entry
+
+needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed "
+                                    "(.ci/run installs it in CI)")
+
+# A user pass of the "compiler under test": after every Conv, a Transpose and its inverse (H and
+# W swapped and swapped back): the answer is unchanged, the work per inference is not.
+TRANSPOSES = '''
+import onnx
+from onnx import helper
+
+
+def two_transposes(model):
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    nodes = []
+    for node in graph.node:
+        nodes.append(node)
+        if node.op_type != "Conv":
+            continue
+        original = node.output[0]
+        node.output[0] = original + "_conv"
+        nodes.append(helper.make_node("Transpose", [original + "_conv"], [original + "_t"], perm=[0, 1, 3, 2]))
+        nodes.append(helper.make_node("Transpose", [original + "_t"], [original], perm=[0, 1, 3, 2]))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return out
+'''
+
+SUITE = """
+[suite]
+name = "counted"
+backend = "ort"
+runners = ["cpu"]
+
+[compiler]
+path = "{compiler}"
+
+[measure]
+rounds = 3
+warmup = 2
+min_time = "3ms"
+compile_repeats = 1
+memory_probes = 1
+timeout = "120s"
+{counts}
+
+[check]
+workers = 2
+step_workers = 2
+max_workers = 2
+
+[models.r]
+arch = "resnet"
+params = {{ depth = 2, width = 8, image_size = 32, num_classes = 10 }}
+
+[pipelines.none]
+passes = []
+
+[pipelines.none_again]
+passes = []
+
+[pipelines.transposes]
+passes = ["tp_passes:two_transposes"]
+"""
+
+
+def _suite(folder: Path, counts: str = "") -> Path:
+    compiler = folder / "compiler"
+    compiler.mkdir(parents=True, exist_ok=True)
+    (compiler / "tp_passes.py").write_text(textwrap.dedent(TRANSPOSES))
+    path = folder / "suite.toml"
+    path.write_text(SUITE.format(compiler=compiler, counts=counts))
+    return path
+
+
+def _perfguard(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "perfguard", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=900, check=False)
+
+
+@pytest.fixture(scope="module")
+def counted_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict, Path]:
+    """One real counted check: every pipeline against ``none``, identical artifacts timed and
+    counted too (``--measure-identical``), so ``none_again`` is a real A/A in its own process."""
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
+    folder = tmp_path_factory.mktemp("counted")
+    suite = _suite(folder)
+    out = folder / "verdicts.json"
+    proc = _perfguard("check", str(suite), "--against-pipeline", "none", "--counts", "--measure-identical",
+                      "--json", str(out), "--quiet", cwd=folder)
+    assert out.exists(), proc.stderr[-2000:]
+    return proc, json.loads(out.read_text()), out
+
+
+def _rows(document: dict, metric: str) -> dict[str, dict]:
+    return {row["case"]: row for row in document["verdicts"] if row["metric"] == metric}
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_an_aa_pair_is_same_on_instructions_and_two_transposes_per_conv_a_regression(counted_check) -> None:
+    proc, document, _ = counted_check
+    rows = _rows(document, "instructions")
+    aa, changed = rows["r/none_again/cpu"], rows["r/transposes/cpu"]
+    assert aa["decision"] == "same" and aa["comparison"]["method"] == "deterministic", aa
+    assert abs(aa["comparison"]["ratio"] - 1.0) < 0.0025  # within the default 0.25 % floor
+    assert changed["decision"] == "different" and changed["direction"] == "regression", changed
+    assert changed["comparison"]["ratio"] > 1.0025
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # the regression gates the check
+    assert "instructions" in proc.stdout  # shown beside latency in the terminal table
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_counted_results_hold_per_inference_counts_from_the_cache_simulation(counted_check) -> None:
+    _, document, _ = counted_check
+    entries = [c for result in document["results"].values() for c in result["cases"]]
+    counted = [c["metrics"]["counts"] for c in entries if "counts" in c["metrics"]]
+    assert len(counted) == 3, [c["id"] for c in entries]
+    for counts in counted:
+        record = Counts.from_json(counts)  # the typed reader accepts what the run wrote
+        assert record.instructions > 10_000 and record.method == "window" and record.tool.startswith("valgrind")
+        assert 0 < record.l1_misses < record.instructions + record.data_reads + record.data_writes
+        assert record.ll_misses <= record.l1_misses
+        assert record.estimated_cycles >= record.instructions  # every access costs at least a cycle
+    assert _rows(document, "estimated_cycles")["r/transposes/cpu"]["decision"] == "different"
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_a_counted_compile_gives_instructions_per_pass_and_a_gated_compile_total(counted_check) -> None:
+    _, document, _ = counted_check
+    entries = {c["id"]: c for result in document["results"].values() for c in result["cases"]}
+    passes = entries["r/transposes/cpu"]["trace"]["passes"]
+    assert [p["name"] for p in passes] == ["tp_passes:two_transposes"] and passes[0]["instructions"] > 0
+    assert entries["r/transposes/cpu"]["metrics"]["compile_instructions"] == passes[0]["instructions"]
+    assert entries["r/none_again/cpu"]["metrics"]["compile_instructions"] == 0  # no pass, no ORT optimisation
+    row = _rows(document, "compile_instructions")["r/transposes/cpu"]
+    assert row["decision"] == "different" and row["direction"] == "regression"
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_the_report_and_the_pr_comment_show_instructions_beside_latency(counted_check, tmp_path: Path) -> None:
+    _, _, verdicts = counted_check
+    proc = _perfguard("report", str(verdicts), "--out", str(tmp_path / "report"))
+    assert proc.returncode == 0, proc.stderr
+    comment = (tmp_path / "report" / "comment.md").read_text()
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    html = (tmp_path / "report" / "index.html").read_text()
+    assert "instructions" in comment  # the regression on instructions needs attention
+    assert summary.count("instructions") >= 2  # the SAME A/A row too, beside latency
+    assert "instructions" in html and "compile_instructions" in html
+
+
+def test_without_valgrind_a_counted_run_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """PATH holds only a folder with ``git`` (so the run gets as far as its first check), not
+    Valgrind: ``--counts`` and ``[measure] counts = true`` both stop before any work."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = {**os.environ, "PATH": str(bare)}
+    for args, counts in ((("--counts",), ""), ((), "counts = true")):
+        suite = _suite(tmp_path / f"s{len(args)}", counts)
+        proc = _perfguard("run", str(suite), *args, "--out", str(tmp_path / "r.json"), "--quiet", env=env)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2, proc.stderr
+        assert len(lines) == 1 and "valgrind" in lines[0].lower() and "Traceback" not in proc.stderr
+        assert not (tmp_path / "r.json").exists()
+
+
+def test_the_suite_refuses_a_counts_that_is_not_a_boolean(tmp_path: Path) -> None:
+    suite = _suite(tmp_path, 'counts = "yes"')
+    proc = _perfguard("run", str(suite), "--out", str(tmp_path / "r.json"))
+    assert proc.returncode == 2 and "[measure].counts" in proc.stderr and "true or false" in proc.stderr
+
+
+# -- pure parts, known numbers -------------------------------------------------------------------
+
+DUMP = """# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 12157
+cmd:  python -m perfguard.workers.worker
+part: 2
+
+desc: I1 cache: 32768 B, 64 B, 8-way associative
+desc: Timerange: Basic block 1 - 2
+desc: Trigger: Client Request: head:r/none/cpu|5
+
+positions: line
+events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+summary: 2417812 780640 194069 27886 17784 13119 97 101 124
+
+
+totals: 2418113 780941 194069 27915 17789 13119 98 102 124
+"""
+
+
+def test_a_callgrind_dump_gives_its_label_and_summary() -> None:
+    dump = parse_dump(DUMP)
+    assert dump.label == "head:r/none/cpu|5"
+    assert dump.events["Ir"] == 2417812 and dump.events["DLmw"] == 124
+
+
+def test_estimated_cycles_is_l1_hits_plus_5_ll_hits_plus_35_ram_hits() -> None:
+    events = {"Ir": 1000, "Dr": 300, "Dw": 100, "I1mr": 20, "D1mr": 30, "D1mw": 10, "ILmr": 2, "DLmr": 3, "DLmw": 1}
+    # accesses 1400, L1 misses 60, LL misses 6: 1340 L1 hits, 54 LL hits, 6 RAM hits
+    assert estimated_cycles(events) == 1340 + 5 * 54 + 35 * 6
+
+
+def test_per_inference_by_window_and_by_difference() -> None:
+    one = {"Ir": 1200, "Dr": 0, "Dw": 0}
+    many = {"Ir": 5200, "Dr": 0, "Dw": 0}
+    windows = {window_label("v", 1): one, window_label("v", 5): many}
+    counts = per_inference(windows, "v", 5, "valgrind-3.19.0")
+    assert counts["window"].instructions == 5200 / 5
+    assert counts["difference"].instructions == (5200 - 1200) / 4
+
+
+def _counted(instructions: float | None, case: str = "m/p/cpu"):
+    counts = None if instructions is None else Counts(instructions, 0, 0, 0, 0, instructions, 5, "window", "v")
+    return case_entry([[1.0, 1.0, 1.0]] * 6, case=case, compile_time_s=0.1, counts=counts)
+
+
+def _instruction_row(before: float | None, after: float | None):
+    pair = Pair("m/p/cpu", _counted(before), _counted(after), True, "base", "head")
+    rows = {r.metric: r for r in compare_pair(pair, ThresholdSet(), alpha=0.05, confidence=0.95)}
+    return rows.get("instructions")
+
+
+def test_counted_metrics_are_exact_with_a_quarter_percent_floor() -> None:
+    same = _instruction_row(1_000_000, 1_002_000)  # +0.2 %: within 0.25 %
+    assert same is not None and same.decision == "same" and same.direction == "regression"
+    worse = _instruction_row(1_000_000, 1_003_000)  # +0.3 %
+    assert worse is not None and worse.decision == "different" and worse.direction == "regression"
+    assert worse.comparison.method == "deterministic" and worse.comparison.n_pairs == 1
+    better = _instruction_row(1_000_000, 990_000)
+    assert better is not None and better.decision == "different" and better.direction == "improvement"
+
+
+def test_a_pair_nobody_counted_has_no_counted_row_and_a_one_sided_count_is_undecided() -> None:
+    assert _instruction_row(None, None) is None
+    one_sided = _instruction_row(1_000_000, None)
+    assert one_sided is not None and one_sided.decision == "unknown"
