@@ -117,7 +117,7 @@ def counted_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.
     suite = _suite(folder)
     out = folder / "verdicts.json"
     proc = _perfguard("check", str(suite), "--against-pipeline", "none", "--counts", "--measure-identical",
-                      "--json", str(out), "--quiet", cwd=folder)
+                      "--json", str(out), "--quiet", cwd=folder, env={**os.environ, "COLUMNS": "200"})
     assert out.exists(), proc.stderr[-2000:]
     return proc, json.loads(out.read_text()), out
 
