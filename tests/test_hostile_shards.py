@@ -139,3 +139,9 @@ def test_command_line_counts_are_range_checked(tmp_path, args):
     suite = tmp_path / "s.toml"
     suite.write_text(SUITE)
     _one_line(run_cli(args[0], str(suite), *args[1:], cwd=tmp_path), "must be from 1 to")
+
+
+def test_the_help_names_the_cap_the_parser_enforces():
+    from perfguard.cli._shard import HELP_MAX_SHARDS
+
+    assert HELP_MAX_SHARDS == MAX_SHARDS

@@ -123,6 +123,9 @@ def _aborting(code: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from perfguard import quiet_known_warnings
+
+    quiet_known_warnings()
     argv = list(sys.argv[1:] if argv is None else argv)
     step = _is_step(argv)
     try:

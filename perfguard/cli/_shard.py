@@ -15,11 +15,14 @@ if TYPE_CHECKING:
     from perfguard.suite.model import CaseSpec
 
 
-def shard_option(parser: argparse.ArgumentParser, after: str) -> None:
-    from perfguard.suite.shards import MAX_SHARDS
+#: ``perfguard.suite.shards.MAX_SHARDS``, written out: importing ``perfguard.suite`` loads numpy,
+#: and building the parser must stay light (tests/test_cli_startup.py); a test keeps the two equal.
+HELP_MAX_SHARDS = 10_000
 
+
+def shard_option(parser: argparse.ArgumentParser, after: str) -> None:
     parser.add_argument("--shard", metavar="K/N",
-                        help=f"run only the K-th of N disjoint parts of the selected cases (1 <= K <= N <= {MAX_SHARDS}), "
+                        help=f"run only the K-th of N disjoint parts of the selected cases (1 <= K <= N <= {HELP_MAX_SHARDS}), "
                              "balanced by expected cost; the pipelines of a model on a runner stay in one part. The "
                              f"document records the part; {after}")
 

@@ -552,6 +552,9 @@ def die_with_parent() -> None:
 
 
 def main(argv: list[str]) -> int:
+    from perfguard import quiet_known_warnings
+
+    quiet_known_warnings()
     if argv == ["--spare"]:
         paths = _wait_as_spare()
         if paths is None:
