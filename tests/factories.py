@@ -8,6 +8,7 @@ chosen amount.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import textwrap
 from collections.abc import Sequence
@@ -130,7 +131,7 @@ def compiler_suite(repo: Path, *, workers: int = 6, max_workers: int = 14, extra
         params = {{ depth = 2, width = 8, image_size = 32, num_classes = 10 }}
 
         [pipelines.mycc]
-        passes = {list(passes)!r}
+        passes = {json.dumps(list(passes))}
         {extra}
     """)
 
