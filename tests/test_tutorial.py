@@ -50,7 +50,7 @@ def _commands(block: str) -> list[tuple[str, int, list[str]]]:
 def _normal(line: str, home: str) -> str:
     line = line.replace(home, "/home/you")
     line = re.sub(r"[0-9a-f]{10,}", "H", line)
-    line = re.sub(r"\d+(\.\d+)?", "N", line)
+    line = re.sub(r"[+\-−]?\d+(\.\d+)?", "N", line)  # a measured change may print either sign
     line = re.sub(r"([━─ ])\1+", r"\1", line)  # column widths follow the numbers
     return line.strip()
 
