@@ -7,6 +7,7 @@ history (a slowdown, its triage, the revert, an exact-only change) through ``per
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -305,3 +306,41 @@ def test_replay_an_explained_alert_fixed_on_revert_and_an_exact_change_bisected_
     assert built.returncode == 0, built.stdout + built.stderr
     page = (site / f"alert-{tagged.id}.html").read_text()
     assert str(escape(tagged.explanation.headline)) in page and "No explanation" not in page
+
+
+@pytest.mark.slow
+def test_bisect_on_instructions_counts_each_version_once_and_names_the_commit(tmp_path: Path) -> None:
+    """Issue 34: a counted metric bisects like node count, one count under Valgrind per version
+    (endpoints, then one commit of three), no timing and no confirmation round."""
+    import json
+    import shutil
+
+    from .conftest import run_cli
+    from .factories import make_compiler_repo
+
+    if shutil.which("valgrind") is None:
+        if os.environ.get("CI"):
+            pytest.fail("valgrind is missing under CI=true (.ci/run installs it)")
+        pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
+    versions: list[tuple[str, dict[str, str | None]]] = [
+        ("initial", {"mycc/__init__.py": "", "mycc/passes.py": passes_source(0, 0)}),
+        ("notes", {"docs/n1.txt": "note\n"}),
+        ("tag the logits", {"mycc/passes.py": passes_source(0, 2)}),
+        ("more notes", {"docs/n2.txt": "note\n"})]
+    repo, shas = make_compiler_repo(tmp_path / "cc", versions)
+    suite = tmp_path / "suite.toml"
+    suite.write_text(toy_suite(repo))
+    out = tmp_path / "bisect.json"
+    proc = run_cli("bisect", "commits", "--suite", str(suite), "--case", "r/mycc/cpu", "--good", shas[0],
+                   "--bad", shas[3], "--metric", "instructions", "--no-explain", "--json", str(out), cwd=tmp_path,
+                   timeout=1500)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    document = json.loads(out.read_text())
+    assert (document["status"], document["metric"]) == ("found", "instructions"), document
+    (culprit,) = document["culprits"]
+    assert culprit["commit"]["sha"] == shas[2]
+    kinds = [p["kind"] for p in document["probes"]]
+    assert kinds[0] == "endpoints" and set(kinds[1:]) <= {"exact"} and len(kinds) - 1 <= 2, kinds
+    assert all(p["looks"] == [] and p["verdicts"] == {} for p in document["probes"])
+    before, after = (document["probes"][0]["values"][s[:10]] for s in (shas[0], shas[3]))
+    assert after > before * 1.0025  # four more kernels per inference: far above the 0.25 % step

@@ -53,9 +53,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-explain", action="store_true",
                         help="do not profile the found culprit's two sides to say why it is slower")
     parser.add_argument("--metric", default="latency", metavar="NAME",
-                        help="what the probes compare: latency (timed, the default) or an exact metric, node_count "
-                             "or artifact_size, bisected by compiling only: one compile per version, no timing, no "
-                             "confirmation round (commits and passes between commits)")
+                        help="what the probes compare: latency (timed, the default) or an exact metric: node_count "
+                             "or artifact_size (one compile per version), instructions, estimated_cycles or "
+                             "compile_instructions (one count under Valgrind per version); no timing, no confirmation "
+                             "round (commits and passes between commits)")
     add_profile_arguments(parser)
 
 

@@ -101,13 +101,50 @@ def compiled_values(key: str) -> ValuesFn:
     return values
 
 
+def counted_values(key: str) -> ValuesFn:
+    """A probe that compiles every variant once and counts each under Valgrind once (one fresh
+    worker for its inferences, one for its compile: ``perfguard.measure.counts``), then reads the
+    counted metric ``key`` (``instructions``, ``estimated_cycles``, ``compile_instructions``).
+    Counts repeat within their small A/A spread, so one count per version decides, as a compile
+    does for node count."""
+
+    def values(suite: Suite, case: CaseSpec, variants: Sequence[Variant], progress: Progress) -> dict[str, Probed]:
+        import dataclasses
+
+        from perfguard.measure.job import compile_variants
+        from perfguard.workers.callgrind import valgrind_path
+
+        valgrind_path()  # one line and exit 2 before any compile when Valgrind is missing
+        once = dataclasses.replace(case, measure=dataclasses.replace(case.measure, compile_repeats=1, memory_probes=0))
+        job, compiled = compile_variants(suite, once, variants, progress)
+        try:
+            job.count(list(compiled.values()))
+            out: dict[str, Probed] = {}
+            for label, c in compiled.items():
+                value = c.entry.metrics.value(key)
+                out[label] = Probed(f"{c.entry.error.stage} failed: {c.entry.error.message}" if c.entry.error is not None
+                                    else f"not counted: {key} missing (see the log)" if value is None else value,
+                                    c.entry.trace.to_json() if c.entry.trace else None)
+        finally:
+            job.close()
+        return out
+
+    return values
+
+
 #: Every metric an exact bisection can search, by the name the history store gives its series.
-#: Issue 34's counted metrics are added here (``"instructions": ExactProbe("instructions", "one
-#: counted run", counted_values("instructions"))``); nothing else needs to change.
+#: A counted metric's smallest step is its default floor (``perfguard.suite.gates``), well above
+#: its measured A/A spread (docs/measured.md, counted evidence).
 EXACT_PROBES: dict[str, ExactProbe] = {
     "node_count": ExactProbe("node_count", "compile only", compiled_values("node_count")),
     "artifact_size": ExactProbe("artifact_size", "compile only", compiled_values("artifact_size_bytes")),
+    "instructions": ExactProbe("instructions", "one counted run", counted_values("instructions"), min_step=0.0025),
+    "estimated_cycles": ExactProbe("estimated_cycles", "one counted run", counted_values("estimated_cycles"),
+                                   min_step=0.005),
+    "compile_instructions": ExactProbe("compile_instructions", "one counted compile",
+                                       counted_values("compile_instructions"), min_step=0.005),
 }
+
 
 def exact_probe(metric: str) -> ExactProbe:
     """The probe of ``metric``; a ``UserError`` listing the exact metrics otherwise."""
