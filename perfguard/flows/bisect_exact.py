@@ -78,35 +78,13 @@ class ExactProbe:
     min_step: float = MIN_STEP
 
 
-def compiled_values(key: str) -> ValuesFn:
-    """A probe that compiles every variant once (one job, no measurement) and reads the
-    deterministic metric ``key`` of each compiled entry (``node_count``, ``artifact_size_bytes``)."""
-
-    def values(suite: Suite, case: CaseSpec, variants: Sequence[Variant], progress: Progress) -> dict[str, Probed]:
-        import dataclasses
-
-        from perfguard.measure.job import compile_variants
-
-        once = dataclasses.replace(case, measure=dataclasses.replace(case.measure, compile_repeats=1, memory_probes=0))
-        job, compiled = compile_variants(suite, once, variants, progress)
-        job.close()
-        out: dict[str, Probed] = {}
-        for label, c in compiled.items():
-            value = c.entry.metrics.value(key)
-            out[label] = Probed(f"{c.entry.error.stage} failed: {c.entry.error.message}" if c.entry.error is not None
-                                else f"the backend gives no {key}" if value is None else value,
-                                c.entry.trace.to_json() if c.entry.trace else None)
-        return out
-
-    return values
-
-
-def counted_values(key: str) -> ValuesFn:
-    """A probe that compiles every variant once and counts each under Valgrind once (one fresh
-    worker for its inferences, one for its compile: ``perfguard.measure.counts``), then reads the
-    counted metric ``key`` (``instructions``, ``estimated_cycles``, ``compile_instructions``).
-    Counts repeat within their small A/A spread, so one count per version decides, as a compile
-    does for node count."""
+def _probe_values(key: str, counted: bool) -> ValuesFn:
+    """A probe that compiles every variant once (one job, no measurement) and reads the exact
+    metric ``key`` of each compiled entry; ``counted``: each compiled variant is first counted once
+    under Valgrind (one fresh worker for its inferences, one for its compile:
+    ``perfguard.measure.counts``). Counts repeat within their small A/A spread, so one count per
+    version decides, as one compile does for a node count."""
+    missing = f"not counted: no {key} (the log says why)" if counted else f"the backend gives no {key}"
 
     def values(suite: Suite, case: CaseSpec, variants: Sequence[Variant], progress: Progress) -> dict[str, Probed]:
         import dataclasses
@@ -114,22 +92,34 @@ def counted_values(key: str) -> ValuesFn:
         from perfguard.measure.job import compile_variants
         from perfguard.workers.callgrind import valgrind_path
 
-        valgrind_path()  # one line and exit 2 before any compile when Valgrind is missing
+        if counted:
+            valgrind_path()  # one line and exit 2 before any compile when Valgrind is missing
         once = dataclasses.replace(case, measure=dataclasses.replace(case.measure, compile_repeats=1, memory_probes=0))
         job, compiled = compile_variants(suite, once, variants, progress)
         try:
-            job.count(list(compiled.values()))
-            out: dict[str, Probed] = {}
-            for label, c in compiled.items():
-                value = c.entry.metrics.value(key)
-                out[label] = Probed(f"{c.entry.error.stage} failed: {c.entry.error.message}" if c.entry.error is not None
-                                    else f"not counted: {key} missing (see the log)" if value is None else value,
-                                    c.entry.trace.to_json() if c.entry.trace else None)
+            if counted:
+                job.count(list(compiled.values()))
         finally:
             job.close()
+        out: dict[str, Probed] = {}
+        for label, c in compiled.items():
+            value = c.entry.metrics.value(key)
+            out[label] = Probed(f"{c.entry.error.stage} failed: {c.entry.error.message}" if c.entry.error is not None
+                                else missing if value is None else value,
+                                c.entry.trace.to_json() if c.entry.trace else None)
         return out
 
     return values
+
+
+def compiled_values(key: str) -> ValuesFn:
+    """Compile only: ``node_count``, ``artifact_size_bytes``."""
+    return _probe_values(key, counted=False)
+
+
+def counted_values(key: str) -> ValuesFn:
+    """Compile, then one count: ``instructions``, ``estimated_cycles``, ``compile_instructions``."""
+    return _probe_values(key, counted=True)
 
 
 #: Every metric an exact bisection can search, by the name the history store gives its series.
