@@ -81,15 +81,9 @@ class InductorBackend(Backend):
     user_pass_signature = "torch.fx.Graph -> None, run in order at Inductor's post-grad hook"
 
     def versions(self) -> dict[str, str]:
-        from importlib import metadata
+        from perfguard.runners.fingerprint import library_versions
 
-        found = {}
-        for package in ("torch", "triton"):
-            try:
-                found[package] = metadata.version(package)
-            except metadata.PackageNotFoundError:
-                found[package] = "not installed"
-        return found
+        return library_versions(("torch", "triton"))
 
     def list_passes(self) -> list[PassInfo]:
         """The config keys a pipeline may pin (``options.inductor`` / ``options.dynamo``); its

@@ -49,7 +49,6 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -330,12 +329,9 @@ class IreeBackend(Backend):
             raise RunnerUnavailable(reason)
 
     def versions(self) -> dict[str, str]:
-        found = {}
-        for package in ("iree-base-compiler", "iree-base-runtime"):
-            try:
-                found[package] = metadata.version(package)
-            except metadata.PackageNotFoundError:
-                found[package] = "not installed"
+        from perfguard.runners.fingerprint import library_versions
+
+        found = library_versions(("iree-base-compiler", "iree-base-runtime"))
         try:
             found["iree-compile"] = compiler_version()
         except UserError:

@@ -43,7 +43,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -283,13 +282,9 @@ class TvmBackend(Backend):
     name = "tvm"
 
     def versions(self) -> dict[str, str]:
-        found = {}
-        for package in ("apache-tvm", "apache-tvm-ffi"):
-            try:
-                found[package] = metadata.version(package)
-            except metadata.PackageNotFoundError:
-                found[package] = "not installed"
-        return found
+        from perfguard.runners.fingerprint import library_versions
+
+        return library_versions(("apache-tvm", "apache-tvm-ffi"))
 
     def list_passes(self) -> list[PassInfo]:
         infos = []
