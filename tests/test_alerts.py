@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from perfguard.errors import UserError
-from perfguard.history import schema
-from perfguard.history.alerts import (
+from perfguard.history.store import Change, SeriesKey, Store, schema
+from perfguard.history.store.alert_rows import (
     STATUSES,
     Alert,
     AlertChange,
@@ -22,7 +22,6 @@ from perfguard.history.alerts import (
     current_user,
     group_changes,
 )
-from perfguard.history.store import Change, SeriesKey, Store
 
 from .conftest import run_cli
 
@@ -234,7 +233,7 @@ def test_history_alerts_and_triage_commands(seeded: tuple[str, Store], tmp_path:
 
 
 def test_the_culprits_explanation_is_summarised_from_its_bisect_document():
-    from perfguard.history.alerts import explanation_of
+    from perfguard.history.store.alert_rows import explanation_of
 
     document = json.loads((Path(__file__).parent / "golden" / "explained" /
                            "bisect-passes-pipelines-explain.json").read_text())

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.history import schema
-from perfguard.history.alerts import Alert, AlertChange
-from perfguard.history.store import Store
+from perfguard.history.store import Store, schema
+from perfguard.history.store.alert_rows import Alert, AlertChange
 
 from .conftest import run_cli
 from .factories import compiler_suite, git, make_compiler_repo, pass_source

@@ -29,11 +29,11 @@ import pytest
 import sqlalchemy as sa
 
 from perfguard.errors import StoreError
-from perfguard.history import schema
 from perfguard.history.store import (
     DEFAULT_STORE,
     Store,
     display_url,
+    schema,
     store_url,
 )
 from perfguard.runners.fingerprint import fingerprint_hash
@@ -135,7 +135,7 @@ def test_every_golden_document_kind_round_trips_and_twice_is_one_record(store: S
 @pytest.mark.parametrize("name", ["result-run.json", "verdicts-compare.json", "bisect-commits.json"])
 def test_a_typed_document_gives_the_points_of_its_json_and_a_file_is_kept_as_written(tmp_path: Path,
                                                                                      name: str) -> None:
-    from perfguard.history.ingest import parse_stored
+    from perfguard.history.store.extract import parse_stored
 
     raw = _raw(name)
     typed = parse_stored(raw, name)

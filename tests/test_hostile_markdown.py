@@ -26,10 +26,10 @@ from markdown_it import MarkdownIt
 
 from perfguard.bisect.document import bisect_from_json
 from perfguard.flows.nightly import Finding, NightReport, bisections_summary, markdown_summary
-from perfguard.history.alerts import Alert, AlertExplanation, NodeChange, alert_change
-from perfguard.history.ingest import SeriesKey
 from perfguard.history.site import build_site
 from perfguard.history.store import Change, Night, Series, Store
+from perfguard.history.store.alert_rows import Alert, AlertExplanation, NodeChange, alert_change
+from perfguard.history.store.extract import SeriesKey
 from perfguard.names import visible
 from perfguard.report.escape import html_value, md_code, md_text
 from perfguard.report.html import render_html

@@ -23,10 +23,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "perfguard"
 #: modules come first, then the stages in the order a run flows through them. ``results`` (the
 #: documents) sits below ``workers`` because a worker's responses carry document parts (the
 #: correctness check) and the profile trace reader parses JSON as every document reader does.
+#: A dotted entry is a subpackage with a layer of its own: ``history.store`` (the store, its
+#: tables, the rows and alerts it answers with) sits below ``report`` and the rest of ``history``,
+#: which read it and are never read by it.
 LAYERS = [
     "", "errors", "jsonfields", "units", "names", "atomic", "redact", "exit_codes", "children", "progress", "schemas",
     "stats", "runners", "suite", "models", "backends", "results", "workers", "compile", "measure", "compare",
-    "profile", "bisect", "tune", "report", "history", "formats", "flows", "cli", "__main__",
+    "profile", "bisect", "tune", "history.store", "report", "history", "formats", "flows", "cli", "__main__",
 ]
 
 
@@ -146,9 +149,13 @@ def test_perfguard_has_no_import_cycle() -> None:
     assert not cycles, "import cycles:\n" + "\n".join("  " + " -> ".join(c) for c in cycles)
 
 
-def _package(module: str) -> str:
-    """The top-level part of perfguard a module belongs to (``""`` for perfguard itself)."""
+def _package(module: str, layers: list[str] = LAYERS) -> str:
+    """The layer a module belongs to: its top-level part of perfguard (``""`` for perfguard itself),
+    or the subpackage of that part that ``layers`` names (``history.store``)."""
     parts = module.split(".")
+    sub = ".".join(parts[1:3])
+    if len(parts) > 2 and any(layer == sub for layer in layers):
+        return sub
     return parts[1] if len(parts) > 1 else ""
 
 
@@ -156,12 +163,24 @@ def upward_edges(graph: dict[str, set[str]], layers: list[str]) -> list[str]:
     """Each import of a module from a later layer than the importer's, as ``a -> b``."""
     rank = {name: index for index, name in enumerate(layers)}
     return sorted(f"{module} -> {target}" for module, targets in graph.items() for target in targets
-                  if rank[_package(target)] > rank[_package(module)])
+                  if rank[_package(target, layers)] > rank[_package(module, layers)])
 
 
 def test_upward_edges_names_each_import_from_a_later_layer() -> None:
     graph = {"p.low.a": {"p.high.b", "p.low.c"}, "p.high.b": {"p.low.a"}, "p.low.c": set()}
     assert upward_edges(graph, ["low", "high"]) == ["p.low.a -> p.high.b"]
+
+
+def test_a_subpackage_layer_may_not_import_its_parent_package() -> None:
+    graph = {"p.history.store.rows": {"p.history.ingest"}, "p.history.site": {"p.history.store.rows"},
+             "p.history.ingest": set()}
+    assert upward_edges(graph, ["history.store", "history"]) == ["p.history.store.rows -> p.history.ingest"]
+
+
+def test_the_history_store_sits_below_the_rest_of_history() -> None:
+    assert LAYERS.index("history.store") < LAYERS.index("history")
+    edges = [e for e in upward_edges(import_graph(), LAYERS) if e.startswith("perfguard.history.store")]
+    assert edges == []
 
 
 def test_every_package_has_a_layer() -> None:

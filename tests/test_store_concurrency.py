@@ -36,7 +36,7 @@ WRITER = textwrap.dedent("""
     # Everything Store.open imports lazily, imported before the start: the writers then reach the
     # first open within a few milliseconds of each other.
     import alembic.command, alembic.config, alembic.runtime.migration, alembic.script, sqlalchemy
-    from perfguard.history import ingest, schema
+    from perfguard.history.store import extract as ingest, schema
     from perfguard.history.store import Store
     from tests.test_history_store import small_result
 

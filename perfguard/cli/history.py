@@ -31,8 +31,8 @@ from perfguard.exit_codes import ExitCode
 from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
-    from perfguard.history.alerts import Alert
     from perfguard.history.store import Change, Point, Series, Store
+    from perfguard.history.store.alert_rows import Alert
 
 HELP = "the history store: ingest documents, list series, show trends and change points, prune"
 SPARK = "▁▂▃▄▅▆▇█"
@@ -214,7 +214,7 @@ def _ingest(args: argparse.Namespace) -> ExitCode:
     if args.project:
         raise UserError("history ingest: --project names the suite of --format pytest-benchmark or asv files")
 
-    from perfguard.history.ingest import parse_stored
+    from perfguard.history.store.extract import parse_stored
 
     # Every file is read and validated before the first write: a missing or broken one stores nothing.
     documents = []
@@ -419,7 +419,7 @@ def _alerts(args: argparse.Namespace) -> ExitCode:
 
 def _triage(args: argparse.Namespace) -> ExitCode:
     from perfguard.errors import UserError
-    from perfguard.history.alerts import current_user
+    from perfguard.history.store.alert_rows import current_user
     from perfguard.history.store.alerts import check_alert_status
     from perfguard.names import visible
 

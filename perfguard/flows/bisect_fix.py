@@ -28,8 +28,8 @@ from perfguard.suite.gates import CheckSettings
 
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
-    from perfguard.history.alerts import Alert
     from perfguard.history.store import Store
+    from perfguard.history.store.alert_rows import Alert
 
 #: How the note of every fix-bisection event starts (what marks an alert as tried).
 FIX_NOTE = "fix bisection: "

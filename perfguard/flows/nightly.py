@@ -18,7 +18,7 @@
    stored and linked to the change, with its culprit commit and pass. A found culprit is explained
    once (``explain``, as ``perfguard bisect`` does: its parent against it, profiled); the alert
    carries that explanation (``nightly --no-explain``: not).
-5. The confirmed changes are grouped into alerts (:mod:`perfguard.history.alerts`): one per
+5. The confirmed changes are grouped into alerts (:mod:`perfguard.history.store.alert_rows`): one per
    (suite, runner class, commit range), every case and metric of the range inside, the bisected
    culprit and its explanation shared by all. A change whose alert was triaged closed
    (``wont-fix``, ``expected``, ``invalid``...) is not raised again: its level is accepted.
@@ -55,9 +55,9 @@ if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
     from perfguard.compare.verdicts import VerdictsDocument
     from perfguard.flows.bisect_fix import FixFound
-    from perfguard.history.alerts import Alert
     from perfguard.history.changepoints import ChangePoint
     from perfguard.history.store import Change, Night, Point, Series, Store
+    from perfguard.history.store.alert_rows import Alert
     from perfguard.profile.explain import ProfileSettings
     from perfguard.results.shard import ShardInfo
 
@@ -272,7 +272,7 @@ def _detect(store: Store, suite: str, report: NightReport) -> None:
     before = {(c.series_id, c.bad_commit): c for c in store.changes(suite=suite)}
     # Closed by triage of their alert (wont-fix, expected, invalid...): the level is accepted. So
     # is the step that fixed an alert (closed as its fix, in no alert).
-    from perfguard.history.alerts import FIX_CHANGE_NOTE
+    from perfguard.history.store.alert_rows import FIX_CHANGE_NOTE
 
     accepted = {(c.series_id, c.bad_commit) for c in store.changes(status="closed", suite=suite)
                 if c.alert_id is not None or c.note.startswith(FIX_CHANGE_NOTE)}

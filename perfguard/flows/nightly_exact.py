@@ -30,7 +30,7 @@ Found = tuple["Change", "Series"]
 
 
 def _range(found: Found) -> Range:
-    from perfguard.history.alerts import runner_of
+    from perfguard.history.store.alert_rows import runner_of
 
     change, series = found
     return runner_of(series.key.runner_class), change.good_commit, change.bad_commit

@@ -124,7 +124,7 @@ def load_export_sources(paths: Sequence[str | Path]) -> list[ExportSource]:
     check's ``head_commit``, else the result's ``compiler.commit``). Every file is read and
     validated before anything is written."""
     from perfguard.compare.verdicts import parse_verdicts
-    from perfguard.history.ingest import candidate_label, stored_kind
+    from perfguard.history.store.extract import candidate_label, stored_kind
     from perfguard.results.documents import read_json
     from perfguard.results.result import parse_result
 

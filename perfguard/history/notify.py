@@ -32,7 +32,7 @@ sent in a header only and masked in every message (:mod:`perfguard.history.githu
 
 ``--webhook URL`` POSTs every alert that got a new issue or an update this run as JSON: ``text``
 (one line, Slack-compatible), ``event`` (``new``, ``changed``, ``closed``), ``issue_url`` and
-``alert`` (:meth:`~perfguard.history.alerts.Alert.to_json`).
+``alert`` (:meth:`~perfguard.history.store.alert_rows.Alert.to_json`).
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
 from perfguard.errors import ApiError, PerfguardError
-from perfguard.history.alerts import OPEN_STATUSES, Alert, AlertChange, current_user
 from perfguard.history.github import GitHub
 from perfguard.history.notify_issues import LABEL, IssueIndex
+from perfguard.history.store.alert_rows import OPEN_STATUSES, Alert, AlertChange, current_user
 from perfguard.history.transport import post_json
 from perfguard.jsonfields import JsonDict
 from perfguard.names import visible

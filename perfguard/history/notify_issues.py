@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlsplit
 
 from perfguard.errors import ApiError
-from perfguard.history.alerts import Alert
 from perfguard.history.github import GitHub, Issue
+from perfguard.history.store.alert_rows import Alert
 
 LABEL = "perfguard"
 _ALERT_MARKER = re.compile(r"<!-- perfguard-alert:([^:\s]*):(\d{1,18}) -->")

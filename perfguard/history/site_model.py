@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from perfguard.history.alerts import Alert, AlertChange
 from perfguard.history.site_alerts import TeamFigures, age_days, team_figures, time_to_triage
 from perfguard.history.site_chart import Marker, sparkline
 from perfguard.history.store import Change, Night, Point, Series, Store
+from perfguard.history.store.alert_rows import Alert, AlertChange
 from perfguard.jsonfields import JsonObject
 
 if TYPE_CHECKING:
@@ -296,7 +296,7 @@ def _stored_document(document_id: int, data: Any) -> Any:
     was 85 % of reading the nights of a store. A verdicts document of an older version (none
     yet) goes through its parser, which owns its migrations."""
     from perfguard.compare.verdicts import VERDICTS_VERSION, VerdictsDocument
-    from perfguard.history.ingest import stored_kind
+    from perfguard.history.store.extract import stored_kind
     from perfguard.report import parse_document
     from perfguard.results.result import ResultDocument, current_result_json
 
@@ -314,7 +314,7 @@ def _stored_document(document_id: int, data: Any) -> Any:
 def _document_view(document_id: int, data: Any) -> DocumentView | None:
     """The page of a stored result or verdicts document (None for a bisect document)."""
     from perfguard.compare.verdicts import VerdictsDocument
-    from perfguard.history.ingest import candidate_label
+    from perfguard.history.store.extract import candidate_label
     from perfguard.report.rows import state_of
     from perfguard.results.result import ResultDocument
 
@@ -426,7 +426,7 @@ def collect(store: Store, suite: str | None = None, *, now: datetime | None = No
     """Read what the site shows from ``store`` (of ``suite`` only, if given); ``now`` (aware; by
     default the current time) is when the alerts' ages and the team's figures are taken."""
     from perfguard.bisect.document import bisect_from_json
-    from perfguard.history.schema import STATUSES
+    from perfguard.history.store.schema import STATUSES
     from perfguard.report.bisect import bisect_view
 
     found = store.series(suite=suite)

@@ -17,27 +17,33 @@ answers with (:class:`Series`, :class:`Point`, :class:`Night`, :class:`Change`),
 ``queries``
     Series and points, nights, changes.
 ``alerts``
-    Confirmed changes grouped into alerts, read back typed, triaged (:mod:`perfguard.history.alerts`).
+    Confirmed changes grouped into alerts, read back typed, triaged; the typed alerts and the
+    grouping rules are :mod:`.alert_rows`'s.
 ``prune``
     Retention: old documents go, what open changes rest on stays.
 ``rows``
     The typed rows above.
 
-The tables and migrations are :mod:`perfguard.history.schema`'s (Alembic's script folder,
-``perfguard/history/migrations``, sits beside it); what a document gives is
-:mod:`perfguard.history.ingest`'s.
+The tables and migrations are :mod:`.schema`'s (Alembic's script folder,
+``perfguard/history/store/migrations``, sits beside it); what a document gives is
+:mod:`.extract`'s (pure, no database). Nothing here imports the rest of :mod:`perfguard.history`
+(a layer of its own, below it: ``LAYERS`` in ``tests/test_import_graph.py``).
 
 Concurrency: any number of processes may write one store (see :mod:`.engine` for SQLite's
 locking and WAL, :mod:`.ingest` for concurrent writers of one document or one series).
 
 Every failure is a :class:`~perfguard.errors.StoreError`: one line that names the store (its
 password masked) and what to fix. SQLAlchemy, Alembic and psycopg load when a store is opened,
-not when this package is imported.
+not when this package is imported: its parts import SQLAlchemy and the tables at their top, and
+this package loads them (:class:`Store`, in :mod:`.api`) only when ``Store`` is first asked for,
+so ``perfguard --help`` and the measuring path, which name the store's rows and URL but open no
+store, load no database library.
 """
 
 from __future__ import annotations
 
-from perfguard.history.store.alerts import Alerting
+from typing import TYPE_CHECKING
+
 from perfguard.history.store.engine import (
     DEFAULT_STORE as DEFAULT_STORE,
     STORE_ENV as STORE_ENV,
@@ -45,9 +51,7 @@ from perfguard.history.store.engine import (
     display_url as display_url,
     store_url as store_url,
 )
-from perfguard.history.store.ingest import Ingesting, StoredDocument as StoredDocument
-from perfguard.history.store.prune import Pruning
-from perfguard.history.store.queries import Querying
+from perfguard.history.store.extract import StoredDocument as StoredDocument
 from perfguard.history.store.rows import (
     Change as Change,
     Ingested as Ingested,
@@ -57,10 +61,14 @@ from perfguard.history.store.rows import (
     SeriesKey as SeriesKey,
 )
 
+if TYPE_CHECKING:
+    from perfguard.history.store.api import Store as Store
 
-class Store(Alerting, Ingesting, Querying, Pruning):
-    """An open history store. Open with :meth:`open`; close with :meth:`close` or ``with``.
 
-    Each part is one module of this package (documents in :mod:`.ingest`, series, nights and
-    changes in :mod:`.queries`, alerts in :mod:`.alerts`, retention in :mod:`.prune`), all on one connection
-    (:class:`.engine.StoreConnection`)."""
+def __getattr__(name: str) -> object:
+    """``Store``, loaded with SQLAlchemy on first use (module ``__getattr__``, PEP 562)."""
+    if name == "Store":
+        from perfguard.history.store.api import Store
+
+        return Store
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,8 @@
-"""The store's alerts: confirmed changes grouped into alerts (:func:`perfguard.history.alerts.group_changes`),
-read back typed (:class:`~perfguard.history.alerts.Alert`), and triaged.
+"""The store's alerts: confirmed changes grouped into alerts (:func:`perfguard.history.store.alert_rows.group_changes`),
+read back typed (:class:`~perfguard.history.store.alert_rows.Alert`), and triaged.
 
 Each method is one transaction. Closing an alert (a status of
-:data:`~perfguard.history.alerts.CLOSED_STATUSES`) closes its changes in the same transaction, so
+:data:`~perfguard.history.store.alert_rows.CLOSED_STATUSES`) closes its changes in the same transaction, so
 ``history changes`` and the site stop showing them red and the nightly does not raise them again
 (``wont-fix``/``expected``: the new level is accepted); reopening it confirms them again.
 """
@@ -12,14 +12,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
+
 from perfguard.errors import UserError
+from perfguard.history.store import schema
+from perfguard.history.store.alert_rows import (
+    CLOSED_STATUSES,
+    FIX_CHANGE_NOTE,
+    OPEN_STATUSES,
+    STATUSES,
+    Alert,
+    AlertEvent,
+    AlertExplanation,
+    alert_change,
+    explanation_of,
+    fixes,
+    group_changes,
+)
 from perfguard.history.store.ingest import Ingesting
 from perfguard.history.store.queries import Querying
+from perfguard.history.store.schema import alert_events, alerts, changes
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from perfguard.history.alerts import Alert, AlertGroup
+    from perfguard.history.store.alert_rows import AlertGroup
 
 #: Who raises alerts in their first event.
 NIGHTLY = "perfguard nightly"
@@ -36,10 +53,8 @@ class Alerting(Ingesting, Querying):
         a change bisected since. With ``alarm_metrics``, a range whose changes are all of other
         metrics (compile time: noisy, reported, not gated) raises no alert of its own: its changes
         join the range's alert if one is raised later. ``exact_metrics`` (the metrics without noise)
-        may show a fix on their own (:func:`perfguard.history.alerts.fixes`). Returns the alerts
+        may show a fix on their own (:func:`perfguard.history.store.alert_rows.fixes`). Returns the alerts
         raised or changed, oldest first."""
-        from perfguard.history.alerts import group_changes
-
         touched: set[int] = set()
         for group in group_changes([c for c in self.changes(status="confirmed", suite=suite) if c.alert_id is None]):
             group, fixed = self._take_fixes(group, exact_metrics)
@@ -54,12 +69,7 @@ class Alerting(Ingesting, Querying):
         return [a for a in self.alerts(suite=suite) if a.id in touched]
 
     def _attach(self, group: AlertGroup, *, create: bool = True) -> int | None:
-        import sqlalchemy as sa
-
-        from perfguard.history.alerts import CLOSED_STATUSES
-        from perfguard.history.schema import alerts, changes, utc_now
-
-        now = utc_now()
+        now = schema.utc_now()
         good, bad = group.first_commit or "", group.last_commit or ""
         status = "untriaged" if group.kind == "regression" else "improvement"
         key = (alerts.c.suite == group.suite, alerts.c.runner_class == group.runner_class,
@@ -91,14 +101,11 @@ class Alerting(Ingesting, Querying):
 
     def _take_fixes(self, group: AlertGroup, exact: Sequence[str]) -> tuple[AlertGroup, set[int]]:
         """Mark ``fixed`` every open regression alert of the group's suite (untriaged, acknowledged
-        or investigating) that the group's improvements undo (:func:`perfguard.history.alerts.fixes`),
+        or investigating) that the group's improvements undo (:func:`perfguard.history.store.alert_rows.fixes`),
         with the fixing range. The improvements of the fixed alerts' cases and metrics are the fix:
         they are closed with a note naming the alert and raise no improvement alert. Returns the
         group left (its other changes) and the ids of the alerts fixed."""
         import dataclasses
-
-        from perfguard.history.alerts import FIX_CHANGE_NOTE, OPEN_STATUSES, fixes
-        from perfguard.history.schema import alerts, changes
 
         improving = dataclasses.replace(group, kind="improvement",
                                         changes=tuple(c for c in group.changes if c.ratio < 1.0))
@@ -129,10 +136,8 @@ class Alerting(Ingesting, Querying):
         """Record the commit (and pass) that fixed alert ``alert_id``, found in its fixing range
         (``commit`` None: not found; ``document_id``: the stored bisection, if one ran), with an
         event that says so (``note``; the status does not change)."""
-        from perfguard.history.schema import alerts, utc_now
-
         current = self.alert(alert_id)
-        now = utc_now()
+        now = schema.utc_now()
         with self._connect(write=True) as conn:
             conn.execute(alerts.update().where(alerts.c.id == alert_id).values(
                 fix_commit=commit, fix_pass=pass_name, fix_bisect_document_id=document_id, updated_at=now))
@@ -143,12 +148,7 @@ class Alerting(Ingesting, Querying):
         """The ``broken`` alert of ``suite`` (the compiler did not build or its passes did not
         import at ``bad``; ``good``: the last good night's commit): the open one extended (an
         event says it is still broken at ``bad``), else a new one for ``good`` .. ``bad``."""
-        import sqlalchemy as sa
-
-        from perfguard.history.alerts import OPEN_STATUSES
-        from perfguard.history.schema import alerts, utc_now
-
-        now = utc_now()
+        now = schema.utc_now()
         found = None
         with self._connect(write=True) as conn:
             row = conn.execute(sa.select(alerts.c.id, alerts.c.status).where(
@@ -177,9 +177,6 @@ class Alerting(Ingesting, Querying):
     def fix_broken(self, suite: str, broken_commit: str | None, commit: str) -> list[Alert]:
         """Mark ``fixed`` the open ``broken`` alerts of ``suite``: the night at ``commit`` built
         again (fixing range: the last broken night's commit .. ``commit``)."""
-        from perfguard.history.alerts import OPEN_STATUSES
-        from perfguard.history.schema import alerts
-
         done = []
         for alert in self.alerts(suite=suite):
             if alert.kind == "broken" and alert.status in OPEN_STATUSES:
@@ -192,11 +189,6 @@ class Alerting(Ingesting, Querying):
 
     def _share_culprits(self, suite: str) -> set[int]:
         """Give every alert of ``suite`` without a culprit the first bisected change's; the ids changed."""
-        import sqlalchemy as sa
-
-        from perfguard.history.alerts import explanation_of
-        from perfguard.history.schema import alerts, changes, utc_now
-
         with self._connect(write=False) as conn:
             rows = conn.execute(
                 sa.select(alerts.c.id, changes.c.culprit_commit, changes.c.culprit_pass, changes.c.bisect_document_id)
@@ -215,16 +207,12 @@ class Alerting(Ingesting, Querying):
             with self._connect(write=True) as conn:
                 conn.execute(alerts.update().where(alerts.c.id == alert_id).values(
                     culprit_commit=row.culprit_commit, culprit_pass=row.culprit_pass, explanation=explanation,
-                    updated_at=utc_now()))
+                    updated_at=schema.utc_now()))
         return set(first)
 
     def alerts(self, suite: str | None = None, status: str | None = None) -> list[Alert]:
         """Every alert (of ``suite``, with ``status``, when given), oldest first, with its changes
         and events. An unknown status is a ``UserError`` that lists the valid ones."""
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import alerts
-
         if status is not None:
             check_alert_status(status)
         query = sa.select(alerts).order_by(alerts.c.created_at, alerts.c.id)
@@ -236,10 +224,6 @@ class Alerting(Ingesting, Querying):
 
     def alert(self, alert_id: int) -> Alert:
         """One alert; an unknown id is a ``UserError`` naming the ids there are."""
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import alerts
-
         found = self._alerts(sa.select(alerts).where(alerts.c.id == alert_id))
         if not found:
             with self._connect(write=False) as conn:
@@ -250,11 +234,6 @@ class Alerting(Ingesting, Querying):
         return found[0]
 
     def _alerts(self, query: Any) -> list[Alert]:
-        import sqlalchemy as sa
-
-        from perfguard.history.alerts import Alert, AlertEvent, AlertExplanation, alert_change
-        from perfguard.history.schema import alert_events
-
         with self._connect(write=False) as conn:
             rows = conn.execute(query).all()
             ids = [int(r.id) for r in rows]
@@ -275,8 +254,6 @@ class Alerting(Ingesting, Querying):
 
     def _changes_of(self, alert_ids: Sequence[int]) -> dict[int, list[Any]]:
         """The changes of each alert (any status), latency first, then by case and metric."""
-        from perfguard.history.schema import changes
-
         if not alert_ids:
             return {}
         out: dict[int, list[Any]] = {}
@@ -295,13 +272,10 @@ class Alerting(Ingesting, Querying):
         a new status no event is recorded (no self-transition). An unknown id or status is a
         ``UserError``."""
 
-        from perfguard.history.alerts import CLOSED_STATUSES
-        from perfguard.history.schema import alerts, changes, utc_now
-
         if status is not None:
             check_alert_status(status)
         current = self.alert(alert_id)
-        now = utc_now()
+        now = schema.utc_now()
         values: dict[str, object] = {"updated_at": now}
         if assignee is not None:
             values["assignee"] = assignee or None
@@ -326,16 +300,12 @@ class Alerting(Ingesting, Querying):
 
 def check_alert_status(status: str) -> None:
     """``UserError`` unless ``status`` is an alert status (the message lists them)."""
-    from perfguard.history.alerts import STATUSES
-
     if status not in STATUSES:
         raise UserError(f"unknown alert status {status!r}: valid statuses are {', '.join(STATUSES)}")
 
 
 def _event(conn: Connection, alert_id: int, who: str, when: str, from_status: str | None, to_status: str,
            note: str) -> None:
-    from perfguard.history.schema import alert_events
-
     conn.execute(alert_events.insert().values(alert_id=alert_id, who=who, time=when, from_status=from_status,
                                               to_status=to_status, note=note))
 

@@ -83,7 +83,7 @@ class StoreConnection:
         from alembic.runtime.migration import MigrationContext
         from alembic.script import ScriptDirectory
 
-        from perfguard.history import schema
+        from perfguard.history.store import schema
 
         folder = migrations or schema.MIGRATIONS_DIR
         script = ScriptDirectory(str(folder))

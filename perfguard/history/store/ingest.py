@@ -2,7 +2,7 @@
 transaction; and the stored documents read back.
 
 What a document gives the store (its kind, suite, time, commit and points) is
-:mod:`perfguard.history.ingest`'s, pure functions over the typed documents; this module writes
+:mod:`perfguard.history.store.extract`'s, pure functions over the typed documents; this module writes
 it. A document is stored as JSON, compressed, and identified by the sha256 of its canonical JSON
 (sorted keys, compact separators): the same document twice is one record, also when two
 writers race (the second one's insert does nothing and it answers with the first one's id).
@@ -18,21 +18,20 @@ import json
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
 
 from perfguard.errors import StorageError, StoreError
+from perfguard.history.store import extract, schema
 from perfguard.history.store.engine import StoreConnection, insert_ignoring
 from perfguard.history.store.rows import Ingested
+from perfguard.history.store.schema import documents, points, series, utc_stamp
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from perfguard.history.ingest import Extracted, Imported, PerfguardDocument, PointRow
-
-#: What :meth:`Ingesting.ingest` stores: a result, verdicts or bisect document of perfguard, or a
-#: file of another tool read and validated by :mod:`perfguard.formats` (stored as read, under
-#: that tool's kind).
-StoredDocument: TypeAlias = "PerfguardDocument | Imported"
+    from perfguard.history.store.extract import Extracted, PointRow, StoredDocument
 
 
 class Ingesting(StoreConnection):
@@ -49,8 +48,7 @@ class Ingesting(StoreConnection):
         JSON again is the same record: ``new=False``, no points added. A document the store cannot
         keep (a verdicts document without a candidate side) is refused in one line, as a
         ``StoreError``."""
-        from perfguard.history import ingest as extract
-        from perfguard.history.ingest import Imported
+        from perfguard.history.store.extract import Imported
 
         if isinstance(document, Imported):
             imported = document
@@ -64,8 +62,6 @@ class Ingesting(StoreConnection):
         ``source``) with its kind's one parser and :meth:`ingest` it as read. JSON already stored is
         recognised before it is parsed again. A document that is not valid is refused with its
         parser's one-line message, as a ``StoreError``."""
-        from perfguard.history import ingest as extract
-
         return self._store(data, lambda: extract.extract(data, source or "<document>"), source)
 
     def ingest_file(self, path: str | Path) -> Ingested:
@@ -81,11 +77,6 @@ class Ingesting(StoreConnection):
     def _store(self, body: object, extracted: Callable[[], Extracted], source: str) -> Ingested:
         """Store the JSON ``body`` with what ``extracted()`` gives of it, unless it is stored already
         (then ``extracted`` is not called: a known document is not validated again)."""
-        import sqlalchemy as sa
-
-        from perfguard.history import ingest as extract
-        from perfguard.history.schema import documents, utc_now, utc_stamp
-
         text = extract.canonical_json(body)
         digest = extract.document_hash(text)
         label = source or "<document>"
@@ -98,7 +89,7 @@ class Ingesting(StoreConnection):
             found = extracted()
         except StorageError as exc:
             raise StoreError(str(exc)) from None
-        now = utc_now()
+        now = schema.utc_now()
         try:
             time = utc_stamp(found.time) if found.time else now
             rows = [(row, utc_stamp(row.time) if row.time else time) for row in found.points]
@@ -120,10 +111,6 @@ class Ingesting(StoreConnection):
 
     @staticmethod
     def _insert_points(conn: Connection, document_id: int, rows: Sequence[tuple[PointRow, str]]) -> None:
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import points, series
-
         if not rows:
             return
         keys = {row.key.hash(): row.key for row, _ in rows}
@@ -141,10 +128,6 @@ class Ingesting(StoreConnection):
 
     def document(self, document_id: int) -> Any:
         """The stored JSON document, as ingested."""
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import documents
-
         with self._connect(write=False) as conn:
             body = conn.execute(sa.select(documents.c.body).where(documents.c.id == document_id)).scalar()
         if body is None:
@@ -154,11 +137,7 @@ class Ingesting(StoreConnection):
     def latest_results(self, suite: str) -> list[tuple[int, Any]]:
         """(document id, result JSON) of every stored result of ``suite``, newest first: result
         documents, and the candidate result inside verdicts documents."""
-        import sqlalchemy as sa
-
-        from perfguard.history.ingest import candidate_label
-        from perfguard.history.schema import documents
-
+        from perfguard.history.store.extract import candidate_label
         with self._connect(write=False) as conn:
             found = conn.execute(sa.select(documents.c.id, documents.c.kind, documents.c.body)
                                  .where(documents.c.suite == suite, documents.c.kind.in_(("result", "verdicts")))

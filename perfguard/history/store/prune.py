@@ -7,8 +7,19 @@ transaction: a prune that fails leaves the store as it was.
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+
 from perfguard.errors import StoreError
 from perfguard.history.store.engine import StoreConnection
+from perfguard.history.store.schema import (
+    OPEN_STATUSES,
+    alerts,
+    changes,
+    documents,
+    nights,
+    points,
+    utc_stamp,
+)
 
 
 class Pruning(StoreConnection):
@@ -19,18 +30,6 @@ class Pruning(StoreConnection):
         except what open changes rest on (their bisect document, the documents of their series'
         points at the good and bad commits) and each suite's last night. Returns the counts
         deleted: ``documents``, ``points``, ``nights``."""
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import (
-            OPEN_STATUSES,
-            alerts,
-            changes,
-            documents,
-            nights,
-            points,
-            utc_stamp,
-        )
-
         try:
             cutoff = utc_stamp(older_than)
         except ValueError:

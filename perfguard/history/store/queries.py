@@ -12,9 +12,22 @@ import fnmatch
 import json
 from typing import Any
 
+import sqlalchemy as sa
+
 from perfguard.errors import StoreError
+from perfguard.history.store import schema
 from perfguard.history.store.engine import StoreConnection, insert_ignoring
 from perfguard.history.store.rows import Change, Night, Point, Series, night_of, series_key
+from perfguard.history.store.schema import (
+    OPEN_STATUSES,
+    STATUSES,
+    changes,
+    documents,
+    nights,
+    points,
+    series,
+    utc_stamp,
+)
 
 
 class Querying(StoreConnection):
@@ -26,10 +39,6 @@ class Querying(StoreConnection):
                kind: str | None = None) -> list[Series]:
         """Every series with points, filtered: ``suite``, ``metric``, ``kind`` exactly; ``case`` a
         glob (``resnet*/cpu``) or a substring of the case id. Ordered by suite, case, metric, kind."""
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import points, series
-
         stats = (sa.select(points.c.series_id, sa.func.count().label("n"), sa.func.min(points.c.time).label("first"),
                            sa.func.max(points.c.time).label("last"))
                  .group_by(points.c.series_id).subquery())
@@ -52,24 +61,14 @@ class Querying(StoreConnection):
 
     def points(self, series_id: int) -> list[Point]:
         """The points of one series, ordered by time, then document."""
-        from perfguard.history.schema import points
-
         return self._points(points.c.series_id == series_id).get(series_id, [])
 
     def all_points(self, *, kind: str | None = None) -> dict[int, list[Point]]:
         """Every series' points (of ``kind``, if given) by series id, in one query."""
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import points, series
-
         where = None if kind is None else points.c.series_id.in_(sa.select(series.c.id).where(series.c.kind == kind))
         return self._points(where)
 
     def _points(self, where: Any) -> dict[int, list[Point]]:
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import points
-
         p = points.c
         # The per-worker lists come back as text and are decoded in one json.loads of all of them:
         # one call per point was half the time of reading 550k points.
@@ -96,10 +95,6 @@ class Querying(StoreConnection):
     def record_night(self, suite: str, commit: str, document_id: int, time: str | None = None) -> Night:
         """Record a nightly run of ``suite`` at ``commit`` that stored ``document_id`` (its time: the
         document's unless given). Recording the same document again returns the same night."""
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import documents, nights, utc_stamp
-
         with self._connect(write=True) as conn:
             stored = conn.execute(sa.select(documents.c.time).where(documents.c.id == document_id)).scalar()
             if stored is None:
@@ -115,12 +110,8 @@ class Querying(StoreConnection):
     def record_broken_night(self, suite: str, commit: str, note: str) -> Night:
         """Record a ``broken`` night of ``suite`` at ``commit`` (it did not build or its passes did not
         import: no document), with why (``note``)."""
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import nights, utc_now
-
         with self._connect(write=True) as conn:
-            night_id = conn.execute(nights.insert().values(suite=suite, commit_sha=commit, time=utc_now(),
+            night_id = conn.execute(nights.insert().values(suite=suite, commit_sha=commit, time=schema.utc_now(),
                                                            document_id=None, status="broken", note=note)
                                     .returning(nights.c.id)).scalar_one()
             row = conn.execute(sa.select(nights).where(nights.c.id == night_id)).one()
@@ -139,10 +130,6 @@ class Querying(StoreConnection):
         return self._nights(suite, newest_first=False, limit=None)
 
     def _nights(self, suite: str, *, newest_first: bool, limit: int | None) -> list[Night]:
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import nights
-
         order = (nights.c.time.desc(), nights.c.id.desc()) if newest_first else (nights.c.time, nights.c.id)
         with self._connect(write=False) as conn:
             rows = conn.execute(sa.select(nights).where(nights.c.suite == suite).order_by(*order).limit(limit)).all()
@@ -155,10 +142,6 @@ class Querying(StoreConnection):
                       note: str = "") -> Change:
         """Record a change of a series at ``bad_commit``; the same series and bad commit again
         updates its status, size and interval (and its good commit and note, when given)."""
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import changes, utc_stamp
-
         _check_status(status)
         bad = bad_commit or ""
         with self._connect(write=True) as conn:
@@ -190,8 +173,6 @@ class Querying(StoreConnection):
         return found[0] if found else None
 
     def _changes(self, *, id: int | None = None, status: str | None = None, suite: str | None = None) -> list[Change]:
-        from perfguard.history.schema import OPEN_STATUSES, changes, series
-
         if id is not None:
             return self._changes_where(changes.c.id == id)
         where = [changes.c.status.in_(OPEN_STATUSES) if status is None else changes.c.status == status]
@@ -201,10 +182,6 @@ class Querying(StoreConnection):
 
     def _changes_where(self, *where: Any) -> list[Change]:
         """The changes matching ``where`` (clauses on ``changes`` and ``series``), oldest first."""
-        import sqlalchemy as sa
-
-        from perfguard.history.schema import changes, series
-
         query = (sa.select(changes, series).join(series, series.c.id == changes.c.series_id).where(*where)
                  .order_by(changes.c.time, changes.c.id))
         with self._connect(write=False) as conn:
@@ -217,8 +194,6 @@ class Querying(StoreConnection):
 
     def set_change_status(self, change_id: int, status: str, note: str = "") -> None:
         """Set a change's status (and its note, when given)."""
-        from perfguard.history.schema import changes
-
         _check_status(status)
         values: dict[str, Any] = {"status": status, **({"note": note} if note else {})}
         self._update_change(change_id, changes.update().where(changes.c.id == change_id).values(**values))
@@ -226,8 +201,6 @@ class Querying(StoreConnection):
     def link_bisect(self, change_id: int, document_id: int, culprit_commit: str | None,
                     culprit_pass: str | None) -> None:
         """Attach the bisect document that attributed a change, with its culprit commit and pass."""
-        from perfguard.history.schema import changes
-
         self._update_change(change_id, changes.update().where(changes.c.id == change_id).values(
             bisect_document_id=document_id, culprit_commit=culprit_commit, culprit_pass=culprit_pass))
 
@@ -238,7 +211,5 @@ class Querying(StoreConnection):
 
 
 def _check_status(status: str) -> None:
-    from perfguard.history.schema import STATUSES
-
     if status not in STATUSES:
         raise ValueError(f"change status {status!r} is not one of {', '.join(STATUSES)}")

@@ -48,6 +48,10 @@ if TYPE_CHECKING:
 #: The documents of perfguard the store keeps, typed (files of other tools come as
 #: :class:`perfguard.formats.common.Imported`).
 PerfguardDocument: TypeAlias = "ResultDocument | VerdictsDocument | BisectResult"
+#: What :meth:`perfguard.history.store.ingest.Ingesting.ingest` stores: a result, verdicts or
+#: bisect document of perfguard, or a file of another tool read and validated by
+#: :mod:`perfguard.formats` (stored as read, under that tool's kind).
+StoredDocument: TypeAlias = "PerfguardDocument | Imported"
 
 #: The side of a verdicts document that was measured now, in order of preference.
 CANDIDATE_LABELS = ("head", "candidate")

@@ -1,0 +1,20 @@
+"""The one class callers use: :class:`Store`, the store's parts on one connection.
+
+Importing this module loads SQLAlchemy (its parts import it and the tables at their top);
+:mod:`perfguard.history.store` loads it on the first use of ``Store``.
+"""
+
+from __future__ import annotations
+
+from perfguard.history.store.alerts import Alerting
+from perfguard.history.store.ingest import Ingesting
+from perfguard.history.store.prune import Pruning
+from perfguard.history.store.queries import Querying
+
+
+class Store(Alerting, Ingesting, Querying, Pruning):
+    """An open history store. Open with :meth:`open`; close with :meth:`close` or ``with``.
+
+    Each part is one module of this package (documents in :mod:`.ingest`, series, nights and
+    changes in :mod:`.queries`, alerts in :mod:`.alerts`, retention in :mod:`.prune`), all on one connection
+    (:class:`.engine.StoreConnection`)."""
