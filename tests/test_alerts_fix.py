@@ -72,8 +72,9 @@ def test_an_alert_of_format_2_round_trips_with_its_fixing_commit_and_one_of_form
 
 def test_the_summary_and_the_bisect_only_summary_say_fixed_by_commit_and_pass():
     from perfguard.flows.bisect_fix import FixFound
-    from perfguard.flows.nightly import NightReport, bisections_summary, markdown_summary
+    from perfguard.flows.nightly import NightReport
     from perfguard.history.store import Night
+    from perfguard.report.nightly import bisections_summary, markdown_summary
 
     alert = _fixed_alert(fix_commit=FIX, fix_pass="mycc.passes:extra_work")
     report = NightReport("smoke", Night(3, "smoke", LATER, "2026-12-03T03:00:00Z", 3),

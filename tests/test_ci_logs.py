@@ -107,8 +107,8 @@ def test_plain_text_undoes_the_escapes_of_names_and_keeps_tables_on_one_line() -
 
 
 def test_an_exact_change_in_the_nightly_summary_has_no_zero_width_interval() -> None:
-    from perfguard.flows.nightly import _alert_changes
     from perfguard.history.store.alert_rows import Alert, AlertChange
+    from perfguard.report.nightly import _alert_changes
 
     alert = Alert(1, "s", "cpu", "regression", "untriaged", "a" * 40, "b" * 40, changes=(
         AlertChange(1, "bert_t/mycc/cpu", "latency", "ratio", 1.054, 1.03, 1.08),

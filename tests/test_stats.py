@@ -718,7 +718,7 @@ class _FakeJob:
 
 def _calibrate(monkeypatch: pytest.MonkeyPatch, ids_a: list[int], ids_b: list[int], workers: int = 8) -> dict:
     """The calibration as its ``--json`` object."""
-    from perfguard.flows import check as check_flow
+    from perfguard.flows import calibrate as calibrate_flow
     from perfguard.suite.gates import ThresholdSet
 
     rng = np.random.default_rng(3)
@@ -729,10 +729,10 @@ def _calibrate(monkeypatch: pytest.MonkeyPatch, ids_a: list[int], ids_b: list[in
         return case_entry(per_worker, case="m/none/cpu", worker_ids=ids)
 
     job = _FakeJob({"a:m/none/cpu": entry(ids_a, 1.0), "b:m/none/cpu": entry(ids_b, 1.01)})
-    monkeypatch.setattr(check_flow, "Job", lambda *args, **kwargs: job)
+    monkeypatch.setattr(calibrate_flow, "Job", lambda *args, **kwargs: job)
     suite = SimpleNamespace(name="s", compiler=SimpleNamespace(path=None), thresholds=ThresholdSet())
     case = SimpleNamespace(id="m/none/cpu")
-    return check_flow.calibrate(suite, [case], CheckSettings(workers=workers), None).to_json()  # type: ignore[arg-type]
+    return calibrate_flow.calibrate(suite, [case], CheckSettings(workers=workers), None).to_json()  # type: ignore[arg-type]
 
 
 def test_calibrate_pairs_workers_by_id(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -755,13 +755,13 @@ def test_calibrate_with_one_worker_is_a_clear_result(monkeypatch: pytest.MonkeyP
     assert row["status"] == "unknown" and row["workers"] == 1
     assert "at least 2 workers" in row["reason"]
     assert calibration["false_positives"] == 0
-    from perfguard.flows.check import floors_toml
+    from perfguard.flows.calibrate import floors_toml
 
     assert "[[thresholds.overrides]]" not in floors_toml(_as_calibration(calibration))
 
 
 def _as_calibration(data: dict) -> Any:
-    from perfguard.flows.check import Calibration, CalibrationRow
+    from perfguard.flows.calibrate import Calibration, CalibrationRow
 
     rows = tuple(CalibrationRow(**{k: v for k, v in row.items() if k != "false_positive"}) for row in data["cases"])
     return Calibration(data["suite"], data["workers"], data["alpha"], rows)

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._progress import RichProgress
     from perfguard.cli._text import cli_console, literal
     from perfguard.errors import UserError
-    from perfguard.flows.check import calibrate, floors_toml
+    from perfguard.flows.calibrate import calibrate, floors_toml
     from perfguard.results import check_writable, write_json_atomic, write_text_atomic
     from perfguard.suite import load_suite
 

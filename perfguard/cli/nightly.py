@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._verdicts import print_verdicts
     from perfguard.cli.check import check_settings
     from perfguard.cli.history import open_store
-    from perfguard.flows.nightly import markdown_summary, run_nightly
+    from perfguard.flows.nightly import run_nightly
+    from perfguard.report.nightly import markdown_summary
     from perfguard.report.plain import plain_text
     from perfguard.results import check_writable
     from perfguard.suite import load_suite
@@ -156,8 +157,8 @@ def _repeated_night(store: Store, suite: Suite, cases: list[CaseSpec], shard: Sh
 def _follow_up(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, progress: Any) -> ExitCode:
     from perfguard.cli.history import open_store
     from perfguard.errors import UserError
-    from perfguard.flows.nightly import markdown_summary
     from perfguard.flows.nightly_shards import follow_up
+    from perfguard.report.nightly import markdown_summary
     from perfguard.report.plain import plain_text
 
     if args.shard or args.bisect_only:
@@ -179,7 +180,8 @@ def _follow_up(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, 
 def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, progress: Any) -> ExitCode:
     from perfguard.cli.history import open_store
     from perfguard.flows.bisect_fix import bisect_fixes
-    from perfguard.flows.nightly import bisect_open_changes, bisections_summary
+    from perfguard.flows.nightly import bisect_open_changes
+    from perfguard.report.nightly import bisections_summary
     from perfguard.report.plain import plain_text
 
     with open_store(args.store, create=False) as store:

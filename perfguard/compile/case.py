@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from perfguard.runners.fingerprint import fingerprint_hash
 from perfguard.suite import CaseSpec, PipelineSpec, Suite
 from perfguard.workers.engine import run_worker
 from perfguard.workers.protocol import CompileRequest, CompileResponse, variant_id as _variant_id
-from perfguard.workers.requests import compile_request, memory_request
+from perfguard.workers.requests import compile_request
 
 
 @dataclass
@@ -120,7 +120,9 @@ def execution_identity(artifact: Artifact, key: CaseKey) -> str:
 
 
 def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int,
-                 side: Side | None = None, *, memory: bool = True) -> CompiledCase:
+                 side: Side | None = None) -> CompiledCase:
+    """Compile one case for one side in its own worker process (or serve it from the artifact
+    cache). Its memory probes are the measurement's (:func:`perfguard.measure.memory.probe_memory`)."""
     side = side or Side("head", ctx.suite.compiler.path)
     if side.pipelines and case.pipeline.name in side.pipelines:
         case = replace(case, pipeline=side.pipelines[case.pipeline.name])
@@ -141,8 +143,6 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
     if cached is not None:  # compile times of another job stay out of the gate, as a backend cache's
         compiled.entry = _recorded(entry, key, cached, Trace.from_json(cached.trace), ())
         compiled.artifact = cached.artifact
-        if memory:
-            probe_memory(ctx, compiled)
         return compiled
     prefix_trace = None
     if side.prefix_len > 0:
@@ -169,9 +169,6 @@ def compile_case(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int
     compiled.artifact = response.artifact
     if ctx.cache is not None and cache_key is not None and response.correctness.status in ("verified", "blind"):
         ctx.cache.put(cache_key, replace(response, trace=trace.to_json()), Path(request.out_dir))
-    # A deferred check (compiled here for another machine's runner): the artifact cannot load here.
-    if memory and response.correctness.status != "deferred":
-        probe_memory(ctx, compiled)
     return compiled
 
 
@@ -200,30 +197,6 @@ def _cached(ctx: RunContext, request: CompileRequest, model: LoadedModel, versio
     cached = None if cache_key is None else cache.get(cache_key, Path(request.out_dir))
     compiled.cache = "uncached" if cache_key is None else "hit" if cached is not None else "miss"
     return cache_key, cached
-
-
-def probe_memory(ctx: RunContext, compiled: CompiledCase) -> None:
-    """Peak RSS of fresh processes that load only this artifact: as many probes as the entry's
-    memory samples (from measurement workers that loaded it first) fall short of
-    ``memory_probes``."""
-    measure = compiled.case.measure
-    if compiled.artifact is None:
-        return
-    peaks = list(compiled.entry.metrics.peak_rss_bytes_probes or ())
-    for probe in range(len(peaks), measure.memory_probes):
-        request = memory_request(ctx.suite, compiled.case, compiled.artifact, compiled.model.inputs, probe)
-        outcome = run_worker(request, measure.timeout, ctx.workdir / "ipc")
-        if outcome.response is not None:
-            peaks.append(outcome.response.peak_rss_bytes)
-    if peaks:
-        compiled.entry = with_memory(compiled.entry, peaks)
-
-
-def with_memory(entry: CaseEntry, samples: Sequence[int]) -> CaseEntry:
-    """``entry`` with its memory samples (peaks of fresh processes that had loaded only this
-    artifact: probes and first loads of measurement workers) and their median."""
-    return entry.with_metrics(peak_rss_bytes_probes=tuple(samples),
-                              peak_rss_bytes=int(sorted(samples)[len(samples) // 2]))
 
 
 def _compile_prefix(ctx: RunContext, request: CompileRequest, side: Side,

@@ -25,12 +25,11 @@ from perfguard.compile.case import (
     Variant,
     compile_case,
     mark_failed,
-    probe_memory,
-    with_memory,
 )
 from perfguard.compile.preflight import start_check_suite
 from perfguard.measure.counts import DEFAULT_METHOD, count_compile, count_variant, counts_wanted
 from perfguard.measure.groups import VariantValues, measure_group
+from perfguard.measure.memory import probe_memory, with_memory
 from perfguard.models.loader import LoadedModel, materialize
 from perfguard.progress import Progress
 from perfguard.results import Latency, Measurement, ModelInfo, ResultDocument, SuiteInfo, utc_now
@@ -92,6 +91,17 @@ def run_suite(suite: Suite, cases: list[CaseSpec], *, workdir: Path | None = Non
     finally:
         job.close()
 
+
+
+def _compile(ctx: RunContext, case: CaseSpec, model: LoadedModel, index: int, side: Side,
+             memory: bool) -> CompiledCase:
+    """:func:`compile_case`, then the variant's memory probes unless ``memory`` is False or its
+    artifact cannot load here (a deferred check: compiled here for another machine's runner)."""
+    compiled = compile_case(ctx, case, model, index, side)
+    correctness = compiled.entry.correctness
+    if memory and (correctness is None or correctness.status != "deferred"):
+        probe_memory(ctx, compiled)
+    return compiled
 
 class Job:
     """One measurement job: compile every case for every side, measure them interleaved.
@@ -171,7 +181,7 @@ class Job:
         # compile at the same time, so any slowdown from running together hits both alike.
         tasks = [(side, index, case) for index, case in enumerate(ctx.cases) for side in ctx.sides]
         with ThreadPoolExecutor(max_workers=max(1, min(len(tasks), available_cores()))) as pool:
-            futures = [pool.submit(compile_case, ctx, case, self.models[case.model.name], index, side, memory=memory)
+            futures = [pool.submit(_compile, ctx, case, self.models[case.model.name], index, side, memory)
                        for side, index, case in tasks]
             done = {}
             for (side, index, case), future in zip(tasks, futures, strict=True):
