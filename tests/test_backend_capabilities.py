@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,33 @@ def test_the_contract_defaults_say_cannot() -> None:
     assert backend.tuning_moves({"speedup": False}) == []
     with pytest.raises(UserError, match="^backend 'minimal' cannot profile its artifacts"):
         backend.load_profiled(None, None, 1, "x")  # type: ignore[arg-type]
+
+
+def test_the_contract_asks_nothing_of_a_runner_and_sizes_no_thread_pool(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new backend inherits no ONNX Runtime check and no other runtime's thread variable: each
+    backend declares its own (``ort``: its execution provider; ``tvm``: ``TVM_NUM_THREADS``)."""
+    from perfguard.backends.base import Backend
+    from perfguard.errors import RunnerUnavailable
+    from perfguard.runners import get_runner
+    from perfguard.workers.engine import _worker_env
+
+    class Plain(MockBackend):
+        name = "plain"
+        check_runner = Backend.check_runner
+        thread_env = Backend.thread_env
+
+    runner = get_runner("npu:qnn")  # QNN's execution provider is not installed here
+    Plain().check_runner(runner)
+    with pytest.raises(RunnerUnavailable, match="QNN"):
+        get_backend("ort").check_runner(runner)
+    assert Plain().thread_env(3) == {}
+    assert get_backend("tvm").thread_env(3) == {"TVM_NUM_THREADS": "3"}
+    for var in ("TVM_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(var, raising=False)
+    assert "TVM_NUM_THREADS" not in _worker_env(3, tmp_path, ["ort", "mock"])
+    env = _worker_env(3, tmp_path, ["ort", "tvm", "no-such-backend"])
+    assert (env["TVM_NUM_THREADS"], env["OMP_NUM_THREADS"]) == ("3", "3")
 
 
 def test_capabilities_and_option_edits_round_trip() -> None:
@@ -211,4 +239,68 @@ def test_no_stage_compares_a_backend_name_with_a_string_literal() -> None:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Compare) and any(map(_names_a_backend, [node.left, *node.comparators])):
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []
+
+
+# -- no stage outside runners/ tests a runner's name --------------------------------------------
+
+RUNNER_KINDS = {"cpu", "cuda", "npu"}
+NAME_PARSING = {"split", "rsplit", "partition", "startswith", "removeprefix"}
+
+
+def _names_a_runner(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and (node.value in RUNNER_KINDS or node.value.startswith("npu:"))
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_a_runner(e) for e in node.elts)
+    return False
+
+
+def _reads_a_runner(node: ast.AST) -> bool:
+    """The expression names a runner: a variable or attribute called ``runner`` or ``*runner*``
+    (``case.runner``, ``runner.name``, ``runner_kind``)."""
+    return any((isinstance(n, ast.Name) and "runner" in n.id.lower())
+               or (isinstance(n, ast.Attribute) and "runner" in n.attr.lower()) for n in ast.walk(node))
+
+
+def _is_a_runner_name(node: ast.AST) -> bool:
+    """The expression is a runner's name: ``runner``, ``<x>.runner`` or ``runner.name`` (not a
+    history series' ``runner_class``, a key of the store's own format)."""
+    return re.fullmatch(r"(.+\.)?runner(_name)?(\.name)?", ast.unparse(node)) is not None
+
+
+def runner_name_tests(source: str) -> list[str]:
+    """The places in ``source`` that compare a runner's name with a runner kind (``case.runner ==
+    "cuda"``, ``runner_kind in ("cpu",)``) or take a runner's name apart (``runner.name.split(":")``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Compare) and _reads_a_runner(node)
+                and any(map(_names_a_runner, [node.left, *node.comparators]))):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in NAME_PARSING
+              and _is_a_runner_name(node.func.value)):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_runner_guard_finds_name_tests_and_leaves_other_devices_alone() -> None:
+    source = textwrap.dedent("""
+        a = case.runner == "cuda"
+        b = runner_kind in ("cpu", "npu:qnn")
+        c = runner.name.split(":")[0]
+        d = settings.device == "cuda"  # a torch device, not a runner
+        e = target != "cuda"  # an IREE target
+        f = runner.kind != wanted  # the runner's own answer
+    """)
+    assert [line.split(":")[0] for line in runner_name_tests(source)] == ["2", "3", "4"]
+
+
+def test_no_stage_outside_runners_compares_a_runner_name() -> None:
+    """What a runner is (``Runner.kind``, ``host_cpu``, ``cuda_kernels``) is the runner's to say
+    (``perfguard.runners``); a stage that tests a runner's name assumed it instead of asking."""
+    found = []
+    for path in sorted((REPO / "perfguard").rglob("*.py")):
+        if "runners" in path.relative_to(REPO / "perfguard").parts[:1]:
+            continue
+        found += [f"{path.relative_to(REPO)}:{place}" for place in runner_name_tests(path.read_text())]
     assert found == []

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from perfguard.backends import get_backend
+from perfguard.backends.base import Backend
+from perfguard.backends.mock import MockBackend
 from perfguard.errors import TraceError
 from perfguard.profile.diff import diff_profiles
-from perfguard.profile.dimension import classify, classify_dispatches, compile_rose
+from perfguard.profile.dimension import classify, classify_counts, compile_rose
 from perfguard.profile.perfetto import merge_traces, trace_problems
 from perfguard.results.explanation import CompileChange, Explanation
 from perfguard.workers.trace import OpStats, ProfileRun, aggregate, read_trace
@@ -178,14 +181,42 @@ def test_compile_time_up_with_the_run_flat_is_compile_overhead() -> None:
 
 
 def test_iree_changes_are_read_from_the_dispatch_count() -> None:
-    more = classify_dispatches(31, 46, None)
+    iree = get_backend("iree").count_wording()
+    more = classify_counts(31, 46, None, iree)
     assert (more.label, more.rule, more.headline) == ("scheduling", "more-dispatches", "+15 dispatches: scheduling")
     assert more.evidence[0].startswith("dispatches 31 -> 46 (+15), from IREE's scheduling statistics")
-    assert classify_dispatches(31, 31, CompileChange(1.0, 3.0)).label == "compile-overhead"
-    same = classify_dispatches(31, 31, None)
+    assert more.evidence[0].endswith("no runtime profiler for IREE")
+    assert classify_counts(31, 31, CompileChange(1.0, 3.0), iree).label == "compile-overhead"
+    same = classify_counts(31, 31, None, iree)
     assert same.label == "unclear" and "inside the kernels" in same.evidence[1]
-    assert classify_dispatches(31, 26, None).rule == "fewer-dispatches"
-    assert classify_dispatches(None, 26, None).rule == "no-profile"
+    assert classify_counts(31, 26, None, iree).rule == "fewer-dispatches"
+    assert classify_counts(None, 26, None, iree).rule == "no-profile"
+
+
+@pytest.mark.parametrize(("backend", "words"), [
+    ("tvm", ("PrimFuncs 3 -> 5 (+2), from TVM's lowered module", "no runtime profiler for TVM's Relax VM",
+             "more-primfuncs", "+2 PrimFuncs: scheduling")),
+    ("inductor", ("kernels 3 -> 5 (+2), from Inductor's generated code", "no runtime profiler for Inductor",
+                  "more-kernels", "+2 kernels: scheduling")),
+])
+def test_each_backend_without_a_profiler_words_its_own_counts(backend: str, words: tuple[str, ...]) -> None:
+    """TVM's and Inductor's explanations name their own counts and runtime, never IREE's."""
+    dim = classify_counts(3, 5, None, get_backend(backend).count_wording())
+    source, runtime, rule, headline = words
+    assert dim.evidence[0].startswith(source) and runtime in dim.evidence[0]
+    assert (dim.rule, dim.headline) == (rule, headline)
+    assert not any("IREE" in line or "dispatch" in line for line in dim.evidence)
+
+
+def test_a_backend_that_words_nothing_gets_the_contracts_plain_words() -> None:
+    class Plain(MockBackend):
+        name = "plain"
+        count_wording = Backend.count_wording
+
+    dim = classify_counts(1, 2, None, Plain().count_wording())
+    assert dim.evidence[0] == ("nodes 1 -> 2 (+1), from the plain artifact's node count; "
+                               "no runtime profiler for plain")
+    assert dim.rule == "more-nodes"
 
 
 def test_nothing_dominating_is_unclear_with_the_largest_contributors() -> None:

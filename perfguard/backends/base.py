@@ -237,6 +237,24 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class CountWording:
+    """How a backend words the count an explanation reads when the backend has no runtime
+    profiler (``Capabilities.profile`` False): ``Artifact.node_count``, the units of work its
+    artifact runs, each a kernel launch with its own scheduling cost
+    (:func:`perfguard.profile.dimension.classify_counts`).
+
+    ``one`` and ``many`` name one unit and several (``dispatch``, ``dispatches``); ``source``
+    says where the count comes from; ``runtime`` names what has no profiler here; ``rule`` is the
+    word in the dimension's rule names (``more-<rule>``, ``same-<rule>``, ``fewer-<rule>``)."""
+
+    one: str
+    many: str
+    source: str
+    runtime: str
+    rule: str
+
+
+@dataclass(frozen=True)
 class OptionEdit:
     """One edit of a pipeline's backend options that ``perfguard tune`` may try
     (``Backend.tuning_moves``): a line that says what changed, and the whole options after it."""
@@ -329,12 +347,27 @@ class Backend(ABC):
         self.require("profile")
         raise NotImplementedError(f"backend {self.name!r} declares profile but has no load_profiled")
 
+    def count_wording(self) -> CountWording:
+        """How explanations word this backend's ``Artifact.node_count`` when it cannot profile
+        (:class:`CountWording`). The default calls them nodes of the artifact; a backend whose
+        count means more (IREE's dispatches, TVM's PrimFuncs) says so."""
+        return CountWording("node", "nodes", f"the {self.name} artifact's node count", self.name, "nodes")
+
     def check_runner(self, runner: Runner) -> None:
         """Raise ``RunnerUnavailable`` (one line: what is missing and how to get it) when this
         machine lacks what this backend's artifacts need from ``runner`` beyond its device (the
         device itself is ``Runner.check_device``; ``check_case_runner`` asks both). The default
-        is an ONNX Runtime session on the runner's execution provider (``Runner.check_ort``)."""
-        runner.check_ort()
+        needs nothing beyond the device: a backend declares its own runtime's needs here (``ort``
+        and ``mock``: an ONNX Runtime session on the runner's execution provider,
+        ``Runner.check_ort``; ``tvm``: the CPU and TVM's runtime)."""
+
+    def thread_env(self, threads: int) -> dict[str, str]:
+        """Environment variables that size this backend's runtime thread pools to ``threads`` in a
+        worker process, set (unless the user set them) before the worker imports anything: a
+        pool read once at start-up cannot be resized later. The default is none; the variables
+        of OpenMP and the BLAS libraries are set for every worker
+        (:mod:`perfguard.workers.engine`)."""
+        return {}
 
     def missing_input(self, pipeline: PipelineSpec, *, suite: str, case: str) -> str | None:
         """One line naming what ``pipeline`` needs on this machine that is not built yet and how

@@ -33,7 +33,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfguard.backends.base import Artifact, Backend, Capabilities, CompileOutput, OptionEdit, PassInfo
+from perfguard.backends.base import (
+    Artifact,
+    Backend,
+    Capabilities,
+    CompileOutput,
+    CountWording,
+    OptionEdit,
+    PassInfo,
+)
 from perfguard.backends.inductor_run import CompiledModel, InductorTrace, compile_model, kernel_count
 from perfguard.backends.inductor_settings import (
     INSTALL_HINT,
@@ -57,10 +65,12 @@ TUNING_SWITCHES = ("freezing", "epilogue_fusion", "pattern_matcher", "aggressive
 
 
 def _device(runner: Runner) -> str:
-    kind = runner.name.split(":")[0]
-    if kind not in ("cpu", "cuda"):
-        raise BackendError(f"the inductor backend runs on runners 'cpu' and 'cuda', not {runner.name!r}")
-    return kind
+    """The torch device of ``runner``'s artifacts: the host CPU, or a CUDA GPU."""
+    if runner.host_cpu:
+        return "cpu"
+    if runner.cuda_kernels:
+        return "cuda"
+    raise BackendError(f"the inductor backend runs on runners 'cpu' and 'cuda', not {runner.name!r}")
 
 
 class InductorExecutable:
@@ -175,19 +185,23 @@ class InductorBackend(Backend):
                                "not serve it; is this the torch, CPU and thread count (OMP_NUM_THREADS) that compiled it?")
         return InductorExecutable(compiled)
 
+    def count_wording(self) -> CountWording:
+        """The kernels Inductor generated (``node_count``)."""
+        return CountWording("kernel", "kernels", "Inductor's generated code (kernels it emitted)",
+                            "Inductor's compiled graphs", "kernels")
+
     def check_runner(self, runner: Runner) -> None:
         """CPU: torch and a C++ compiler (Inductor compiles its C++ kernels). CUDA: torch with a
         visible GPU and Triton, which writes Inductor's GPU kernels."""
-        kind = runner.name.split(":")[0]
         try:
             torch = torch_module()
         except UserError as exc:
             raise RunnerUnavailable(str(exc)) from None
-        if kind == "cpu":
+        if runner.host_cpu:
             if shutil.which("g++") is None and shutil.which("c++") is None:
                 raise RunnerUnavailable("Inductor's CPU backend compiles C++: no g++ or c++ on PATH")
             return
-        if kind != "cuda":
+        if not runner.cuda_kernels:
             raise RunnerUnavailable(f"the inductor backend runs on runners 'cpu' and 'cuda', not {runner.name!r}")
         reasons = []
         if not torch.cuda.is_available():

@@ -56,6 +56,7 @@ from perfguard.backends.base import (
     Artifact,
     Backend,
     CompileOutput,
+    CountWording,
     OptionEdit,
     PassInfo,
     PassRecord,
@@ -301,7 +302,7 @@ def runner_drivers_reason(runner_kind: str, loader: Callable[[], Any] | None = N
     if not usable:
         return (f"IREE's {' or '.join(drivers)} driver is not in this iree-base-runtime build (it has "
                 f"{', '.join(have)})")
-    if runner_kind == "cpu":
+    if all(d.startswith("local-") for d in usable):  # the host's own threads: no device to find
         return ""
     try:
         devices = list(rt.get_driver(usable[0]).query_available_devices())
@@ -321,10 +322,15 @@ def _runtime_error(exc: BaseException) -> str:
 class IreeBackend(Backend):
     name = "iree"
 
+    def count_wording(self) -> CountWording:
+        """The dispatch count of IREE's scheduling statistics (``node_count``)."""
+        return CountWording("dispatch", "dispatches", "IREE's scheduling statistics (stream-aggregate dispatch-count)",
+                            "IREE", "dispatches")
+
     def check_runner(self, runner: Runner) -> None:
         """IREE's HAL driver for the runner (``cuda`` on the cuda runner, ``local-*`` on cpu),
         never an ONNX Runtime provider."""
-        reason = runner_drivers_reason(runner.name.split(":")[0])
+        reason = runner_drivers_reason(runner.kind)
         if reason:
             raise RunnerUnavailable(reason)
 
@@ -490,7 +496,7 @@ class IreeBackend(Backend):
     def load(self, artifact: Artifact, runner: Runner, threads: int) -> IreeExecutable:
         settings = artifact.settings
         wanted = TARGETS[settings["target"]]["runner"]
-        if runner.name.split(":")[0] != wanted:
+        if runner.kind != wanted:
             raise BackendError(f"an iree {settings['target']!r} module runs on runner {wanted!r}, not {runner.name!r}")
         try:
             import iree.runtime as rt

@@ -35,6 +35,7 @@ from perfguard.backends.base import (
     Backend,
     Capabilities,
     CompileOutput,
+    CountWording,
     OptionEdit,
     PassInfo,
     PassRecord,
@@ -197,6 +198,10 @@ class MockBackend(Backend):
         artifact = Artifact(self.name, str(path), settings, file_sha256(path),
                             path.stat().st_size, node_count=1)
         return CompileOutput(artifact, trace)
+
+    def count_wording(self) -> CountWording:
+        """The mock's one node (it profiles, so this words only a mock without ``profile``)."""
+        return CountWording("mock node", "mock nodes", "the mock artifact's settings", "the mock", "mock-nodes")
 
     def load(self, artifact: Artifact, runner: Runner, threads: int) -> MockExecutable:
         settings = json.loads(Path(artifact.path).read_text())

@@ -214,6 +214,10 @@ class OrtBackend(Backend):
                 raise BackendError(f"ONNX Runtime cannot load the compiled model: {first_line(exc)}") from None
             return len(onnx.load(optimized, load_external_data=False).graph.node)
 
+    def check_runner(self, runner: Runner) -> None:
+        """An ONNX Runtime session on the runner's execution provider (``Runner.check_ort``)."""
+        runner.check_ort()
+
     def load(self, artifact: Artifact, runner: Runner, threads: int,
              profile_prefix: str | None = None) -> OrtExecutable:
         """Load for ``runner``; ``profile_prefix``: with the profiler on (``create_session``)."""

@@ -50,6 +50,7 @@ from perfguard.backends.base import (
     Artifact,
     Backend,
     CompileOutput,
+    CountWording,
     DatabaseUse,
     OptionEdit,
     PassInfo,
@@ -376,7 +377,7 @@ class TvmBackend(Backend):
         return CompileOutput(artifact=artifact, trace=trace, work_time_s=trace.total_time_s)
 
     def load(self, artifact: Artifact, runner: Runner, threads: int) -> TvmExecutable:
-        if runner.name.split(":")[0] != "cpu":
+        if not runner.host_cpu:
             raise BackendError(f"a tvm llvm library runs on runner 'cpu', not {runner.name!r}")
         # TVM's thread pool reads TVM_NUM_THREADS once, when it starts: the worker's environment
         # sets it (perfguard.workers.engine); a process that imports TVM later gets it here.
@@ -390,9 +391,19 @@ class TvmBackend(Backend):
             raise BackendError(f"the Relax VM cannot load {artifact.path}: {first_line(exc)}") from None
         return TvmExecutable(vm, device, list(artifact.settings["inputs"]), library)
 
+    def count_wording(self) -> CountWording:
+        """The PrimFunc count after the last Relax pass (``node_count``): each a kernel the
+        Relax VM calls."""
+        return CountWording("PrimFunc", "PrimFuncs", "TVM's lowered module (PrimFunc count after the last Relax pass)",
+                            "TVM's Relax VM", "primfuncs")
+
+    def thread_env(self, threads: int) -> dict[str, str]:
+        """TVM's thread pool reads ``TVM_NUM_THREADS`` once, when TVM is imported."""
+        return {"TVM_NUM_THREADS": str(threads)}
+
     def check_runner(self, runner: Runner) -> None:
         """The Relax VM runs llvm libraries on the CPU; no ONNX Runtime provider is involved."""
-        if runner.name.split(":")[0] != "cpu":
+        if not runner.host_cpu:
             raise RunnerUnavailable(f"the tvm backend builds llvm libraries for runner 'cpu' only, not {runner.name!r}")
         _tvm()
 
@@ -408,13 +419,6 @@ class TvmBackend(Backend):
         part = {"machine": super().artifact_key(pipeline), "host": resolve_target(settings.target) if host else {},
                 "database": digest}
         return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:32]
-
-    def execution_identity(self, artifact: Artifact) -> str:
-        """The library's bytes, the resolved target, opt level, database digest (all in
-        ``settings``) and TVM's versions."""
-        part = {"backend": self.name, "sha256": artifact.sha256, "settings": artifact.settings,
-                "runtime": self.versions()}
-        return hashlib.sha256(json.dumps(part, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _database_use(specs: list[PassSpec], settings: TvmSettings, log: Any) -> DatabaseUse | None:

@@ -18,11 +18,14 @@ from __future__ import annotations
 import ast
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from perfguard import jsonfields as f
 from perfguard.backends.base import DatabaseUse, PassTrace
 from perfguard.errors import UserError
+from perfguard.jsonfields import JsonDict
 
 _SPEC = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*$", re.S)
 
@@ -136,6 +139,37 @@ def structural_hash(mod: Any) -> str:
     import tvm_ffi
 
     return f"{tvm_ffi.structural_hash(mod) & (2**64 - 1):016x}"
+
+
+@dataclass(frozen=True)
+class TvmStages:
+    """The fields a ``tvm`` compile adds to its trace (:class:`TvmTrace`), typed and validated
+    when a document is read (``perfguard.results.Trace.tvm``): the ONNX import and the build (TIR
+    pipeline + LLVM codegen + export), both inside ``total_time_s``; the PrimFuncs of the lowered
+    module (the artifact's ``node_count``); the passes TVM ran nested inside the listed ones.
+    They sit beside the trace's common keys, as :class:`TvmTrace` writes them."""
+
+    import_time_s: float
+    build_time_s: float
+    prim_funcs: int
+    nested_passes: int
+
+    KEYS: ClassVar[tuple[str, ...]] = ("import_time_s", "build_time_s", "prim_funcs", "nested_passes")
+
+    def to_json(self) -> JsonDict:
+        return {"import_time_s": self.import_time_s, "build_time_s": self.build_time_s,
+                "prim_funcs": self.prim_funcs, "nested_passes": self.nested_passes}
+
+    @classmethod
+    def from_trace(cls, data: Mapping[str, Any]) -> TvmStages | None:
+        """The TVM fields of a trace's JSON; None for another backend's trace (none of
+        :attr:`KEYS`). A trace with some of them must have all four (``FieldError`` naming
+        the first missing or malformed one)."""
+        if not any(key in data for key in cls.KEYS):
+            return None
+        kind = "tvm trace"
+        return cls(f.seconds(data, "import_time_s", kind), f.seconds(data, "build_time_s", kind),
+                   f.count(data, "prim_funcs", kind), f.count(data, "nested_passes", kind))
 
 
 @dataclass

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._text import cli_console, literal
     from perfguard.errors import RunnerUnavailable
     from perfguard.results import write_json_atomic
-    from perfguard.runners import runner_status
+    from perfguard.runners import runner_class, runner_status
     from perfguard.runners.telemetry import LOCK_HINT
 
     if args.json:
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     console = cli_console(min_width=120)
     console.print(table)
     console.print(literal(_ort_line()), highlight=False)
-    if any(s.name == "cuda" and s.available for s in statuses):
+    if any(runner_class(s.name).cuda_kernels and s.available for s in statuses):
         console.print(literal("GPU results record clocks and throttling; for stable numbers " + LOCK_HINT),
                       highlight=False)
     if args.json:

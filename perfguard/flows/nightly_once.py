@@ -21,12 +21,13 @@ from perfguard.history.store import Store
 from perfguard.history.store.rows import Night
 from perfguard.progress import Progress
 from perfguard.results.shard import ShardInfo
+from perfguard.runners import runner_kind
 from perfguard.suite import CaseSpec, Suite
 
 
 def runner_class(runner: str) -> str:
     """``npu:QNNExecutionProvider`` -> ``npu``: what decides a machine, not its provider option."""
-    return runner.partition(":")[0]
+    return runner_kind(runner)
 
 
 def _stored_classes(document: object) -> set[str]:

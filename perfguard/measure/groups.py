@@ -50,12 +50,12 @@ def measure_group(request: MeasureRequest, *, timeout: float, workers: int, work
     loops: dict[str, int] = {}
     # The next worker starts (as a spare: imports only) while this one loads its models.
     current: Spare | None = None
-    spare: Spare | None = Spare(workdir, request.threads) if workers > 0 else None
+    spare: Spare | None = Spare(workdir, request.threads, request.backends) if workers > 0 else None
     try:
         for index in range(workers):
             if not live:
                 break
-            current, spare = spare, (Spare(workdir, request.threads) if index + 1 < workers else None)
+            current, spare = spare, (Spare(workdir, request.threads, request.backends) if index + 1 < workers else None)
             _measure_one(request, index, current, live, loops, results, timeout, workdir)
             live = [v for v in live if results[v.id].dropped is None]
     finally:

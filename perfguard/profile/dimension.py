@@ -29,10 +29,12 @@ first that holds names the dimension:
    slower, or more arithmetic (the evidence says whether their node count changed).
 7. **unclear** (``mixed``): no class dominates; the evidence lists the largest contributors.
 
-IREE has no runtime profiler here: its changes are read from IREE's scheduling statistics instead
-(:func:`classify_dispatches`): the dispatch count of each module (``stream-aggregate`` /
-``execution`` / ``dispatch-count``, deterministic and cheap) rising is **scheduling**
-(``more-dispatches``: more, smaller kernels, each a launch); compile time rising with the count
+A backend without a runtime profiler here (``Capabilities.profile`` False: IREE, TVM, Inductor)
+has its changes read from its artifact's counts instead (:func:`classify_counts`), in the
+backend's own words (``Backend.count_wording``): IREE's dispatch count of each module
+(``stream-aggregate`` / ``execution`` / ``dispatch-count``), TVM's PrimFuncs, Inductor's kernels;
+deterministic and cheap. The count rising is **scheduling** (``more-dispatches``,
+``more-primfuncs``...: more, smaller kernels, each a launch); compile time rising with the count
 unchanged is **compile-overhead**; otherwise **unclear**, saying that the change is inside the
 kernels and no profiler can tell compute from memory.
 
@@ -76,6 +78,7 @@ from perfguard.results.explanation import CompileChange, Dimension, OpDelta, Pro
 from perfguard.units import format_bytes, format_duration
 
 if TYPE_CHECKING:
+    from perfguard.backends.base import CountWording
     from perfguard.results.explanation import GpuDiff, KernelDelta
 
 #: Ops that move or reshape data without arithmetic on it.
@@ -266,21 +269,24 @@ def _compile(diff: ProfileDiff | None, change: CompileChange | None) -> Dimensio
     return Dimension("compile-overhead", "compile", tuple(evidence), f"{lead}, run flat: compile-overhead")
 
 
-def classify_dispatches(before: int | None, after: int | None, change: CompileChange | None) -> Dimension:
-    """The dimension of an IREE change from its dispatch counts (module docstring)."""
+def classify_counts(before: int | None, after: int | None, change: CompileChange | None,
+                    wording: CountWording) -> Dimension:
+    """The dimension of a change of a backend without a runtime profiler, from its artifact's
+    counts (module docstring), worded by the backend (``Backend.count_wording``)."""
     if before is None or after is None:
         return classify(None, change)
-    line = (f"dispatches {before} -> {after} ({after - before:+d}), from IREE's scheduling statistics "
-            "(stream-aggregate dispatch-count); no runtime profiler for IREE")
+    many = wording.many
+    line = (f"{many} {before} -> {after} ({after - before:+d}), from {wording.source}; "
+            f"no runtime profiler for {wording.runtime}")
     if after > before:
-        return Dimension("scheduling", "more-dispatches",
-                         (line, "each dispatch is a kernel launch with its own scheduling cost: more of them for the "
-                                "same model is more, smaller kernels"), f"+{after - before} dispatches: scheduling")
+        return Dimension("scheduling", f"more-{wording.rule}",
+                         (line, f"each {wording.one} is a kernel launch with its own scheduling cost: more of them "
+                                "for the same model is more, smaller kernels"), f"+{after - before} {many}: scheduling")
     if change is not None and compile_rose(change):
         compiled = _compile(None, change)
         return replace(compiled, evidence=(*compiled.evidence, line))
-    inside = ("the same number of dispatches" if after == before else "fewer dispatches")
-    return Dimension("unclear", "same-dispatches" if after == before else "fewer-dispatches",
+    inside = (f"the same number of {many}" if after == before else f"fewer {many}")
+    return Dimension("unclear", f"same-{wording.rule}" if after == before else f"fewer-{wording.rule}",
                      (line, f"{inside}: the change is inside the kernels, and without a runtime profiler compute "
                             "cannot be told from memory"), f"{inside} ({before} -> {after}): unclear")
 

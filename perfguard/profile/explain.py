@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 from perfguard.jsonfields import JsonDict
 from perfguard.profile.collect import SideProfiles, profile_sides
 from perfguard.profile.diff import diff_profiles
-from perfguard.profile.dimension import classify, classify_dispatches
+from perfguard.profile.dimension import classify, classify_counts
 from perfguard.results.explanation import CompileChange, Dimension, Explanation, GpuSection
+from perfguard.runners import runner_class
 
 if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase
@@ -75,14 +76,16 @@ def compile_change(baseline: CaseEntry, candidate: CaseEntry, ci_low: float | No
 
 def explain_pair(suite: Suite, case: str, baseline: CompiledCase, candidate: CompiledCase, labels: tuple[str, str],
                  settings: ProfileSettings, workdir: Path, change: CompileChange | None = None) -> Explanation:
-    """Profile both sides of one compared pair and explain the change (IREE: from its dispatch
-    counts, ``classify_dispatches``: a backend that cannot profile, ``Capabilities.profile``)."""
+    """Profile both sides of one compared pair and explain the change (a backend that cannot
+    profile, ``Capabilities.profile``: from its artifacts' counts in its own words,
+    ``classify_counts``)."""
     from perfguard.backends import get_backend
 
     backend = baseline.artifact.backend if baseline.artifact is not None else None
     if backend is not None and not get_backend(backend).capabilities.profile:
         counts = (baseline.entry.metrics.node_count, candidate.entry.metrics.node_count)
-        return Explanation(case, labels[0], labels[1], classify_dispatches(*counts, change), None, change,
+        wording = get_backend(backend).count_wording()
+        return Explanation(case, labels[0], labels[1], classify_counts(*counts, change, wording), None, change,
                            (f"no runtime profiler for backend {backend!r}: explained from its compile statistics",))
     sides = profile_sides(suite, [(labels[0], baseline), (labels[1], candidate)], workers=settings.workers,
                           runs=settings.runs, workdir=workdir / "profile" / _folder_name(case),
@@ -94,7 +97,7 @@ def explain_pair(suite: Suite, case: str, baseline: CompiledCase, candidate: Com
 
     identical = same_execution(baseline.entry, candidate.entry)
     gpu = None
-    if baseline.case.runner == "cuda":
+    if runner_class(baseline.case.runner).cuda_kernels:
         gpu = _gpu_section(suite, [(labels[0], baseline), (labels[1], candidate)], before, after, settings,
                            workdir / "nsight" / _folder_name(case))
     dimension = classify(diff, change, identical, gpu.diff if gpu is not None else None)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from perfguard import children
 from perfguard.errors import NsightError
 from perfguard.results.explanation import NcuKernel, NsightSide, NsysKernel
+from perfguard.runners import runner_class
 
 if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase
@@ -117,7 +118,7 @@ def tool_skips(runner: str, which: Which = shutil.which) -> dict[str, str | None
     """Per tool (``nsys``, ``ncu``): its path, or ``skipped: <reason>`` when it cannot run here."""
     result: dict[str, str | None] = {}
     for tool in ("nsys", "ncu"):
-        if runner != "cuda":
+        if not runner_class(runner).cuda_kernels:
             result[tool] = f"skipped: {tool} profiles CUDA kernels; runner {runner!r} is not cuda"
         else:
             path = which(tool)

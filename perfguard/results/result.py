@@ -42,6 +42,7 @@ import numpy as np
 
 from perfguard import jsonfields as f
 from perfguard.backends.base import Artifact, DatabaseUse, PassRecord
+from perfguard.backends.tvm_trace import TvmStages
 from perfguard.errors import FieldError
 from perfguard.jsonfields import JsonDict, JsonObject
 from perfguard.models.inputs import InputSpec
@@ -270,8 +271,10 @@ def _pass_record(data: Mapping[str, Any]) -> PassRecord:
 class Trace:
     """The pass trace of one compile: one record per pass, in pipeline order.
 
-    ``mode``, ``pass_times`` and ``cache_hit`` are IREE's (``perfguard.backends.iree_trace``);
-    ``extra`` keeps any other key a third-party backend's trace adds, so it is written back."""
+    ``mode``, ``pass_times`` and ``cache_hit`` are IREE's (``perfguard.backends.iree_trace``),
+    ``database_use`` and ``tvm`` TVM's (``perfguard.backends.tvm_trace.TvmStages``: written as
+    keys of the trace, as TVM's trace has them); ``extra`` keeps any other key a third-party
+    backend's trace adds, so it is written back."""
 
     passes: tuple[PassRecord, ...] = ()
     input_hash: str = ""
@@ -284,6 +287,7 @@ class Trace:
     cache_hit: bool | None = None
     extra: JsonObject = field(default_factory=dict)
     database_use: DatabaseUse | None = None  # a TVM pipeline that applies a tuning database
+    tvm: TvmStages | None = None
 
     def after_prefix(self, prefix: Trace, shift: int) -> Trace:
         """This trace (stage 2 of a hybrid compile, its passes renumbered from ``shift``) behind the
@@ -295,11 +299,10 @@ class Trace:
         out: JsonDict = {"passes": [_pass_json(p) for p in self.passes], "input_hash": self.input_hash,
                            "final_hash": self.final_hash, "total_time_s": self.total_time_s, "exact": self.exact,
                            "note": self.note}
-        return {**self.extra, **out, **_drop_none({"mode": self.mode, "cache_hit": self.cache_hit,
-                                                   "pass_times": None if self.pass_times is None
-                                                   else list(self.pass_times),
-                                                   "database_use": None if self.database_use is None
-                                                   else self.database_use.to_json()})}
+        return {**self.extra, **out, **({} if self.tvm is None else self.tvm.to_json()),
+                **_drop_none({"mode": self.mode, "cache_hit": self.cache_hit,
+                              "pass_times": None if self.pass_times is None else list(self.pass_times),
+                              "database_use": None if self.database_use is None else self.database_use.to_json()})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Trace:
@@ -312,11 +315,12 @@ class Trace:
                    None if data.get("cache_hit") is None else f.boolean(data, "cache_hit", kind),
                    {k: v for k, v in data.items() if k not in _TRACE_KEYS},
                    None if data.get("database_use") is None
-                   else DatabaseUse.from_json(f.obj(data, "database_use", kind)))
+                   else DatabaseUse.from_json(f.obj(data, "database_use", kind)),
+                   TvmStages.from_trace(data))
 
 
 _TRACE_KEYS = frozenset({"passes", "input_hash", "final_hash", "total_time_s", "exact", "note", "mode", "pass_times",
-                         "cache_hit", "database_use"})
+                         "cache_hit", "database_use", *TvmStages.KEYS})
 
 
 def _pass_json(record: PassRecord) -> JsonDict:

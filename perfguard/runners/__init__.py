@@ -57,9 +57,21 @@ def check_runner_options(name: str, options: RunnerOptions) -> None:
 
     What ``get_runner(name, options=options)`` would refuse, found without making the runner: the
     suite parser checks its ``[runners.NAME]`` tables with it."""
+    runner_class(name).check_options(name, options)
+
+
+def runner_class(name: str) -> type[Runner]:
+    """The class of the runner called ``name``, whose class attributes say what it is
+    (``Runner.kind``, ``host_cpu``, ``cuda_kernels``) without making the runner; an unknown
+    name is a ``UserError`` listing the runners this perfguard knows."""
     prefix, _ = _split_name(name)
-    kind: type[Runner] = _PREFIXES[prefix] if prefix else _RUNNERS[name]
-    kind.check_options(name, options)
+    return _PREFIXES[prefix] if prefix else _RUNNERS[name]
+
+
+def runner_kind(name: str) -> str:
+    """The device kind a runner name names (``npu:QNNExecutionProvider`` -> ``npu``), also for a
+    name this perfguard does not know (a stored document's): the part before any ``:``."""
+    return name.partition(":")[0]
 
 
 def _split_name(name: str) -> tuple[str, str]:

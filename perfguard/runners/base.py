@@ -45,6 +45,15 @@ class Runner(ABC):
     accepted_options: ClassVar[tuple[str, ...]] = ("clock_tolerance", "telemetry_interval")
     # Untimed runs after loading, at least: device runners need more (module load, JIT, autotuning).
     min_warmup: ClassVar[int] = 1
+    #: The device kind: its name without a provider (``cpu``, ``cuda``, ``npu``). A stage that
+    #: needs to know what a runner is asks it (this, or the properties below), never its name.
+    kind: ClassVar[str]
+    #: Its artifacts run on this machine's CPU (an ONNX Runtime CPU session, a library compiled
+    #: for the host).
+    host_cpu: ClassVar[bool] = False
+    #: Its kernels run on an NVIDIA GPU through CUDA: ONNX Runtime's ``Kernel`` events time them,
+    #: Nsight Systems and Nsight Compute profile them.
+    cuda_kernels: ClassVar[bool] = False
 
     def check_available(self) -> None:
         """Raise ``RunnerUnavailable`` with every reason this machine cannot serve ONNX Runtime

@@ -12,6 +12,8 @@ from perfguard.runners.fingerprint import host_fingerprint
 
 class CpuRunner(Runner):
     name = "cpu"
+    kind = "cpu"
+    host_cpu = True
 
     def __init__(self, repo: Path | None = None) -> None:
         self.repo = repo

@@ -223,6 +223,8 @@ def gpu_fingerprint(nvml: Any, handle: Any) -> JsonObject:
 
 
 class CudaRunner(Runner):
+    kind = "cuda"
+    cuda_kernels = True
     name = "cuda"
     accepted_options = ("provider_options", "device_id", "clock_tolerance", "telemetry_interval")
     min_warmup = 3

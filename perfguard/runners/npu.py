@@ -66,6 +66,7 @@ def resolve_provider(spec: str) -> NpuProvider:
 
 
 class NpuRunner(Runner):
+    kind = "npu"
     """``npu:<provider>``: one ONNX Runtime NPU execution provider with options from the suite."""
 
     accepted_options = ("provider_options", "clock_tolerance", "telemetry_interval")

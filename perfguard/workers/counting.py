@@ -77,6 +77,10 @@ class CountRequest:
     def threads(self) -> int:
         return 1
 
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return (self.variant.artifact.backend,)
+
     def to_json(self) -> JsonDict:
         return {"mode": self.mode, "variant": self.variant.to_json(), "runner": self.runner,
                 "runner_options": self.runner_options.to_json(), "warmup": self.warmup,
@@ -142,6 +146,10 @@ class CountCompileRequest:
     @property
     def threads(self) -> int:
         return 1
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return self.compile.backends
 
     def to_json(self) -> JsonDict:
         return {"mode": self.mode, "compile": self.compile.to_json()}

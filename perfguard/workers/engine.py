@@ -14,12 +14,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
 from perfguard import children
+from perfguard.backends import get_backend
+from perfguard.errors import UserError
 from perfguard.workers.protocol import (
     ProtocolError,
     Request,
@@ -53,12 +55,19 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def _worker_env(threads: int, workdir: Path) -> dict[str, str]:
+def _worker_env(threads: int, workdir: Path, backends: Sequence[str]) -> dict[str, str]:
     env = dict(os.environ)
-    # Keep libraries that size their own thread pools from the core count out of the way (TVM's
-    # pool reads TVM_NUM_THREADS once, at start-up: it must be set before the worker imports TVM).
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "TVM_NUM_THREADS"):
-        env.setdefault(var, str(threads))
+    # Keep libraries that size their own thread pools from the core count out of the way; each
+    # backend adds its runtime's own variables (``Backend.thread_env``: TVM's pool reads
+    # TVM_NUM_THREADS once, at start-up, so it must be set before the worker imports TVM).
+    wanted = {var: str(threads) for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    for name in backends:
+        try:
+            wanted.update(get_backend(name).thread_env(threads))
+        except UserError:  # an unknown backend: the worker reports it, with the valid names
+            continue
+    for var, value in wanted.items():
+        env.setdefault(var, value)
     # A worker's temporary files (profiles, ONNX Runtime's scratch) go inside the job's folder: a
     # worker killed by a signal cannot remove them itself, the job's cleanup removes that folder.
     scratch = workdir / "tmp"
@@ -74,7 +83,7 @@ class Spare:
     a process started on the spot; ``measure_group`` starts the next worker's spare while the
     current worker loads its models, which takes that start-up off the critical path."""
 
-    def __init__(self, workdir: Path, threads: int) -> None:
+    def __init__(self, workdir: Path, threads: int, backends: Sequence[str]) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         fd, self.stderr_path = tempfile.mkstemp(prefix="stderr-", suffix=".txt", dir=workdir)
         self.stderr = os.fdopen(fd, "w")
@@ -82,7 +91,7 @@ class Spare:
         try:
             self.proc = children.popen([sys.executable, "-m", "perfguard.workers.worker", "--spare"],
                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.stderr,
-                                       env=_worker_env(threads, workdir), text=True)
+                                       env=_worker_env(threads, workdir, backends), text=True)
         except BaseException:
             self.stderr.close()
             raise
@@ -128,7 +137,7 @@ def run_worker(request: Request[R], timeout: float, workdir: Path, spare: Spare 
         with open(stderr_path, "w") as stderr:
             try:
                 command = [sys.executable, "-m", "perfguard.workers.worker", request_path, response_path]
-                env = _worker_env(request.threads, workdir)
+                env = _worker_env(request.threads, workdir, request.backends)
                 if prepare is not None:
                     command, env = prepare(command, env)
                 proc = children.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,

@@ -316,12 +316,17 @@ def decode_response(data: Any, parse: Callable[[Mapping[str, Any]], R]) -> tuple
 
 class Request(Protocol[R_co]):
     """What every request has: its ``mode``, its ``threads`` (the parent sizes the worker's
-    thread pools by it), its JSON form, and the parser of its response body."""
+    thread pools by it), the backends whose artifacts it compiles or loads (each sets its own
+    thread environment, ``Backend.thread_env``), its JSON form, and the parser of its response
+    body."""
 
     mode: ClassVar[str]
 
     @property
     def threads(self) -> int: ...
+
+    @property
+    def backends(self) -> tuple[str, ...]: ...
 
     def to_json(self) -> JsonDict: ...
 
@@ -371,6 +376,10 @@ class CompileRequest:
     correctness: CheckTolerance
     input_specs: tuple[InputSpec, ...]
     reference_cache: str | None
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return (self.backend,)
 
     def to_json(self) -> JsonDict:
         return {"mode": self.mode, "backend": self.backend, "model_path": self.model_path,
@@ -447,6 +456,10 @@ class MeasureRequest:
     min_rounds: int = 0
     max_time: float = 0.0
 
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v.artifact.backend for v in self.variants))
+
     def to_json(self) -> JsonDict:
         return {"mode": self.mode, "variants": [v.to_json() for v in self.variants], "runner": self.runner,
                 "runner_options": _options(self.runner_options), "threads": self.threads, "warmup": self.warmup,
@@ -494,6 +507,10 @@ class MemoryRequest:
     seed: int
     input_specs: tuple[InputSpec, ...]
 
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return (self.artifact.backend,)
+
     def to_json(self) -> JsonDict:
         return {"mode": self.mode, "artifact": self.artifact.to_json(), "runner": self.runner,
                 "runner_options": _options(self.runner_options), "threads": self.threads, "warmup": self.warmup,
@@ -525,6 +542,10 @@ class VerifyRequest:
     input_specs: tuple[InputSpec, ...]
     correctness: CheckTolerance
     reference: str
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return (self.artifact.backend,)
 
     def to_json(self) -> JsonDict:
         return {"mode": self.mode, "artifact": self.artifact.to_json(), "runner": self.runner,
@@ -565,6 +586,10 @@ class ProfileRequest:
     worker_index: int
     input_specs: tuple[InputSpec, ...]
     trace_dir: str | None = None
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(v.artifact.backend for v in self.variants))
 
     def to_json(self) -> JsonDict:
         return {"mode": self.mode, "variants": [v.to_json() for v in self.variants], "runner": self.runner,
