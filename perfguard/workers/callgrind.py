@@ -38,8 +38,9 @@ from perfguard.results.counts import EVENTS
 #: The environment of a counted worker: every thread pool pinned to one thread and Python's hash
 #: seed fixed (an unpinned OpenBLAS pool and ORT's spinning threads gave a 6 % A/A spread in the
 #: first look, before windows; pinned, 0.2 %).
-COUNTED_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TVM_NUM_THREADS": "1",
-               "PYTHONHASHSEED": "0"}
+#: A backend's own thread variables (``Backend.thread_env``, set in ``base``) are pinned with them:
+#: every ``*_NUM_THREADS`` of the environment is "1" (:func:`counted_env`).
+COUNTED_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 #: The one line a counted command prints when Valgrind is not installed.
 MISSING = ("--counts needs Valgrind (callgrind) on PATH: install it (Debian/Ubuntu: apt-get install valgrind; "
            "Fedora: dnf install valgrind) or run without --counts")
@@ -138,7 +139,8 @@ def counted_env(worker: Sequence[str], base: Mapping[str, str]) -> dict[str, str
     then starts at one alignment whatever the paths and the parent's pid (``perfguard.children``
     adds it) are. Why: a 1-character and a 61-character variable moved the same inference's count
     by up to 0.06 % (CodSpeed fixes its stack layout for the same reason)."""
-    env = {**base, **COUNTED_ENV}
+    pinned = {key: "1" for key in base if key.endswith("_NUM_THREADS")}
+    env = {**base, **pinned, **COUNTED_ENV}
     env.pop(PAD_ENV, None)
     from perfguard.children import PARENT_PID_ENV
 
