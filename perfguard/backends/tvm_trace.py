@@ -161,7 +161,7 @@ class TvmStages:
                 "prim_funcs": self.prim_funcs, "nested_passes": self.nested_passes}
 
     @classmethod
-    def from_trace(cls, data: Mapping[str, Any]) -> TvmStages | None:
+    def from_trace(cls, data: Mapping[str, object]) -> TvmStages | None:
         """The TVM fields of a trace's JSON; None for another backend's trace (none of
         :attr:`KEYS`). A trace with some of them must have all four (``FieldError`` naming
         the first missing or malformed one)."""
