@@ -23,6 +23,11 @@ JsonDict: TypeAlias = "dict[str, JsonValue]"
 JsonObject = dict[str, Any]
 
 
+def drop_none(data: Mapping[str, JsonValue]) -> JsonDict:
+    """``data`` without its None values: a typed document's optional fields, absent when unset."""
+    return {k: v for k, v in data.items() if v is not None}
+
+
 #: The longest duration a document may hold, in seconds (about 116 days): no latency sample,
 #: compile or measurement setting lasts longer, and the ratios of the statistics stay finite.
 MAX_SECONDS = 1e7

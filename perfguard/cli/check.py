@@ -130,10 +130,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     finally:
         progress.stop()
     if shard is not None:
-        base = document.mode.get("base_commit")
         rows = tuple((r.case, r.metric) for r in document.verdicts)  # what merge checks this shard's rows against
         document = dataclasses.replace(document, shard=dataclasses.replace(
-            shard, base_commit=base if isinstance(base, str) else None, rows=rows))
+            shard, base_commit=document.mode.base_commit, rows=rows))
     return _report(document, args)
 
 

@@ -101,7 +101,7 @@ class PerfguardChecker:
                 print_verdicts(document)
             what = {ExitCode.REGRESSION: "a performance regression", ExitCode.UNKNOWN: "undecided cases"}.get(
                 code, f"perfguard check exit {int(code)}")
-            pytest.fail(f"perfguard: {what} ({document.mode.get('baseline')} -> {document.mode.get('candidate')})\n"
+            pytest.fail(f"perfguard: {what} ({document.mode.baseline} -> {document.mode.candidate})\n"
                         f"{table.getvalue()}report: {written['html']}", pytrace=False)
         return document
 

@@ -37,17 +37,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from perfguard import jsonfields as f
+from perfguard.compare.mode import Sampling
 from perfguard.compare.verdicts import Verdict, VerdictsDocument
 from perfguard.exit_codes import ExitCode
-from perfguard.jsonfields import JsonDict, JsonObject
+from perfguard.jsonfields import JsonObject
 from perfguard.results import CaseEntry
 from perfguard.stats import bh_adjust, compare_deterministic, compare_paired, compare_unpaired
-from perfguard.stats.adaptive import Look, SequentialPlan, sequential_sampling
+from perfguard.stats.adaptive import SequentialPlan, sequential_sampling
 from perfguard.stats.verdict import Comparison
 from perfguard.suite.gates import METRICS, CheckSettings, ThresholdSet
 
@@ -277,44 +277,6 @@ def control_false_discoveries(rows: list[Verdict], plan: SequentialPlan) -> list
                                           comparison=dataclasses.replace(row.comparison, reason=reason))
             rows[i] = row
     return rows
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How a check sampled: its plan (false-discovery level, looks, level and confidence by look,
-    the families corrected together, workers first / per step / at most) and its history, one
-    :class:`perfguard.stats.adaptive.Look` per look. Written as the ``settings`` of a verdicts
-    document (the check adds its own keys beside these)."""
-
-    alpha: float
-    looks_planned: int
-    alpha_by_look: tuple[float, ...]
-    confidence_by_look: tuple[float, ...]
-    families: tuple[str, ...]
-    initial_workers: int
-    step_workers: int
-    max_workers: int
-    history: tuple[Look, ...]
-
-    @property
-    def last_workers(self) -> int:
-        """The workers planned at the last look (what a decided comparison had)."""
-        return self.history[-1].workers
-
-    def to_json(self) -> JsonDict:
-        return {"alpha": self.alpha, "looks_planned": self.looks_planned, "alpha_by_look": list(self.alpha_by_look),
-                "confidence_by_look": list(self.confidence_by_look), "families": list(self.families),
-                "initial_workers": self.initial_workers, "step_workers": self.step_workers,
-                "max_workers": self.max_workers, "history": [h.to_json() for h in self.history]}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Sampling:
-        kind = "sampling"
-        return cls(f.finite(data, "alpha", kind), f.count(data, "looks_planned", kind),
-                   f.number_list(data, "alpha_by_look", kind), f.number_list(data, "confidence_by_look", kind),
-                   f.string_list(data, "families", kind), f.count(data, "initial_workers", kind),
-                   f.count(data, "step_workers", kind), f.count(data, "max_workers", kind),
-                   tuple(Look.from_json(h) for h in f.objects(data, "history", kind)))
 
 
 def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[str], int], None],

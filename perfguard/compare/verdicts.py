@@ -15,6 +15,11 @@ Format history (``VERDICTS_VERSION``):
    not read is kept as found, an ``UnreadableExplanation``, and written back unchanged).
    ``shard`` (``check --shard K/N``: which part of which whole, ``perfguard.results.shard.ShardInfo``;
    a document written by ``perfguard merge`` has none and says ``mode.merged_shards`` instead).
+2. ``results`` is keyed ``baseline`` and ``candidate`` (``ComparedResults``; the baseline absent
+   where one document holds both sides, ``check --against-pipeline``) instead of by labels that
+   changed with the mode (``base``/``head``, ``baseline``/``candidate``, ``head`` alone), and
+   ``mode`` and ``settings`` are read typed (``CheckMode``, ``VerdictsSettings``: the JSON of both is
+   unchanged; a mode key no kind writes is dropped). ``migrate_to_2`` renames the labels.
 
 The loader refuses a newer version ("upgrade perfguard") and migrates older ones
 (``_MIGRATIONS[n]`` turns version n into n + 1); ``to_json(from_json(d)) == d`` for every valid
@@ -31,17 +36,28 @@ from pathlib import Path
 from typing import Any, Literal
 
 from perfguard import __version__, jsonfields as f
+from perfguard.compare.mode import CheckMode, ComparedResults, VerdictsSettings, v1_results
 from perfguard.errors import FieldError
-from perfguard.jsonfields import JsonDict, JsonObject
-from perfguard.results import ResultDocument, read_json
+from perfguard.jsonfields import JsonDict
+from perfguard.results import read_json
 from perfguard.results.documents import current_format, typed_document
 from perfguard.results.explanation import StoredExplanation, read_explanation
 from perfguard.results.result import current_result_json
 from perfguard.results.shard import ShardInfo
 from perfguard.stats.verdict import Comparison, is_regression
 
-VERDICTS_VERSION = 1
-_MIGRATIONS: dict[int, Callable[[JsonDict], JsonDict]] = {}
+VERDICTS_VERSION = 2
+
+
+def migrate_to_2(data: JsonDict) -> JsonDict:
+    """Version 1 -> 2: ``results`` keyed ``baseline``/``candidate`` (:func:`v1_results`)."""
+    results = data.get("results")
+    if not isinstance(results, dict):
+        return {**data, "version": 2}
+    return {**data, "version": 2, "results": v1_results(results)}
+
+
+_MIGRATIONS: dict[int, Callable[[JsonDict], JsonDict]] = {1: migrate_to_2}
 
 #: A row's decision: the comparison's three-way decision, or ``failed`` (a side did not run).
 RowDecision = Literal["same", "different", "unknown", "failed"]
@@ -221,14 +237,14 @@ class Summary:
 
 @dataclass(frozen=True)
 class VerdictsDocument:
-    """What a check or compare decided: ``mode`` (``kind``, ``baseline``, ``candidate`` and the
-    kind's own keys), the statistical ``settings`` and sampling history, the verdicts, warnings,
-    and the result document of each side (``results``, by side label)."""
+    """What a check or compare decided: the ``mode`` (what was compared), the statistical
+    ``settings`` and sampling history, the verdicts, warnings, and the result document of each
+    side (``results``; None in a document built without any, as tests do)."""
 
-    mode: JsonObject
-    settings: JsonObject
+    mode: CheckMode
+    settings: VerdictsSettings
     verdicts: tuple[Verdict, ...]
-    results: dict[str, ResultDocument]
+    results: ComparedResults | None
     warnings: tuple[str, ...] = ()
     summary: Summary = field(default_factory=Summary)
     created_at: str = ""
@@ -238,31 +254,32 @@ class VerdictsDocument:
     shard: ShardInfo | None = None
 
     @classmethod
-    def of(cls, mode: JsonObject, rows: Iterable[Verdict], settings: JsonObject,
-           results: Mapping[str, ResultDocument], warnings: Iterable[str]) -> VerdictsDocument:
+    def of(cls, mode: CheckMode, rows: Iterable[Verdict], settings: VerdictsSettings,
+           results: ComparedResults | None, warnings: Iterable[str]) -> VerdictsDocument:
         rows = tuple(rows)
-        return cls(mode, settings, rows, dict(results), tuple(warnings), Summary.of(rows),
+        return cls(mode, settings, rows, results, tuple(warnings), Summary.of(rows),
                    datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
 
     @property
     def kind(self) -> str:
-        return str(self.mode.get("kind", ""))
+        return self.mode.kind
 
     def to_json(self) -> JsonDict:
         return {"version": self.version, "tool": {"name": "perfguard", "version": self.tool_version},
-                "created_at": self.created_at, "mode": self.mode, "settings": self.settings,
+                "created_at": self.created_at, "mode": self.mode.to_json(), "settings": self.settings.to_json(),
                 "summary": self.summary.to_json(), "warnings": list(self.warnings),
                 "verdicts": [v.to_json() for v in self.verdicts],
-                "results": {label: r.to_json() for label, r in self.results.items()},
+                "results": {} if self.results is None else self.results.to_json(),
                 **({"explanations": [e.to_json() for e in self.explanations]} if self.explanations else {}),
                 **({"shard": self.shard.to_json()} if self.shard is not None else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> VerdictsDocument:
         kind = "verdicts"
-        return cls(f.obj(data, "mode", kind), f.obj(data, "settings", kind),
+        results = f.obj(data, "results", kind)
+        return cls(CheckMode.from_json(f.obj(data, "mode", kind)), VerdictsSettings.from_json(f.obj(data, "settings", kind)),
                    tuple(Verdict.from_json(v) for v in f.objects(data, "verdicts", kind)),
-                   {label: ResultDocument.from_json(r) for label, r in f.obj(data, "results", kind).items()},
+                   ComparedResults.from_json(results) if results else None,
                    f.string_list(data, "warnings", kind), Summary.from_json(f.obj(data, "summary", kind)),
                    f.string(data, "created_at", kind), f.string(f.obj(data, "tool", kind), "version", "tool"),
                    f.integer(data, "version", kind),

@@ -124,7 +124,7 @@ def load_export_sources(paths: Sequence[str | Path]) -> list[ExportSource]:
     check's ``head_commit``, else the result's ``compiler.commit``). Every file is read and
     validated before anything is written."""
     from perfguard.compare.verdicts import parse_verdicts
-    from perfguard.history.ingest import candidate_label, stored_kind
+    from perfguard.history.ingest import stored_kind
     from perfguard.results.documents import read_json
     from perfguard.results.result import parse_result
 
@@ -138,14 +138,10 @@ def load_export_sources(paths: Sequence[str | Path]) -> list[ExportSource]:
             out.append(ExportSource(path, result, result.compiler.commit if result.compiler else None))
         elif kind == "verdicts":
             verdicts = parse_verdicts(data, path)
-            label = candidate_label(verdicts.results)
-            if label is None:
-                raise StorageError(f"{path}: a verdicts document without a candidate result among "
-                                   f"{sorted(verdicts.results)} (expected 'head' or 'candidate')")
-            candidate = verdicts.results[label]
-            head = verdicts.mode.get("head_commit")
-            commit = head if isinstance(head, str) and head else (
-                candidate.compiler.commit if candidate.compiler else None)
+            if verdicts.results is None:
+                raise StorageError(f"{path}: a verdicts document without a candidate result")
+            candidate = verdicts.results.candidate
+            commit = verdicts.mode.head_commit or (candidate.compiler.commit if candidate.compiler else None)
             out.append(ExportSource(path, candidate, commit))
         else:
             raise StorageError(f"{path}: a {kind} document, not a result or verdicts document to export")

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from perfguard.bisect.document import BisectResult
+    from perfguard.compare.mode import ComparedResults
     from perfguard.compare.verdicts import VerdictsDocument
     from perfguard.results.result import CaseEntry, ResultDocument
 
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
 #: :class:`perfguard.formats.common.Imported`).
 PerfguardDocument: TypeAlias = "ResultDocument | VerdictsDocument | BisectResult"
 
-#: The side of a verdicts document that was measured now, in order of preference.
+#: The side of a stored verdicts document (as stored: format 1 or 2) that was measured now, in
+#: order of preference: ``head`` (format 1), ``candidate``.
 CANDIDATE_LABELS = ("head", "candidate")
 
 
@@ -127,7 +129,9 @@ def document_hash(text: str) -> str:
 
 
 def candidate_label(labels: Iterable[str]) -> str | None:
-    """The label of a verdicts document's candidate result (``head``, ``candidate``, or the only one)."""
+    """The label of the candidate result among a stored verdicts document's raw ``results``
+    (``head``, ``candidate``, or the only one): the store reads bodies as they were stored, in
+    either format; a typed document says ``results.candidate``."""
     labels = list(labels)
     for label in CANDIDATE_LABELS:
         if label in labels:
@@ -190,7 +194,7 @@ def parse_stored(data: Any, source: str) -> PerfguardDocument:
     from perfguard.compare.verdicts import parse_verdicts
 
     verdicts = parse_verdicts(data, source)
-    _candidate_label(verdicts, source)
+    _compared(verdicts, source)
     return verdicts
 
 
@@ -209,16 +213,14 @@ def extract_document(document: PerfguardDocument, source: str) -> Extracted:
         bad = document.bad.sha if document.bad and document.bad.sha else None
         return Extracted("bisect", document.suite, None, bad, ())
     verdicts = document
-    label = _candidate_label(verdicts, source)
-    candidate = verdicts.results[label]
-    mode = verdicts.mode
-    commit = _opt_str(mode.get("head_commit")) or (candidate.compiler.commit if candidate.compiler else None)
+    compared = _compared(verdicts, source)
+    candidate, baseline, mode = compared.candidate, compared.baseline, verdicts.mode
+    commit = mode.head_commit or (candidate.compiler.commit if candidate.compiler else None)
     time = verdicts.created_at or candidate.finished_at
     rows: list[PointRow] = list(absolute_points(candidate, commit))
-    baseline = next((r for lbl, r in verdicts.results.items() if lbl != label), None)
     by_id = {c.id: c for c in candidate.cases}
     for row in verdicts.verdicts:
-        if row.metric != "latency" or not row.paired or row.decision == "failed" or mode.get("kind") != "base-ref":
+        if row.metric != "latency" or not row.paired or row.decision == "failed" or mode.kind != "base-ref":
             continue  # a ratio series chains versions of the compiler (check --base-ref), not pipelines
         entry = by_id.get(row.case)
         if entry is None:
@@ -226,22 +228,20 @@ def extract_document(document: PerfguardDocument, source: str) -> Extracted:
         key = _key(candidate, entry, "latency", "ratio", runner_class=entry.runner)
         c = row.comparison
         if c.method == "identity":
-            rows.append(PointRow(key, time, commit, 1.0, (), 1.0, 1.0, _opt_str(mode.get("base_commit")), "same"))
+            rows.append(PointRow(key, time, commit, 1.0, (), 1.0, 1.0, mode.base_commit, "same"))
             continue
         if not math.isfinite(c.ratio):
             continue
         base_entry = _baseline_entry(baseline, candidate, entry, row.baseline)
         rows.append(PointRow(key, time, commit, c.ratio, worker_ratios(base_entry, entry), _finite(c.ci_low),
-                             _finite(c.ci_high), _opt_str(mode.get("base_commit")), row.decision))
+                             _finite(c.ci_high), mode.base_commit, row.decision))
     return Extracted("verdicts", candidate.suite.name, time, commit, tuple(rows))
 
 
-def _candidate_label(verdicts: VerdictsDocument, source: str) -> str:
-    label = candidate_label(verdicts.results)
-    if label is None:
-        raise StorageError(f"{source}: corrupt verdicts document: no candidate result among "
-                           f"{sorted(verdicts.results)} (expected 'head' or 'candidate')")
-    return label
+def _compared(verdicts: VerdictsDocument, source: str) -> ComparedResults:
+    if verdicts.results is None:
+        raise StorageError(f"{source}: corrupt verdicts document: no candidate result")
+    return verdicts.results
 
 
 def absolute_points(result: ResultDocument, commit: str | None = None) -> Iterable[PointRow]:
@@ -323,7 +323,3 @@ def _float(value: int | float | None) -> float | None:
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
-
-
-def _opt_str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

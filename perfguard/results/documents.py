@@ -78,7 +78,7 @@ def check_writable(path: str | Path, option: str, *, directory: bool = False) ->
 
 
 #: The current format version of each document with a shipped schema (``<name>-v<N>.schema.json``).
-SCHEMA_VERSIONS = {"result": 2, "verdicts": 1}
+SCHEMA_VERSIONS = {"result": 2, "verdicts": 2}
 
 
 @cache

@@ -56,10 +56,6 @@ _MIGRATIONS: dict[int, Callable[[JsonDict], JsonDict]] = {1: lambda data: {**dat
 Status = Literal["ok", "failed"]
 
 
-def _drop_none(data: Mapping[str, Any]) -> JsonDict:
-    return {k: v for k, v in data.items() if v is not None}
-
-
 @dataclass(frozen=True)
 class Latency:
     """Latency in seconds: every value per worker process, and their summary."""
@@ -94,7 +90,7 @@ class Latency:
         summary = {"n": self.n, "median": self.median, "mean": self.mean, "stdev": self.stdev, "cv": self.cv,
                    "min": self.min, "max": self.max, "p10": self.p10, "p25": self.p25, "p75": self.p75,
                    "p90": self.p90, "p99": self.p99}
-        return {**_drop_none(summary), "per_worker": [list(w) for w in self.per_worker]}
+        return {**f.drop_none(summary), "per_worker": [list(w) for w in self.per_worker]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Latency:
@@ -147,7 +143,7 @@ class Metrics:
         return None if value is None else float(value)
 
     def to_json(self) -> JsonDict:
-        out = _drop_none({
+        out = f.drop_none({
             "compile_time_s": self.compile_time_s,
             "compile_times_s": None if self.compile_times_s is None else list(self.compile_times_s),
             "artifact_size_bytes": self.artifact_size_bytes, "node_count": self.node_count,
@@ -295,7 +291,7 @@ class Trace:
         out: JsonDict = {"passes": [_pass_json(p) for p in self.passes], "input_hash": self.input_hash,
                            "final_hash": self.final_hash, "total_time_s": self.total_time_s, "exact": self.exact,
                            "note": self.note}
-        return {**self.extra, **out, **_drop_none({"mode": self.mode, "cache_hit": self.cache_hit,
+        return {**self.extra, **out, **f.drop_none({"mode": self.mode, "cache_hit": self.cache_hit,
                                                    "pass_times": None if self.pass_times is None
                                                    else list(self.pass_times),
                                                    "database_use": None if self.database_use is None
@@ -323,7 +319,7 @@ def _pass_json(record: PassRecord) -> JsonDict:
     return {"index": record.index, "name": record.name, "source": record.source, "time_s": record.time_s,
             "nodes_before": record.nodes_before, "nodes_after": record.nodes_after,
             "op_histogram": dict(record.op_histogram), "ir_hash": record.ir_hash, "changed": record.changed,
-            **_drop_none({"instructions": record.instructions})}
+            **f.drop_none({"instructions": record.instructions})}
 
 
 @dataclass(frozen=True)
@@ -361,7 +357,7 @@ class ArtifactInfo:
     def to_json(self) -> JsonDict:
         out: JsonDict = {"sha256": self.sha256, "size_bytes": self.size_bytes, "node_count": self.node_count,
                          "settings": self.settings}
-        return {**out, **_drop_none({"execution_identity": self.execution_identity})}
+        return {**out, **f.drop_none({"execution_identity": self.execution_identity})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ArtifactInfo:
@@ -503,7 +499,7 @@ class CaseEntry:
                     "correctness_on_runner": (None if self.correctness_on_runner is None
                                               else self.correctness_on_runner.to_json()),
                     "not_measured": self.not_measured}
-        return {**out, **_drop_none(optional)}
+        return {**out, **f.drop_none(optional)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseEntry:
