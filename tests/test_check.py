@@ -126,7 +126,7 @@ def test_base_ref_check_finds_the_commit_that_slows_a_user_pass(tmp_path):
     assert row["decision"] == "different" and row["direction"] == "regression", row["comparison"]["reason"]
     assert proc.returncode == 1
     assert document["mode"]["base_commit"] == shas[1]
-    assert set(document["results"]) == {"base", "head"}
+    assert set(document["results"]) == {"baseline", "candidate"}
     assert document["results"]["baseline"]["compiler"]["commit"] == shas[1]
     # No change between two commits: never DIFFERENT; the worktree is gone afterwards.
     out2 = tmp_path / "same.json"

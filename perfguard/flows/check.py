@@ -180,7 +180,7 @@ def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, 
     if not targets:
         raise UserError(f"--against-pipeline {reference}: no selected case uses another pipeline")
     for case in targets:
-        ref_id = f"{case.model.name}/{reference}/{case.runner}"
+        ref_id = str(case.case_id.with_pipeline(reference))
         if ref_id not in by_id:
             raise UserError(f"--against-pipeline {reference}: the suite has no case {ref_id} to compare {case.id} with")
         needed[ref_id] = by_id[ref_id]
@@ -188,7 +188,7 @@ def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, 
     job = Job(suite, list(needed.values()), progress=progress)
 
     def make_pairs(by_variant: dict[str, CompiledCase]) -> list[Pair]:
-        return [_paired(c.id, by_variant[variant_id("head", f"{c.model.name}/{reference}/{c.runner}")],
+        return [_paired(c.id, by_variant[variant_id("head", str(c.case_id.with_pipeline(reference)))],
                         by_variant[variant_id("head", c.id)], reference, c.pipeline.name, settings) for c in targets]
 
     mode = CheckMode("pipeline", f"pipeline {reference}", "other pipelines")
@@ -214,13 +214,13 @@ def check_artifacts_against_pipeline(folder: Path, reference: str, settings: Che
         by_variant = {c.variant_id: c for c in job.compiled if c.artifact is not None}
         ok = {c.case.id: c for c in by_variant.values()}
         targets = [c.case for c in by_variant.values() if c.case.pipeline.name != reference
-                   and f"{c.case.model.name}/{reference}/{c.case.runner}" in ok]
+                   and str(c.case.case_id.with_pipeline(reference)) in ok]
         if not targets:
             raise UserError(f"--against-pipeline {reference}: {folder} holds no verified pair of pipeline {reference!r} "
                             "and another pipeline of the same model and runner")
 
         def make_pairs(variants: dict[str, CompiledCase]) -> list[Pair]:
-            return [_paired(c.id, ok[f"{c.model.name}/{reference}/{c.runner}"], ok[c.id], reference,
+            return [_paired(c.id, ok[str(c.case_id.with_pipeline(reference))], ok[c.id], reference,
                             c.pipeline.name, settings) for c in targets]
 
         measure_paired(job, make_pairs(by_variant), by_variant, settings.workers)

@@ -203,7 +203,7 @@ def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: Ch
     report.edited_pipelines = tuple(sorted(edited))
     if bisect:
         for finding in report.new_regressions:
-            pipeline = finding.series.key.case.split("/")[1] if finding.series.key.case.count("/") == 2 else ""
+            pipeline = finding.series.key.pipeline
             if pipeline in edited:
                 store.set_change_status(finding.change.id, finding.change.status,
                                         f"{finding.change.note}; not bisected: the suite's pipeline {pipeline!r} "

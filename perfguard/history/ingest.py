@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from perfguard.errors import StorageError
+from perfguard.names import CaseId
 from perfguard.results.counts import COUNTED_FIGURES
 
 if TYPE_CHECKING:
@@ -72,6 +73,18 @@ class SeriesKey:
     runner_class: str
     metric: str
     kind: str
+
+    @property
+    def case_id(self) -> CaseId | None:
+        """The suite case the series measures; None for a benchmark of another tool's document
+        (pytest-benchmark, asv: no model hash), whose name is not a case id even when it holds '/'."""
+        return CaseId.parse(self.case) if self.model_hash else None
+
+    @property
+    def pipeline(self) -> str:
+        """The pipeline of the case the series measures ('' for another tool's benchmark)."""
+        case_id = self.case_id
+        return case_id.pipeline if case_id is not None else ""
 
     def hash(self) -> str:
         """A stable identity of the key (the series' unique column)."""

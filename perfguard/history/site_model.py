@@ -258,8 +258,8 @@ class Site:
 
 def _dimensions(series: Series) -> dict[str, str]:
     key = series.key
-    parts = key.case.rsplit("/", 2)
-    model, pipeline = (parts[0], parts[1]) if len(parts) == 3 else (key.case, "")
+    case_id = key.case_id
+    model, pipeline = (case_id.model, case_id.pipeline) if case_id is not None else (key.case, "")
     return {"model": model, "pipeline": pipeline, "runner": key.runner_class.split(":", 1)[0],
             "metric": key.metric, "backend": key.backend.split(" ", 1)[0]}
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from perfguard.errors import UserError
 from perfguard.jsonfields import JsonDict
+from perfguard.names import CaseId
 from perfguard.runners.options import RunnerOptions
 from perfguard.suite.gates import CheckSettings, ThresholdSet
 
@@ -153,8 +154,12 @@ class CaseSpec:
     tolerance: Tolerance
 
     @property
+    def case_id(self) -> CaseId:
+        return CaseId(self.model.name, self.pipeline.name, self.runner)
+
+    @property
     def id(self) -> str:
-        return f"{self.model.name}/{self.pipeline.name}/{self.runner}"
+        return str(self.case_id)
 
 
 @dataclass(frozen=True)
