@@ -69,8 +69,8 @@ def _read(read: Callable[[], T]) -> T:
         raise StorageError(str(exc)) from None
 
 
-def as_object(value: Any, key: str) -> Json:
-    return _read(lambda: f.obj({key: value}, key, KIND))
+def as_object(value: object, key: str) -> Json:
+    return _read(lambda: f.json_object(f.obj({key: value}, key, KIND), key))
 
 
 def get_str(d: Json, key: str, default: str | None = None) -> str | None:

@@ -28,7 +28,7 @@ ModeKind = Literal["base-ref", "pipeline", "baseline", "compare"]
 MODE_KINDS: tuple[ModeKind, ...] = ("base-ref", "pipeline", "baseline", "compare")
 
 
-def _kind(data: Mapping[str, Any]) -> ModeKind:
+def _kind(data: Mapping[str, object]) -> ModeKind:
     word = f.string(data, "kind", "mode")
     for kind in MODE_KINDS:
         if word == kind:
@@ -65,7 +65,7 @@ class CheckMode:
                            "merged_shards": self.merged_shards})
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CheckMode:
+    def from_json(cls, data: Mapping[str, object]) -> CheckMode:
         k = "mode"
         return cls(_kind(data), f.string(data, "baseline", k), f.string(data, "candidate", k),
                    f.opt_string(data, "ref", k), f.opt_string(data, "base_commit", k),
@@ -104,7 +104,7 @@ class Sampling:
                 "max_workers": self.max_workers, "history": [h.to_json() for h in self.history]}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Sampling:
+    def from_json(cls, data: Mapping[str, object]) -> Sampling:
         kind = "sampling"
         return cls(f.finite(data, "alpha", kind), f.count(data, "looks_planned", kind),
                    f.number_list(data, "alpha_by_look", kind), f.number_list(data, "confidence_by_look", kind),
@@ -161,7 +161,7 @@ class VerdictsSettings:
                            else [looks(h) for h in self.shard_history]})
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> VerdictsSettings:
+    def from_json(cls, data: Mapping[str, object]) -> VerdictsSettings:
         k = "settings"
 
         def looks(items: list[dict[str, Any]]) -> tuple[Look, ...]:
@@ -210,7 +210,7 @@ class ComparedResults:
         return {label: document.to_json() for label, document in self.sides()}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ComparedResults:
+    def from_json(cls, data: Mapping[str, object]) -> ComparedResults:
         others = sorted(set(data) - {"baseline", "candidate"})
         if "candidate" not in data or others:
             raise FieldError(f"no candidate result among {sorted(data)} (expected 'baseline' and 'candidate')")

@@ -98,7 +98,7 @@ class Verdict:
                 "bh_adjusted_p": self.bh_adjusted_p, **({} if self.gated else {"gated": False})}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Verdict:
+    def from_json(cls, data: Mapping[str, object]) -> Verdict:
         kind = "verdict"
         decision = f.string(data, "decision", kind)
         if decision not in ("same", "different", "unknown", "failed"):
@@ -128,7 +128,7 @@ _COMPARISON_WORDS = {"decision": ("same", "different", "unknown"), "direction": 
                      "reason": None, "method": None, "statistic": None}
 
 
-def _checked_comparison(data: JsonDict) -> JsonDict:
+def _checked_comparison(data: Mapping[str, object]) -> Mapping[str, object]:
     """``data`` when every field of the comparison it holds has its type; a ``FieldError`` naming
     the first that has not. Ratios, intervals and medians are 0 or more; p-values, alpha and
     confidence between 0 and 1."""
@@ -163,7 +163,7 @@ class Geomean:
         return {"ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high, "cases": self.cases}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Geomean:
+    def from_json(cls, data: Mapping[str, object]) -> Geomean:
         kind = "latency_geomean"
         return cls(f.finite(data, "ratio", kind), f.finite(data, "ci_low", kind), f.finite(data, "ci_high", kind),
                    f.count(data, "cases", kind))
@@ -228,7 +228,7 @@ class Summary:
                 **({"not_gated": self.not_gated} if self.not_gated else {})}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Summary:
+    def from_json(cls, data: Mapping[str, object]) -> Summary:
         geomean = f.opt_obj(data, "latency_geomean", "summary")
         return cls(**{k: f.count(data, k, "summary") for k in _COUNTS},
                    latency_geomean=None if geomean is None else Geomean.from_json(geomean),
@@ -274,7 +274,7 @@ class VerdictsDocument:
                 **({"shard": self.shard.to_json()} if self.shard is not None else {})}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> VerdictsDocument:
+    def from_json(cls, data: Mapping[str, object]) -> VerdictsDocument:
         kind = "verdicts"
         results = f.obj(data, "results", kind)
         return cls(CheckMode.from_json(f.obj(data, "mode", kind)), VerdictsSettings.from_json(f.obj(data, "settings", kind)),

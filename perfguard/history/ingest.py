@@ -174,7 +174,7 @@ def stored_kind(data: Any, source: str) -> str:
     raise StorageError(f"{source}: not a perfguard result, verdicts or bisect document")
 
 
-def foreign_format(data: Mapping[str, Any]) -> str | None:
+def foreign_format(data: Mapping[str, object]) -> str | None:
     """``pytest-benchmark`` or ``asv`` when ``data`` looks like a file of that tool (by its
     top-level keys; :mod:`perfguard.formats` validates it), else None."""
     if {"machine_info", "benchmarks"} <= data.keys():
@@ -302,7 +302,7 @@ def worker_ratios(baseline: CaseEntry | None, candidate: CaseEntry) -> tuple[flo
     return tuple(out)
 
 
-def backend_label(backend: Mapping[str, Any]) -> str:
+def backend_label(backend: Mapping[str, object]) -> str:
     """``name`` and its versions, sorted: ``ort onnx=1.23.2,onnxoptimizer=0.4.2,onnxruntime=1.32.0``."""
     versions = backend.get("versions")
     listed = ",".join(f"{k}={v}" for k, v in sorted(versions.items())) if isinstance(versions, dict) else ""

@@ -304,7 +304,7 @@ def current_format(data: Any, path: str | Path, *, kind: str, title: str, versio
 
 
 def typed_document(data: JsonDict, path: str | Path, parse: Callable[[JsonDict], T], *,
-                   corrupt: str, schemas: Mapping[str, Any] = {}) -> T:
+                   corrupt: str, schemas: Mapping[str, tuple[str, object]] = {}) -> T:
     """``parse(data)`` after checking each ``schemas`` entry (label -> (schema name, JSON value)),
     with every failure one line: ``{path}: corrupt {corrupt}: ...``."""
     from perfguard.errors import FieldError

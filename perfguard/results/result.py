@@ -522,7 +522,7 @@ class CaseEntry:
             metrics=Metrics.from_json(f.obj(data, "metrics", kind)),
             measurement=optional("measurement", Measurement.from_json),
             finished_at=f.opt_string(data, "finished_at", kind), artifact=optional("artifact", ArtifactInfo.from_json),
-            compiled_on=f.opt_obj(data, "compiled_on", kind),
+            compiled_on=f.opt_obj_map(data, "compiled_on", kind),
             correctness_on_runner=optional("correctness_on_runner", CorrectnessCheck.from_json),
             not_measured=f.opt_string(data, "not_measured", kind),
         )
@@ -662,8 +662,8 @@ class ResultDocument:
         cache = f.opt_obj(data, "artifact_cache", kind)
         return cls(
             suite=SuiteInfo.from_json(f.obj(data, "suite", kind)), started_at=f.string(data, "started_at", kind),
-            finished_at=f.string(data, "finished_at", kind), environment=dict(f.obj(data, "environment", kind)),
-            models={n: ModelInfo.from_json(m) for n, m in f.obj(data, "models", kind).items()},
+            finished_at=f.string(data, "finished_at", kind), environment=f.obj_map(data, "environment", kind),
+            models={n: ModelInfo.from_json(m) for n, m in f.obj_map(data, "models", kind).items()},
             cases=tuple(CaseEntry.from_json(c) for c in f.objects(data, "cases", kind)),
             tool_version=f.string(f.obj(data, "tool", kind), "version", "tool"),
             compiler=None if compiler is None else CompilerInfo.from_json(compiler),

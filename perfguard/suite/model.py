@@ -102,7 +102,7 @@ class ModelSpec:
 
     name: str
     arch: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, object] = field(default_factory=dict)
     path: Path | None = None
     input_settings: InputSettings = field(default_factory=InputSettings)
 
@@ -123,7 +123,7 @@ class PipelineSpec:
     name: str
     backend: str
     passes: tuple[str, ...]
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, object] = field(default_factory=dict)
 
     def key(self) -> dict[str, Any]:
         """The part of the pipeline that decides the artifact; hashed into every case key."""

@@ -379,7 +379,7 @@ def _runners(reader: Reader, raw: Any, used: list[str]) -> dict[str, RunnerOptio
     return runners
 
 
-def _unknown(kind: str, name: str, valid: Mapping[str, Any]) -> str:
+def _unknown(kind: str, name: str, valid: Mapping[str, object]) -> str:
     return f"unknown {kind} {name!r}{did_you_mean(name, valid, most=1)}; defined: {', '.join(valid)}"
 
 
