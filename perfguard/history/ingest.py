@@ -33,7 +33,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from perfguard.errors import StorageError
 from perfguard.names import CaseId
@@ -128,11 +128,11 @@ class Imported:
     the store ingests it, and the store sits below the readers of other tools' files."""
 
     path: Path
-    data: Any
+    data: object
     extracted: Extracted
 
 
-def canonical_json(data: Any) -> str:
+def canonical_json(data: object) -> str:
     """The text a document is hashed and stored as: sorted keys, compact separators."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -152,7 +152,7 @@ def candidate_label(labels: Iterable[str]) -> str | None:
     return labels[0] if len(labels) == 1 else None
 
 
-def stored_kind(data: Any, source: str) -> str:
+def stored_kind(data: object, source: str) -> str:
     """``result``, ``verdicts`` or ``bisect`` (told apart by
     :func:`perfguard.results.documents.document_kind`); a ``StorageError`` naming what ``data`` is
     otherwise."""
@@ -184,13 +184,13 @@ def foreign_format(data: Mapping[str, object]) -> str | None:
     return None
 
 
-def extract(data: Any, source: str) -> Extracted:
+def extract(data: object, source: str) -> Extracted:
     """Validate ``data`` (the parsed JSON read from ``source``) through its document's parser and
     take what the store keeps of it. Every failure is a one-line ``StorageError``."""
     return extract_document(parse_stored(data, source), source)
 
 
-def parse_stored(data: Any, source: str) -> PerfguardDocument:
+def parse_stored(data: object, source: str) -> PerfguardDocument:
     """The typed document of ``data`` (the parsed JSON read from ``source``), through its kind's
     one parser, checked for what the store needs of it (a verdicts document's candidate side), so
     that a command can refuse a bad file before it writes any. Every failure is a one-line
