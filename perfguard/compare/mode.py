@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from perfguard import jsonfields as f
 from perfguard.errors import FieldError
@@ -164,7 +164,7 @@ class VerdictsSettings:
     def from_json(cls, data: Mapping[str, object]) -> VerdictsSettings:
         k = "settings"
 
-        def looks(items: list[dict[str, Any]]) -> tuple[Look, ...]:
+        def looks(items: list[dict[str, object]]) -> tuple[Look, ...]:
             return tuple(Look.from_json(h) for h in items)
 
         def history_list() -> tuple[tuple[Look, ...] | None, ...]:

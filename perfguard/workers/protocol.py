@@ -41,7 +41,6 @@ from perfguard import jsonfields as f
 from perfguard.errors import ProtocolError
 from perfguard.jsonfields import (
     JsonDict,
-    JsonObject,
     array as _list,
     field as _get,
     int_map as _int_map,
@@ -109,8 +108,14 @@ def _specs_json(specs: Sequence[InputSpec]) -> list[JsonDict]:
     return [s.to_json() for s in specs]
 
 
-def _options(value: Mapping[str, object] | None) -> JsonObject | None:
+def _options(value: JsonDict | None) -> JsonDict | None:
     return None if value is None else dict(value)
+
+
+def _read_options(data: Mapping[str, object], kind: str) -> JsonDict | None:
+    """A request's ``runner_options``: the suite's JSON, as read."""
+    value = _opt_object(data, "runner_options", kind)
+    return None if value is None else f.json_object(value, f"{kind} runner_options")
 
 
 def variant_id(side: str, case_id: str) -> str:
@@ -211,7 +216,8 @@ class MeasureResponse:
     def to_json(self) -> JsonDict:
         return {"values": {k: list(v) for k, v in self.values.items()}, "loops": dict(self.loops),
                 "rss_delta_bytes": dict(self.rss_delta_bytes), "peak_rss_bytes": self.peak_rss_bytes,
-                "load_order": list(self.load_order), "pid": self.pid, "telemetry": _options(self.telemetry),
+                "load_order": list(self.load_order), "pid": self.pid,
+                "telemetry": None if self.telemetry is None else f.json_object(self.telemetry, "telemetry"),
                 "first_peak_rss_bytes": self.first_peak_rss_bytes}
 
     @classmethod
@@ -358,7 +364,7 @@ class CompileRequest:
     out_dir: str
     compiler_path: str | None
     runner: str
-    runner_options: JsonObject | None
+    runner_options: JsonDict | None
     threads: int
     compile_repeats: int
     correctness: CheckTolerance
@@ -378,7 +384,7 @@ class CompileRequest:
         return cls(_str(data, "backend", kind), _str(data, "model_path", kind),
                    CompilePipeline.from_json(_object(data, "pipeline", kind)), _str(data, "out_dir", kind),
                    _opt_str(data, "compiler_path", kind), _str(data, "runner", kind),
-                   _opt_object(data, "runner_options", kind), _int(data, "threads", kind),
+                   _read_options(data, kind), _int(data, "threads", kind),
                    _int(data, "compile_repeats", kind), CheckTolerance.from_json(_object(data, "correctness", kind)),
                    _input_specs(data, kind), _opt_str(data, "reference_cache", kind))
 
@@ -428,7 +434,7 @@ class MeasureRequest:
     mode: ClassVar[str] = "measure"
     variants: tuple[MeasureVariant, ...]
     runner: str
-    runner_options: JsonObject | None
+    runner_options: JsonDict | None
     threads: int
     warmup: int
     rounds: int
@@ -452,7 +458,7 @@ class MeasureRequest:
     def from_json(cls, data: Mapping[str, object]) -> MeasureRequest:
         kind = "measure request"
         return cls(tuple(MeasureVariant.from_json(v) for v in f.objects(data, "variants", kind)), _str(data, "runner", kind),
-                   _opt_object(data, "runner_options", kind), _int(data, "threads", kind), _int(data, "warmup", kind),
+                   _read_options(data, kind), _int(data, "threads", kind), _int(data, "warmup", kind),
                    _int(data, "rounds", kind), _float(data, "min_time", kind), _int(data, "seed", kind),
                    _int(data, "worker_index", kind), _input_specs(data, kind),
                    _int_map(data, "loops", kind) if data.get("loops") else None,
@@ -480,7 +486,7 @@ class MemoryRequest:
     mode: ClassVar[str] = "memory"
     artifact: Artifact
     runner: str
-    runner_options: JsonObject | None
+    runner_options: JsonDict | None
     threads: int
     warmup: int
     min_time: float
@@ -495,7 +501,7 @@ class MemoryRequest:
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> MemoryRequest:
         kind = "memory request"
-        return cls(_artifact(data, "artifact", kind), _str(data, "runner", kind), _opt_object(data, "runner_options", kind),
+        return cls(_artifact(data, "artifact", kind), _str(data, "runner", kind), _read_options(data, kind),
                    _int(data, "threads", kind), _int(data, "warmup", kind), _float(data, "min_time", kind),
                    _int(data, "seed", kind), _input_specs(data, kind))
 
@@ -513,7 +519,7 @@ class VerifyRequest:
     mode: ClassVar[str] = "verify"
     artifact: Artifact
     runner: str
-    runner_options: JsonObject | None
+    runner_options: JsonDict | None
     threads: int
     input_specs: tuple[InputSpec, ...]
     correctness: CheckTolerance
@@ -528,7 +534,7 @@ class VerifyRequest:
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> VerifyRequest:
         kind = "verify request"
-        return cls(_artifact(data, "artifact", kind), _str(data, "runner", kind), _opt_object(data, "runner_options", kind),
+        return cls(_artifact(data, "artifact", kind), _str(data, "runner", kind), _read_options(data, kind),
                    _int(data, "threads", kind), _input_specs(data, kind),
                    CheckTolerance.from_json(_object(data, "correctness", kind)), _str(data, "reference", kind))
 
@@ -550,7 +556,7 @@ class ProfileRequest:
     mode: ClassVar[str] = "profile"
     variants: tuple[MeasureVariant, ...]
     runner: str
-    runner_options: JsonObject | None
+    runner_options: JsonDict | None
     threads: int
     warmup: int
     runs: int
@@ -569,7 +575,7 @@ class ProfileRequest:
     def from_json(cls, data: Mapping[str, object]) -> ProfileRequest:
         kind = "profile request"
         return cls(tuple(MeasureVariant.from_json(v) for v in f.objects(data, "variants", kind)), _str(data, "runner", kind),
-                   _opt_object(data, "runner_options", kind), _int(data, "threads", kind), _int(data, "warmup", kind),
+                   _read_options(data, kind), _int(data, "threads", kind), _int(data, "warmup", kind),
                    _int(data, "runs", kind), _int(data, "seed", kind), _int(data, "worker_index", kind),
                    _input_specs(data, kind), _opt_str(data, "trace_dir", kind))
 
