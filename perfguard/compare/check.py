@@ -39,7 +39,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from perfguard.compare.mode import Sampling
 from perfguard.compare.verdicts import Verdict, VerdictsDocument
@@ -111,8 +111,19 @@ def _unknown(reason: str, baseline: float = math.nan, candidate: float = math.na
                       candidate_median=candidate, floor=math.nan, reason=reason, method="none")
 
 
+class NoisyTestOptions(TypedDict):
+    """The options of one noisy metric's test (``compare_paired`` / ``compare_unpaired``)."""
+
+    statistic: str
+    rel_floor: float
+    abs_floor: float
+    alpha: float
+    confidence: float
+    seed: int
+
+
 def _noisy(groups_a: dict[int, list[float]], groups_b: dict[int, list[float]], paired: bool, metric: str,
-           kwargs: dict[str, Any]) -> Comparison:
+           kwargs: NoisyTestOptions) -> Comparison:
     if not groups_a or not groups_b:
         return _unknown(f"no {metric} values on one side")
     if any(v <= 0 for g in (*groups_a.values(), *groups_b.values()) for v in g):
@@ -161,13 +172,13 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
         base_m, cand_m = pair.baseline.metrics, pair.candidate.metrics
         if spec.counted and base_m.value(metric) is None and cand_m.value(metric) is None:
             continue  # not counted (no --counts): no row, as for a metric nobody asked for
-        kwargs = {"statistic": gate.statistic, "rel_floor": gate.relative, "abs_floor": gate.absolute,
-                  "alpha": alpha, "confidence": confidence, "seed": seed}
+        kwargs = NoisyTestOptions(statistic=gate.statistic, rel_floor=gate.relative, abs_floor=gate.absolute,
+                             alpha=alpha, confidence=confidence, seed=seed)
         if pair.identical and metric in ("latency", "memory"):
             comparison = _identical(gate.relative or 0.0, pair.baseline.execution_identity)
         elif metric == "latency":
             if not pair.paired:  # across separate runs: never below the across-runs floor
-                kwargs = {**kwargs, "rel_floor": max(gate.relative or 0.0, thresholds.across_runs)}
+                kwargs = NoisyTestOptions(**{**kwargs, "rel_floor": max(gate.relative or 0.0, thresholds.across_runs)})
             comparison = _noisy(pair.baseline.latency_by_worker(), pair.candidate.latency_by_worker(), pair.paired,
                                 metric, kwargs)
             comparison = _device_gate(comparison, pair)
@@ -175,7 +186,7 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
             a = {i: [t] for i, t in enumerate(base_m.compile_times_s or ())}
             b = {i: [t] for i, t in enumerate(cand_m.compile_times_s or ())}
             if once is not None:
-                kwargs = {**kwargs, "alpha": once[0], "confidence": once[1]}
+                kwargs = NoisyTestOptions(**{**kwargs, "alpha": once[0], "confidence": once[1]})
             comparison = _noisy(a, b, False, metric, kwargs)
             gated = decidable(comparison)
             if not gated:
@@ -279,6 +290,14 @@ def control_false_discoveries(rows: list[Verdict], plan: SequentialPlan) -> list
     return rows
 
 
+@dataclass
+class _Latest:
+    """The pairs and rows of the latest look of :func:`adaptive_check`."""
+
+    pairs: list[Pair] = dataclasses.field(default_factory=list)
+    rows: list[Verdict] = dataclasses.field(default_factory=list)
+
+
 def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[str], int], None],
                    thresholds: ThresholdSet, settings: CheckSettings,
                    adaptive: bool) -> tuple[list[Verdict], Sampling]:
@@ -292,19 +311,19 @@ def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[
     early keeps the level it was decided at."""
     plan = check_plan(settings, adaptive=adaptive)
     looks: dict[str, int] = {}
-    state: dict[str, Any] = {}
+    state = _Latest()
 
     def look(_: int) -> set[str]:
         pairs = pairs_of()
         # A DIFFERENT that false-discovery control would demote is undecided: sample it further.
         rows = control_false_discoveries(evaluate(pairs, thresholds, plan, looks), plan)
-        state.update(pairs=pairs, rows=rows)
+        state.pairs, state.rows = pairs, rows
         return {r.case for r in rows if r.metric == "latency" and r.paired and r.decision == "unknown"}
 
     def more(undecided: Collection[str], n: int) -> bool:
         assert adaptive  # one look when there is nothing to re-measure
         ids: set[str] = set()
-        for pair in state["pairs"]:
+        for pair in state.pairs:
             if pair.case in undecided:
                 ids |= pair.variants
                 looks[pair.case] = looks.get(pair.case, 1) + 1
@@ -314,7 +333,7 @@ def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[
     history = sequential_sampling(plan, look, more)
     info = Sampling(settings.alpha, plan.looks, tuple(plan.levels), tuple(plan.confidences), tuple(FAMILIES),
                     settings.workers, settings.step_workers, settings.max_workers, tuple(history))
-    return state["rows"], info
+    return state.rows, info
 
 
 def exit_code(document: VerdictsDocument, fail_on_unknown: bool) -> ExitCode:
