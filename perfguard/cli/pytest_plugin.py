@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -96,7 +96,7 @@ class PerfguardChecker:
 
 
 @pytest.fixture
-def perfguard(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def perfguard(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> PerfguardChecker:
     """A :class:`PerfguardChecker`: ``perfguard.check(SUITE, case=...)`` fails the test on a regression."""
     from perfguard.names import safe_filename
 

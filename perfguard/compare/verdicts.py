@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from perfguard import __version__, jsonfields as f
 from perfguard.compare.mode import CheckMode, ComparedResults, VerdictsSettings, v1_results
@@ -288,12 +288,13 @@ class VerdictsDocument:
                    None if f.opt_obj(data, "shard", kind) is None else ShardInfo.from_json(f.obj(data, "shard", kind)))
 
 
-def parse_verdicts(data: Any, path: str | Path) -> VerdictsDocument:
+def parse_verdicts(data: object, path: str | Path) -> VerdictsDocument:
     """A verdicts document from its JSON value (already read from ``path``): refuses a newer
     version, migrates older ones, validates against the schema; one-line ``StorageError``s."""
     data = current_format(data, path, kind="verdicts", title="perfguard verdicts document",
                           version=VERDICTS_VERSION, migrations=_MIGRATIONS)
-    embedded = data.get("results") if isinstance(data.get("results"), dict) else {}
+    found = data.get("results")
+    embedded = found if isinstance(found, dict) else {}
     # The result documents inside are migrated like result files (a verdicts file of version 1
     # may hold results of an older result version).
     embedded = {label: current_result_json(r, f"{path} results[{label!r}]") for label, r in embedded.items()}

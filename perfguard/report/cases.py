@@ -156,7 +156,7 @@ def flatten_fingerprint(fingerprint: JsonObject, prefix: str = "") -> JsonObject
     return out
 
 
-def env_text(value: Any) -> str:
+def env_text(value: object) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
