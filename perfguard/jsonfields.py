@@ -125,7 +125,7 @@ def json_value(value: object, where: str = "value") -> JsonValue:
     (an explanation that does not read, a bisect document's parts), not for a result's samples."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):  # a tuple is written as a list
         return [json_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict):
         return json_object(value, where)
