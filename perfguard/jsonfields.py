@@ -23,6 +23,11 @@ JsonDict: TypeAlias = "dict[str, JsonValue]"
 JsonObject = dict[str, Any]
 
 
+def drop_none(data: Mapping[str, JsonValue]) -> JsonDict:
+    """``data`` without its None values: a typed document's optional fields, absent when unset."""
+    return {k: v for k, v in data.items() if v is not None}
+
+
 #: The longest duration a document may hold, in seconds (about 116 days): no latency sample,
 #: compile or measurement setting lasts longer, and the ratios of the statistics stay finite.
 MAX_SECONDS = 1e7
@@ -35,7 +40,7 @@ MIN_POSITIVE_SECONDS = 1e-12
 MAX_COUNT = 2**63 - 1
 
 
-def field(data: Mapping[str, Any], key: str, kind: str) -> Any:
+def field(data: Mapping[str, object], key: str, kind: str) -> object:
     if not isinstance(data, Mapping):
         raise FieldError(f"{kind}: expected a JSON object, found {type(data).__name__}")
     if key not in data:
@@ -43,58 +48,58 @@ def field(data: Mapping[str, Any], key: str, kind: str) -> Any:
     return data[key]
 
 
-def wrong_type(kind: str, key: str, expected: str, value: Any) -> FieldError:
+def wrong_type(kind: str, key: str, expected: str, value: object) -> FieldError:
     return FieldError(f"{kind}: field {key!r} must be {expected}, found {value!r}")
 
 
-def string(data: Mapping[str, Any], key: str, kind: str) -> str:
+def string(data: Mapping[str, object], key: str, kind: str) -> str:
     value = field(data, key, kind)
     if not isinstance(value, str):
         raise wrong_type(kind, key, "a string", value)
     return value
 
 
-def opt_string(data: Mapping[str, Any], key: str, kind: str) -> str | None:
+def opt_string(data: Mapping[str, object], key: str, kind: str) -> str | None:
     value = data.get(key)
     if value is not None and not isinstance(value, str):
         raise wrong_type(kind, key, "a string or null", value)
     return value
 
 
-def integer(data: Mapping[str, Any], key: str, kind: str) -> int:
+def integer(data: Mapping[str, object], key: str, kind: str) -> int:
     value = field(data, key, kind)
     if isinstance(value, bool) or not isinstance(value, int):
         raise wrong_type(kind, key, "an integer", value)
     return value
 
 
-def opt_integer(data: Mapping[str, Any], key: str, kind: str) -> int | None:
+def opt_integer(data: Mapping[str, object], key: str, kind: str) -> int | None:
     return None if data.get(key) is None else integer(data, key, kind)
 
 
-def number(data: Mapping[str, Any], key: str, kind: str) -> float:
+def number(data: Mapping[str, object], key: str, kind: str) -> float:
     value = field(data, key, kind)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise wrong_type(kind, key, "a number", value)
     return value  # an int stays an int: ``atol = 0`` prints as written
 
 
-def opt_number(data: Mapping[str, Any], key: str, kind: str) -> float | None:
+def opt_number(data: Mapping[str, object], key: str, kind: str) -> float | None:
     return None if data.get(key) is None else number(data, key, kind)
 
 
-def opt_boolean(data: Mapping[str, Any], key: str, kind: str) -> bool | None:
+def opt_boolean(data: Mapping[str, object], key: str, kind: str) -> bool | None:
     return None if data.get(key) is None else boolean(data, key, kind)
 
 
-def boolean(data: Mapping[str, Any], key: str, kind: str) -> bool:
+def boolean(data: Mapping[str, object], key: str, kind: str) -> bool:
     value = field(data, key, kind)
     if not isinstance(value, bool):
         raise wrong_type(kind, key, "true or false", value)
     return value
 
 
-def array(data: Mapping[str, Any], key: str, kind: str) -> list[Any]:
+def array(data: Mapping[str, object], key: str, kind: str) -> list[object]:
     value = field(data, key, kind)
     if not isinstance(value, list):
         raise wrong_type(kind, key, "a list", value)
@@ -103,61 +108,101 @@ def array(data: Mapping[str, Any], key: str, kind: str) -> list[Any]:
 
 # The object readers return the raw JSON they found (read from a file: not yet typed); each
 # document's ``from_json`` reads it further with the readers above.
-def obj(data: Mapping[str, Any], key: str, kind: str) -> dict[str, Any]:
+def obj(data: Mapping[str, object], key: str, kind: str) -> dict[str, object]:
     value = field(data, key, kind)
     if not isinstance(value, dict):
         raise wrong_type(kind, key, "an object", value)
     return value
 
 
-def opt_obj(data: Mapping[str, Any], key: str, kind: str) -> dict[str, Any] | None:
+def opt_obj(data: Mapping[str, object], key: str, kind: str) -> dict[str, object] | None:
     return None if data.get(key) is None else obj(data, key, kind)
 
 
-def int_map(data: Mapping[str, Any], key: str, kind: str) -> dict[str, int]:
+def json_value(value: object, where: str = "value") -> JsonValue:
+    """``value`` (read by Python's JSON reader, or built by perfguard) as a JSON value: a FieldError
+    naming ``where`` for anything else. It walks the whole value: for small objects kept as found
+    (an explanation that does not read, a bisect document's parts), not for a result's samples."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):  # a tuple is written as a list
+        return [json_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return json_object(value, where)
+    raise FieldError(f"{where}: {type(value).__name__} is not a JSON value")
+
+
+def json_object(value: Mapping[str, object], where: str = "value") -> JsonDict:
+    """A JSON object as :func:`json_value` checks it."""
+    return {str(k): json_value(v, f"{where}.{k}") for k, v in value.items()}
+
+
+def obj_map(data: Mapping[str, object], key: str, kind: str) -> dict[str, dict[str, object]]:
+    """An object whose every value is an object (models by name, fingerprints by runner)."""
     value = obj(data, key, kind)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
+    out = {k: v for k, v in value.items() if isinstance(v, dict)}
+    if len(out) != len(value):
+        raise wrong_type(kind, key, "an object of objects", value)
+    return out
+
+
+def opt_obj_map(data: Mapping[str, object], key: str, kind: str) -> dict[str, dict[str, object]] | None:
+    return None if data.get(key) is None else obj_map(data, key, kind)
+
+
+def str_map(data: Mapping[str, object], key: str, kind: str) -> dict[str, str]:
+    value = obj(data, key, kind)
+    out = {k: v for k, v in value.items() if isinstance(v, str)}
+    if len(out) != len(value):
+        raise wrong_type(kind, key, "an object of strings", value)
+    return out
+
+
+def int_map(data: Mapping[str, object], key: str, kind: str) -> dict[str, int]:
+    value = obj(data, key, kind)
+    out = {k: v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
+    if len(out) != len(value):
         raise wrong_type(kind, key, "an object of integers", value)
-    return dict(value)
+    return out
 
 
-def number_list(data: Mapping[str, Any], key: str, kind: str) -> tuple[float, ...]:
+def number_list(data: Mapping[str, object], key: str, kind: str) -> tuple[float, ...]:
     values = array(data, key, kind)
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+    out = tuple(v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool))
+    if len(out) != len(values):
         raise wrong_type(kind, key, "a list of numbers", values)
-    return tuple(values)
+    return out
 
 
-def int_list(data: Mapping[str, Any], key: str, kind: str) -> tuple[int, ...]:
+def int_list(data: Mapping[str, object], key: str, kind: str) -> tuple[int, ...]:
     values = array(data, key, kind)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+    out = tuple(v for v in values if isinstance(v, int) and not isinstance(v, bool))
+    if len(out) != len(values):
         raise wrong_type(kind, key, "a list of integers", values)
-    return tuple(values)
+    return out
 
 
-def string_list(data: Mapping[str, Any], key: str, kind: str) -> tuple[str, ...]:
+def string_list(data: Mapping[str, object], key: str, kind: str) -> tuple[str, ...]:
     values = array(data, key, kind)
-    if not all(isinstance(v, str) for v in values):
+    out = tuple(v for v in values if isinstance(v, str))
+    if len(out) != len(values):
         raise wrong_type(kind, key, "a list of strings", values)
-    return tuple(values)
+    return out
 
 
-def objects(data: Mapping[str, Any], key: str, kind: str) -> list[dict[str, Any]]:
+def objects(data: Mapping[str, object], key: str, kind: str) -> list[dict[str, object]]:
     values = array(data, key, kind)
-    if not all(isinstance(v, dict) for v in values):
+    out = [v for v in values if isinstance(v, dict)]
+    if len(out) != len(values):
         raise wrong_type(kind, key, "a list of objects", values)
-    return values
+    return out
 
 
 # --- numbers with a meaning: the readers of persisted documents check the value, not only its type
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _in_range(value: Any, *, positive: bool) -> bool:
-    if not _is_number(value) or not math.isfinite(value):
+def _in_range(value: float, *, positive: bool) -> bool:
+    if not math.isfinite(value):
         return False
     low_ok = value >= MIN_POSITIVE_SECONDS if positive else value >= 0
     return bool(low_ok and value <= MAX_SECONDS)
@@ -168,7 +213,7 @@ def _seconds_expected(positive: bool) -> str:
     return f"a finite number of seconds, {low} and at most {MAX_SECONDS:g}"
 
 
-def finite(data: Mapping[str, Any], key: str, kind: str) -> float:
+def finite(data: Mapping[str, object], key: str, kind: str) -> float:
     """A number that is not NaN or infinite (a ratio, a p-value, an interval bound)."""
     value = number(data, key, kind)
     if not math.isfinite(value):
@@ -176,11 +221,11 @@ def finite(data: Mapping[str, Any], key: str, kind: str) -> float:
     return value
 
 
-def opt_finite(data: Mapping[str, Any], key: str, kind: str) -> float | None:
+def opt_finite(data: Mapping[str, object], key: str, kind: str) -> float | None:
     return None if data.get(key) is None else finite(data, key, kind)
 
 
-def seconds(data: Mapping[str, Any], key: str, kind: str, *, positive: bool = False) -> float:
+def seconds(data: Mapping[str, object], key: str, kind: str, *, positive: bool = False) -> float:
     """A duration: finite, 0 or more (``positive``: a latency sample, above zero) and at most
     ``MAX_SECONDS``."""
     value = number(data, key, kind)  # a wrong type is worded as a wrong type
@@ -189,11 +234,11 @@ def seconds(data: Mapping[str, Any], key: str, kind: str, *, positive: bool = Fa
     return value
 
 
-def opt_seconds(data: Mapping[str, Any], key: str, kind: str, *, positive: bool = False) -> float | None:
+def opt_seconds(data: Mapping[str, object], key: str, kind: str, *, positive: bool = False) -> float | None:
     return None if data.get(key) is None else seconds(data, key, kind, positive=positive)
 
 
-def seconds_list(data: Mapping[str, Any], key: str, kind: str, *, positive: bool = False) -> tuple[float, ...]:
+def seconds_list(data: Mapping[str, object], key: str, kind: str, *, positive: bool = False) -> tuple[float, ...]:
     """A list of durations, each as :func:`seconds` reads one."""
     values = number_list(data, key, kind)
     for i, value in enumerate(values):
@@ -205,7 +250,7 @@ def seconds_list(data: Mapping[str, Any], key: str, kind: str, *, positive: bool
 _COUNT_RANGE = "an integer from 0 to 2**63 - 1"
 
 
-def nonnegative(data: Mapping[str, Any], key: str, kind: str) -> float:
+def nonnegative(data: Mapping[str, object], key: str, kind: str) -> float:
     """A finite number, 0 or more (a ratio, an interval bound, a p-value, a duration)."""
     value = finite(data, key, kind)
     if value < 0:
@@ -213,11 +258,11 @@ def nonnegative(data: Mapping[str, Any], key: str, kind: str) -> float:
     return value
 
 
-def opt_nonnegative(data: Mapping[str, Any], key: str, kind: str) -> float | None:
+def opt_nonnegative(data: Mapping[str, object], key: str, kind: str) -> float | None:
     return None if data.get(key) is None else nonnegative(data, key, kind)
 
 
-def count(data: Mapping[str, Any], key: str, kind: str) -> int:
+def count(data: Mapping[str, object], key: str, kind: str) -> int:
     """A count or a size (nodes, bytes, workers, loops): an integer from 0 to ``MAX_COUNT``."""
     value = integer(data, key, kind)  # a wrong type is worded as a wrong type
     if not 0 <= value <= MAX_COUNT:
@@ -225,11 +270,11 @@ def count(data: Mapping[str, Any], key: str, kind: str) -> int:
     return value
 
 
-def opt_count(data: Mapping[str, Any], key: str, kind: str) -> int | None:
+def opt_count(data: Mapping[str, object], key: str, kind: str) -> int | None:
     return None if data.get(key) is None else count(data, key, kind)
 
 
-def count_list(data: Mapping[str, Any], key: str, kind: str) -> tuple[int, ...]:
+def count_list(data: Mapping[str, object], key: str, kind: str) -> tuple[int, ...]:
     values = int_list(data, key, kind)
     for i, value in enumerate(values):
         if not 0 <= value <= MAX_COUNT:

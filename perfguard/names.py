@@ -15,6 +15,7 @@ meets a terminal or a file system, whichever way it came in:
   bidi controls are written as escapes (``\\n``, ``\\x1b``, ``\\u202e``), so a name can neither
   break a table's lines, move the cursor, nor reorder the text around it.
 * :func:`safe_filename` is the one place a file name is made from a name.
+* :class:`CaseId` is the one place a case id is made from its three names and taken apart.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from dataclasses import dataclass
 
 #: The longest model, pipeline or runner name a suite may use (a case id joins three of them and
 #: becomes part of file names, which most file systems cap at 255 bytes).
@@ -100,3 +102,34 @@ def safe_filename(name: str) -> str:
         stem = "_" + stem[1:]
     stem = stem[:MAX_FILENAME_LENGTH - 9] or "_"
     return f"{stem}-{digest}"
+
+
+@dataclass(frozen=True)
+class CaseId:
+    """The id of a suite's case, ``model/pipeline/runner``: the one place it is made
+    (``str(case_id)``) and taken apart (:meth:`parse`).
+
+    A suite's names hold no ``/`` (:func:`name_problem`), so a suite case's id has exactly three
+    non-empty parts. Ids that other tools' documents carry (a pytest node id with its path, an asv
+    benchmark) are not case ids, even when they hold ``/``: :meth:`parse` returns None for any text
+    that is not three non-empty parts, and a caller that knows where an id came from (a series of
+    an imported benchmark has no model) does not parse it at all."""
+
+    model: str
+    pipeline: str
+    runner: str
+
+    def __str__(self) -> str:
+        return f"{self.model}/{self.pipeline}/{self.runner}"
+
+    @classmethod
+    def parse(cls, text: str) -> CaseId | None:
+        """The case id ``text`` names, or None when it is not ``model/pipeline/runner``."""
+        parts = text.split("/")
+        if len(parts) != 3 or not all(parts):
+            return None
+        return cls(parts[0], parts[1], parts[2])
+
+    def with_pipeline(self, pipeline: str) -> CaseId:
+        """The id of the same model on the same runner through ``pipeline``."""
+        return CaseId(self.model, pipeline, self.runner)

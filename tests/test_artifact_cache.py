@@ -309,8 +309,8 @@ def test_a_nightly_with_the_cache_compiles_only_the_head_side_after_a_night_that
         documents.append(json.loads(out.read_text()))
     first, second = documents
     assert first["artifact_cache"] == {"hits": 0, "misses": 1, "uncached": 0}
-    assert second["results"]["base"]["artifact_cache"] == {"hits": 1, "misses": 0, "uncached": 0}
-    assert second["results"]["head"]["artifact_cache"] == {"hits": 0, "misses": 1, "uncached": 0}
+    assert second["results"]["baseline"]["artifact_cache"] == {"hits": 1, "misses": 0, "uncached": 0}
+    assert second["results"]["candidate"]["artifact_cache"] == {"hits": 0, "misses": 1, "uncached": 0}
     third = run_cli("nightly", str(suite), "--store", store, "--no-bisect", "--no-recheck", "--artifact-cache",
                     str(tmp_path / "cache"), cwd=tmp_path, timeout=900)
     assert third.returncode == 0 and "nothing measured" in third.stdout, third.stdout + third.stderr

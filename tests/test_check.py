@@ -83,7 +83,7 @@ def test_against_pipeline_aa_is_never_different_and_unfolded_bn_is_a_regression(
     assert aa["decision"] == "same" and aa["comparison"]["method"] == "identity", aa
     assert "identical artifact" in aa["comparison"]["reason"]
     assert _rows(document, "memory")["r/none_again/cpu"]["comparison"]["method"] == "identity"
-    entries = {c["pipeline"]: c for c in document["results"]["head"]["cases"]}
+    entries = {c["pipeline"]: c for c in document["results"]["candidate"]["cases"]}
     assert "latency_s" not in entries["none_again"]["metrics"] and entries["none_again"]["not_measured"]
     assert "peak_rss_bytes" not in entries["none_again"]["metrics"]
     # "none" is still timed: bn_unfolded is compared with it.
@@ -126,8 +126,8 @@ def test_base_ref_check_finds_the_commit_that_slows_a_user_pass(tmp_path):
     assert row["decision"] == "different" and row["direction"] == "regression", row["comparison"]["reason"]
     assert proc.returncode == 1
     assert document["mode"]["base_commit"] == shas[1]
-    assert set(document["results"]) == {"base", "head"}
-    assert document["results"]["base"]["compiler"]["commit"] == shas[1]
+    assert set(document["results"]) == {"baseline", "candidate"}
+    assert document["results"]["baseline"]["compiler"]["commit"] == shas[1]
     # No change between two commits: never DIFFERENT; the worktree is gone afterwards.
     out2 = tmp_path / "same.json"
     same = run_cli("check", str(suite), "--base-ref", "HEAD", "--json", str(out2), "--quiet")
@@ -160,7 +160,7 @@ def test_base_ref_check_compiles_the_base_with_the_pipelines_of_the_suite_at_tha
     proc = run_cli("check", str(repo / "suite.toml"), "--base-ref", shas[0], "--json", str(out), "--quiet")
     document = json.loads(out.read_text())
     assert document["mode"]["base_pipelines"] == ["mycc"]
-    base, head = (document["results"][side]["cases"][0]["key"]["pipeline"]["passes"] for side in ("base", "head"))
+    base, head = (document["results"][side]["cases"][0]["key"]["pipeline"]["passes"] for side in ("baseline", "candidate"))
     assert (base, head) == (["mycc.passes:identity"], ["mycc.passes:extra_work"])
     row = _rows(document)["r/mycc/cpu"]
     assert row["decision"] == "different" and row["direction"] == "regression", row["comparison"]["reason"]

@@ -1,12 +1,15 @@
 """Typed documents: every version-1 file of today's format loads through its one loader and is
 written back unchanged (but for the result format's version, now 2: a version-1 result is a valid
-version-2 result); newer versions are refused; the report renders each.
+version-2 result, and the verdicts format's, now 2: its ``results`` keyed ``baseline`` and
+``candidate``); newer versions are refused; the report renders each.
 
 ``tests/golden/v1`` holds files written by perfguard before the documents were typed (commit
 9c28bc2): ``perfguard run`` (smoke suite, a suite with a failing pass, IREE with an IR trace, an
 artifact folder measured with ``run --artifacts``), the verdicts of ``check --against-pipeline``,
 ``check --baseline`` and ``compare``, and the manifest of ``perfguard compile``. The IREE trace is
-cut to its first six passes to keep the file small.
+cut to its first six passes to keep the file small. ``tests/golden/v2`` holds the verdicts files
+of ``tests/golden/v1`` as perfguard writes them at verdicts version 2 (loaded and written back by
+the commit that made version 2); they round-trip exactly.
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from perfguard.compare.verdicts import VERDICTS_VERSION, Summary, VerdictsDocume
 from perfguard.errors import StorageError
 from perfguard.report import build_report, load_document
 from perfguard.report.html import render_html
-from perfguard.results import RESULT_VERSION, CaseEntry, ResultDocument, load_result
+from perfguard.results import RESULT_VERSION, CaseEntry, ResultDocument, load_result, schema_errors
 from perfguard.results.artifacts import MANIFEST_VERSION, Manifest, load_manifest
 
 GOLDEN = Path(__file__).parent / "golden" / "v1"
 RESULTS = sorted(GOLDEN.glob("result-*.json"))
 VERDICTS = sorted(GOLDEN.glob("verdicts-*.json"))
+VERDICTS_V2 = sorted((GOLDEN.parent / "v2").glob("verdicts-*.json"))
 
 
 def _raw(path: Path) -> dict:
@@ -60,11 +64,44 @@ def test_result_files_load_typed_and_round_trip_exactly(path: Path):
         assert case.key.hash() == raw["key_hash"]  # the key hash is recomputed the same way
 
 
+#: The side labels of verdicts format 1, by mode, and the side each migrates to.
+V1_SIDES = {"head": "candidate", "candidate": "candidate", "base": "baseline", "baseline": "baseline"}
+
+
 @pytest.mark.parametrize("path", VERDICTS, ids=lambda p: p.name)
-def test_verdict_files_load_typed_and_round_trip_exactly(path: Path):
+def test_version_1_verdict_files_load_typed_as_their_migration(path: Path):
     document = load_verdicts(path)
     raw = _raw(path)  # the result documents inside are migrated like result files
-    assert document.to_json() == {**raw, "results": {k: {**r, "version": 2} for k, r in raw["results"].items()}}
+    assert raw["version"] == 1 and VERDICTS_VERSION == 2
+    assert document.to_json() == {**raw, "version": 2,
+                                  "results": {V1_SIDES[k]: {**r, "version": 2} for k, r in raw["results"].items()}}
+    assert document.to_json() == _raw(GOLDEN.parent / "v2" / path.name)
+    assert document.results is not None and document.mode.kind == raw["mode"]["kind"]
+    assert (document.results.baseline is None) == (raw["mode"]["kind"] == "pipeline")  # one document, both sides
+
+
+def test_a_version_1_check_against_a_ref_reads_base_as_baseline_and_head_as_candidate(tmp_path: Path):
+    raw = _raw(GOLDEN / "verdicts-compare.json")
+    raw["results"] = {"base": raw["results"]["baseline"], "head": raw["results"]["candidate"]}
+    raw["mode"] = {"kind": "base-ref", "baseline": "main (0123456789)", "candidate": "head", "ref": "main",
+                   "base_commit": "0123456789" * 4, "base_subject": "s", "head_commit": "f" * 40,
+                   "base_pipelines": ["p"]}
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(raw))
+    document = load_verdicts(path)
+    assert document.results is not None and document.results.baseline is not None
+    assert document.results.candidate.finished_at == raw["results"]["head"]["finished_at"]
+    assert document.results.baseline.finished_at == raw["results"]["base"]["finished_at"]
+    assert document.mode.base_commit == "0123456789" * 4 and document.mode.base_pipelines == ("p",)
+    assert document.to_json()["mode"] == raw["mode"]
+
+
+@pytest.mark.parametrize("path", VERDICTS_V2, ids=lambda p: p.name)
+def test_verdict_files_load_typed_and_round_trip_exactly(path: Path):
+    document = load_verdicts(path)
+    assert not schema_errors(_raw(path), "verdicts")
+    assert document.to_json() == _raw(path)
+    assert VerdictsDocument.from_json(document.to_json()) == document
     # The summary is a function of the rows: recomputing it from the typed rows gives the file's.
     assert Summary.of(document.verdicts) == document.summary
     for row, raw in zip(document.verdicts, _raw(path)["verdicts"], strict=True):

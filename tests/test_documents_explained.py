@@ -1,5 +1,5 @@
 """Documents with explanations: the explanations load typed, once, with their document, and the
-document is written back byte for byte.
+document is written back byte for byte (a verdicts file of version 1 as its migration to 2).
 
 ``tests/golden/explained`` holds files written by perfguard itself (commit 57a320e, before the
 explanations were typed) on the ``why`` suite of ``tests/test_profile.py`` (a pass that inserts
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from perfguard.atomic import write_json_atomic
 from perfguard.bisect.document import BisectResult, load_bisect
-from perfguard.compare.verdicts import VerdictsDocument, load_verdicts
+from perfguard.compare.verdicts import VerdictsDocument, load_verdicts, migrate_to_2
 from perfguard.report import build_report, load_document
 from perfguard.report.html import render_html
 from perfguard.results.explanation import Explanation, ProfileDiff, UnreadableExplanation
@@ -45,7 +45,11 @@ def test_verdicts_with_explanations_load_typed_and_round_trip_byte_for_byte(tmp_
     (explanation,) = document.explanations
     assert _memory(explanation).case == "r/transposed/cpu" and explanation.baseline == "plain"
     assert explanation.compile is not None and explanation.compile.before_s > 0
-    assert _written(document, tmp_path) == VERDICTS.read_bytes()
+    # A verdicts file of version 1: written back as its migration to version 2 (``results`` by side).
+    migrated = tmp_path / "migrated.json"
+    write_json_atomic(migrated, migrate_to_2(json.loads(VERDICTS.read_text())))
+    assert _written(document, tmp_path) == migrated.read_bytes()
+    assert json.loads(VERDICTS.read_text())["results"]["head"] == document.to_json()["results"]["candidate"]
     assert VerdictsDocument.from_json(document.to_json()) == document
 
 
@@ -80,6 +84,8 @@ def test_an_explanation_that_does_not_read_is_kept_as_found_and_warned_about(tmp
         broken = document.explanations[1]
         assert isinstance(broken, UnreadableExplanation) and broken.case == "r/other/cpu"
         assert "label" in broken.problem and "fast" in broken.problem
+        if golden == VERDICTS:  # a verdicts file of version 1: written back as its migration
+            write_json_atomic(path, migrate_to_2(data))
         assert _written(document, tmp_path) == path.read_bytes()
         report = build_report([document])
         assert any("the explanation of r/other/cpu does not read" in w for w in report.warnings)

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from perfguard.errors import StoreError
+from perfguard.errors import StorageError, StoreError
 from perfguard.history.store import (
     DEFAULT_STORE,
     Store,
@@ -163,7 +163,7 @@ def test_a_typed_verdicts_document_without_a_candidate_side_is_refused_in_one_li
     raw = _raw("verdicts-compare.json")
     raw["results"] = {f"side {label}": result for label, result in raw["results"].items()}
     raw["verdicts"] = []
-    with pytest.raises(StoreError, match=r"^x\.json: corrupt verdicts document: no candidate result among"):
+    with pytest.raises(StorageError, match=r"^x\.json: corrupt verdicts document: no candidate result among"):
         store.ingest(parse_verdicts(raw, "x.json"), source="x.json")
     assert _count(url, "documents") == 0
 

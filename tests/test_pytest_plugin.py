@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 TEST_FILE = '''
 def test_toy_compiler_is_not_slower(perfguard):
     document = perfguard.check({suite!r}, case="r/*")
-    assert document.mode["kind"] == "base-ref"
+    assert document.mode.kind == "base-ref"
 '''
 
 

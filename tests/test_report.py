@@ -160,13 +160,13 @@ def make_verdicts() -> dict[str, Any]:
         _row("resnet_t/broken/cpu", "status", "failed", "none", None, unit="", noisy=False,
              reason="candidate compile failed: pass <x> raised `boom`"),
     ]
-    return {"version": 1, "tool": {"name": "perfguard", "version": "0.1.0"}, "created_at": "2026-01-02T03:06:00Z",
+    return {"version": 2, "tool": {"name": "perfguard", "version": "0.1.0"}, "created_at": "2026-01-02T03:06:00Z",
             "mode": {"kind": "base-ref", "ref": "main", "base_commit": base["compiler"]["commit"],
                      "base_subject": HOSTILE_SUBJECT, "head_commit": head["compiler"]["commit"],
                      "baseline": "main (1234567890)", "candidate": "head"},
             "settings": {"alpha": 0.05, "looks_planned": 2, "history": [{"look": 1, "workers": 4, "undecided": 1}]},
             "summary": Summary.of(Verdict.from_json(r) for r in rows).to_json(), "warnings": ["runner cpu: environments differ (onnxruntime: 1.31.0 -> 1.32.0)"],
-            "verdicts": rows, "results": {"base": base, "head": head}}
+            "verdicts": rows, "results": {"baseline": base, "candidate": head}}
 
 
 def _typed(documents: list[dict[str, Any]]) -> list[Document]:
@@ -215,7 +215,7 @@ def test_markdown_summary_comment_and_annotations_match_golden_files(verdicts):
 
 
 def test_markdown_of_plain_results_matches_golden_file(verdicts):
-    report = build_report([verdicts["results"]["base"], verdicts["results"]["head"]], ["base.json", "head.json"])
+    report = build_report([verdicts["results"]["baseline"], verdicts["results"]["candidate"]], ["base.json", "head.json"])
     _golden("report-run-summary.md", job_summary(report, REPORT_URL))
 
 
@@ -327,7 +327,7 @@ def test_html_sections_of_a_check(verdicts):
 
 
 def test_html_of_plain_results_side_by_side(verdicts):
-    html = _render([verdicts["results"]["base"], verdicts["results"]["head"]], ["base.json", "head.json"])
+    html = _render([verdicts["results"]["baseline"], verdicts["results"]["candidate"]], ["base.json", "head.json"])
     assert "Runs side by side" in html and "head.json vs base.json" in html
     assert "+25.0%" in html  # the hostile case's median, head vs base (information, not a verdict)
     assert "plain results: no verdicts" in html and "class=\"chart distribution\"" in html
@@ -397,10 +397,10 @@ def test_report_command_refuses_bad_input_in_one_line(tmp_path):
 
 
 def test_load_document_validates_embedded_results(verdicts, tmp_path):
-    del verdicts["results"]["head"]["cases"][0]["key"]
+    del verdicts["results"]["candidate"]["cases"][0]["key"]
     path = tmp_path / "v.json"
     path.write_text(json.dumps(verdicts))
-    with pytest.raises(Exception, match="corrupt result 'head'"):
+    with pytest.raises(Exception, match="corrupt result 'candidate'"):
         load_document(path)
 
 
@@ -738,7 +738,7 @@ def test_case_detail_shows_the_device_state_of_a_gpu_measurement(verdicts):
                             "temperature_c": [61, 63, 66], "throttle_reasons": [0, 0, 0x20]},
                 "sources": ["nvml"], "errors": [], "clock_tolerance": 0.02}]
     summary = summarize_telemetry(records)
-    for entry in verdicts["results"]["head"]["cases"]:
+    for entry in verdicts["results"]["candidate"]["cases"]:
         entry["measurement"]["telemetry"] = {"summary": summary, "per_worker": records}
         entry["measurement"]["device_state"] = judge_device_state(summary).to_json()
     html = _render([verdicts])

@@ -19,6 +19,7 @@ from hypothesis import given, settings, strategies as st
 
 from perfguard.compare.check import FAMILIES, Sampling, control_false_discoveries, uncorrected
 from perfguard.compare.merge import corrected_union, family_plan, merge_verdicts
+from perfguard.compare.mode import CheckMode, VerdictsSettings
 from perfguard.compare.verdicts import Verdict, VerdictsDocument, load_verdicts
 from perfguard.results.shard import ShardInfo
 from perfguard.stats import bh_adjust
@@ -133,10 +134,10 @@ def _sampling() -> Sampling:
 
 
 def _shard_doc(k: int, n: int, rows: list[Verdict], cases: tuple[str, ...], **info: str) -> VerdictsDocument:
-    plan = family_plan(_sampling().to_json())
+    plan = family_plan(VerdictsSettings.of(_sampling(), ALPHA))
     corrected = control_false_discoveries(rows, plan)  # what the shard's own check decided
-    document = VerdictsDocument.of({"kind": "base-ref", "baseline": "base", "candidate": "head"}, corrected,
-                                   _sampling().to_json(), {}, [])
+    document = VerdictsDocument.of(CheckMode("base-ref", "base", "head"), corrected,
+                                   VerdictsSettings.of(_sampling(), ALPHA), None, [])
     shard = ShardInfo(k, n, cases, info.get("suite", "s" * 64), info.get("settings", "t" * 64), "h" * 40, "b" * 40,
                       part=tuple(sorted({r.case for r in rows})), rows=tuple((r.case, r.metric) for r in corrected))
     return dataclasses.replace(document, shard=shard)
@@ -163,12 +164,12 @@ def test_bh_decides_differently_per_shard_and_merged_and_merge_gives_the_whole_f
     # (step-up) = .006 .006 .006 .03 .036 .9: 0.02 and 0.03 both pass at 0.05.
     assert decided == {"a/p/cpu": "different", "b/p/cpu": "different", "c/p/cpu": "same", "d/p/cpu": "different",
                        "e/p/cpu": "different", "f/p/cpu": "different"}
-    one_family = control_false_discoveries([r for rows in shards for r in rows], family_plan(_sampling().to_json()))
+    one_family = control_false_discoveries([r for rows in shards for r in rows], family_plan(VerdictsSettings.of(_sampling(), ALPHA)))
     assert list(merged.verdicts) == one_family  # the same rows corrected in one family, by the production function
     expected = bh_adjust([r.comparison.p_value for rows in shards for r in rows])
     assert [r.bh_adjusted_p for r in merged.verdicts] == pytest.approx(expected)
     assert expected == pytest.approx([0.03, 0.036, 0.9, 0.006, 0.006, 0.006])
-    assert merged.summary.regressions == 5 and merged.shard is None and merged.mode["merged_shards"] == 3
+    assert merged.summary.regressions == 5 and merged.shard is None and merged.mode.merged_shards == 3
 
 
 def test_a_decision_a_shard_let_through_is_undecided_in_the_whole_family():
@@ -305,8 +306,8 @@ def test_a_check_in_three_shards_merged_is_the_whole_family(sharded_check, tmp_p
         for row, p_adj in zip(rows_f, adjusted, strict=True):
             assert row.bh_adjusted_p == pytest.approx(p_adj)
             assert (row.decision == "different") == (row.comparison.decision == "different" and p_adj <= ALPHA)
-    assert {c.id for c in merged.results["head"].cases} == set(whole)
-    assert merged.shard is None and merged.mode["merged_shards"] == 3
+    assert {c.id for c in merged.results.candidate.cases} == set(whole)
+    assert merged.shard is None and merged.mode.merged_shards == 3
     # A merged document is a verdicts document like any other: report and history ingest take it.
     report = run_cli("report", str(out), "--out", str(tmp_path / "report"))
     assert report.returncode == 0 and (tmp_path / "report" / "index.html").exists(), report.stderr

@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 
+from perfguard.compare.mode import CheckMode, VerdictsSettings
 from perfguard.compare.verdicts import Verdict, VerdictsDocument
 from perfguard.report import write_report
 from perfguard.stats import Comparison, compare_paired
@@ -57,7 +58,7 @@ def test_no_change_and_a_change_beyond_the_floor_are_not_under_the_floor() -> No
 def _document(comparison: Comparison) -> VerdictsDocument:
     row = Verdict(CASE, "latency", "s", True, "median:2%", "base", "head", True, comparison,  # type: ignore[arg-type]
                   comparison.decision, comparison.direction)
-    return VerdictsDocument.of({"kind": "base-ref", "baseline": "base", "candidate": "head"}, [row], {}, {}, [])
+    return VerdictsDocument.of(CheckMode("base-ref", "base", "head"), [row], VerdictsSettings(0.05, 1), None, [])
 
 
 def test_the_terminal_table_says_under_the_floor(small: Comparison, capsys: pytest.CaptureFixture[str],

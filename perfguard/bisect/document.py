@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from perfguard import jsonfields as f
 from perfguard.errors import FieldError, StorageError
@@ -69,8 +69,8 @@ def _read(read: Callable[[], T]) -> T:
         raise StorageError(str(exc)) from None
 
 
-def as_object(value: Any, key: str) -> Json:
-    return _read(lambda: f.obj({key: value}, key, KIND))
+def as_object(value: object, key: str) -> Json:
+    return _read(lambda: f.json_object(f.obj({key: value}, key, KIND), key))
 
 
 def get_str(d: Json, key: str, default: str | None = None) -> str | None:
@@ -91,18 +91,18 @@ def get_bool(d: Json, key: str, default: bool | None) -> bool | None:
     return default if key not in d else _read(lambda: f.opt_boolean(d, key, KIND))
 
 
-def get_list(d: Json, key: str, item: Callable[[Any], T]) -> list[T]:
+def get_list(d: Json, key: str, item: Callable[[Any], T]) -> list[T]:  # int, or a reader of objects
     if d.get(key) is None:
         return []
     return [item(v) for v in _read(lambda: f.array(d, key, KIND))]
 
 
-def read_look(value: Any) -> Look:
+def read_look(value: object) -> Look:
     """One look of a probe's sampling history (:class:`perfguard.stats.adaptive.Look`)."""
     return _read(lambda: Look.from_json(as_object(value, "looks")))
 
 
-def optional(value: Any, read: Callable[[Any], T]) -> T | None:
+def optional(value: object, read: Callable[[object], T]) -> T | None:
     return None if value is None else read(value)
 
 
@@ -110,7 +110,11 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None  # JSON has no inf/NaN: null, as Comparison writes it
 
 
-def _json(value: Any) -> Any:
+class _Written(Protocol):
+    def to_json(self) -> JsonDict: ...
+
+
+def _json(value: _Written | None) -> JsonDict | None:
     return None if value is None else value.to_json()
 
 
@@ -152,7 +156,7 @@ class VerdictSummary:
                    _finite(c.ci_high), _finite(c.p_value), _finite(c.mde), c.n_pairs, c.reason)
 
     @classmethod
-    def from_json(cls, value: Any) -> VerdictSummary:
+    def from_json(cls, value: object) -> VerdictSummary:
         d = as_object(value, "verdict")
         return cls(get_str(d, "baseline"), get_str(d, "candidate"), get_str(d, "decision"), get_str(d, "direction"),
                    get_number(d, "ratio"), get_number(d, "ci_low"), get_number(d, "ci_high"), get_number(d, "p_value"),
@@ -163,7 +167,7 @@ class VerdictSummary:
         return dict(self.__dict__)
 
 
-def summaries(value: Any) -> dict[str, VerdictSummary]:
+def summaries(value: object) -> dict[str, VerdictSummary]:
     """A probe's verdict summaries by comparison (``"A->B"``); absent reads as none."""
     return {str(k): VerdictSummary.from_json(v) for k, v in as_object(value or {}, "verdicts").items()}
 
@@ -185,7 +189,7 @@ class Effect:
         return cls(verdict.ratio, verdict.ci_low, verdict.ci_high, verdict.p_value, verdict.workers)
 
     @classmethod
-    def from_json(cls, value: Any) -> Effect | VerdictSummary:
+    def from_json(cls, value: object) -> Effect | VerdictSummary:
         """An effect as written: cut (commits mode) or a whole verdict summary (passes mode)."""
         d = as_object(value, "effect")
         if "decision" in d:
@@ -212,7 +216,7 @@ class CommitInfo:
         return self.sha[:10] if self.sha else self.ref or ""
 
     @classmethod
-    def from_json(cls, value: Any) -> CommitInfo:
+    def from_json(cls, value: object) -> CommitInfo:
         if isinstance(value, str):  # a bare ref in a hand-written document
             is_sha = len(value) >= 7 and all(c in "0123456789abcdef" for c in value)
             return cls(value if is_sha else "", ref=value)
@@ -234,7 +238,7 @@ class PassCulprit:
     effect: VerdictSummary | None
 
     @classmethod
-    def from_json(cls, value: Any) -> PassCulprit:
+    def from_json(cls, value: object) -> PassCulprit:
         d = as_object(value, "pass")
         return cls(get_str(d, "name", "") or "", get_int(d, "position"), get_bool(d, "confirmed", None),
                    optional(d.get("effect"), VerdictSummary.from_json))
@@ -267,7 +271,7 @@ class PassSearch:
     measured_probes: int = 0
 
     @classmethod
-    def from_json(cls, value: Any) -> PassSearch:
+    def from_json(cls, value: object) -> PassSearch:
         d = as_object(value, "pass_search")
         divergence = optional(d.get("first_divergence"), lambda v: as_object(v, "first_divergence"))
         probes = d.get("probes")
@@ -300,7 +304,7 @@ class Culprit:
     pass_search: PassSearch | None = None
 
     @classmethod
-    def from_json(cls, value: Any) -> Culprit:
+    def from_json(cls, value: object) -> Culprit:
         d = as_object(value, "culprit")
         return cls(optional(d.get("commit"), CommitInfo.from_json), optional(d.get("effect"), Effect.from_json),
                    optional(d.get("pass"), PassCulprit.from_json), bool(get_bool(d, "confirmed", True)),
@@ -326,7 +330,7 @@ class MinimalEdit:
     describe: str
 
     @classmethod
-    def from_json(cls, value: Any) -> MinimalEdit:
+    def from_json(cls, value: object) -> MinimalEdit:
         if isinstance(value, str):
             return cls("", value)
         d = as_object(value, "minimal")
@@ -418,7 +422,7 @@ class SummaryProbe:
 Probe = ProbeRow | PipelineProbe | SummaryProbe
 
 
-def _probe(value: Any) -> Probe:
+def _probe(value: object) -> Probe:
     d = as_object(value, "probes")
     if "passes" in d:
         return PipelineProbe.from_json(d)
@@ -477,7 +481,7 @@ class BisectResult:
         return self.status == "found"
 
     @classmethod
-    def from_json(cls, value: Any) -> BisectResult:
+    def from_json(cls, value: object) -> BisectResult:
         d = as_object(value, "document")
         mode = get_str(d, "mode") or ("pipelines" if "good_pipeline" in d else "commits")
         effect = d.get("effect")
@@ -528,7 +532,7 @@ class BisectResult:
         return out
 
 
-def bisect_from_json(document: Any, source: str | Path) -> BisectResult:
+def bisect_from_json(document: object, source: str | Path) -> BisectResult:
     """A bisect document read from ``source``: refuse a newer version, migrate an older one."""
     from perfguard.results.documents import current_format
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from perfguard.bisect.document import (
     Json,
@@ -52,7 +51,7 @@ class ProbeEntry:
     identity: str | None = None
 
     @classmethod
-    def from_json(cls, value: Any) -> ProbeEntry:
+    def from_json(cls, value: object) -> ProbeEntry:
         d = as_object(value, "entries")
         return cls(optional(d.get("trace"), lambda v: as_object(v, "trace")), get_number(d, "median_s"),
                    get_int(d, "node_count"), get_str(d, "identity"))
@@ -83,7 +82,7 @@ class ProbeRecord:
         return self.status == "ok"
 
     @classmethod
-    def from_json(cls, value: Any) -> ProbeRecord:
+    def from_json(cls, value: object) -> ProbeRecord:
         d = as_object(value, "probe")
         return cls(get_str(d, "status", "") or "", get_str(d, "reason"),
                    summaries(d.get("verdicts")),
@@ -110,7 +109,7 @@ class StateHeader:
     parts: list[str] | None = None
 
     @classmethod
-    def from_json(cls, value: Any) -> StateHeader:
+    def from_json(cls, value: object) -> StateHeader:
         d = as_object(value, "header")
         return cls(get_str(d, "suite"), get_str(d, "case"), get_str(d, "good"), get_str(d, "bad"),
                    get_list(d, "parts", str) if d.get("parts") is not None else None)
@@ -130,7 +129,7 @@ class StateFile:
     version: int = STATE_VERSION
 
     @classmethod
-    def from_json(cls, value: Any) -> StateFile:
+    def from_json(cls, value: object) -> StateFile:
         d = as_object(value, "state")
         return cls(get_str(d, "key", "") or "", StateHeader.from_json(d.get("header") or {}),
                    {str(k): ProbeRecord.from_json(v) for k, v in as_object(d.get("probes") or {}, "probes").items()},

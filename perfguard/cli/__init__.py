@@ -29,7 +29,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
 
 from perfguard import __version__, children
 from perfguard.errors import HungUp, StorageError, Terminated, UserError, one_line
@@ -194,7 +193,7 @@ def _stopped_by_signals() -> Iterator[None]:
         children.reset()
 
 
-def _report(exc: BaseException, argv: list[str], args: Any, step: bool) -> ExitCode:
+def _report(exc: BaseException, argv: list[str], args: argparse.Namespace | None, step: bool) -> ExitCode:
     """Tell the user about ``exc`` that left a command, the way its kind asks; return its code."""
     code = exit_code_of(exc, step)
     if code == ExitCode.INTERRUPTED:
@@ -216,7 +215,7 @@ def _report(exc: BaseException, argv: list[str], args: Any, step: bool) -> ExitC
     return code
 
 
-def internal_error(exc: BaseException, argv: list[str], args: Any, code: int) -> int:
+def internal_error(exc: BaseException, argv: list[str], args: argparse.Namespace | None, code: int) -> int:
     """Report a bug: one line on stderr naming the exception and the file with its traceback (in
     the temporary folder, written atomically), and an error document at ``--json`` if one was
     asked for. Returns ``code``."""

@@ -37,7 +37,7 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
     from perfguard.cli._text import cli_console, literal
 
     mode = document.mode
-    table = Table(title=literal(f"perfguard check: {mode['candidate']} vs {mode['baseline']} ({mode['kind']})"))
+    table = Table(title=literal(f"perfguard check: {mode.candidate} vs {mode.baseline} ({mode.kind})"))
     for column in ("case", "metric", "change", "interval", "p", "mde", "verdict"):
         table.add_column(column, justify="left" if column in ("case", "metric", "verdict") else "right")
     for row in document.verdicts:

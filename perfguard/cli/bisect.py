@@ -24,7 +24,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perfguard.cli._cache import add_cache_arguments
 from perfguard.exit_codes import ExitCode
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from perfguard.profile.explain import ProfileSettings
     from perfguard.progress import Progress
     from perfguard.suite import CaseSpec, Suite
+    from perfguard.suite.gates import CheckSettings
 
 HELP = "find the commit and the pass behind a regression"
 
@@ -84,15 +85,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     step.add_argument("--quiet", action="store_true")
 
 
-def _settings(suite: Any, args: argparse.Namespace) -> Any:
-    import dataclasses
-
-    from perfguard.cli.check import check_settings
+def _settings(suite: Suite, args: argparse.Namespace) -> CheckSettings:
+    from perfguard.cli._sampling import sampling_options
     from perfguard.errors import UserError
 
     if not 0 < args.alpha < 0.5:
         raise UserError(f"--alpha must be between 0 and 0.5, found {args.alpha}")
-    return dataclasses.replace(check_settings(suite, args), alpha=args.alpha)
+    return sampling_options(args, alpha=args.alpha).applied(suite.check)
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -163,7 +162,7 @@ def _bisect_exact(suite: Suite, case: CaseSpec, args: argparse.Namespace, narrat
     return bisect_exact_between(suite, case, args.good, args.bad, args.metric, narrator)
 
 
-def _step(suite: Any, args: argparse.Namespace) -> ExitCode:
+def _step(suite: Suite, args: argparse.Namespace) -> ExitCode:
     """git bisect run: 0 good, 1 bad, 125 skip (the commit under test cannot build or compile, or
     undecided). Every error of the tool (bad input, --good that does not build, a bug) leaves as an
     exception, which ``perfguard.cli.main`` turns into exit 128: git bisect run aborts."""

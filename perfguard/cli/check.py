@@ -12,10 +12,16 @@ newest result of the suite in the history store, from this machine's fingerprint
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perfguard.cli._cache import add_cache_arguments
+from perfguard.cli._sampling import add_sampling_arguments
 from perfguard.exit_codes import ExitCode
+
+if TYPE_CHECKING:
+    from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.flows.check_request import CheckRequest
+    from perfguard.suite import Suite
 
 HELP = "compare against a git ref, a pipeline or a stored baseline; gate on regressions"
 
@@ -53,44 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
-def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
-    """--workers, --max-workers and --measure-identical (``check`` and ``nightly``)."""
-    parser.add_argument("--workers", type=int, metavar="N", help="first-look workers (suite [check] workers; 1 to 1024)")
-    parser.add_argument("--max-workers", type=int, metavar="N", help="worker budget per case ([check] max_workers; up to 1024)")
-    parser.add_argument("--measure-identical", action="store_true",
-                        help="time both sides even where their artifacts are identical (an A/A sentinel, and "
-                             "absolute history values every night; default: identical artifacts are SAME "
-                             "without timing)")
-
-
-def check_settings(suite: Any, args: argparse.Namespace) -> Any:
-    """The suite's [check] settings with --workers / --max-workers applied."""
-    import dataclasses
-
-    from perfguard.cli._bounds import MAX_WORKERS, in_range
-    from perfguard.errors import UserError
-
-    settings = suite.check
-    in_range(args.max_workers, "--max-workers", 1, MAX_WORKERS)
-    if in_range(args.workers, "--workers", 1, MAX_WORKERS) is not None:
-        settings = dataclasses.replace(settings, workers=args.workers,
-                                       max_workers=max(settings.max_workers, args.workers))
-    if args.max_workers is not None:
-        if args.max_workers < settings.workers:
-            raise UserError(f"--max-workers ({args.max_workers}) must be >= the first-look workers ({settings.workers})")
-        settings = dataclasses.replace(settings, max_workers=args.max_workers)
-    if getattr(args, "measure_identical", False):
-        settings = dataclasses.replace(settings, measure_identical=True)
-    return settings
-
-
 def run(args: argparse.Namespace) -> ExitCode:
     import dataclasses
 
     from perfguard.cli._progress import RichProgress
     from perfguard.cli._shard import select_part
-    from perfguard.flows.check import check_against_baseline, check_against_pipeline, check_against_ref
-    from perfguard.results import check_writable
+    from perfguard.flows.check_request import run_check
     from perfguard.suite import load_suite
 
     if args.artifacts:
@@ -101,40 +75,37 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise UserError("give a SUITE file to check (or --artifacts DIR with --against-pipeline)")
     suite = load_suite(args.suite)
     cases = suite.select(args.case)
-    settings = check_settings(suite, args)
+    request = check_request(suite, args)
     decided = {"base_ref": args.base_ref, "against_pipeline": args.against_pipeline, "baseline": args.baseline,
-               "case": args.case, "check": dataclasses.asdict(settings)}
+               "case": args.case, "check": dataclasses.asdict(request.settings)}
     cases, shard = select_part(args, suite, cases, command="check", decided=decided)
     _check_outputs(args)
+    progress = RichProgress(args.quiet)
+    try:
+        document = run_check(suite, cases, request, progress, shard)
+    finally:
+        progress.stop()
+    return _report(document, args)
+
+
+def check_request(suite: Suite, args: argparse.Namespace) -> CheckRequest:
+    """The typed request of the command line's options (``--trace-out`` checked writable)."""
+    from perfguard.cli._sampling import sampling_options
+    from perfguard.flows.check_request import Against, CheckRequest
+
+    against = Against.one_of(base_ref=args.base_ref, against_pipeline=args.against_pipeline, baseline=args.baseline)
     explain = None
     if args.explain or args.trace_out:
         from perfguard.errors import UserError
         from perfguard.profile.explain import ProfileSettings
+        from perfguard.results import check_writable
 
         if not args.explain:
             raise UserError("--trace-out writes the profiles of --explain: add --explain")
-        if args.baseline:
-            raise UserError("--explain profiles both sides of the job: use --base-ref or --against-pipeline "
-                            "(a stored baseline's artifacts are not here)")
-        if args.trace_out:
+        if args.trace_out and against.kind != "baseline":
             check_writable(args.trace_out, "--trace-out", directory=True)
         explain = ProfileSettings(trace_dir=args.trace_out)
-    progress = RichProgress(args.quiet)
-    try:
-        if args.base_ref:
-            document = check_against_ref(suite, cases, args.base_ref, settings, progress, explain)
-        elif args.against_pipeline:
-            document = check_against_pipeline(suite, cases, args.against_pipeline, settings, progress, explain)
-        else:
-            document = check_against_baseline(suite, cases, args.baseline, settings, progress, args.strict_env)
-    finally:
-        progress.stop()
-    if shard is not None:
-        base = document.mode.get("base_commit")
-        rows = tuple((r.case, r.metric) for r in document.verdicts)  # what merge checks this shard's rows against
-        document = dataclasses.replace(document, shard=dataclasses.replace(
-            shard, base_commit=base if isinstance(base, str) else None, rows=rows))
-    return _report(document, args)
+    return CheckRequest(against, sampling_options(args).applied(suite.check), explain, args.strict_env)
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -152,6 +123,7 @@ def _run_artifacts(args: argparse.Namespace) -> ExitCode:
     from pathlib import Path
 
     from perfguard.cli._progress import RichProgress
+    from perfguard.cli._sampling import sampling_options
     from perfguard.errors import UserError
     from perfguard.flows.check import check_artifacts_against_pipeline
     from perfguard.suite import load_suite
@@ -163,7 +135,8 @@ def _run_artifacts(args: argparse.Namespace) -> ExitCode:
     if args.explain or args.trace_out or args.shard:
         raise UserError("--artifacts takes no --explain, --trace-out or --shard")
     folder = Path(args.artifacts)
-    settings = check_settings(load_suite(folder / "suite.toml"), args) if (folder / "suite.toml").is_file() else None
+    options = sampling_options(args)
+    settings = options.applied(load_suite(folder / "suite.toml").check) if (folder / "suite.toml").is_file() else None
     _check_outputs(args)
     progress = RichProgress(args.quiet)
     try:
@@ -173,7 +146,7 @@ def _run_artifacts(args: argparse.Namespace) -> ExitCode:
     return _report(document, args)
 
 
-def _report(document: Any, args: argparse.Namespace) -> ExitCode:
+def _report(document: VerdictsDocument, args: argparse.Namespace) -> ExitCode:
     """Print, write and annotate the verdicts; the exit code to gate on."""
     from perfguard.cli._verdicts import print_verdicts, write_verdicts
     from perfguard.compare.check import exit_code

@@ -223,7 +223,7 @@ def _ingest(args: argparse.Namespace) -> ExitCode:
         documents.append((path, data, parse_stored(data, str(path))))
     with open_store(args.store, create=True) as store:
         for path, data, document in documents:
-            done = store.ingest(document, source=str(path), as_read=data)
+            done = store.ingest(document, source=str(path), as_read=data if isinstance(data, dict) else None)
             what = f"{done.points} point(s)" if done.new else "already stored"
             print(f"{path}: {done.kind} document {done.document_id}, {what}")
     return ExitCode.OK

@@ -15,13 +15,15 @@ or a bad store; 4 some cases failed.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from perfguard.cli._progress import RichProgress
     from perfguard.history.store import Store
     from perfguard.profile.explain import ProfileSettings
     from perfguard.results.shard import ShardInfo
     from perfguard.suite import CaseSpec, Suite
+    from perfguard.suite.gates import CheckSettings
 
 from perfguard.cli._cache import add_cache_arguments
 from perfguard.exit_codes import ExitCode
@@ -30,8 +32,8 @@ HELP = "the nightly job: check against the last night, store, detect change poin
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from perfguard.cli._sampling import add_sampling_arguments
     from perfguard.cli._shard import shard_option
-    from perfguard.cli.check import add_sampling_arguments
     from perfguard.cli.history import store_option
     from perfguard.cli.profile import add_profile_arguments
 
@@ -72,9 +74,9 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     from perfguard.atomic import write_json_atomic
     from perfguard.cli._progress import RichProgress
+    from perfguard.cli._sampling import sampling_options
     from perfguard.cli._shard import select_part
     from perfguard.cli._verdicts import print_verdicts
-    from perfguard.cli.check import check_settings
     from perfguard.cli.history import open_store
     from perfguard.flows.nightly import run_nightly
     from perfguard.report.nightly import markdown_summary
@@ -84,7 +86,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     suite = load_suite(args.suite)
     cases = suite.select(args.case)
-    settings = check_settings(suite, args)
+    settings = sampling_options(args).applied(suite.check)
     for path, option in ((args.json, "--json"), (args.summary, "--summary")):
         if path:
             check_writable(path, option)
@@ -154,7 +156,8 @@ def _repeated_night(store: Store, suite: Suite, cases: list[CaseSpec], shard: Sh
             "runner class and commit: nothing measured")
 
 
-def _follow_up(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, progress: Any) -> ExitCode:
+def _follow_up(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, args: argparse.Namespace,
+               progress: RichProgress) -> ExitCode:
     from perfguard.cli.history import open_store
     from perfguard.errors import UserError
     from perfguard.flows.nightly_shards import follow_up
@@ -177,7 +180,8 @@ def _follow_up(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, 
     return ExitCode.REGRESSION if report.exit_regression else ExitCode.OK
 
 
-def _bisect_only(suite: Any, cases: Any, settings: Any, args: argparse.Namespace, progress: Any) -> ExitCode:
+def _bisect_only(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, args: argparse.Namespace,
+                 progress: RichProgress) -> ExitCode:
     from perfguard.cli.history import open_store
     from perfguard.flows.bisect_fix import bisect_fixes
     from perfguard.flows.nightly import bisect_open_changes

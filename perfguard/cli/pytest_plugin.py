@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -55,38 +55,27 @@ class PerfguardChecker:
               max_workers: int | None = None, fail_on_unknown: bool = False, strict_env: bool = False
               ) -> VerdictsDocument:
         """Run a check and fail the test on a regression (see the module docstring)."""
-        import argparse
-
+        from perfguard.cli._bounds import MAX_WORKERS, in_range
         from perfguard.cli._progress import RichProgress
         from perfguard.cli._verdicts import print_verdicts
-        from perfguard.cli.check import check_settings
         from perfguard.cli.report import write_report
         from perfguard.compare.check import exit_code
         from perfguard.errors import UserError
         from perfguard.exit_codes import ExitCode
-        from perfguard.flows.check import (
-            check_against_baseline,
-            check_against_pipeline,
-            check_against_ref,
-        )
+        from perfguard.flows.check_request import Against, CheckRequest, SamplingOptions, run_check
         from perfguard.suite import load_suite
 
         try:
-            if sum(x is not None for x in (base_ref, against_pipeline, baseline)) > 1:
-                raise UserError("perfguard.check: give at most one of base_ref, against_pipeline, baseline")
+            against = Against.one_of(base_ref=base_ref, against_pipeline=against_pipeline, baseline=baseline,
+                                     default_ref=self.base_ref or "HEAD")
             loaded = load_suite(suite)
             cases = loaded.select(case)
-            settings = check_settings(loaded, argparse.Namespace(workers=workers, max_workers=max_workers,
-                                                                 measure_identical=False))
+            options = SamplingOptions(in_range(workers, "workers", 1, MAX_WORKERS),
+                                      in_range(max_workers, "max_workers", 1, MAX_WORKERS))
+            request = CheckRequest(against, options.applied(loaded.check), strict_env=strict_env)
             progress = RichProgress(quiet=True)
             try:
-                if against_pipeline is not None:
-                    document = check_against_pipeline(loaded, cases, against_pipeline, settings, progress)
-                elif baseline is not None:
-                    document = check_against_baseline(loaded, cases, baseline, settings, progress, strict_env)
-                else:
-                    ref = base_ref or self.base_ref or "HEAD"
-                    document = check_against_ref(loaded, cases, ref, settings, progress)
+                document = run_check(loaded, cases, request, progress)
             finally:
                 progress.stop()
         except UserError as exc:  # bad input is the test's setup, said in one line
@@ -101,13 +90,13 @@ class PerfguardChecker:
                 print_verdicts(document)
             what = {ExitCode.REGRESSION: "a performance regression", ExitCode.UNKNOWN: "undecided cases"}.get(
                 code, f"perfguard check exit {int(code)}")
-            pytest.fail(f"perfguard: {what} ({document.mode.get('baseline')} -> {document.mode.get('candidate')})\n"
+            pytest.fail(f"perfguard: {what} ({document.mode.baseline} -> {document.mode.candidate})\n"
                         f"{table.getvalue()}report: {written['html']}", pytrace=False)
         return document
 
 
 @pytest.fixture
-def perfguard(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def perfguard(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> PerfguardChecker:
     """A :class:`PerfguardChecker`: ``perfguard.check(SUITE, case=...)`` fails the test on a regression."""
     from perfguard.names import safe_filename
 

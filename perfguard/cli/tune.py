@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._progress import RichProgress
-    from perfguard.cli.check import check_settings
+    from perfguard.cli._sampling import sampling_options
     from perfguard.errors import UserError
     from perfguard.flows.probe import require_case
     from perfguard.flows.tune import tune
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         if value < least:
             raise UserError(f"{option} must be >= {least}, found {value}")
     time_limit = parse_duration(args.time, "--time") if args.time else None
-    settings = check_settings(suite, args)
+    settings = sampling_options(args).applied(suite.check)
     # Every output is checked before the first compile.
     for option, target in (("--out", args.out), ("--json", args.json), ("--state", args.state)):
         if target:

@@ -37,17 +37,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
-from perfguard import jsonfields as f
+from perfguard.compare.mode import Sampling
 from perfguard.compare.verdicts import Verdict, VerdictsDocument
 from perfguard.exit_codes import ExitCode
-from perfguard.jsonfields import JsonDict, JsonObject
+from perfguard.jsonfields import JsonObject
 from perfguard.results import CaseEntry
 from perfguard.stats import bh_adjust, compare_deterministic, compare_paired, compare_unpaired
-from perfguard.stats.adaptive import Look, SequentialPlan, sequential_sampling
+from perfguard.stats.adaptive import SequentialPlan, sequential_sampling
 from perfguard.stats.verdict import Comparison
 from perfguard.suite.gates import METRICS, CheckSettings, ThresholdSet
 
@@ -111,8 +111,19 @@ def _unknown(reason: str, baseline: float = math.nan, candidate: float = math.na
                       candidate_median=candidate, floor=math.nan, reason=reason, method="none")
 
 
+class NoisyTestOptions(TypedDict):
+    """The options of one noisy metric's test (``compare_paired`` / ``compare_unpaired``)."""
+
+    statistic: str
+    rel_floor: float
+    abs_floor: float
+    alpha: float
+    confidence: float
+    seed: int
+
+
 def _noisy(groups_a: dict[int, list[float]], groups_b: dict[int, list[float]], paired: bool, metric: str,
-           kwargs: dict[str, Any]) -> Comparison:
+           kwargs: NoisyTestOptions) -> Comparison:
     if not groups_a or not groups_b:
         return _unknown(f"no {metric} values on one side")
     if any(v <= 0 for g in (*groups_a.values(), *groups_b.values()) for v in g):
@@ -161,13 +172,13 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
         base_m, cand_m = pair.baseline.metrics, pair.candidate.metrics
         if spec.counted and base_m.value(metric) is None and cand_m.value(metric) is None:
             continue  # not counted (no --counts): no row, as for a metric nobody asked for
-        kwargs = {"statistic": gate.statistic, "rel_floor": gate.relative, "abs_floor": gate.absolute,
-                  "alpha": alpha, "confidence": confidence, "seed": seed}
+        kwargs = NoisyTestOptions(statistic=gate.statistic, rel_floor=gate.relative, abs_floor=gate.absolute,
+                             alpha=alpha, confidence=confidence, seed=seed)
         if pair.identical and metric in ("latency", "memory"):
             comparison = _identical(gate.relative or 0.0, pair.baseline.execution_identity)
         elif metric == "latency":
             if not pair.paired:  # across separate runs: never below the across-runs floor
-                kwargs = {**kwargs, "rel_floor": max(gate.relative or 0.0, thresholds.across_runs)}
+                kwargs = NoisyTestOptions(**{**kwargs, "rel_floor": max(gate.relative or 0.0, thresholds.across_runs)})
             comparison = _noisy(pair.baseline.latency_by_worker(), pair.candidate.latency_by_worker(), pair.paired,
                                 metric, kwargs)
             comparison = _device_gate(comparison, pair)
@@ -175,7 +186,7 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
             a = {i: [t] for i, t in enumerate(base_m.compile_times_s or ())}
             b = {i: [t] for i, t in enumerate(cand_m.compile_times_s or ())}
             if once is not None:
-                kwargs = {**kwargs, "alpha": once[0], "confidence": once[1]}
+                kwargs = NoisyTestOptions(**{**kwargs, "alpha": once[0], "confidence": once[1]})
             comparison = _noisy(a, b, False, metric, kwargs)
             gated = decidable(comparison)
             if not gated:
@@ -279,42 +290,12 @@ def control_false_discoveries(rows: list[Verdict], plan: SequentialPlan) -> list
     return rows
 
 
-@dataclass(frozen=True)
-class Sampling:
-    """How a check sampled: its plan (false-discovery level, looks, level and confidence by look,
-    the families corrected together, workers first / per step / at most) and its history, one
-    :class:`perfguard.stats.adaptive.Look` per look. Written as the ``settings`` of a verdicts
-    document (the check adds its own keys beside these)."""
+@dataclass
+class _Latest:
+    """The pairs and rows of the latest look of :func:`adaptive_check`."""
 
-    alpha: float
-    looks_planned: int
-    alpha_by_look: tuple[float, ...]
-    confidence_by_look: tuple[float, ...]
-    families: tuple[str, ...]
-    initial_workers: int
-    step_workers: int
-    max_workers: int
-    history: tuple[Look, ...]
-
-    @property
-    def last_workers(self) -> int:
-        """The workers planned at the last look (what a decided comparison had)."""
-        return self.history[-1].workers
-
-    def to_json(self) -> JsonDict:
-        return {"alpha": self.alpha, "looks_planned": self.looks_planned, "alpha_by_look": list(self.alpha_by_look),
-                "confidence_by_look": list(self.confidence_by_look), "families": list(self.families),
-                "initial_workers": self.initial_workers, "step_workers": self.step_workers,
-                "max_workers": self.max_workers, "history": [h.to_json() for h in self.history]}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Sampling:
-        kind = "sampling"
-        return cls(f.finite(data, "alpha", kind), f.count(data, "looks_planned", kind),
-                   f.number_list(data, "alpha_by_look", kind), f.number_list(data, "confidence_by_look", kind),
-                   f.string_list(data, "families", kind), f.count(data, "initial_workers", kind),
-                   f.count(data, "step_workers", kind), f.count(data, "max_workers", kind),
-                   tuple(Look.from_json(h) for h in f.objects(data, "history", kind)))
+    pairs: list[Pair] = dataclasses.field(default_factory=list)
+    rows: list[Verdict] = dataclasses.field(default_factory=list)
 
 
 def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[str], int], None],
@@ -330,19 +311,19 @@ def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[
     early keeps the level it was decided at."""
     plan = check_plan(settings, adaptive=adaptive)
     looks: dict[str, int] = {}
-    state: dict[str, Any] = {}
+    state = _Latest()
 
     def look(_: int) -> set[str]:
         pairs = pairs_of()
         # A DIFFERENT that false-discovery control would demote is undecided: sample it further.
         rows = control_false_discoveries(evaluate(pairs, thresholds, plan, looks), plan)
-        state.update(pairs=pairs, rows=rows)
+        state.pairs, state.rows = pairs, rows
         return {r.case for r in rows if r.metric == "latency" and r.paired and r.decision == "unknown"}
 
     def more(undecided: Collection[str], n: int) -> bool:
         assert adaptive  # one look when there is nothing to re-measure
         ids: set[str] = set()
-        for pair in state["pairs"]:
+        for pair in state.pairs:
             if pair.case in undecided:
                 ids |= pair.variants
                 looks[pair.case] = looks.get(pair.case, 1) + 1
@@ -352,7 +333,7 @@ def adaptive_check(pairs_of: Callable[[], list[Pair]], remeasure: Callable[[set[
     history = sequential_sampling(plan, look, more)
     info = Sampling(settings.alpha, plan.looks, tuple(plan.levels), tuple(plan.confidences), tuple(FAMILIES),
                     settings.workers, settings.step_workers, settings.max_workers, tuple(history))
-    return state["rows"], info
+    return state.rows, info
 
 
 def exit_code(document: VerdictsDocument, fail_on_unknown: bool) -> ExitCode:

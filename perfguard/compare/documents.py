@@ -7,18 +7,18 @@ Paired checks need no environment rule: both sides run in the same worker proces
 
 from __future__ import annotations
 
-from perfguard.compare.check import Pair, Sampling, adaptive_check
+from perfguard.compare.check import Pair, adaptive_check
+from perfguard.compare.mode import CheckMode, ComparedResults, ModeKind, Sampling, VerdictsSettings
 from perfguard.compare.verdicts import VerdictsDocument
 from perfguard.errors import UserError
-from perfguard.jsonfields import JsonDict
 from perfguard.results import ResultDocument
 from perfguard.runners.fingerprint import fingerprint_differences
 from perfguard.suite.gates import CheckSettings, ThresholdSet
 
 
-def settings_json(settings: CheckSettings, info: Sampling) -> JsonDict:
+def settings_json(settings: CheckSettings, info: Sampling) -> VerdictsSettings:
     """The ``settings`` of a verdicts document: how it sampled, and its alpha."""
-    return {**info.to_json(), "alpha": settings.alpha}
+    return VerdictsSettings.of(info, settings.alpha)
 
 
 def unpaired_pairs(baseline: ResultDocument, candidate: ResultDocument, base_label: str,
@@ -64,7 +64,7 @@ def environment_warnings(baseline: ResultDocument, candidate: ResultDocument, st
 
 
 def compare_documents(baseline: ResultDocument, candidate: ResultDocument, settings: CheckSettings,
-                      labels: tuple[str, str], strict_env: bool, kind: str = "compare") -> VerdictsDocument:
+                      labels: tuple[str, str], strict_env: bool, kind: ModeKind = "compare") -> VerdictsDocument:
     """The verdicts of ``candidate`` against ``baseline``, two result documents measured apart
     (unpaired): the environment rule, then one fixed-sample test per pair."""
     warnings = environment_warnings(baseline, candidate, strict_env)
@@ -74,9 +74,8 @@ def compare_documents(baseline: ResultDocument, candidate: ResultDocument, setti
                         (f" ({more[0]})" if more else ""))
     rows, info = adaptive_check(lambda: pairs, lambda ids, n: None, _thresholds_for(candidate, baseline), settings,
                                 adaptive=False)
-    mode = {"kind": kind, "baseline": labels[0], "candidate": labels[1]}
-    return VerdictsDocument.of(mode, rows, settings_json(settings, info),
-                               {"baseline": baseline, "candidate": candidate}, warnings + more)
+    return VerdictsDocument.of(CheckMode(kind, labels[0], labels[1]), rows, settings_json(settings, info),
+                               ComparedResults(candidate, baseline), warnings + more)
 
 
 def _thresholds_for(*documents: ResultDocument) -> ThresholdSet:

@@ -18,11 +18,12 @@ family let through but the whole family does not is UNKNOWN, and the other way r
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from perfguard.compare.check import Sampling, control_false_discoveries, uncorrected
+from perfguard.compare.check import control_false_discoveries, uncorrected
+from perfguard.compare.mode import ComparedResults, VerdictsSettings
 from perfguard.compare.verdicts import Summary, Verdict, VerdictsDocument
 from perfguard.errors import UserError
 from perfguard.results import ResultDocument
@@ -150,9 +151,9 @@ def _environment_warnings(documents: Sequence[tuple[str, ResultDocument]]) -> li
     return warnings
 
 
-def family_plan(settings: Mapping[str, Any]) -> SequentialPlan:
+def family_plan(settings: VerdictsSettings) -> SequentialPlan:
     """The plan a check's BH correction ran at, from its verdicts document's ``settings``."""
-    sampling = Sampling.from_json(settings)
+    sampling = settings.sampling()
     plan = SequentialPlan(sampling.initial_workers, sampling.step_workers, sampling.max_workers, sampling.alpha,
                           adaptive=sampling.looks_planned > 1)
     if plan.looks != sampling.looks_planned:  # a one-look adaptive plan (max_workers = workers) reads the same
@@ -181,18 +182,18 @@ def merge_verdicts(shards: Sequence[tuple[str, VerdictsDocument]]) -> tuple[Verd
     first = ordered[0][1]
     plan = family_plan(first.settings)
     merged_rows = corrected_union([r for r, _ in rows], plan)
-    labels = list(first.results)
-    results = {}
-    for label in labels:
-        parts = [d.results[label] for _, d, _ in ordered if label in d.results]
-        results[label] = concatenated(parts, info.cases)
+    sides = [[(i.label, side) for _, d, i in ordered if d.results is not None for side in d.results.sides()
+              if side[0] == label] for label in ("baseline", "candidate")]
     warnings = [w for w in unchecked if w]
     for _, d, _ in ordered:
         warnings += [w for w in d.warnings if w not in warnings]
-    for label in labels:
-        warnings += _environment_warnings([(i.label, d.results[label]) for _, d, i in ordered if label in d.results])
-    mode = {**first.mode, "merged_shards": info.n}
-    settings = {**first.settings, "shard_history": [d.settings.get("history") for _, d, _ in ordered]}
+    for parts in sides:
+        warnings += _environment_warnings([(shard, document) for shard, (_, document) in parts]) if parts else []
+    baseline, candidate = (concatenated([document for _, (_, document) in parts], info.cases) if parts else None
+                           for parts in sides)
+    results = None if candidate is None else ComparedResults(candidate, baseline)
+    mode = dataclasses.replace(first.mode, merged_shards=info.n)
+    settings = dataclasses.replace(first.settings, shard_history=tuple(d.settings.history for _, d, _ in ordered))
     document = VerdictsDocument(mode, settings, tuple(merged_rows), results, tuple(warnings), Summary.of(merged_rows),
                                 datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                                 explanations=tuple(e for _, d, _ in ordered for e in d.explanations))

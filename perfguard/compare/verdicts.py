@@ -15,6 +15,11 @@ Format history (``VERDICTS_VERSION``):
    not read is kept as found, an ``UnreadableExplanation``, and written back unchanged).
    ``shard`` (``check --shard K/N``: which part of which whole, ``perfguard.results.shard.ShardInfo``;
    a document written by ``perfguard merge`` has none and says ``mode.merged_shards`` instead).
+2. ``results`` is keyed ``baseline`` and ``candidate`` (``ComparedResults``; the baseline absent
+   where one document holds both sides, ``check --against-pipeline``) instead of by labels that
+   changed with the mode (``base``/``head``, ``baseline``/``candidate``, ``head`` alone), and
+   ``mode`` and ``settings`` are read typed (``CheckMode``, ``VerdictsSettings``: the JSON of both is
+   unchanged; a mode key no kind writes is dropped). ``migrate_to_2`` renames the labels.
 
 The loader refuses a newer version ("upgrade perfguard") and migrates older ones
 (``_MIGRATIONS[n]`` turns version n into n + 1); ``to_json(from_json(d)) == d`` for every valid
@@ -28,20 +33,31 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from perfguard import __version__, jsonfields as f
+from perfguard.compare.mode import CheckMode, ComparedResults, VerdictsSettings, v1_results
 from perfguard.errors import FieldError
-from perfguard.jsonfields import JsonDict, JsonObject
-from perfguard.results import ResultDocument, read_json
+from perfguard.jsonfields import JsonDict
+from perfguard.results import read_json
 from perfguard.results.documents import current_format, typed_document
 from perfguard.results.explanation import StoredExplanation, read_explanation
 from perfguard.results.result import current_result_json
 from perfguard.results.shard import ShardInfo
 from perfguard.stats.verdict import Comparison, is_regression
 
-VERDICTS_VERSION = 1
-_MIGRATIONS: dict[int, Callable[[JsonDict], JsonDict]] = {}
+VERDICTS_VERSION = 2
+
+
+def migrate_to_2(data: JsonDict) -> JsonDict:
+    """Version 1 -> 2: ``results`` keyed ``baseline``/``candidate`` (:func:`v1_results`)."""
+    results = data.get("results")
+    if not isinstance(results, dict):
+        return {**data, "version": 2}
+    return {**data, "version": 2, "results": v1_results(results)}
+
+
+_MIGRATIONS: dict[int, Callable[[JsonDict], JsonDict]] = {1: migrate_to_2}
 
 #: A row's decision: the comparison's three-way decision, or ``failed`` (a side did not run).
 RowDecision = Literal["same", "different", "unknown", "failed"]
@@ -82,7 +98,7 @@ class Verdict:
                 "bh_adjusted_p": self.bh_adjusted_p, **({} if self.gated else {"gated": False})}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Verdict:
+    def from_json(cls, data: Mapping[str, object]) -> Verdict:
         kind = "verdict"
         decision = f.string(data, "decision", kind)
         if decision not in ("same", "different", "unknown", "failed"):
@@ -112,7 +128,7 @@ _COMPARISON_WORDS = {"decision": ("same", "different", "unknown"), "direction": 
                      "reason": None, "method": None, "statistic": None}
 
 
-def _checked_comparison(data: JsonDict) -> JsonDict:
+def _checked_comparison(data: Mapping[str, object]) -> Mapping[str, object]:
     """``data`` when every field of the comparison it holds has its type; a ``FieldError`` naming
     the first that has not. Ratios, intervals and medians are 0 or more; p-values, alpha and
     confidence between 0 and 1."""
@@ -147,7 +163,7 @@ class Geomean:
         return {"ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high, "cases": self.cases}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Geomean:
+    def from_json(cls, data: Mapping[str, object]) -> Geomean:
         kind = "latency_geomean"
         return cls(f.finite(data, "ratio", kind), f.finite(data, "ci_low", kind), f.finite(data, "ci_high", kind),
                    f.count(data, "cases", kind))
@@ -212,7 +228,7 @@ class Summary:
                 **({"not_gated": self.not_gated} if self.not_gated else {})}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Summary:
+    def from_json(cls, data: Mapping[str, object]) -> Summary:
         geomean = f.opt_obj(data, "latency_geomean", "summary")
         return cls(**{k: f.count(data, k, "summary") for k in _COUNTS},
                    latency_geomean=None if geomean is None else Geomean.from_json(geomean),
@@ -221,14 +237,14 @@ class Summary:
 
 @dataclass(frozen=True)
 class VerdictsDocument:
-    """What a check or compare decided: ``mode`` (``kind``, ``baseline``, ``candidate`` and the
-    kind's own keys), the statistical ``settings`` and sampling history, the verdicts, warnings,
-    and the result document of each side (``results``, by side label)."""
+    """What a check or compare decided: the ``mode`` (what was compared), the statistical
+    ``settings`` and sampling history, the verdicts, warnings, and the result document of each
+    side (``results``; None in a document built without any, as tests do)."""
 
-    mode: JsonObject
-    settings: JsonObject
+    mode: CheckMode
+    settings: VerdictsSettings
     verdicts: tuple[Verdict, ...]
-    results: dict[str, ResultDocument]
+    results: ComparedResults | None
     warnings: tuple[str, ...] = ()
     summary: Summary = field(default_factory=Summary)
     created_at: str = ""
@@ -238,31 +254,32 @@ class VerdictsDocument:
     shard: ShardInfo | None = None
 
     @classmethod
-    def of(cls, mode: JsonObject, rows: Iterable[Verdict], settings: JsonObject,
-           results: Mapping[str, ResultDocument], warnings: Iterable[str]) -> VerdictsDocument:
+    def of(cls, mode: CheckMode, rows: Iterable[Verdict], settings: VerdictsSettings,
+           results: ComparedResults | None, warnings: Iterable[str]) -> VerdictsDocument:
         rows = tuple(rows)
-        return cls(mode, settings, rows, dict(results), tuple(warnings), Summary.of(rows),
+        return cls(mode, settings, rows, results, tuple(warnings), Summary.of(rows),
                    datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
 
     @property
     def kind(self) -> str:
-        return str(self.mode.get("kind", ""))
+        return self.mode.kind
 
     def to_json(self) -> JsonDict:
         return {"version": self.version, "tool": {"name": "perfguard", "version": self.tool_version},
-                "created_at": self.created_at, "mode": self.mode, "settings": self.settings,
+                "created_at": self.created_at, "mode": self.mode.to_json(), "settings": self.settings.to_json(),
                 "summary": self.summary.to_json(), "warnings": list(self.warnings),
                 "verdicts": [v.to_json() for v in self.verdicts],
-                "results": {label: r.to_json() for label, r in self.results.items()},
+                "results": {} if self.results is None else self.results.to_json(),
                 **({"explanations": [e.to_json() for e in self.explanations]} if self.explanations else {}),
                 **({"shard": self.shard.to_json()} if self.shard is not None else {})}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> VerdictsDocument:
+    def from_json(cls, data: Mapping[str, object]) -> VerdictsDocument:
         kind = "verdicts"
-        return cls(f.obj(data, "mode", kind), f.obj(data, "settings", kind),
+        results = f.obj(data, "results", kind)
+        return cls(CheckMode.from_json(f.obj(data, "mode", kind)), VerdictsSettings.from_json(f.obj(data, "settings", kind)),
                    tuple(Verdict.from_json(v) for v in f.objects(data, "verdicts", kind)),
-                   {label: ResultDocument.from_json(r) for label, r in f.obj(data, "results", kind).items()},
+                   ComparedResults.from_json(results) if results else None,
                    f.string_list(data, "warnings", kind), Summary.from_json(f.obj(data, "summary", kind)),
                    f.string(data, "created_at", kind), f.string(f.obj(data, "tool", kind), "version", "tool"),
                    f.integer(data, "version", kind),
@@ -271,12 +288,13 @@ class VerdictsDocument:
                    None if f.opt_obj(data, "shard", kind) is None else ShardInfo.from_json(f.obj(data, "shard", kind)))
 
 
-def parse_verdicts(data: Any, path: str | Path) -> VerdictsDocument:
+def parse_verdicts(data: object, path: str | Path) -> VerdictsDocument:
     """A verdicts document from its JSON value (already read from ``path``): refuses a newer
     version, migrates older ones, validates against the schema; one-line ``StorageError``s."""
     data = current_format(data, path, kind="verdicts", title="perfguard verdicts document",
                           version=VERDICTS_VERSION, migrations=_MIGRATIONS)
-    embedded = data.get("results") if isinstance(data.get("results"), dict) else {}
+    found = data.get("results")
+    embedded = found if isinstance(found, dict) else {}
     # The result documents inside are migrated like result files (a verdicts file of version 1
     # may hold results of an older result version).
     embedded = {label: current_result_json(r, f"{path} results[{label!r}]") for label, r in embedded.items()}

@@ -18,9 +18,8 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from perfguard import children
 from perfguard.errors import UserError, unknown_name_message
@@ -95,7 +94,7 @@ class UserPassProbe:
             self.folder.cleanup()
             raise
 
-    def outcomes(self) -> dict[str, dict[str, Any]]:
+    def outcomes(self) -> dict[str, Mapping[str, object]]:
         """Per name ``{"ok": True}`` or ``{"error": kind, ...}``; ``UserError`` when the child
         itself fails or hangs (it never runs user code outside the imports)."""
         if self.proc is None:
@@ -108,7 +107,8 @@ class UserPassProbe:
             raise UserError(f"importing the user passes ({names}) took over {IMPORT_TIMEOUT_S:g} s; "
                             "does a module of the compiler hang on import?") from None
         try:
-            return dict(json.loads(self.response.read_text()))
+            found = json.loads(self.response.read_text())
+            return {str(k): v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
         except (OSError, ValueError):
             tail = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {self.proc.returncode}"
             raise UserError(f"importing the user passes ({names}) crashed the checking process: "
@@ -127,7 +127,7 @@ class UserPassProbe:
         self.folder.cleanup()
 
 
-def user_pass_message(name: str, outcome: dict[str, Any], path: Path | None) -> str | None:
+def user_pass_message(name: str, outcome: Mapping[str, object], path: Path | None) -> str | None:
     """One line for a user pass that does not resolve (``None`` when it does)."""
     if outcome.get("ok"):
         return None
@@ -136,12 +136,12 @@ def user_pass_message(name: str, outcome: dict[str, Any], path: Path | None) -> 
     kind = outcome.get("error")
     if kind == "no_module":
         missing = str(outcome.get("missing") or module_name)
-        candidates = list(outcome.get("candidates") or [])
+        candidates = _candidates(outcome)
         if candidates:
             return f"user pass {name!r}: " + unknown_name_message("module", missing, candidates) + f" (in {where})"
         return f"user pass {name!r}: no module {missing!r} in {where}"
     if kind in ("no_function", "not_callable"):
-        candidates = list(outcome.get("candidates") or [])
+        candidates = _candidates(outcome)
         if kind == "not_callable":
             return (f"user pass {name!r}: {module_name}.{func_name} is not a function (its type is "
                     f"{outcome.get('type')}); a user pass takes and returns an onnx.ModelProto")
@@ -150,6 +150,12 @@ def user_pass_message(name: str, outcome: dict[str, Any], path: Path | None) -> 
                 "function", func_name, candidates).removeprefix("unknown ")
         return f"user pass {name!r}: module {module_name} has no function {func_name!r} (it defines no public function)"
     return f"user pass {name!r}: cannot import {module_name}: {str(outcome.get('message', ''))[:300]}"
+
+
+def _candidates(outcome: Mapping[str, object]) -> list[str]:
+    """The names the child found instead (it writes a list of strings)."""
+    found = outcome.get("candidates")
+    return [str(c) for c in found] if isinstance(found, list) else []
 
 
 class UserPassCheck:
@@ -168,7 +174,8 @@ class UserPassCheck:
         self.probe.close()
 
 
-def _refuse(names_by_where: dict[str, list[str]], outcomes: dict[str, dict[str, Any]], path: Path | None) -> None:
+def _refuse(names_by_where: dict[str, list[str]], outcomes: dict[str, Mapping[str, object]],
+            path: Path | None) -> None:
     for where, names in names_by_where.items():
         for name in names:
             message = user_pass_message(name, outcomes.get(name, {"ok": True}), path)

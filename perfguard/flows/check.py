@@ -28,11 +28,11 @@ from perfguard.compare.check import (
     unmeasured_variants,
 )
 from perfguard.compare.documents import environment_warnings, settings_json, unpaired_pairs
+from perfguard.compare.mode import CheckMode, ComparedResults
 from perfguard.compare.verdicts import Verdict, VerdictsDocument
 from perfguard.compile.case import CompiledCase, Side
 from perfguard.compile.checkout import checkout_at, pipelines_at, run_build, working_tree
 from perfguard.errors import UserError
-from perfguard.jsonfields import JsonObject
 from perfguard.measure.job import Job
 from perfguard.progress import Progress
 from perfguard.results import ResultDocument, load_result
@@ -77,6 +77,12 @@ def _paired(case: str, baseline: CompiledCase, candidate: CompiledCase, base_lab
                 frozenset({baseline.variant_id, candidate.variant_id}), identical)
 
 
+def side_results(documents: dict[str, ResultDocument]) -> ComparedResults:
+    """A job's result documents by side (``head``, and ``base`` in a check against a ref) as the
+    candidate and the baseline; one document holds both sides of a check of pipelines."""
+    return ComparedResults(documents["head"], documents.get("base"))
+
+
 def measure_paired(job: Job, pairs: list[Pair], by_variant: dict[str, CompiledCase], workers: int) -> None:
     """The first look's measurement of a same-job comparison: every variant but those whose
     every pair has two identical artifacts (marked ``not_measured``, no memory probes, no
@@ -92,7 +98,7 @@ def measure_paired(job: Job, pairs: list[Pair], by_variant: dict[str, CompiledCa
 
 
 def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: CheckSettings,
-                  make_pairs: MakePairs, mode: JsonObject, explain: ProfileSettings | None = None
+                  make_pairs: MakePairs, mode: CheckMode, explain: ProfileSettings | None = None
                   ) -> VerdictsDocument:
     try:
         compile_while_importing(job)
@@ -104,7 +110,7 @@ def _paired_check(suite: Suite, cases: list[CaseSpec], job: Job, settings: Check
         explanations = _explain_regressions(suite, job, make_pairs(by_variant), by_variant, rows, explain)
     finally:
         job.close()
-    document = VerdictsDocument.of(mode, rows, settings_json(settings, info), documents, [])
+    document = VerdictsDocument.of(mode, rows, settings_json(settings, info), side_results(documents), [])
     return dataclasses.replace(document, explanations=tuple(explanations))
 
 
@@ -150,10 +156,9 @@ def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: C
             return [_paired(c.id, by_variant[variant_id("base", c.id)], by_variant[variant_id("head", c.id)],
                             f"base {ref}", "head", settings) for c in cases]
 
-        mode: JsonObject = {"kind": "base-ref", "ref": ref, "base_commit": base.commit, "base_subject": base.subject,
-                "head_commit": head.commit, "baseline": f"{ref} ({(base.commit or '')[:10]})", "candidate": "head"}
-        if changed:
-            mode["base_pipelines"] = sorted(changed)  # compiled as the suite at REF defined them
+        # base_pipelines: compiled as the suite at REF defined them
+        mode = CheckMode("base-ref", f"{ref} ({(base.commit or '')[:10]})", "head", ref=ref, base_commit=base.commit,
+                         base_subject=base.subject, head_commit=head.commit, base_pipelines=tuple(sorted(changed)))
         return _paired_check(suite, cases, job, settings, make_pairs, mode, explain)
 
 
@@ -167,7 +172,7 @@ def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, 
     if not targets:
         raise UserError(f"--against-pipeline {reference}: no selected case uses another pipeline")
     for case in targets:
-        ref_id = f"{case.model.name}/{reference}/{case.runner}"
+        ref_id = str(case.case_id.with_pipeline(reference))
         if ref_id not in by_id:
             raise UserError(f"--against-pipeline {reference}: the suite has no case {ref_id} to compare {case.id} with")
         needed[ref_id] = by_id[ref_id]
@@ -175,10 +180,10 @@ def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, 
     job = Job(suite, list(needed.values()), progress=progress)
 
     def make_pairs(by_variant: dict[str, CompiledCase]) -> list[Pair]:
-        return [_paired(c.id, by_variant[variant_id("head", f"{c.model.name}/{reference}/{c.runner}")],
+        return [_paired(c.id, by_variant[variant_id("head", str(c.case_id.with_pipeline(reference)))],
                         by_variant[variant_id("head", c.id)], reference, c.pipeline.name, settings) for c in targets]
 
-    mode = {"kind": "pipeline", "baseline": f"pipeline {reference}", "candidate": "other pipelines"}
+    mode = CheckMode("pipeline", f"pipeline {reference}", "other pipelines")
     return _paired_check(suite, list(needed.values()), job, settings, make_pairs, mode, explain)
 
 
@@ -201,13 +206,13 @@ def check_artifacts_against_pipeline(folder: Path, reference: str, settings: Che
         by_variant = {c.variant_id: c for c in job.compiled if c.artifact is not None}
         ok = {c.case.id: c for c in by_variant.values()}
         targets = [c.case for c in by_variant.values() if c.case.pipeline.name != reference
-                   and f"{c.case.model.name}/{reference}/{c.case.runner}" in ok]
+                   and str(c.case.case_id.with_pipeline(reference)) in ok]
         if not targets:
             raise UserError(f"--against-pipeline {reference}: {folder} holds no verified pair of pipeline {reference!r} "
                             "and another pipeline of the same model and runner")
 
         def make_pairs(variants: dict[str, CompiledCase]) -> list[Pair]:
-            return [_paired(c.id, ok[f"{c.model.name}/{reference}/{c.runner}"], ok[c.id], reference,
+            return [_paired(c.id, ok[str(c.case_id.with_pipeline(reference))], ok[c.id], reference,
                             c.pipeline.name, settings) for c in targets]
 
         measure_paired(job, make_pairs(by_variant), by_variant, settings.workers)
@@ -216,8 +221,8 @@ def check_artifacts_against_pipeline(folder: Path, reference: str, settings: Che
         documents = {side: with_artifact_origin(d, folder, manifest) for side, d in job.documents().items()}
     finally:
         job.close()
-    return VerdictsDocument.of({"kind": "pipeline", "baseline": f"pipeline {reference}", "candidate": "other pipelines",
-                                "artifacts": str(folder)}, rows, settings_json(settings, info), documents, [])
+    return VerdictsDocument.of(CheckMode("pipeline", f"pipeline {reference}", "other pipelines", artifacts=str(folder)),
+                               rows, settings_json(settings, info), side_results(documents), [])
 
 
 STORE_BASELINE = "store:"
@@ -270,7 +275,7 @@ def check_against_baseline(suite: Suite, cases: list[CaseSpec], path: str, setti
     warnings = environment_warnings(baseline, candidate, strict_env)
     pairs, more = unpaired_pairs(baseline, candidate, f"baseline {label}", "head")
     rows, info = adaptive_check(lambda: pairs, lambda ids, n: None, suite.thresholds, settings, adaptive=False)
-    mode = {"kind": "baseline", "baseline": f"stored baseline {label}", "candidate": "head",
-            "baseline_created": baseline.finished_at}
-    return VerdictsDocument.of(mode, rows, settings_json(settings, info),
-                               {"baseline": baseline, "candidate": candidate}, warnings + more)
+    mode = CheckMode("baseline", f"stored baseline {label}", "head", baseline_created=baseline.finished_at)
+    return VerdictsDocument.of(mode, rows, settings_json(settings, info), ComparedResults(candidate, baseline),
+                               warnings + more)
+

@@ -199,11 +199,11 @@ def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: Ch
     _detect(store, suite.name, report)
     # A pipeline the suite itself changed between the nights is the cause; bisecting the compiler's
     # commits (which compiles every commit with tonight's pipelines) could not find it.
-    edited = set(verdicts.mode.get("base_pipelines") or ()) if verdicts is not None else set()
+    edited = set(verdicts.mode.base_pipelines) if verdicts is not None else set()
     report.edited_pipelines = tuple(sorted(edited))
     if bisect:
         for finding in report.new_regressions:
-            pipeline = finding.series.key.case.split("/")[1] if finding.series.key.case.count("/") == 2 else ""
+            pipeline = finding.series.key.pipeline
             if pipeline in edited:
                 store.set_change_status(finding.change.id, finding.change.status,
                                         f"{finding.change.note}; not bisected: the suite's pipeline {pipeline!r} "

@@ -48,10 +48,9 @@ def exact_to_bisect(found: Sequence[Found], bisections: Mapping[int, BisectResul
     chosen: dict[Range, Found] = {}
     for f in found:
         (change, series), key = f, _range(f)
-        parts = series.key.case.split("/")
         if (series.key.metric not in EXACT_PROBES or key in attributed or not change.good_commit
                 or not change.bad_commit or change.good_commit == change.bad_commit
-                or (len(parts) == 3 and parts[1] in edited)):
+                or series.key.pipeline in edited):
             continue
         if key not in chosen or abs(math.log(change.ratio)) > abs(math.log(chosen[key][0].ratio)):
             chosen[key] = f

@@ -81,7 +81,7 @@ def prove(suite: Suite, case: CaseSpec, tuned: Candidate, objective: str, settin
     """Check ``tuned`` against ``case``'s pipeline on every model it applies to (module docstring)."""
     derived, name, cases = with_tuned(suite, case, tuned)
     document = check_against_pipeline(derived, cases, case.pipeline.name, settings, progress)
-    status, effects = judge(document.verdicts, f"{case.model.name}/{name}/{case.runner}", objective)
+    status, effects = judge(document.verdicts, str(case.case_id.with_pipeline(name)), objective)
     return Proof(status, name, effects, document)
 
 

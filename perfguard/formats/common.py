@@ -60,7 +60,7 @@ def json_files(paths: Iterable[str | Path], expand: Any = None) -> list[Path]:
     return out
 
 
-def iso_time(text: Any, source: str, what: str) -> str:
+def iso_time(text: object, source: str, what: str) -> str:
     """``text`` (ISO 8601; ``Z``, an offset or none: UTC) as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``;
     a ``StorageError`` naming ``source`` and ``what`` otherwise."""
     if isinstance(text, str) and text.strip():
@@ -78,7 +78,7 @@ def iso_time(text: Any, source: str, what: str) -> str:
     raise StorageError(f"{source}: {what}: expected an ISO-8601 time, found {text!r}")
 
 
-def time_of_ms(ms: Any, source: str, what: str) -> str:
+def time_of_ms(ms: object, source: str, what: str) -> str:
     """A JavaScript time stamp (milliseconds since 1970, UTC: asv's ``date``) as an ISO UTC stamp."""
     if isinstance(ms, (int, float)) and not isinstance(ms, bool) and math.isfinite(ms):
         try:
@@ -95,7 +95,7 @@ def ms_of_time(stamp: str) -> int:
     return int(round(datetime.fromisoformat(iso_time(stamp, "<time>", "time")[:-1] + "+00:00").timestamp() * 1000))
 
 
-def positive(value: Any) -> float | None:
+def positive(value: object) -> float | None:
     """``value`` as a float when it is a finite number above zero, else None. History series hold
     such values only: change detection works on ratios of them (``history.changepoints``)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
@@ -103,7 +103,7 @@ def positive(value: Any) -> float | None:
     return None
 
 
-def numbers(values: Any) -> tuple[float, ...]:
+def numbers(values: object) -> tuple[float, ...]:
     """The finite numbers of a list (other entries dropped; not a list: none)."""
     if not isinstance(values, list):
         return ()
@@ -124,7 +124,7 @@ def load_export_sources(paths: Sequence[str | Path]) -> list[ExportSource]:
     check's ``head_commit``, else the result's ``compiler.commit``). Every file is read and
     validated before anything is written."""
     from perfguard.compare.verdicts import parse_verdicts
-    from perfguard.history.store.extract import candidate_label, stored_kind
+    from perfguard.history.store.extract import stored_kind
     from perfguard.results.documents import read_json
     from perfguard.results.result import parse_result
 
@@ -138,14 +138,10 @@ def load_export_sources(paths: Sequence[str | Path]) -> list[ExportSource]:
             out.append(ExportSource(path, result, result.compiler.commit if result.compiler else None))
         elif kind == "verdicts":
             verdicts = parse_verdicts(data, path)
-            label = candidate_label(verdicts.results)
-            if label is None:
-                raise StorageError(f"{path}: a verdicts document without a candidate result among "
-                                   f"{sorted(verdicts.results)} (expected 'head' or 'candidate')")
-            candidate = verdicts.results[label]
-            head = verdicts.mode.get("head_commit")
-            commit = head if isinstance(head, str) and head else (
-                candidate.compiler.commit if candidate.compiler else None)
+            if verdicts.results is None:
+                raise StorageError(f"{path}: a verdicts document without a candidate result")
+            candidate = verdicts.results.candidate
+            commit = verdicts.mode.head_commit or (candidate.compiler.commit if candidate.compiler else None)
             out.append(ExportSource(path, candidate, commit))
         else:
             raise StorageError(f"{path}: a {kind} document, not a result or verdicts document to export")

@@ -258,8 +258,8 @@ class Site:
 
 def _dimensions(series: Series) -> dict[str, str]:
     key = series.key
-    parts = key.case.rsplit("/", 2)
-    model, pipeline = (parts[0], parts[1]) if len(parts) == 3 else (key.case, "")
+    case_id = key.case_id
+    model, pipeline = (case_id.model, case_id.pipeline) if case_id is not None else (key.case, "")
     return {"model": model, "pipeline": pipeline, "runner": key.runner_class.split(":", 1)[0],
             "metric": key.metric, "backend": key.backend.split(" ", 1)[0]}
 
@@ -293,8 +293,8 @@ def _change_points(series: Series, points: Sequence[Point]) -> list[ChangePoint]
 def _stored_document(document_id: int, data: Any) -> Any:
     """A stored document, typed. The store validated it against its schema when it was
     ingested (after migrating it), so it is migrated and not validated again: the schema check
-    was 85 % of reading the nights of a store. A verdicts document of an older version (none
-    yet) goes through its parser, which owns its migrations."""
+    was 85 % of reading the nights of a store. A verdicts document of an older version (1:
+    results by side label) goes through its parser, which owns its migrations."""
     from perfguard.compare.verdicts import VERDICTS_VERSION, VerdictsDocument
     from perfguard.history.store.extract import stored_kind
     from perfguard.report import parse_document
@@ -314,16 +314,13 @@ def _stored_document(document_id: int, data: Any) -> Any:
 def _document_view(document_id: int, data: Any) -> DocumentView | None:
     """The page of a stored result or verdicts document (None for a bisect document)."""
     from perfguard.compare.verdicts import VerdictsDocument
-    from perfguard.history.store.extract import candidate_label
     from perfguard.report.rows import state_of
     from perfguard.results.result import ResultDocument
 
     document = _stored_document(document_id, data)
     rows: list[tuple[Any, str, SeriesView | None]] = []
-    if isinstance(document, VerdictsDocument):
-        label = candidate_label(document.results)
-        result = document.results[label] if label else next(iter(document.results.values()))
-        commit = (document.mode.get("head_commit") if isinstance(document.mode.get("head_commit"), str) else None)
+    if isinstance(document, VerdictsDocument) and document.results is not None:
+        result, commit = document.results.candidate, document.mode.head_commit
         time = document.created_at or result.finished_at
         rows = [(row, state_of(row), None) for row in document.verdicts]
         kind = "verdicts"

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from perfguard.errors import ApiError, StorageError, UserError
-from perfguard.jsonfields import JsonValue
+from perfguard.jsonfields import JsonValue, json_value
 from perfguard.names import visible
 from perfguard.redact import redact
 
@@ -208,7 +208,7 @@ class Session:
         if not text.strip():
             return None
         try:
-            answer: JsonValue = parse_json(text, "the answer")
+            answer = json_value(parse_json(text, "the answer"), "the answer")
         except StorageError as exc:
             raise ApiError(str(exc)) from None
         except ValueError:

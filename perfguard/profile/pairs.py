@@ -80,7 +80,7 @@ def profile_against_pipeline(suite: Suite, pattern: str | None, reference: str, 
     if reference not in suite.pipelines:
         raise UserError(f"--against-pipeline: unknown pipeline {reference!r}; defined: {', '.join(suite.pipelines)}")
     case = _one_case(suite, pattern)
-    ref_id = f"{case.model.name}/{reference}/{case.runner}"
+    ref_id = str(case.case_id.with_pipeline(reference))
     if case.pipeline.name == reference:
         raise UserError(f"--against-pipeline {reference}: case {case.id} already uses that pipeline")
     reference_case = next((c for c in suite.cases if c.id == ref_id), None)

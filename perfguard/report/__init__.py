@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from perfguard.atomic import write_atomic
 from perfguard.errors import StorageError
@@ -29,7 +28,7 @@ __all__ = ["Document", "Report", "build_report", "document_kind", "load_document
            "write_report"]
 
 
-def parse_document(data: Any, path: str | Path = "<document>") -> Document:
+def parse_document(data: object, path: str | Path = "<document>") -> Document:
     """A result, verdicts, bisect or tune document from its JSON value (read from ``path``), typed,
     through its own loader (which refuses newer versions and migrates older ones); anything else
     is refused with a one-line ``StorageError``."""

@@ -8,7 +8,6 @@ traces aligned by position (where the IR first diverges), and the environment fi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from markupsafe import Markup
 
@@ -49,11 +48,23 @@ class TraceRow:
     differs: bool  # different passes at this position
 
 
+@dataclass(frozen=True)
+class TraceTotal:
+    """One side's whole trace as the report shows it: the total time (formatted), the input and
+    final IR hashes, whether the per-pass replay was exact, and its note."""
+
+    total: str
+    input: str
+    final: str
+    exact: bool
+    note: str
+
+
 @dataclass
 class TraceView:
     labels: list[str]
     rows: list[TraceRow]
-    totals: list[dict[str, Any]]
+    totals: list[TraceTotal]
     first_divergence: int | None
     same_final: bool
 
@@ -139,10 +150,9 @@ def trace_view(sides: list[SideView]) -> TraceView | None:
         if diverges and first_divergence is None:
             first_divergence = index
         rows.append(TraceRow(index, cells, diverges, differs and len(cells) > 1))
-    totals = [{"total": fmt.seconds(t.total_time_s), "input": t.input_hash, "final": t.final_hash,
-               "exact": t.exact, "note": t.note} if t else
-              {"total": fmt.seconds(None), "input": "", "final": "", "exact": True, "note": ""} for t in traces]
-    finals = {t["final"] for t in totals}
+    totals = [TraceTotal(fmt.seconds(t.total_time_s), t.input_hash, t.final_hash, t.exact, t.note) if t else
+              TraceTotal(fmt.seconds(None), "", "", True, "") for t in traces]
+    finals = {t.final for t in totals}
     return TraceView([s.label for s in sides], rows, totals, first_divergence, len(finals) == 1 and len(totals) > 1)
 
 
@@ -156,7 +166,7 @@ def flatten_fingerprint(fingerprint: JsonObject, prefix: str = "") -> JsonObject
     return out
 
 
-def env_text(value: Any) -> str:
+def env_text(value: object) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):

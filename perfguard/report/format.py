@@ -8,39 +8,38 @@ ratio's confidence interval; a missing number (JSON ``null``, NaN) prints as an 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from perfguard.units import format_bytes, format_duration
 
 
-def finite(value: Any) -> float | None:
+def finite(value: object) -> float | None:
     """``value`` as a float when it is a finite number, else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
 
 
-def change(ratio: Any, digits: int = 1) -> str:
+def change(ratio: object, digits: int = 1) -> str:
     """``1.123`` -> ``+12.3%``."""
     value = finite(ratio)
     return "n/a" if value is None else f"{(value - 1) * 100:+.{digits}f}%"
 
 
-def interval(low: Any, high: Any) -> str:
+def interval(low: object, high: object) -> str:
     """``[+1.2%, +3.4%]``, or empty when either end is missing."""
     if finite(low) is None or finite(high) is None:
         return ""
     return f"[{change(low)}, {change(high)}]"
 
 
-def p_value(value: Any) -> str:
+def p_value(value: object) -> str:
     number = finite(value)
     if number is None:
         return ""
     return f"{number:.2g}" if number >= 0.001 else "<0.001"
 
 
-def mde(value: Any) -> str:
+def mde(value: object) -> str:
     """Minimum detectable effect, a fraction, as ``±4.2%`` (``∞`` when nothing was detectable)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isinf(value):
         return "∞"
@@ -48,7 +47,7 @@ def mde(value: Any) -> str:
     return "" if number is None else f"±{number * 100:.1f}%"
 
 
-def quantity(value: Any, unit: str) -> str:
+def quantity(value: object, unit: str) -> str:
     """A metric value in its unit: seconds as a duration, bytes in binary units, plain counts."""
     number = finite(value)
     if number is None:
@@ -77,18 +76,18 @@ def counted(number: float) -> str:
     return f"{number:.4g}"
 
 
-def percent(value: Any, digits: int = 1) -> str:
+def percent(value: object, digits: int = 1) -> str:
     """A fraction as a percentage: ``0.031`` -> ``3.1%``."""
     number = finite(value)
     return "" if number is None else f"{number * 100:.{digits}f}%"
 
 
-def seconds(value: Any) -> str:
+def seconds(value: object) -> str:
     number = finite(value)
     return "" if number is None else format_duration(number)
 
 
-def duration_long(value: Any) -> str:
+def duration_long(value: object) -> str:
     """Wall time of a job: ``42 s``, ``12 min 5 s``, ``2 h 3 min``."""
     number = finite(value)
     if number is None:
@@ -102,7 +101,7 @@ def duration_long(value: Any) -> str:
     return f"{hours} h {minutes} min"
 
 
-def timestamp(value: Any) -> str:
+def timestamp(value: object) -> str:
     """``2026-11-30T07:44:10.284410Z`` -> ``2026-11-30 07:44:10 UTC``; anything else unchanged."""
     text = str(value or "")
     if len(text) >= 19 and text[10] == "T" and text.endswith("Z"):

@@ -154,11 +154,7 @@ def _case_parts(entry: CaseEntry | None, case_id: str) -> tuple[str, str]:
 
 
 def _side_documents(document: VerdictsDocument) -> list[tuple[str, ResultDocument]]:
-    results = document.results
-    for base, cand in (("base", "head"), ("baseline", "candidate")):
-        if base in results and cand in results:
-            return [(base, results[base]), (cand, results[cand])]
-    return sorted(results.items())
+    return [] if document.results is None else list(document.results.sides())
 
 
 def _pair_entries(document: VerdictsDocument, row: Verdict) -> tuple[CaseEntry | None, CaseEntry | None, int, int]:
@@ -198,25 +194,22 @@ def _verdict_row(row: Verdict, candidate: CaseEntry | None) -> VerdictRow:
 
 
 def _comparison_title(document: VerdictsDocument) -> str:
-    mode = document.mode
-    return f"{mode.get('candidate', 'candidate')} vs {mode.get('baseline', 'baseline')}"
+    return f"{document.mode.candidate} vs {document.mode.baseline}"
 
 
 def _mode_facts(document: VerdictsDocument) -> list[tuple[str, str]]:
     mode, settings = document.mode, document.settings
-    facts = [("baseline", str(mode.get("baseline", ""))), ("candidate", str(mode.get("candidate", "")))]
-    if mode.get("base_commit"):
-        facts.append(("base commit", f"{mode['base_commit'][:10]} {mode.get('base_subject', '')}".strip()))
-    if mode.get("head_commit"):
-        facts.append(("head commit", str(mode["head_commit"])[:10]))
-    if mode.get("baseline_created"):
-        facts.append(("baseline measured", fmt.timestamp(mode["baseline_created"])))
-    history = settings.get("history") or []
-    if history:
-        facts.append(("workers", " → ".join(str(h.get("workers")) for h in history) +
-                      f" (looks planned: {settings.get('looks_planned')})"))
-    if settings.get("alpha") is not None:
-        facts.append(("false-discovery level", f"{settings['alpha']:g}"))
+    facts = [("baseline", mode.baseline), ("candidate", mode.candidate)]
+    if mode.base_commit:
+        facts.append(("base commit", f"{mode.base_commit[:10]} {mode.base_subject or ''}".strip()))
+    if mode.head_commit:
+        facts.append(("head commit", mode.head_commit[:10]))
+    if mode.baseline_created:
+        facts.append(("baseline measured", fmt.timestamp(mode.baseline_created)))
+    if settings.history:
+        facts.append(("workers", " → ".join(str(h.workers) for h in settings.history) +
+                      f" (looks planned: {settings.looks_planned})"))
+    facts.append(("false-discovery level", f"{settings.alpha:g}"))
     facts.append(("created", fmt.timestamp(document.created_at)))
     return facts
 

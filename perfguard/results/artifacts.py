@@ -29,7 +29,6 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from perfguard import jsonfields as f
 from perfguard.backends.base import Artifact
@@ -64,8 +63,8 @@ class ManifestCase:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ManifestCase:
-        artifact = data.get("artifact_file")
+    def from_json(cls, data: Mapping[str, object]) -> ManifestCase:
+        artifact = f.opt_obj(data, "artifact_file", "manifest case")
         entry = {k: v for k, v in data.items() if k != "artifact_file"}
         return cls(CaseEntry.from_json(entry), None if artifact is None else Artifact.from_json(artifact))
 
@@ -87,11 +86,11 @@ class Manifest:
                 "cases": [c.to_json() for c in self.cases]}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Manifest:
+    def from_json(cls, data: Mapping[str, object]) -> Manifest:
         kind = "manifest"
         return cls(f.string(data, "created_at", kind), SuiteInfo.from_json(f.obj(data, "suite", kind)),
-                   dict(f.obj(data, "environment", kind)),
-                   {n: ModelInfo.from_json(m) for n, m in f.obj(data, "models", kind).items()},
+                   f.obj_map(data, "environment", kind),
+                   {n: ModelInfo.from_json(m) for n, m in f.obj_map(data, "models", kind).items()},
                    tuple(ManifestCase.from_json(c) for c in f.objects(data, "cases", kind)),
                    f.integer(data, "version", kind))
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from perfguard import jsonfields as f
 from perfguard.jsonfields import JsonDict
@@ -80,7 +79,7 @@ class Counts:
                 "inferences": self.inferences, "method": self.method, "tool": self.tool}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Counts:
+    def from_json(cls, data: Mapping[str, object]) -> Counts:
         kind = "counts"
 
         def figure(key: str) -> float:

@@ -78,7 +78,7 @@ def check_writable(path: str | Path, option: str, *, directory: bool = False) ->
 
 
 #: The current format version of each document with a shipped schema (``<name>-v<N>.schema.json``).
-SCHEMA_VERSIONS = {"result": 2, "verdicts": 1}
+SCHEMA_VERSIONS = {"result": 2, "verdicts": 2}
 
 
 @cache
@@ -89,7 +89,7 @@ def load_schema(name: str = "result") -> dict[str, Any]:  # a JSON Schema: jsons
     return schema
 
 
-def schema_errors(document: Any, name: str = "result") -> list[str]:
+def schema_errors(document: object, name: str = "result") -> list[str]:
     """Every schema violation as 'path: message' (empty when valid)."""
     import jsonschema
 
@@ -155,10 +155,10 @@ def _bad_token(token: str) -> _Bad:
     return _Bad(token)
 
 
-def _first(data: Any, refused: Callable[[Any], bool]) -> str | None:
+def _first(data: object, refused: Callable[[object], bool]) -> str | None:
     """The path (``cases[0].metrics.node_count``) of the first value in ``data`` that is
     ``refused`` (a key counts as a value), or None."""
-    stack: list[tuple[str, Any]] = [("", data)]
+    stack: list[tuple[str, object]] = [("", data)]
     while stack:  # depth-first, in document order, without recursion
         path, value = stack.pop()
         if refused(value):
@@ -190,7 +190,7 @@ def _where(text: str, finite: bool) -> str:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def _not_text(value: Any) -> bool:
+def _not_text(value: object) -> bool:
     if not isinstance(value, str):
         return False
     try:
@@ -200,7 +200,7 @@ def _not_text(value: Any) -> bool:
     return False
 
 
-def parse_json(text: str, path: str | Path, *, finite: bool = True) -> Any:
+def parse_json(text: str, path: str | Path, *, finite: bool = True) -> object:
     """The JSON value of ``text`` (the content of ``path``) as every document reader takes it:
     no ``NaN``/``Infinity``/``-Infinity`` (``finite=False`` accepts them: asv and pytest-benchmark
     write them), no number that overflows a float (``1e400``), no integer beyond 2**63, no
@@ -226,7 +226,7 @@ def parse_json(text: str, path: str | Path, *, finite: bool = True) -> Any:
 
 
 def read_json(path: Path, *, missing: str, not_json: str, unreadable: str = "{path}: cannot read: {exc}",
-              finite: bool = True) -> Any:
+              finite: bool = True) -> object:
     """The JSON value of a document file, every failure a one-line ``StorageError``.
 
     The messages are templates with ``{path}`` and ``{exc}``: ``missing`` when the file does not
@@ -279,7 +279,7 @@ def document_kind(data: object) -> str | None:
     return None
 
 
-def current_format(data: Any, path: str | Path, *, kind: str, title: str, version: int,
+def current_format(data: object, path: str | Path, *, kind: str, title: str, version: int,
                    migrations: Mapping[int, Callable[[JsonDict], JsonDict]],
                    newer_hint: str = "") -> JsonDict:
     """The JSON object ``data`` of a versioned document (``kind`` in messages, ``title`` what it
@@ -289,7 +289,7 @@ def current_format(data: Any, path: str | Path, *, kind: str, title: str, versio
     ``StorageError``. The one loader of every perfguard document kind (result, verdicts, manifest,
     bisect, bisection state, tune); the history store's own schema revisions are the store's."""
     found = data.get("version") if isinstance(data, dict) else None
-    if not isinstance(found, int) or isinstance(found, bool):
+    if not isinstance(data, dict) or not isinstance(found, int) or isinstance(found, bool):
         raise StorageError(f"{path}: not a {title} (no integer 'version')")
     if found > version:
         raise StorageError(f"{path}: {kind} format version {found} is newer than this perfguard reads "
@@ -304,7 +304,7 @@ def current_format(data: Any, path: str | Path, *, kind: str, title: str, versio
 
 
 def typed_document(data: JsonDict, path: str | Path, parse: Callable[[JsonDict], T], *,
-                   corrupt: str, schemas: Mapping[str, Any] = {}) -> T:
+                   corrupt: str, schemas: Mapping[str, tuple[str, object]] = {}) -> T:
     """``parse(data)`` after checking each ``schemas`` entry (label -> (schema name, JSON value)),
     with every failure one line: ``{path}: corrupt {corrupt}: ...``."""
     from perfguard.errors import FieldError

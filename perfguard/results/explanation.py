@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from perfguard import jsonfields as f
 from perfguard.errors import FieldError
@@ -50,7 +50,7 @@ class Spread:
         return {"mean": self.mean, "low": self.low, "high": self.high}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Spread:
+    def from_json(cls, data: Mapping[str, object]) -> Spread:
         return cls(f.number(data, "mean", "spread"), f.number(data, "low", "spread"), f.number(data, "high", "spread"))
 
 
@@ -83,7 +83,7 @@ class Change:
                 "delta_low": self.delta_low, "delta_high": self.delta_high}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Change:
+    def from_json(cls, data: Mapping[str, object]) -> Change:
         kind = "profile change"
         return cls(Spread.from_json(f.obj(data, "before", kind)), Spread.from_json(f.obj(data, "after", kind)))
 
@@ -113,7 +113,7 @@ class OpDelta:
                 "kernels": self.kernels.to_json(), "moved_bytes": self.moved_bytes.to_json(), "share": self.share}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> OpDelta:
+    def from_json(cls, data: Mapping[str, object]) -> OpDelta:
         kind = "op delta"
         return cls(f.string(data, "op_type", kind), f.string(data, "provider", kind),
                    f.integer(data, "nodes_before", kind), f.integer(data, "nodes_after", kind),
@@ -152,7 +152,7 @@ class ProfileDiff:
                 "workers_before": self.workers_before, "workers_after": self.workers_after}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ProfileDiff:
+    def from_json(cls, data: Mapping[str, object]) -> ProfileDiff:
         kind = "profile diff"
 
         def change(key: str) -> Change:
@@ -183,7 +183,7 @@ class CompileChange:
         return {"before_s": self.before_s, "after_s": self.after_s, "ci_low": self.ci_low}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CompileChange:
+    def from_json(cls, data: Mapping[str, object]) -> CompileChange:
         kind = "compile change"
         return cls(f.number(data, "before_s", kind), f.number(data, "after_s", kind), f.opt_number(data, "ci_low", kind))
 
@@ -202,7 +202,7 @@ class Dimension:
         return {"label": self.label, "rule": self.rule, "evidence": list(self.evidence), "headline": self.headline}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Dimension:
+    def from_json(cls, data: Mapping[str, object]) -> Dimension:
         kind = "dimension"
         label = f.string(data, "label", kind)
         if label not in DIMENSIONS:
@@ -225,7 +225,7 @@ class NsysKernel:
         return {"name": self.name, "instances": self.instances, "total_ns": self.total_ns}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> NsysKernel:
+    def from_json(cls, data: Mapping[str, object]) -> NsysKernel:
         kind = "nsys kernel"
         return cls(f.string(data, "name", kind), f.integer(data, "instances", kind), f.number(data, "total_ns", kind))
 
@@ -246,7 +246,7 @@ class NcuKernel:
                 "dram_pct": self.dram_pct}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> NcuKernel:
+    def from_json(cls, data: Mapping[str, object]) -> NcuKernel:
         kind = "ncu kernel"
         return cls(f.string(data, "name", kind), f.integer(data, "launches", kind), f.opt_number(data, "time_ns", kind),
                    f.opt_number(data, "sm_pct", kind), f.opt_number(data, "dram_pct", kind))
@@ -279,7 +279,7 @@ class NsightSide:
                 "ncu": None if self.ncu is None else [k.to_json() for k in self.ncu], "skipped": list(self.skipped)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> NsightSide:
+    def from_json(cls, data: Mapping[str, object]) -> NsightSide:
         kind = "nsight side"
         nsys, ncu = data.get("nsys"), data.get("ncu")
         return cls(f.string(data, "label", kind), f.integer(data, "inferences", kind),
@@ -304,7 +304,7 @@ class KernelDelta:
                 "sm_pct": self.sm_pct, "dram_pct": self.dram_pct}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> KernelDelta:
+    def from_json(cls, data: Mapping[str, object]) -> KernelDelta:
         kind = "kernel delta"
         return cls(f.string(data, "name", kind), Change.from_json(f.obj(data, "launches", kind)),
                    Change.from_json(f.obj(data, "us", kind)), f.opt_number(data, "sm_pct", kind),
@@ -328,7 +328,7 @@ class GpuDiff:
                 "kernels": [k.to_json() for k in self.kernels]}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GpuDiff:
+    def from_json(cls, data: Mapping[str, object]) -> GpuDiff:
         kind = "gpu diff"
         busy = f.opt_obj(data, "busy", kind)
         return cls(f.string(data, "source", kind), Change.from_json(f.obj(data, "launches", kind)),
@@ -351,7 +351,7 @@ class GpuSection:
                 "nsight": [s.to_json() for s in self.nsight], "skipped": list(self.skipped)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GpuSection:
+    def from_json(cls, data: Mapping[str, object]) -> GpuSection:
         kind = "gpu section"
         diff = f.opt_obj(data, "diff", kind)
         return cls(None if diff is None else GpuDiff.from_json(diff),
@@ -388,7 +388,7 @@ class Explanation:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Explanation:
+    def from_json(cls, data: Mapping[str, object]) -> Explanation:
         """Read what ``to_json`` writes. As the report always has, a hand-written explanation may
         be cut to its dimension: an absent case, side label or failure list reads as empty (and
         is written back in full); a field of the wrong type is a one-line ``FieldError``."""
@@ -429,9 +429,9 @@ class UnreadableExplanation:
 StoredExplanation: TypeAlias = "Explanation | UnreadableExplanation"
 
 
-def read_explanation(data: JsonDict) -> StoredExplanation:
+def read_explanation(data: Mapping[str, object]) -> StoredExplanation:
     """One explanation of a document, typed; one that does not read is kept as found, with why."""
     try:
         return Explanation.from_json(data)
     except (FieldError, TypeError, ValueError) as exc:
-        return UnreadableExplanation(data, str(exc))
+        return UnreadableExplanation(f.json_object(data, "explanation"), str(exc))

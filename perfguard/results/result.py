@@ -57,10 +57,6 @@ _MIGRATIONS: dict[int, Callable[[JsonDict], JsonDict]] = {1: lambda data: {**dat
 Status = Literal["ok", "failed"]
 
 
-def _drop_none(data: Mapping[str, Any]) -> JsonDict:
-    return {k: v for k, v in data.items() if v is not None}
-
-
 @dataclass(frozen=True)
 class Latency:
     """Latency in seconds: every value per worker process, and their summary."""
@@ -95,7 +91,7 @@ class Latency:
         summary = {"n": self.n, "median": self.median, "mean": self.mean, "stdev": self.stdev, "cv": self.cv,
                    "min": self.min, "max": self.max, "p10": self.p10, "p25": self.p25, "p75": self.p75,
                    "p90": self.p90, "p99": self.p99}
-        return {**_drop_none(summary), "per_worker": [list(w) for w in self.per_worker]}
+        return {**f.drop_none(summary), "per_worker": [list(w) for w in self.per_worker]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Latency:
@@ -148,7 +144,7 @@ class Metrics:
         return None if value is None else float(value)
 
     def to_json(self) -> JsonDict:
-        out = _drop_none({
+        out = f.drop_none({
             "compile_time_s": self.compile_time_s,
             "compile_times_s": None if self.compile_times_s is None else list(self.compile_times_s),
             "artifact_size_bytes": self.artifact_size_bytes, "node_count": self.node_count,
@@ -300,9 +296,10 @@ class Trace:
                            "final_hash": self.final_hash, "total_time_s": self.total_time_s, "exact": self.exact,
                            "note": self.note}
         return {**self.extra, **out, **({} if self.tvm is None else self.tvm.to_json()),
-                **_drop_none({"mode": self.mode, "cache_hit": self.cache_hit,
-                              "pass_times": None if self.pass_times is None else list(self.pass_times),
-                              "database_use": None if self.database_use is None else self.database_use.to_json()})}
+                **f.drop_none({"mode": self.mode, "cache_hit": self.cache_hit,
+                               "pass_times": None if self.pass_times is None else list(self.pass_times),
+                               "database_use": None if self.database_use is None
+                               else self.database_use.to_json()})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Trace:
@@ -327,7 +324,7 @@ def _pass_json(record: PassRecord) -> JsonDict:
     return {"index": record.index, "name": record.name, "source": record.source, "time_s": record.time_s,
             "nodes_before": record.nodes_before, "nodes_after": record.nodes_after,
             "op_histogram": dict(record.op_histogram), "ir_hash": record.ir_hash, "changed": record.changed,
-            **_drop_none({"instructions": record.instructions})}
+            **f.drop_none({"instructions": record.instructions})}
 
 
 @dataclass(frozen=True)
@@ -365,7 +362,7 @@ class ArtifactInfo:
     def to_json(self) -> JsonDict:
         out: JsonDict = {"sha256": self.sha256, "size_bytes": self.size_bytes, "node_count": self.node_count,
                          "settings": self.settings}
-        return {**out, **_drop_none({"execution_identity": self.execution_identity})}
+        return {**out, **f.drop_none({"execution_identity": self.execution_identity})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ArtifactInfo:
@@ -507,7 +504,7 @@ class CaseEntry:
                     "correctness_on_runner": (None if self.correctness_on_runner is None
                                               else self.correctness_on_runner.to_json()),
                     "not_measured": self.not_measured}
-        return {**out, **_drop_none(optional)}
+        return {**out, **f.drop_none(optional)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseEntry:
@@ -530,7 +527,7 @@ class CaseEntry:
             metrics=Metrics.from_json(f.obj(data, "metrics", kind)),
             measurement=optional("measurement", Measurement.from_json),
             finished_at=f.opt_string(data, "finished_at", kind), artifact=optional("artifact", ArtifactInfo.from_json),
-            compiled_on=f.opt_obj(data, "compiled_on", kind),
+            compiled_on=f.opt_obj_map(data, "compiled_on", kind),
             correctness_on_runner=optional("correctness_on_runner", CorrectnessCheck.from_json),
             not_measured=f.opt_string(data, "not_measured", kind),
         )
@@ -670,8 +667,8 @@ class ResultDocument:
         cache = f.opt_obj(data, "artifact_cache", kind)
         return cls(
             suite=SuiteInfo.from_json(f.obj(data, "suite", kind)), started_at=f.string(data, "started_at", kind),
-            finished_at=f.string(data, "finished_at", kind), environment=dict(f.obj(data, "environment", kind)),
-            models={n: ModelInfo.from_json(m) for n, m in f.obj(data, "models", kind).items()},
+            finished_at=f.string(data, "finished_at", kind), environment=f.obj_map(data, "environment", kind),
+            models={n: ModelInfo.from_json(m) for n, m in f.obj_map(data, "models", kind).items()},
             cases=tuple(CaseEntry.from_json(c) for c in f.objects(data, "cases", kind)),
             tool_version=f.string(f.obj(data, "tool", kind), "version", "tool"),
             compiler=None if compiler is None else CompilerInfo.from_json(compiler),

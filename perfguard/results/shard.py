@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from perfguard import jsonfields as f
 from perfguard.errors import FieldError
@@ -77,7 +76,7 @@ class ShardInfo:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ShardInfo:
+    def from_json(cls, data: Mapping[str, object]) -> ShardInfo:
         kind = "shard"
         version = f.integer(data, "version", kind) if "version" in data else 1
         if not 1 <= version <= SHARD_VERSION:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from perfguard import jsonfields as f
 from perfguard.jsonfields import JsonDict
@@ -165,7 +165,7 @@ class Look:
         return {"look": self.look, "workers": self.workers, "undecided": self.undecided}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Look:
+    def from_json(cls, data: Mapping[str, object]) -> Look:
         return cls(f.count(data, "look", "look"), f.count(data, "workers", "look"), f.count(data, "undecided", "look"))
 
 

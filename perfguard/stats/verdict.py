@@ -113,7 +113,7 @@ class Comparison:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Comparison:
+    def from_json(cls, data: Mapping[str, object]) -> Comparison:
         """The inverse of :meth:`to_json`: a null float is NaN again (``mde``: infinity)."""
         values: dict[str, Any] = {}
         for item in dataclasses.fields(cls):

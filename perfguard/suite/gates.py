@@ -90,7 +90,7 @@ class Gate:
         return Threshold(self.statistic, absolute=self.absolute)
 
 
-def parse_gate(value: Any, metric: str, where: str) -> Gate:
+def parse_gate(value: object, metric: str, where: str) -> Gate:
     """The gate of ``metric`` from a threshold text (or a list of them); ``where`` prefixes errors."""
     try:
         return _gate(value, metric)
@@ -98,10 +98,11 @@ def parse_gate(value: Any, metric: str, where: str) -> Gate:
         raise UserError(f"{where}: {metric}: {exc}") from None
 
 
-def _gate(value: Any, metric: str) -> Gate:
+def _gate(value: object, metric: str) -> Gate:
     spec = METRICS[metric]
-    texts = value if isinstance(value, list) else [value]
-    if not texts or not all(isinstance(t, str) for t in texts):
+    items: list[object] = value if isinstance(value, list) else [value]
+    texts = [t for t in items if isinstance(t, str)]
+    if not texts or len(texts) != len(items):
         raise UserError(f"expected a threshold such as \"{spec.default}\" or a list of them, found {describe(value)}")
     parsed = [parse_threshold(text, kind=spec.kind) for text in texts]
     statistics = {t.statistic for t in parsed}
@@ -144,7 +145,7 @@ class ThresholdSet:
 _CHECK_KEYS = ("workers", "step_workers", "max_workers", "alpha", "measure_identical")
 
 
-def parse_check(reader: Reader, raw: Any, key: str = "[check]") -> CheckSettings:
+def parse_check(reader: Reader, raw: object, key: str = "[check]") -> CheckSettings:
     """The ``[check]`` table: worker counts of the sequential looks, the false-discovery level, and
     whether identical artifacts are timed anyway."""
     table = reader.table(raw, key, _CHECK_KEYS)
@@ -170,7 +171,7 @@ def parse_check(reader: Reader, raw: Any, key: str = "[check]") -> CheckSettings
     return settings
 
 
-def parse_thresholds(reader: Reader, raw: Any, key: str = "[thresholds]") -> ThresholdSet:
+def parse_thresholds(reader: Reader, raw: object, key: str = "[thresholds]") -> ThresholdSet:
     """The ``[thresholds]`` table: default gates, then the overrides of an ``include`` file (written
     by ``perfguard calibrate``, relative to the suite), then the suite's own overrides."""
     table = reader.table(raw, key, ("include", "overrides", "across_runs", *METRICS))
@@ -196,7 +197,7 @@ def parse_thresholds(reader: Reader, raw: Any, key: str = "[thresholds]") -> Thr
     return ThresholdSet(defaults, tuple(overrides))
 
 
-def _overrides(reader: Reader, items: Any) -> list[tuple[str, dict[str, Gate]]]:
+def _overrides(reader: Reader, items: object) -> list[tuple[str, dict[str, Gate]]]:
     """``[[thresholds.overrides]]``: a regular expression searched in the case id, and gates."""
     if not isinstance(items, list):
         raise reader.fail("[[thresholds.overrides]]", f"expected an array of tables, found {describe(items)}")
@@ -215,7 +216,7 @@ def _overrides(reader: Reader, items: Any) -> list[tuple[str, dict[str, Gate]]]:
     return overrides
 
 
-def _read_gate(reader: Reader, value: Any, metric: str, key: str) -> Gate:
+def _read_gate(reader: Reader, value: object, metric: str, key: str) -> Gate:
     try:
         return _gate(value, metric)
     except UserError as exc:

@@ -9,10 +9,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from perfguard.errors import UserError
-from perfguard.jsonfields import JsonDict
+from perfguard.jsonfields import JsonDict, JsonValue, json_object, json_value
+from perfguard.names import CaseId
 from perfguard.runners.options import RunnerOptions
 from perfguard.suite.gates import CheckSettings, ThresholdSet
 
@@ -101,18 +101,18 @@ class ModelSpec:
 
     name: str
     arch: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, object] = field(default_factory=dict)
     path: Path | None = None
     input_settings: InputSettings = field(default_factory=InputSettings)
 
-    def source(self) -> dict[str, Any]:
+    def source(self) -> JsonDict:
         if self.path is not None:
             # Input settings decide what is measured: part of the model's identity (and case key)
             # when given; absent otherwise, so keys of suites without settings stay as they were.
             if self.input_settings:
                 return {"path": str(self.path), "input_settings": self.input_settings.to_json()}
             return {"path": str(self.path)}
-        return {"arch": self.arch, "params": dict(sorted(self.params.items()))}
+        return {"arch": self.arch, "params": json_object(dict(sorted(self.params.items())), f"model {self.name} params")}
 
 
 @dataclass(frozen=True)
@@ -122,9 +122,9 @@ class PipelineSpec:
     name: str
     backend: str
     passes: tuple[str, ...]
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, object] = field(default_factory=dict)
 
-    def key(self) -> dict[str, Any]:
+    def key(self) -> JsonDict:
         """The part of the pipeline that decides the artifact; hashed into every case key."""
         return {"backend": self.backend, "passes": list(self.passes), "options": _canonical(self.options)}
 
@@ -153,8 +153,12 @@ class CaseSpec:
     tolerance: Tolerance
 
     @property
+    def case_id(self) -> CaseId:
+        return CaseId(self.model.name, self.pipeline.name, self.runner)
+
+    @property
     def id(self) -> str:
-        return f"{self.model.name}/{self.pipeline.name}/{self.runner}"
+        return str(self.case_id)
 
 
 @dataclass(frozen=True)
@@ -188,9 +192,10 @@ class Suite:
         return chosen
 
 
-def _canonical(value: Any) -> Any:
+def _canonical(value: object) -> JsonValue:
+    """``value`` (a suite's TOML value) as JSON with its objects' keys sorted."""
     if isinstance(value, Mapping):
-        return {k: _canonical(value[k]) for k in sorted(value)}
+        return {str(k): _canonical(value[k]) for k in sorted(value)}
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]
-    return value
+    return json_value(value)

@@ -47,7 +47,7 @@ _MAX_DURATION = {"min_time": HOUR, "max_time": DAY, "timeout": DAY, "compile_tim
                  "telemetry_interval": HOUR}
 
 
-def _runner_options(reader: Reader, raw: Any, key: str) -> RunnerOptions:
+def _runner_options(reader: Reader, raw: object, key: str) -> RunnerOptions:
     """A ``[runners.NAME]`` table: provider options (strings or numbers, passed verbatim), device, limits."""
     table = reader.table(raw, key, _RUNNER_KEYS)
     values: dict[str, Any] = {}
@@ -68,7 +68,7 @@ def _runner_options(reader: Reader, raw: Any, key: str) -> RunnerOptions:
     return RunnerOptions(**values)
 
 
-def _measure(reader: Reader, raw: Any, key: str, base: MeasureSettings) -> MeasureSettings:
+def _measure(reader: Reader, raw: object, key: str, base: MeasureSettings) -> MeasureSettings:
     table = reader.table(raw, key, _MEASURE_KEYS)
     values: dict[str, Any] = {}
     for name in ("workers", "rounds", "min_rounds", "threads", "compile_repeats"):
@@ -86,7 +86,7 @@ def _measure(reader: Reader, raw: Any, key: str, base: MeasureSettings) -> Measu
     return dataclasses.replace(base, **values)
 
 
-def _tolerance(reader: Reader, raw: Any, key: str, base: Tolerance) -> Tolerance:
+def _tolerance(reader: Reader, raw: object, key: str, base: Tolerance) -> Tolerance:
     table = reader.table(raw, key, _CORRECTNESS_KEYS)
     values: dict[str, Any] = {}
     for name in ("rtol", "atol"):
@@ -163,7 +163,7 @@ _TABLES = ("suite", "compiler", "measure", "correctness", "models", "pipelines",
 
 # ``raw`` and the tables below are the suite's TOML as tomllib returns it (untyped), before
 # each key is checked; ``values`` are keyword bags for the settings dataclasses.
-def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
+def parse_suite(raw: dict[str, object], path: Path, sha256: str = "") -> Suite:
     """Validate the TOML tables of suite file ``path`` into a ``Suite``: one reader for every table,
     in the order the errors are reported."""
     reader = Reader(path)
@@ -186,7 +186,7 @@ def parse_suite(raw: dict[str, Any], path: Path, sha256: str = "") -> Suite:
                  thresholds=thresholds, counts=counts)
 
 
-def _counts(reader: Reader, raw: Any) -> tuple[bool, Any]:
+def _counts(reader: Reader, raw: object) -> tuple[bool, Any]:
     """``[measure] counts = true``: every case also counted under Valgrind (``--counts``). A key of
     the suite's own ``[measure]`` only (a whole run is counted or not), so it is taken out of the
     table before the settings every case shares are read."""
@@ -222,7 +222,7 @@ def _runner_names(reader: Reader, names: list[str], key: str) -> list[str]:
     return [_name(reader, name, "runner", key) for name in names]
 
 
-def _suite_head(reader: Reader, raw: Any) -> _SuiteHead:
+def _suite_head(reader: Reader, raw: object) -> _SuiteHead:
     head = reader.table(raw, "[suite]", ("name", "description", "backend", "runners"))
     return _SuiteHead(
         name=reader.string(head.get("name", reader.path.stem), "[suite] name"),
@@ -233,7 +233,7 @@ def _suite_head(reader: Reader, raw: Any) -> _SuiteHead:
     )
 
 
-def _compiler(reader: Reader, raw: Any) -> CompilerSpec:
+def _compiler(reader: Reader, raw: object) -> CompilerSpec:
     """``[compiler]``: paths relative to the suite file."""
     comp = reader.table(raw, "[compiler]", ("path", "repo", "build"))
     base_dir = reader.path.parent
@@ -244,7 +244,7 @@ def _compiler(reader: Reader, raw: Any) -> CompilerSpec:
     )
 
 
-def _models(reader: Reader, raw: Any) -> dict[str, ModelSpec]:
+def _models(reader: Reader, raw: object) -> dict[str, ModelSpec]:
     models = {_name(reader, name, "model", "[models]"): _model(reader, name, spec)
               for name, spec in reader.table(raw, "[models]").items()}
     if not models:
@@ -252,7 +252,7 @@ def _models(reader: Reader, raw: Any) -> dict[str, ModelSpec]:
     return models
 
 
-def _model(reader: Reader, name: str, raw: Any) -> ModelSpec:
+def _model(reader: Reader, name: str, raw: object) -> ModelSpec:
     """``[models.NAME]``: a zoo architecture with params, or a model file with input settings."""
     key = f"[models.{name}]"
     spec = reader.table(raw, key, ("arch", "params", "path", "dims", "inputs"))
@@ -271,7 +271,7 @@ def _model(reader: Reader, name: str, raw: Any) -> ModelSpec:
     return ModelSpec(name=name, arch=arch, params=dict(params))
 
 
-def _pipelines(reader: Reader, raw: Any, default_backend: str) -> dict[str, PipelineSpec]:
+def _pipelines(reader: Reader, raw: object, default_backend: str) -> dict[str, PipelineSpec]:
     """``[pipelines.NAME]``: ordered pass lists on a backend (default: ``[suite] backend``)."""
     pipelines: dict[str, PipelineSpec] = {}
     for name, spec in reader.table(raw, "[pipelines]").items():
@@ -290,7 +290,7 @@ def _pipelines(reader: Reader, raw: Any, default_backend: str) -> dict[str, Pipe
     return pipelines
 
 
-def _overrides(reader: Reader, raw: Any) -> list[tuple[str, dict[str, Any]]]:
+def _overrides(reader: Reader, raw: object) -> list[tuple[str, dict[str, Any]]]:
     """``[[overrides]]``: ``match`` (a glob over case ids) with [measure]/[correctness] settings,
     applied to each case in file order once its own settings are in."""
     if not isinstance(raw, list):
@@ -314,7 +314,7 @@ class _CaseDefaults:
     tolerance: Tolerance
 
 
-def _cases(reader: Reader, raw: Any, defaults: _CaseDefaults,
+def _cases(reader: Reader, raw: object, defaults: _CaseDefaults,
            overrides: list[tuple[str, dict[str, Any]]]) -> list[CaseSpec]:
     """``[[cases]]``: model x pipelines x runners (default: every model on every pipeline)."""
     if raw is None:
@@ -334,7 +334,7 @@ def _cases(reader: Reader, raw: Any, defaults: _CaseDefaults,
     return cases
 
 
-def _case_entry(reader: Reader, raw: Any, key: str, defaults: _CaseDefaults) -> list[CaseSpec]:
+def _case_entry(reader: Reader, raw: object, key: str, defaults: _CaseDefaults) -> list[CaseSpec]:
     item = reader.table(raw, key, ("model", "pipelines", "runners", "measure", "correctness"))
     model_name = reader.string(item.get("model"), f"{key} model")
     if model_name not in defaults.models:
@@ -363,7 +363,7 @@ def _apply_overrides(reader: Reader, case: CaseSpec, overrides: list[tuple[str, 
     return case
 
 
-def _runners(reader: Reader, raw: Any, used: list[str]) -> dict[str, RunnerOptions]:
+def _runners(reader: Reader, raw: object, used: list[str]) -> dict[str, RunnerOptions]:
     """``[runners.NAME]``: settings of a runner some case uses, checked against what it takes."""
     runners: dict[str, RunnerOptions] = {}
     for name, spec in reader.table(raw, "[runners]").items():
@@ -379,7 +379,7 @@ def _runners(reader: Reader, raw: Any, used: list[str]) -> dict[str, RunnerOptio
     return runners
 
 
-def _unknown(kind: str, name: str, valid: Mapping[str, Any]) -> str:
+def _unknown(kind: str, name: str, valid: Mapping[str, object]) -> str:
     return f"unknown {kind} {name!r}{did_you_mean(name, valid, most=1)}; defined: {', '.join(valid)}"
 
 

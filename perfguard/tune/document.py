@@ -79,7 +79,7 @@ class Step:
                    _summary(d.get("compile_time")), float(d["effect"]))
 
 
-def _summary(value: Any) -> VerdictSummary | None:
+def _summary(value: object) -> VerdictSummary | None:
     return None if value is None else VerdictSummary.from_json(value)
 
 
@@ -228,7 +228,7 @@ def suite_patch(suite_path: str, pipeline: str, tuned: Candidate, name: str, eff
     return "\n".join(lines) + "\n"
 
 
-def _inline_table(value: Any) -> str:
+def _inline_table(value: object) -> str:
     import json
 
     if isinstance(value, dict):

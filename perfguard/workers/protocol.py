@@ -37,10 +37,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
+from perfguard import jsonfields as f
 from perfguard.errors import ProtocolError
 from perfguard.jsonfields import (
     JsonDict,
-    JsonObject,
     array as _list,
     field as _get,
     int_map as _int_map,
@@ -52,7 +52,6 @@ from perfguard.jsonfields import (
     opt_obj as _opt_object,
     opt_string as _opt_str,
     string as _str,
-    wrong_type as _wrong,
 )
 from perfguard.workers.status import (
     STATUS_PREFIX,
@@ -80,7 +79,7 @@ __all__ = [
 ]
 
 
-def _artifact(data: Mapping[str, Any], key: str, kind: str) -> Artifact:
+def _artifact(data: Mapping[str, object], key: str, kind: str) -> Artifact:
     from perfguard.backends.base import Artifact
 
     value = _object(data, key, kind)
@@ -90,17 +89,17 @@ def _artifact(data: Mapping[str, Any], key: str, kind: str) -> Artifact:
         raise ProtocolError(f"{kind}: field {key!r} is not an artifact: {exc}") from None
 
 
-def _correctness(data: Mapping[str, Any], kind: str) -> CorrectnessCheck:
+def _correctness(data: Mapping[str, object], kind: str) -> CorrectnessCheck:
     from perfguard.results.result import CorrectnessCheck  # see the import under TYPE_CHECKING
 
     return CorrectnessCheck.from_json(_object(data, "correctness", kind))
 
 
-def _input_specs(data: Mapping[str, Any], kind: str) -> tuple[InputSpec, ...]:
+def _input_specs(data: Mapping[str, object], kind: str) -> tuple[InputSpec, ...]:
     from perfguard.models.inputs import InputSpec
 
     try:
-        return tuple(InputSpec.from_json(s) for s in _list(data, "input_specs", kind))
+        return tuple(InputSpec.from_json(s) for s in f.objects(data, "input_specs", kind))
     except (KeyError, TypeError) as exc:
         raise ProtocolError(f"{kind}: field 'input_specs' holds an entry that is not an input spec: {exc}") from None
 
@@ -109,8 +108,14 @@ def _specs_json(specs: Sequence[InputSpec]) -> list[JsonDict]:
     return [s.to_json() for s in specs]
 
 
-def _options(value: Mapping[str, Any] | None) -> JsonObject | None:
+def _options(value: JsonDict | None) -> JsonDict | None:
     return None if value is None else dict(value)
+
+
+def _read_options(data: Mapping[str, object], kind: str) -> JsonDict | None:
+    """A request's ``runner_options``: the suite's JSON, as read."""
+    value = _opt_object(data, "runner_options", kind)
+    return None if value is None else f.json_object(value, f"{kind} runner_options")
 
 
 def variant_id(side: str, case_id: str) -> str:
@@ -138,7 +143,7 @@ class WorkerError:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> WorkerError:
+    def from_json(cls, data: Mapping[str, object]) -> WorkerError:
         kind = "worker error"
         return cls(_str(data, "stage", kind), _str(data, "message", kind), _opt_str(data, "detail", kind))
 
@@ -155,7 +160,7 @@ class CheckTolerance:
         return {"rtol": self.rtol, "atol": self.atol, "seed": self.seed}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CheckTolerance:
+    def from_json(cls, data: Mapping[str, object]) -> CheckTolerance:
         kind = "correctness tolerance"
         return cls(_float(data, "rtol", kind), _float(data, "atol", kind), _int(data, "seed", kind))
 
@@ -172,21 +177,19 @@ class CompileResponse:
     adds ``mode``, ``pass_times``, ``cache_hit``); the parent copies it into the case entry."""
 
     artifact: Artifact
-    trace: Mapping[str, Any]
+    trace: Mapping[str, object]
     compile_time_s: float
     compile_times_s: tuple[float, ...]
     correctness: CorrectnessCheck
 
     def to_json(self) -> JsonDict:
-        return {"artifact": self.artifact.to_json(), "trace": dict(self.trace), "compile_time_s": self.compile_time_s,
+        return {"artifact": self.artifact.to_json(), "trace": f.json_object(self.trace, "trace"), "compile_time_s": self.compile_time_s,
                 "compile_times_s": list(self.compile_times_s), "correctness": self.correctness.to_json()}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CompileResponse:
+    def from_json(cls, data: Mapping[str, object]) -> CompileResponse:
         kind = "compile response"
-        times = _list(data, "compile_times_s", kind)
-        if not all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in times):
-            raise _wrong(kind, "compile_times_s", "a list of numbers", times)
+        times = f.number_list(data, "compile_times_s", kind)
         return cls(_artifact(data, "artifact", kind), _object(data, "trace", kind), _float(data, "compile_time_s", kind),
                    tuple(float(t) for t in times), _correctness(data, kind))
 
@@ -204,7 +207,7 @@ class MeasureResponse:
     peak_rss_bytes: int
     load_order: tuple[str, ...]
     pid: int
-    telemetry: Mapping[str, Any] | None = None
+    telemetry: Mapping[str, object] | None = None
     #: The process's peak resident memory once the first variant of ``load_order`` was loaded and
     #: warmed up, before any other was loaded: that variant's memory sample, taken exactly as a
     #: memory probe takes it (see ``perfguard.workers.worker.load_warm``).
@@ -213,15 +216,15 @@ class MeasureResponse:
     def to_json(self) -> JsonDict:
         return {"values": {k: list(v) for k, v in self.values.items()}, "loops": dict(self.loops),
                 "rss_delta_bytes": dict(self.rss_delta_bytes), "peak_rss_bytes": self.peak_rss_bytes,
-                "load_order": list(self.load_order), "pid": self.pid, "telemetry": _options(self.telemetry),
+                "load_order": list(self.load_order), "pid": self.pid,
+                "telemetry": None if self.telemetry is None else f.json_object(self.telemetry, "telemetry"),
                 "first_peak_rss_bytes": self.first_peak_rss_bytes}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> MeasureResponse:
+    def from_json(cls, data: Mapping[str, object]) -> MeasureResponse:
         kind = "measure response"
-        values = _object(data, "values", kind)
-        if not all(isinstance(v, list) and all(isinstance(x, (int, float)) for x in v) for v in values.values()):
-            raise _wrong(kind, "values", "an object of lists of numbers", values)
+        raw = _object(data, "values", kind)
+        values = {k: f.number_list(raw, k, f"{kind} values") for k in raw}
         order = _list(data, "load_order", kind)
         return cls({k: tuple(float(x) for x in v) for k, v in values.items()}, _int_map(data, "loops", kind),
                    _int_map(data, "rss_delta_bytes", kind), _int(data, "peak_rss_bytes", kind),
@@ -240,7 +243,7 @@ class MemoryResponse:
         return {"peak_rss_bytes": self.peak_rss_bytes, "session_rss_bytes": self.session_rss_bytes}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> MemoryResponse:
+    def from_json(cls, data: Mapping[str, object]) -> MemoryResponse:
         kind = "memory response"
         return cls(_int(data, "peak_rss_bytes", kind), _int(data, "session_rss_bytes", kind))
 
@@ -255,7 +258,7 @@ class VerifyResponse:
         return {"correctness": self.correctness.to_json()}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> VerifyResponse:
+    def from_json(cls, data: Mapping[str, object]) -> VerifyResponse:
         return cls(_correctness(data, "verify response"))
 
 
@@ -273,14 +276,12 @@ class ProfileResponse:
                 "pid": self.pid}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ProfileResponse:
+    def from_json(cls, data: Mapping[str, object]) -> ProfileResponse:
         from perfguard.workers.trace import ProfileRun
 
         kind = "profile response"
-        paths = _object(data, "trace_paths", kind)
-        if not all(isinstance(v, str) for v in paths.values()):
-            raise _wrong(kind, "trace_paths", "an object of paths", paths)
-        return cls({k: ProfileRun.from_json(v) for k, v in _object(data, "profiles", kind).items()}, dict(paths),
+        paths = f.str_map(data, "trace_paths", kind)
+        return cls({k: ProfileRun.from_json(v) for k, v in f.obj_map(data, "profiles", kind).items()}, paths,
                    _int(data, "pid", kind))
 
 
@@ -299,7 +300,7 @@ def encode_response(body: WorkerResponse | None, error: WorkerError | None = Non
     return data
 
 
-def decode_response(data: Any, parse: Callable[[Mapping[str, Any]], R]) -> tuple[R | None, WorkerError | None]:
+def decode_response(data: Any, parse: Callable[[Mapping[str, object]], R]) -> tuple[R | None, WorkerError | None]:
     """The (body, error) of response document ``data``; the body is None for an error alone."""
     if not isinstance(data, dict):
         raise ProtocolError(f"response: expected a JSON object, found {type(data).__name__}")
@@ -330,7 +331,7 @@ class Request(Protocol[R_co]):
 
     def to_json(self) -> JsonDict: ...
 
-    def parse_response(self, data: Mapping[str, Any]) -> R_co: ...
+    def parse_response(self, data: Mapping[str, object]) -> R_co: ...
 
 
 @dataclass(frozen=True)
@@ -341,18 +342,16 @@ class CompilePipeline:
     name: str
     backend: str
     passes: tuple[str, ...]
-    options: Mapping[str, Any]
+    options: Mapping[str, object]
 
     def to_json(self) -> JsonDict:
-        return {"name": self.name, "backend": self.backend, "passes": list(self.passes), "options": dict(self.options)}
+        return {"name": self.name, "backend": self.backend, "passes": list(self.passes), "options": f.json_object(self.options, "options")}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CompilePipeline:
+    def from_json(cls, data: Mapping[str, object]) -> CompilePipeline:
         kind = "compile pipeline"
-        passes = _list(data, "passes", kind)
-        if not all(isinstance(p, str) for p in passes):
-            raise _wrong(kind, "passes", "a list of pass names", passes)
-        return cls(_str(data, "name", kind), _str(data, "backend", kind), tuple(passes), _object(data, "options", kind))
+        passes = f.string_list(data, "passes", kind)
+        return cls(_str(data, "name", kind), _str(data, "backend", kind), passes, _object(data, "options", kind))
 
 
 @dataclass(frozen=True)
@@ -370,7 +369,7 @@ class CompileRequest:
     out_dir: str
     compiler_path: str | None
     runner: str
-    runner_options: JsonObject | None
+    runner_options: JsonDict | None
     threads: int
     compile_repeats: int
     correctness: CheckTolerance
@@ -389,16 +388,16 @@ class CompileRequest:
                 "input_specs": _specs_json(self.input_specs), "reference_cache": self.reference_cache}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CompileRequest:
+    def from_json(cls, data: Mapping[str, object]) -> CompileRequest:
         kind = "compile request"
         return cls(_str(data, "backend", kind), _str(data, "model_path", kind),
                    CompilePipeline.from_json(_object(data, "pipeline", kind)), _str(data, "out_dir", kind),
                    _opt_str(data, "compiler_path", kind), _str(data, "runner", kind),
-                   _opt_object(data, "runner_options", kind), _int(data, "threads", kind),
+                   _read_options(data, kind), _int(data, "threads", kind),
                    _int(data, "compile_repeats", kind), CheckTolerance.from_json(_object(data, "correctness", kind)),
                    _input_specs(data, kind), _opt_str(data, "reference_cache", kind))
 
-    def parse_response(self, data: Mapping[str, Any]) -> CompileResponse:
+    def parse_response(self, data: Mapping[str, object]) -> CompileResponse:
         return CompileResponse.from_json(data)
 
     def hybrid_stages(self, prefix_len: int, prefix_compiler_path: str | None) -> tuple[CompileRequest, CompileRequest]:
@@ -426,7 +425,7 @@ class MeasureVariant:
         return {"id": self.id, "artifact": self.artifact.to_json()}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> MeasureVariant:
+    def from_json(cls, data: Mapping[str, object]) -> MeasureVariant:
         kind = "measure variant"
         return cls(_str(data, "id", kind), _artifact(data, "artifact", kind))
 
@@ -444,7 +443,7 @@ class MeasureRequest:
     mode: ClassVar[str] = "measure"
     variants: tuple[MeasureVariant, ...]
     runner: str
-    runner_options: JsonObject | None
+    runner_options: JsonDict | None
     threads: int
     warmup: int
     rounds: int
@@ -469,16 +468,16 @@ class MeasureRequest:
                 "max_time": self.max_time}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> MeasureRequest:
+    def from_json(cls, data: Mapping[str, object]) -> MeasureRequest:
         kind = "measure request"
-        return cls(tuple(MeasureVariant.from_json(v) for v in _list(data, "variants", kind)), _str(data, "runner", kind),
-                   _opt_object(data, "runner_options", kind), _int(data, "threads", kind), _int(data, "warmup", kind),
+        return cls(tuple(MeasureVariant.from_json(v) for v in f.objects(data, "variants", kind)), _str(data, "runner", kind),
+                   _read_options(data, kind), _int(data, "threads", kind), _int(data, "warmup", kind),
                    _int(data, "rounds", kind), _float(data, "min_time", kind), _int(data, "seed", kind),
                    _int(data, "worker_index", kind), _input_specs(data, kind),
                    _int_map(data, "loops", kind) if data.get("loops") else None,
                    _opt_int(data, "min_rounds", kind) or 0, _opt_float(data, "max_time", kind) or 0.0)
 
-    def parse_response(self, data: Mapping[str, Any]) -> MeasureResponse:
+    def parse_response(self, data: Mapping[str, object]) -> MeasureResponse:
         return MeasureResponse.from_json(data)
 
     def for_worker(self, worker_index: int, variants: Sequence[MeasureVariant],
@@ -500,7 +499,7 @@ class MemoryRequest:
     mode: ClassVar[str] = "memory"
     artifact: Artifact
     runner: str
-    runner_options: JsonObject | None
+    runner_options: JsonDict | None
     threads: int
     warmup: int
     min_time: float
@@ -517,13 +516,13 @@ class MemoryRequest:
                 "min_time": self.min_time, "seed": self.seed, "input_specs": _specs_json(self.input_specs)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> MemoryRequest:
+    def from_json(cls, data: Mapping[str, object]) -> MemoryRequest:
         kind = "memory request"
-        return cls(_artifact(data, "artifact", kind), _str(data, "runner", kind), _opt_object(data, "runner_options", kind),
+        return cls(_artifact(data, "artifact", kind), _str(data, "runner", kind), _read_options(data, kind),
                    _int(data, "threads", kind), _int(data, "warmup", kind), _float(data, "min_time", kind),
                    _int(data, "seed", kind), _input_specs(data, kind))
 
-    def parse_response(self, data: Mapping[str, Any]) -> MemoryResponse:
+    def parse_response(self, data: Mapping[str, object]) -> MemoryResponse:
         return MemoryResponse.from_json(data)
 
 
@@ -537,7 +536,7 @@ class VerifyRequest:
     mode: ClassVar[str] = "verify"
     artifact: Artifact
     runner: str
-    runner_options: JsonObject | None
+    runner_options: JsonDict | None
     threads: int
     input_specs: tuple[InputSpec, ...]
     correctness: CheckTolerance
@@ -554,13 +553,13 @@ class VerifyRequest:
                 "reference": self.reference}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> VerifyRequest:
+    def from_json(cls, data: Mapping[str, object]) -> VerifyRequest:
         kind = "verify request"
-        return cls(_artifact(data, "artifact", kind), _str(data, "runner", kind), _opt_object(data, "runner_options", kind),
+        return cls(_artifact(data, "artifact", kind), _str(data, "runner", kind), _read_options(data, kind),
                    _int(data, "threads", kind), _input_specs(data, kind),
                    CheckTolerance.from_json(_object(data, "correctness", kind)), _str(data, "reference", kind))
 
-    def parse_response(self, data: Mapping[str, Any]) -> VerifyResponse:
+    def parse_response(self, data: Mapping[str, object]) -> VerifyResponse:
         return VerifyResponse.from_json(data)
 
 
@@ -578,7 +577,7 @@ class ProfileRequest:
     mode: ClassVar[str] = "profile"
     variants: tuple[MeasureVariant, ...]
     runner: str
-    runner_options: JsonObject | None
+    runner_options: JsonDict | None
     threads: int
     warmup: int
     runs: int
@@ -598,14 +597,14 @@ class ProfileRequest:
                 "input_specs": _specs_json(self.input_specs), "trace_dir": self.trace_dir}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ProfileRequest:
+    def from_json(cls, data: Mapping[str, object]) -> ProfileRequest:
         kind = "profile request"
-        return cls(tuple(MeasureVariant.from_json(v) for v in _list(data, "variants", kind)), _str(data, "runner", kind),
-                   _opt_object(data, "runner_options", kind), _int(data, "threads", kind), _int(data, "warmup", kind),
+        return cls(tuple(MeasureVariant.from_json(v) for v in f.objects(data, "variants", kind)), _str(data, "runner", kind),
+                   _read_options(data, kind), _int(data, "threads", kind), _int(data, "warmup", kind),
                    _int(data, "runs", kind), _int(data, "seed", kind), _int(data, "worker_index", kind),
                    _input_specs(data, kind), _opt_str(data, "trace_dir", kind))
 
-    def parse_response(self, data: Mapping[str, Any]) -> ProfileResponse:
+    def parse_response(self, data: Mapping[str, object]) -> ProfileResponse:
         return ProfileResponse.from_json(data)
 
 

@@ -35,7 +35,7 @@ import os
 import subprocess
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perfguard import jsonfields as f
 from perfguard.errors import FieldError
@@ -76,7 +76,7 @@ class NodeChange:
         return {"op_type": self.op_type, "before": self.before, "after": self.after}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> NodeChange:
+    def from_json(cls, data: Mapping[str, object]) -> NodeChange:
         kind = "alert node change"
         return cls(f.string(data, "op_type", kind), f.integer(data, "before", kind), f.integer(data, "after", kind))
 
@@ -96,7 +96,7 @@ class AlertExplanation:
                 "node_changes": [n.to_json() for n in self.node_changes]}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AlertExplanation:
+    def from_json(cls, data: Mapping[str, object]) -> AlertExplanation:
         kind = "alert explanation"
         return cls(f.string(data, "dimension", kind), f.string(data, "headline", kind),
                    f.string_list(data, "top_op_types", kind),
@@ -125,7 +125,7 @@ class AlertChange:
                 "ratio": self.ratio, "ci_low": self.ci_low, "ci_high": self.ci_high}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AlertChange:
+    def from_json(cls, data: Mapping[str, object]) -> AlertChange:
         kind = "alert change"
         return cls(f.integer(data, "change_id", kind), f.string(data, "case", kind), f.string(data, "metric", kind),
                    f.string(data, "kind", kind), f.number(data, "ratio", kind), f.opt_number(data, "ci_low", kind),
@@ -148,7 +148,7 @@ class AlertEvent:
                 "note": self.note}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AlertEvent:
+    def from_json(cls, data: Mapping[str, object]) -> AlertEvent:
         kind = "alert event"
         return cls(f.string(data, "who", kind), f.string(data, "when", kind), f.opt_string(data, "from_status", kind),
                    f.string(data, "to_status", kind), f.string(data, "note", kind))
@@ -221,7 +221,7 @@ class Alert:
                 "fix_bisect_document": self.fix_bisect_document_id}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Alert:
+    def from_json(cls, data: Mapping[str, object]) -> Alert:
         kind = "alert"
         version = f.integer(data, "version", kind)
         if version > ALERT_VERSION:

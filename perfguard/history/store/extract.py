@@ -33,15 +33,17 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from perfguard.errors import StorageError
+from perfguard.names import CaseId
 from perfguard.results.counts import COUNTED_FIGURES
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from perfguard.bisect.document import BisectResult
+    from perfguard.compare.mode import ComparedResults
     from perfguard.compare.verdicts import VerdictsDocument
     from perfguard.results.result import CaseEntry, ResultDocument
 
@@ -53,7 +55,8 @@ PerfguardDocument: TypeAlias = "ResultDocument | VerdictsDocument | BisectResult
 #: :mod:`perfguard.formats` (stored as read, under that tool's kind).
 StoredDocument: TypeAlias = "PerfguardDocument | Imported"
 
-#: The side of a verdicts document that was measured now, in order of preference.
+#: The side of a stored verdicts document (as stored: format 1 or 2) that was measured now, in
+#: order of preference: ``head`` (format 1), ``candidate``.
 CANDIDATE_LABELS = ("head", "candidate")
 
 
@@ -74,6 +77,18 @@ class SeriesKey:
     runner_class: str
     metric: str
     kind: str
+
+    @property
+    def case_id(self) -> CaseId | None:
+        """The suite case the series measures; None for a benchmark of another tool's document
+        (pytest-benchmark, asv: no model hash), whose name is not a case id even when it holds '/'."""
+        return CaseId.parse(self.case) if self.model_hash else None
+
+    @property
+    def pipeline(self) -> str:
+        """The pipeline of the case the series measures ('' for another tool's benchmark)."""
+        case_id = self.case_id
+        return case_id.pipeline if case_id is not None else ""
 
     def hash(self) -> str:
         """A stable identity of the key (the series' unique column)."""
@@ -117,11 +132,11 @@ class Imported:
     the store ingests it, and the store sits below the readers of other tools' files."""
 
     path: Path
-    data: Any
+    data: object
     extracted: Extracted
 
 
-def canonical_json(data: Any) -> str:
+def canonical_json(data: object) -> str:
     """The text a document is hashed and stored as: sorted keys, compact separators."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -131,7 +146,9 @@ def document_hash(text: str) -> str:
 
 
 def candidate_label(labels: Iterable[str]) -> str | None:
-    """The label of a verdicts document's candidate result (``head``, ``candidate``, or the only one)."""
+    """The label of the candidate result among a stored verdicts document's raw ``results``
+    (``head``, ``candidate``, or the only one): the store reads bodies as they were stored, in
+    either format; a typed document says ``results.candidate``."""
     labels = list(labels)
     for label in CANDIDATE_LABELS:
         if label in labels:
@@ -139,7 +156,7 @@ def candidate_label(labels: Iterable[str]) -> str | None:
     return labels[0] if len(labels) == 1 else None
 
 
-def stored_kind(data: Any, source: str) -> str:
+def stored_kind(data: object, source: str) -> str:
     """``result``, ``verdicts`` or ``bisect`` (told apart by
     :func:`perfguard.results.documents.document_kind`); a ``StorageError`` naming what ``data`` is
     otherwise."""
@@ -161,7 +178,7 @@ def stored_kind(data: Any, source: str) -> str:
     raise StorageError(f"{source}: not a perfguard result, verdicts or bisect document")
 
 
-def foreign_format(data: Mapping[str, Any]) -> str | None:
+def foreign_format(data: Mapping[str, object]) -> str | None:
     """``pytest-benchmark`` or ``asv`` when ``data`` looks like a file of that tool (by its
     top-level keys; :mod:`perfguard.formats` validates it), else None."""
     if {"machine_info", "benchmarks"} <= data.keys():
@@ -171,13 +188,13 @@ def foreign_format(data: Mapping[str, Any]) -> str | None:
     return None
 
 
-def extract(data: Any, source: str) -> Extracted:
+def extract(data: object, source: str) -> Extracted:
     """Validate ``data`` (the parsed JSON read from ``source``) through its document's parser and
     take what the store keeps of it. Every failure is a one-line ``StorageError``."""
     return extract_document(parse_stored(data, source), source)
 
 
-def parse_stored(data: Any, source: str) -> PerfguardDocument:
+def parse_stored(data: object, source: str) -> PerfguardDocument:
     """The typed document of ``data`` (the parsed JSON read from ``source``), through its kind's
     one parser, checked for what the store needs of it (a verdicts document's candidate side), so
     that a command can refuse a bad file before it writes any. Every failure is a one-line
@@ -194,7 +211,7 @@ def parse_stored(data: Any, source: str) -> PerfguardDocument:
     from perfguard.compare.verdicts import parse_verdicts
 
     verdicts = parse_verdicts(data, source)
-    _candidate_label(verdicts, source)
+    _compared(verdicts, source)
     return verdicts
 
 
@@ -213,16 +230,14 @@ def extract_document(document: PerfguardDocument, source: str) -> Extracted:
         bad = document.bad.sha if document.bad and document.bad.sha else None
         return Extracted("bisect", document.suite, None, bad, ())
     verdicts = document
-    label = _candidate_label(verdicts, source)
-    candidate = verdicts.results[label]
-    mode = verdicts.mode
-    commit = _opt_str(mode.get("head_commit")) or (candidate.compiler.commit if candidate.compiler else None)
+    compared = _compared(verdicts, source)
+    candidate, baseline, mode = compared.candidate, compared.baseline, verdicts.mode
+    commit = mode.head_commit or (candidate.compiler.commit if candidate.compiler else None)
     time = verdicts.created_at or candidate.finished_at
     rows: list[PointRow] = list(absolute_points(candidate, commit))
-    baseline = next((r for lbl, r in verdicts.results.items() if lbl != label), None)
     by_id = {c.id: c for c in candidate.cases}
     for row in verdicts.verdicts:
-        if row.metric != "latency" or not row.paired or row.decision == "failed" or mode.get("kind") != "base-ref":
+        if row.metric != "latency" or not row.paired or row.decision == "failed" or mode.kind != "base-ref":
             continue  # a ratio series chains versions of the compiler (check --base-ref), not pipelines
         entry = by_id.get(row.case)
         if entry is None:
@@ -230,22 +245,20 @@ def extract_document(document: PerfguardDocument, source: str) -> Extracted:
         key = _key(candidate, entry, "latency", "ratio", runner_class=entry.runner)
         c = row.comparison
         if c.method == "identity":
-            rows.append(PointRow(key, time, commit, 1.0, (), 1.0, 1.0, _opt_str(mode.get("base_commit")), "same"))
+            rows.append(PointRow(key, time, commit, 1.0, (), 1.0, 1.0, mode.base_commit, "same"))
             continue
         if not math.isfinite(c.ratio):
             continue
         base_entry = _baseline_entry(baseline, candidate, entry, row.baseline)
         rows.append(PointRow(key, time, commit, c.ratio, worker_ratios(base_entry, entry), _finite(c.ci_low),
-                             _finite(c.ci_high), _opt_str(mode.get("base_commit")), row.decision))
+                             _finite(c.ci_high), mode.base_commit, row.decision))
     return Extracted("verdicts", candidate.suite.name, time, commit, tuple(rows))
 
 
-def _candidate_label(verdicts: VerdictsDocument, source: str) -> str:
-    label = candidate_label(verdicts.results)
-    if label is None:
-        raise StorageError(f"{source}: corrupt verdicts document: no candidate result among "
-                           f"{sorted(verdicts.results)} (expected 'head' or 'candidate')")
-    return label
+def _compared(verdicts: VerdictsDocument, source: str) -> ComparedResults:
+    if verdicts.results is None:
+        raise StorageError(f"{source}: corrupt verdicts document: no candidate result")
+    return verdicts.results
 
 
 def absolute_points(result: ResultDocument, commit: str | None = None) -> Iterable[PointRow]:
@@ -293,7 +306,7 @@ def worker_ratios(baseline: CaseEntry | None, candidate: CaseEntry) -> tuple[flo
     return tuple(out)
 
 
-def backend_label(backend: Mapping[str, Any]) -> str:
+def backend_label(backend: Mapping[str, object]) -> str:
     """``name`` and its versions, sorted: ``ort onnx=1.23.2,onnxoptimizer=0.4.2,onnxruntime=1.32.0``."""
     versions = backend.get("versions")
     listed = ",".join(f"{k}={v}" for k, v in sorted(versions.items())) if isinstance(versions, dict) else ""
@@ -327,7 +340,3 @@ def _float(value: int | float | None) -> float | None:
 
 def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
-
-
-def _opt_str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
