@@ -147,6 +147,21 @@ def test_the_cuda_runner_says_why_not_without_a_gpu():
     assert "Traceback" not in proc.stderr
 
 
+def test_the_prepared_gpu_script_stops_at_the_runner_check_without_a_gpu(tmp_path):
+    """``benchmarks/inductor_gpu.sh`` (the GPU row's one-shot run) says why not and runs nothing more."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    env = {**os.environ, "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "inductor_gpu.sh"), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == ExitCode.USAGE, proc.stdout + proc.stderr
+    assert "cannot serve inductor cases here" in proc.stderr and "Traceback" not in proc.stderr
+    assert "torch.cuda.is_available() is False" in proc.stdout.replace("\n", " ")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["runners.json"]
+
+
 def test_a_model_the_backend_cannot_build_is_one_clear_line(tmp_path):
     from perfguard.backends.inductor_models import build_module
     from perfguard.errors import BackendError
@@ -170,8 +185,7 @@ def test_a_measuring_worker_imports_each_artifacts_pass_from_its_own_checkout(tm
     """``check --base-ref`` and bisection load the artifacts of two checkouts in one worker; their
     passes share module names, and the first checkout's cached module must not stand in for the
     second's (the load then refuses: the pass's source differs from the artifact's)."""
-    from perfguard.backends.inductor import _import_from
-    from perfguard.backends.inductor_settings import load_pass
+    from perfguard.backends.inductor_settings import import_from as _import_from, load_pass
 
     monkeypatch.setattr(sys, "path", list(sys.path))
     roots = []
@@ -190,6 +204,20 @@ def test_a_measuring_worker_imports_each_artifacts_pass_from_its_own_checkout(tm
 
 
 # -- real compiles ---------------------------------------------------------------------------------
+
+
+def _suite_toml(compiler: str, params: dict[str, int], pipelines: dict[str, list[str]],
+                measure: tuple[str, ...] = ()) -> str:
+    """An inductor suite of one ResNet ``m``: one thread, one compile per pipeline, no memory probes;
+    ``measure`` lines follow the ``[measure]`` table's (a ``[check]`` table may start among them)."""
+    lines = ["[suite]", 'name = "inductor-test"', 'backend = "inductor"', "[compiler]", compiler, "[measure]",
+             'timeout = "300s"', 'compile_timeout = "600s"', "compile_repeats = 1", "memory_probes = 0", "threads = 1",
+             *measure, "[models.m]", 'arch = "resnet"',
+             "params = { " + ", ".join(f"{k} = {v}" for k, v in params.items()) + " }"]
+    for name, passes in pipelines.items():
+        lines += [f"[pipelines.{name}]", f"passes = {json.dumps(passes)}"]
+    return "\n".join(lines) + "\n"
+
 
 
 def test_compiled_module_matches_onnx_runtime_and_traces_inductor(tiny, default_compile):
@@ -232,7 +260,7 @@ def test_a_changed_pass_is_never_served_from_the_cache(tiny, tmp_path, monkeypat
     def compile_with(body: str):
         _pass_module(tmp_path, body)
         sys.modules.pop("user_fx", None)
-        return compile_model(tiny, settings, ("user_fx:rewrite",), cache, "cpu", check_eager=True)
+        return compile_model(tiny, settings, (("user_fx:rewrite", str(tmp_path)),), cache, "cpu", check_eager=True)
 
     noop = compile_with("pass\n")
     clamp = compile_with("""
@@ -272,41 +300,64 @@ def test_a_pass_that_changes_code_changes_the_identity(tiny, tmp_path, default_c
 @pytest.mark.timing
 def test_check_against_default_flags_the_float64_pipeline(tmp_path):
     suite = tmp_path / "inductor.toml"
-    suite.write_text(textwrap.dedent(f"""
-        [suite]
-        name = "inductor-test"
-        backend = "inductor"
-        [compiler]
-        path = "{ROOT / 'suites' / 'inductor_passes'}"
-        [measure]
-        workers = 8
-        rounds = 3
-        warmup = 2
-        min_time = "20ms"
-        timeout = "300s"
-        compile_timeout = "600s"
-        compile_repeats = 1
-        memory_probes = 0
-        threads = 1
-        [check]
-        workers = 8
-        step_workers = 2
-        max_workers = 12
-        [models.wide]
-        arch = "resnet"
-        params = {json.dumps(WIDE).replace('"', '').replace(':', ' =')}
-        [pipelines.default]
-        passes = []
-        [pipelines.upcast_float64]
-        passes = ["fx_passes:upcast_float64"]
-        """))
+    suite.write_text(_suite_toml(f'path = "{ROOT / "suites" / "inductor_passes"}"', WIDE, {
+        "default": [], "upcast_float64": ["fx_passes:upcast_float64"]}, measure=(
+        'workers = 8', 'rounds = 3', 'warmup = 2', 'min_time = "20ms"', '[check]', 'workers = 8', 'step_workers = 2',
+        'max_workers = 12')))
     out = tmp_path / "check.json"
     proc = run_cli("check", str(suite), "--against-pipeline", "default", "--json", str(out), "--quiet", timeout=900)
     assert proc.returncode == ExitCode.REGRESSION, proc.stdout + proc.stderr
     rows = [r for r in json.loads(out.read_text())["verdicts"] if r["metric"] == "latency"]
     (row,) = rows
-    assert row["case"] == "wide/upcast_float64/cpu", rows
+    assert row["case"] == "m/upcast_float64/cpu", rows
     if row["decision"] == "unknown":  # a loaded machine left too few workers to decide: it must lean slower
         assert row["comparison"]["ratio"] > 1.5, row
         return
     assert (row["decision"], row["direction"]) == ("different", "regression"), rows
+
+
+# -- bisection over a git history of user FX passes ------------------------------------------------
+
+#: The user's pass module at each commit: ``extra_work`` is the suite's ``convolve_twice`` behind a
+#: switch that one commit turns on (three more convolutions on TINY, which Inductor keeps: 7 -> 10
+#: kernels and library calls), and ``relu_as_clamp`` runs after it unchanged.
+USER_PASSES = (ROOT / "suites" / "inductor_passes" / "fx_passes.py").read_text() + """
+
+EXTRA = {extra}
+
+
+def extra_work(graph: torch.fx.Graph) -> None:
+    if EXTRA:
+        convolve_twice(graph)
+"""
+
+
+@pytest.mark.slow
+def test_bisect_on_kernel_count_names_the_commit_and_the_pass(tmp_path):
+    """``bisect commits --metric node_count`` (Inductor's generated kernel count) on a real git
+    history of a user's FX passes: one compile per probed version, then the pass search inside the
+    culprit, whose hybrid compile takes the culprit's ``extra_work`` and the parent's ``relu_as_clamp``,
+    the same module name imported from two checkouts."""
+    from .factories import make_compiler_repo
+
+    repo, shas = make_compiler_repo(tmp_path / "cc", [
+        ("initial passes", {"user_fx.py": USER_PASSES.format(extra=False)}),
+        ("compute each convolution twice", {"user_fx.py": USER_PASSES.format(extra=True)}),
+        ("notes", {"NOTES.txt": "a commit that changes no pass\n"})])
+    suite = tmp_path / "suite.toml"
+    suite.write_text(_suite_toml(f'repo = "{repo}"\npath = "{repo}"', TINY,
+                                 {"mine": ["user_fx:extra_work", "user_fx:relu_as_clamp"]}))
+    out = tmp_path / "bisect.json"
+    proc = run_cli("bisect", "commits", "--suite", str(suite), "--case", "m/mine/cpu", "--good", shas[0],
+                   "--bad", shas[2], "--metric", "node_count", "--no-explain", "--json", str(out), cwd=tmp_path,
+                   timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    document = json.loads(out.read_text())
+    assert (document["status"], document["metric"], document["commits"]) == ("found", "node_count", 2)
+    (culprit,) = document["culprits"]
+    assert culprit["commit"]["sha"] == shas[1] and culprit["pass"]["name"] == "user_fx:extra_work", culprit
+    before, after = (document["probes"][0]["values"][s[:10]] for s in (shas[0], shas[2]))
+    assert after == before + 3, document["probes"]  # TINY's three convolutions, each called twice
+    search = culprit["pass_search"]
+    assert search["first_divergence"]["name"] == "user_fx:extra_work" and search["probes"] == 1, search
+    assert f"commit {shas[1][:10]}" in proc.stdout and "pass 'user_fx:extra_work'" in proc.stdout

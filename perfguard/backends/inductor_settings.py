@@ -28,9 +28,12 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard.errors import BackendError, UserError, did_you_mean, first_line
@@ -203,18 +206,54 @@ def op_histogram(graph: torch.fx.Graph) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def pipeline_pass(names: tuple[str, ...]) -> Any:
-    """A ``CustomGraphPass`` that runs the user passes ``names`` in order, records a ``PassStep``
-    per pass and graph in ``steps``, and whose ``uuid()`` hashes the passes' names and sources."""
+def import_from(root: str, module_name: str) -> None:
+    """Make the next import of ``module_name`` read it from ``root``: a measuring worker loads the
+    artifacts of two checkouts (``check --base-ref``, bisection) whose passes share module names,
+    and a hybrid compile runs one checkout's first passes and another's rest; a module cached from
+    the first would be the second's pass. Loaded pass functions keep their own module's globals."""
+    if not root:
+        return
+    top = module_name.split(".")[0]
+    stale = [name for name, module in list(sys.modules.items()) if (name == top or name.startswith(top + "."))
+             and not str(getattr(module, "__file__", "") or "").startswith(root + os.sep)]
+    for name in stale:
+        del sys.modules[name]
+    if stale or root not in sys.path:
+        if root in sys.path:
+            sys.path.remove(root)
+        sys.path.insert(0, root)
+        importlib.invalidate_caches()
+
+
+def pass_root(name: str) -> str:
+    """The ``sys.path`` entry the module of pass ``name`` imports from here ("" when it has no file)."""
+    module_name = name.partition(":")[0]
+    load_pass(name)
+    file = getattr(sys.modules.get(module_name), "__file__", None)
+    if not file:
+        return ""
+    path = Path(file).resolve()
+    depth = module_name.count(".") + (2 if path.name == "__init__.py" else 1)
+    return str(path.parents[depth - 1])
+
+
+def pipeline_pass(passes: tuple[tuple[str, str], ...]) -> Any:
+    """A ``CustomGraphPass`` that runs the user passes in order, each ``(name, root)`` imported from
+    its ``sys.path`` root (``pass_root``; a hybrid's first passes come from another checkout),
+    records a ``PassStep`` per pass and graph in ``steps``, and whose ``uuid()`` hashes the passes'
+    names and sources."""
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
-    loaded = [(name, *load_pass(name)) for name in names]
+    loaded = []
+    for name, root in passes:
+        import_from(root, name.partition(":")[0])
+        loaded.append((name, *load_pass(name)))
 
     class PipelinePass(CustomGraphPass):
         def __init__(self) -> None:
             self.steps: list[PassStep] = []
             self.graphs = 0
-            self.digests = {name: digest for name, _, digest in loaded}
+            self.digests = [digest for _, _, digest in loaded]
 
         def __call__(self, graph: torch.fx.Graph) -> None:
             self.graphs += 1
