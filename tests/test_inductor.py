@@ -237,6 +237,30 @@ def test_compiled_module_matches_onnx_runtime_and_traces_inductor(tiny, default_
     assert "cpp_fused" in code
 
 
+def test_a_profiled_load_times_each_kernel_and_library_call(tiny, default_compile, tmp_path):
+    """``load_profiled`` runs the artifact's own code (the load's code check passed) with its kernels
+    and ``extern_kernels`` calls timed: one event per call inside each run, as ORT's profiler writes."""
+    from perfguard.backends.inductor_profile import kernel_op
+    from perfguard.workers.trace import aggregate, read_trace
+
+    executable = get_backend("inductor").load_profiled(default_compile.artifact, get_runner("cpu"), 1,
+                                                       str(tmp_path / "p"))
+    feeds = make_feeds(input_specs(onnx.load(str(tiny))), 0)
+    for _ in range(4):
+        executable.run(feeds)
+    run = aggregate(read_trace(executable.end_profiling()), skip_runs=1)
+    by_provider = {o.provider: 0.0 for o in run.ops}
+    for op in run.ops:
+        by_provider[op.provider] += op.kernels
+    # every kernel and library call of the generated code, once per run (TINY: 4 kernels, 3 convolutions)
+    assert by_provider == {"Inductor": default_compile.trace.kernels, "Library": default_compile.trace.library_calls}
+    assert {o.op_type for o in run.ops if o.provider == "Library"} == {"Conv"}
+    assert all(k <= m for k, m in zip(run.kernel_sum_us, run.model_run_us, strict=True)) and run.overhead_us >= 0
+    assert [kernel_op(n) for n in ("cpp_fused_add_relu_3", "cpp_fused__to_copy_convolution_1", "cpp_fused_convolution_0",
+                                   "triton_per_fused_native_layer_norm_2", "cpp_fused_cat_4")] == \
+        ["Relu", "Cast", "Copy", "LayerNormalization", "Concat"]
+
+
 def _pass_module(folder: Path, body: str) -> None:
     (folder / "user_fx.py").write_text(textwrap.dedent("""
         import torch

@@ -50,6 +50,7 @@ from perfguard.errors import BackendError, RunnerUnavailable, UserError, first_l
 if TYPE_CHECKING:
     import numpy as np
 
+    from perfguard.backends.inductor_profile import InductorProfiledExecutable
     from perfguard.runners.base import Runner
     from perfguard.suite import PipelineSpec
 
@@ -79,7 +80,7 @@ class InductorBackend(Backend):
     """PyTorch's ``torch.compile`` with Inductor (``capabilities``: user FX passes)."""
 
     name = "inductor"
-    capabilities = Capabilities(user_passes=True, hybrid_compile=True)
+    capabilities = Capabilities(profile=True, hybrid_compile=True, user_passes=True)
     user_pass_signature = "torch.fx.Graph -> None, run in order at Inductor's post-grad hook"
 
     def versions(self) -> dict[str, str]:
@@ -178,6 +179,15 @@ class InductorBackend(Backend):
                                f"({compiled.code_sha256[:12]} vs {recipe['output_code_sha256'][:12]}): its cache did "
                                "not serve it; is this the torch, CPU and thread count (OMP_NUM_THREADS) that compiled it?")
         return InductorExecutable(compiled)
+
+    def load_profiled(self, artifact: Artifact, runner: Runner, threads: int,
+                      trace_prefix: str) -> InductorProfiledExecutable:
+        """The artifact loaded as ``load`` does, its kernels and library calls timed per call
+        (``perfguard.backends.inductor_profile``: the torch profiler does not see Inductor's C++
+        kernels without changing their code)."""
+        from perfguard.backends.inductor_profile import InductorProfiledExecutable
+
+        return InductorProfiledExecutable(self.load(artifact, runner, threads).compiled, trace_prefix)
 
     def check_runner(self, runner: Runner) -> None:
         """CPU: torch and a C++ compiler (Inductor compiles its C++ kernels). CUDA: torch with a

@@ -83,6 +83,8 @@ class CompiledModel:
     eager_max_abs_error: float | None
     #: the first passes the trace leaves out (a hybrid's prefix, traced by its own compile)
     traced_from: int = 0
+    #: the output code modules the compile loaded (their globals are what ``call`` runs)
+    modules: list[Any] = field(default_factory=list)
     _arguments: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -180,7 +182,7 @@ def compile_model(model_path: Path, settings: InductorSettings, passes: tuple[tu
                          sum(kernel_count(text) for text in code), sum(library_call_count(text) for text in code),
                          steps, sources, _phases(metrics),
                          sum(int(getattr(m, "inductor_fx_local_cache_hit_count", 0) or 0) for m in metrics),
-                         seconds, error, traced_from)
+                         seconds, error, traced_from, loaded)
 
 
 def _tuple(value: Any) -> tuple[Any, ...]:
