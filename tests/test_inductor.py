@@ -95,6 +95,10 @@ def test_a_config_typo_names_the_close_keys():
         backend.check_pipeline(PipelineSpec("p", "inductor", (), {"inductor": {"fx_graph_cache": False}}))
     with pytest.raises(UserError, match="package.module:function"):
         backend.check_pipeline(PipelineSpec("p", "inductor", ("relu_as_clamp",), {}))
+    with pytest.raises(UserError, match=r"hooks.joint_pos: no such Inductor hook.*did you mean 'joint_post'"):
+        backend.check_pipeline(PipelineSpec("p", "inductor", (), {"hooks": {"joint_pos": ["m:f"]}}))
+    with pytest.raises(UserError, match=r"options.hooks.pre_grad: pass 'look'"):
+        backend.check_pipeline(PipelineSpec("p", "inductor", (), {"hooks": {"pre_grad": ["look"]}}))
 
 
 def test_a_config_typo_in_a_suite_exits_2_with_one_line(write_suite):
@@ -318,6 +322,28 @@ def test_a_pass_that_changes_code_changes_the_identity(tiny, tmp_path, default_c
     assert out.trace.fx_graph_cache_hits == 0
     recipe = json.loads(Path(out.artifact.path).read_text())
     assert recipe["passes"][0]["root"] == str(ROOT / "suites" / "inductor_passes")
+
+
+def test_hook_passes_run_at_their_hooks_and_are_pinned(tiny, tmp_path, default_compile, monkeypatch):
+    """``options.hooks``: a pass at the pre-grad hook sees Dynamo's Torch-IR graph, one at the joint
+    hook rewrites ATen; both are in the trace, the identity and the measuring worker's replay."""
+    (tmp_path / "hooked.py").write_text("def look(graph):\n    assert any(n.op == 'call_module' or "
+                                        "n.op == 'call_function' for n in graph.nodes)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(ROOT / "suites" / "inductor_passes"))
+    options = {"hooks": {"pre_grad": ["hooked:look"], "joint_post": ["fx_passes:relu_as_clamp"]}}
+    backend = get_backend("inductor")
+    out = backend.compile(tiny, PipelineSpec("hooked", "inductor", (), options), tmp_path / "hooked-artifact")
+    hooks = out.trace.hooks
+    assert set(hooks) == {"pre_grad", "joint_post"}, hooks
+    ((pre,), (joint,)) = hooks["pre_grad"], hooks["joint_post"]
+    assert pre["name"] == "hooked:look" and pre["steps"] and not pre["steps"][0]["changed"]
+    assert joint["name"] == "fx_passes:relu_as_clamp" and joint["steps"][0]["changed"]
+    assert out.artifact.sha256 != default_compile.artifact.sha256 and out.trace.passes == []
+    assert out.trace.eager_max_abs_error is not None and out.trace.eager_max_abs_error < 1e-4
+    recipe = json.loads(Path(out.artifact.path).read_text())
+    assert [e["root"] for e in recipe["hooks"]["pre_grad"]] == [str(tmp_path)]
+    backend.load(out.artifact, get_runner("cpu"), 1)  # the replay generates the artifact's code
 
 
 @pytest.mark.slow

@@ -128,6 +128,7 @@ class InductorBackend(Backend):
         settings = inductor_settings(pipeline.options, where)
         check_pass_names(pipeline.passes, where)
         own = tuple((name, pass_root(name)) for name in pipeline.passes)  # before a prefix's imports
+        hooks = {hook: tuple((name, pass_root(name)) for name in names) for hook, names in settings.hooks.items()}
         model_path, prefix = _hybrid_prefix(model_path)
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -137,19 +138,24 @@ class InductorBackend(Backend):
             raise BackendError(f"{where} compiles for device 'cuda' (Triton kernels), but torch "
                                f"{torch_module().__version__} sees no CUDA device here; compile it on the GPU machine")
         compiled = compile_model(out_dir / "model.onnx", settings, prefix + own, out_dir / "cache",
-                                 settings.device, check_eager=True, traced_from=len(prefix))
+                                 settings.device, check_eager=True, traced_from=len(prefix), hooks=hooks)
         code_dir = out_dir / "output_code"
         code_dir.mkdir()
         for index, text in enumerate(compiled.output_code):
             (code_dir / f"graph{index}.py").write_text(text)
         recipe = {"version": 1, "model": "model.onnx", "pipeline_options": dict(pipeline.options), "inputs": compiled.inputs, "options": settings.to_json(),
                   "passes": [{"name": n, "source_sha256": d, "root": r} for n, d, r in compiled.pass_sources],
+                  "hooks": {hook: [{k: e[k] for k in ("name", "source_sha256", "root")} for e in entries]
+                            for hook, entries in compiled.hooks.items()},
                   "output_code_sha256": compiled.code_sha256, "kernels": compiled.kernels,
                   "library_calls": compiled.library_calls,
                   "torch": self.versions()["torch"]}
         (out_dir / RECIPE).write_text(json.dumps(recipe, indent=1, sort_keys=True))
         identity = {k: recipe[k] for k in ("options", "output_code_sha256", "torch")}
         identity["passes"] = [(n, d) for n, d, _ in compiled.pass_sources]
+        if compiled.hooks:  # absent when unused: the identities of pipelines without hooks are unchanged
+            identity["hooks"] = {hook: [(e["name"], e["source_sha256"]) for e in entries]
+                                 for hook, entries in compiled.hooks.items()}
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
         artifact = Artifact(backend=self.name, path=str(out_dir / RECIPE),
                             settings={"options": settings.to_json(), "passes": identity["passes"],
@@ -173,7 +179,8 @@ class InductorBackend(Backend):
             raise BackendError(f"this artifact holds Inductor code for device {settings.device!r}, not for runner "
                                f"{runner.name!r}; set the pipeline's options.device to {device!r}")
         compiled = compile_model(folder / recipe["model"], settings, _recorded_passes(recipe), folder / "cache",
-                                 device, check_eager=False)
+                                 device, check_eager=False, hooks={hook: _recorded_passes({"passes": entries})
+                                                                  for hook, entries in recipe.get("hooks", {}).items()})
         if compiled.code_sha256 != recipe["output_code_sha256"]:
             raise BackendError("the compile in the measuring worker generated other code than the artifact's "
                                f"({compiled.code_sha256[:12]} vs {recipe['output_code_sha256'][:12]}): its cache did "
@@ -229,7 +236,7 @@ def _recorded_passes(recipe: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 
 def _check_sources(recipe: Mapping[str, Any]) -> None:
     """Refuse an artifact whose passes' source changed since its compile (each read from its root)."""
-    for entry in recipe["passes"]:
+    for entry in [*recipe["passes"], *(e for entries in recipe.get("hooks", {}).values() for e in entries)]:
         import_from(entry["root"], entry["name"].partition(":")[0])
         _, digest = load_pass(entry["name"])
         if digest != entry["source_sha256"]:

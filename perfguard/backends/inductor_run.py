@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from perfguard.backends.base import PassRecord, PassTrace
 from perfguard.backends.inductor_models import build_module
-from perfguard.backends.inductor_settings import InductorSettings, PassStep, pipeline_pass, torch_module
+from perfguard.backends.inductor_settings import (
+    HOOKS,
+    InductorSettings,
+    PassStep,
+    pipeline_pass,
+    torch_module,
+)
 from perfguard.errors import BackendError, first_line
 
 if TYPE_CHECKING:
@@ -48,6 +54,7 @@ class InductorTrace(PassTrace):
     output_code_sha256: str = ""
     fx_graph_cache_hits: int = 0
     eager_max_abs_error: float | None = None
+    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def kernel_count(code: str) -> int:
@@ -85,6 +92,8 @@ class CompiledModel:
     traced_from: int = 0
     #: the output code modules the compile loaded (their globals are what ``call`` runs)
     modules: list[Any] = field(default_factory=list)
+    #: ``options.hooks``' passes per hook: name, source sha256, root and steps (``_hook_records``)
+    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _arguments: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -123,7 +132,7 @@ class CompiledModel:
             phase_times=self.phase_times, kernels=self.kernels, library_calls=self.library_calls,
             graphs=len(self.output_code),
             output_code_sha256=self.code_sha256, fx_graph_cache_hits=self.cache_hits,
-            eager_max_abs_error=self.eager_max_abs_error)
+            eager_max_abs_error=self.eager_max_abs_error, hooks=self.hooks)
 
 
 def _feeds(model_path: Path) -> dict[str, np.ndarray]:
@@ -134,11 +143,16 @@ def _feeds(model_path: Path) -> dict[str, np.ndarray]:
     return make_feeds(input_specs(onnx.load(str(model_path), load_external_data=False)), 0)
 
 
-def compile_model(model_path: Path, settings: InductorSettings, passes: tuple[tuple[str, str], ...], cache_dir: Path,
-                  device: str, *, check_eager: bool, traced_from: int = 0) -> CompiledModel:
+UserPasses = tuple[tuple[str, str], ...]
+
+
+def compile_model(model_path: Path, settings: InductorSettings, passes: UserPasses, cache_dir: Path,
+                  device: str, *, check_eager: bool, traced_from: int = 0,
+                  hooks: Mapping[str, UserPasses] | None = None) -> CompiledModel:
     """Compile the zoo model at ``model_path`` on ``device`` with its Inductor cache in ``cache_dir``;
-    ``passes`` are ``(name, sys.path root)``. ``traced_from``: the trace leaves out the first passes
-    (a hybrid's stage 2: its prefix's compile traced them)."""
+    ``passes`` (post-grad) and each hook's passes (``options.hooks``) are ``(name, sys.path root)``.
+    ``traced_from``: the trace leaves out the first passes (a hybrid's stage 2: its prefix's compile
+    traced them)."""
     torch = torch_module()
     from torch._dynamo.utils import clear_compilation_metrics, get_compilation_metrics
     from torch._inductor.codecache import PyCodeCache
@@ -150,8 +164,10 @@ def compile_model(model_path: Path, settings: InductorSettings, passes: tuple[tu
     args = [torch.from_numpy(feeds[name]).to(device) for name in inputs]
     cache_dir.mkdir(parents=True, exist_ok=True)
     pipeline = pipeline_pass(passes) if passes else None
+    hooked = {hook: pipeline_pass(names) for hook, names in (hooks or {}).items() if names}
     config = {**settings.inductor_config(), "fx_graph_cache": True, "fx_graph_remote_cache": False,
-              "autotune_remote_cache": False, "post_grad_custom_post_pass": pipeline}
+              "autotune_remote_cache": False, "post_grad_custom_post_pass": pipeline,
+              **{HOOKS[hook]: hook_pass for hook, hook_pass in hooked.items()}}
     torch._dynamo.reset()
     clear_compilation_metrics()
     known = {id(m) for m in PyCodeCache.modules}
@@ -182,7 +198,17 @@ def compile_model(model_path: Path, settings: InductorSettings, passes: tuple[tu
                          sum(kernel_count(text) for text in code), sum(library_call_count(text) for text in code),
                          steps, sources, _phases(metrics),
                          sum(int(getattr(m, "inductor_fx_local_cache_hit_count", 0) or 0) for m in metrics),
-                         seconds, error, traced_from, loaded)
+                         seconds, error, traced_from, loaded, _hook_records(hooks or {}, hooked))
+
+
+def _hook_records(hooks: Mapping[str, UserPasses], hooked: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Per hook: each pass's source (name, sha256, root) and what it did to each graph."""
+    return {hook: [{"name": name, "source_sha256": digest, "root": root,
+                    "steps": [{"graph": s.graph, "time_s": round(s.time_s, 6), "nodes_before": s.nodes_before,
+                               "nodes_after": s.nodes_after, "changed": s.hash_after != s.hash_before}
+                              for s in hooked[hook].steps if s.index == index]}
+                   for index, ((name, root), digest) in enumerate(zip(hooks[hook], hooked[hook].digests, strict=True))]
+            for hook in hooked}
 
 
 def _tuple(value: Any) -> tuple[Any, ...]:

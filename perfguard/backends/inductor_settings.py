@@ -11,6 +11,12 @@ A pipeline's ``passes`` are user FX passes, ``package.module:function`` taking a
 ``freezing``  Inductor's ``freezing`` (weights become constants: conv+BN folding, weight prepacking)
 ``inductor``  a table of ``torch._inductor.config`` keys (``"cpp.simdlen" = 1``)
 ``dynamo``    a table of ``torch._dynamo.config`` keys
+``hooks``     user FX passes for Inductor's other hooks, a table of ordered lists:
+              ``pre_grad`` (``pre_grad_custom_pass``: the Torch-IR graph Dynamo captured, before
+              AOTAutograd), ``joint_pre`` / ``joint_post`` (``joint_custom_pre_pass`` /
+              ``joint_custom_post_pass``: the ATen graph before and after Inductor's joint-graph
+              passes). They are pinned like ``passes`` (each one's source in the identity and the
+              cache key) but are not bisected: ``bisect passes`` searches ``passes``.
 
 Config keys are checked against the installed torch's config (a typo names the close ones) and
 their values against the type of the default. The custom pass hooks and the cache switches are
@@ -42,7 +48,10 @@ if TYPE_CHECKING:
     import torch
 
 INSTALL_HINT = "pip install 'perfguard[torch]' (torch 2.13)"
-OPTION_KEYS = ("device", "mode", "dynamic", "freezing", "inductor", "dynamo")
+OPTION_KEYS = ("device", "mode", "dynamic", "freezing", "inductor", "dynamo", "hooks")
+#: The hooks ``options.hooks`` may fill, by the Inductor config key each one sets.
+HOOKS = {"pre_grad": "pre_grad_custom_pass", "joint_pre": "joint_custom_pre_pass",
+         "joint_post": "joint_custom_post_pass"}
 DEVICES = ("cpu", "cuda")
 #: Config a pipeline may not set: the pass hooks (``passes`` fills them) and the caches (perfguard
 #: gives every compile its own cache folder; a remote cache would serve another machine's code).
@@ -72,6 +81,7 @@ class InductorSettings:
     freezing: bool | None = None
     inductor: Mapping[str, Any] = field(default_factory=dict)
     dynamo: Mapping[str, Any] = field(default_factory=dict)
+    hooks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def inductor_config(self) -> dict[str, object]:
         config = dict(self.inductor)
@@ -81,7 +91,8 @@ class InductorSettings:
 
     def to_json(self) -> dict[str, object]:
         return {"device": self.device, "mode": self.mode, "dynamic": self.dynamic, "freezing": self.freezing,
-                "inductor": dict(sorted(self.inductor.items())), "dynamo": dict(sorted(self.dynamo.items()))}
+                "inductor": dict(sorted(self.inductor.items())), "dynamo": dict(sorted(self.dynamo.items())),
+                **({"hooks": {hook: list(names) for hook, names in sorted(self.hooks.items())}} if self.hooks else {})}
 
 
 def config_defaults() -> tuple[dict[str, object], dict[str, object]]:
@@ -117,7 +128,23 @@ def inductor_settings(options: Mapping[str, Any], where: str) -> InductorSetting
             raise UserError(f"{where}: options.{table} must be a table of config keys, got {given!r}")
         tables[table] = _checked_config(given, defaults, f"{where}: options.{table}", table)
     return InductorSettings(str(device), str(mode), options.get("dynamic"), options.get("freezing"),
-                            tables["inductor"], tables["dynamo"])
+                            tables["inductor"], tables["dynamo"], _checked_hooks(options.get("hooks", {}), where))
+
+
+def _checked_hooks(given: Any, where: str) -> dict[str, tuple[str, ...]]:
+    if not isinstance(given, Mapping):
+        raise UserError(f"{where}: options.hooks must be a table of pass lists ({', '.join(HOOKS)}), got {given!r}")
+    hooks = {}
+    for hook, names in given.items():
+        if hook not in HOOKS:
+            raise UserError(f"{where}: options.hooks.{hook}: no such Inductor hook{did_you_mean(hook, HOOKS)}; "
+                            f"expected {', '.join(HOOKS)} (post-grad passes go in the pipeline's passes)")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise UserError(f"{where}: options.hooks.{hook} must be a list of package.module:function, got {names!r}")
+        check_pass_names(names, f"{where}: options.hooks.{hook}")
+        if names:
+            hooks[hook] = tuple(names)
+    return hooks
 
 
 def _checked_config(given: Mapping[str, Any], defaults: Mapping[str, Any], where: str, table: str) -> dict[str, object]:
