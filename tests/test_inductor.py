@@ -352,8 +352,8 @@ def test_check_against_default_flags_the_float64_pipeline(tmp_path):
     suite = tmp_path / "inductor.toml"
     suite.write_text(_suite_toml(f'path = "{ROOT / "suites" / "inductor_passes"}"', WIDE, {
         "default": [], "upcast_float64": ["fx_passes:upcast_float64"]}, measure=(
-        'workers = 8', 'rounds = 3', 'warmup = 2', 'min_time = "20ms"', '[check]', 'workers = 8', 'step_workers = 2',
-        'max_workers = 12')))
+        'workers = 6', 'rounds = 3', 'warmup = 2', 'min_time = "20ms"', '[check]', 'workers = 6', 'step_workers = 2',
+        'max_workers = 10')))
     out = tmp_path / "check.json"
     proc = run_cli("check", str(suite), "--against-pipeline", "default", "--json", str(out), "--quiet", timeout=900)
     assert proc.returncode == ExitCode.REGRESSION, proc.stdout + proc.stderr

@@ -37,6 +37,7 @@ from perfguard.backends.base import Artifact, Backend, Capabilities, CompileOutp
 from perfguard.backends.inductor_run import CompiledModel, InductorTrace, compile_model, kernel_count
 from perfguard.backends.inductor_settings import (
     INSTALL_HINT,
+    InductorSettings,
     check_pass_names,
     config_defaults,
     import_from,
@@ -139,18 +140,7 @@ class InductorBackend(Backend):
                                f"{torch_module().__version__} sees no CUDA device here; compile it on the GPU machine")
         compiled = compile_model(out_dir / "model.onnx", settings, prefix + own, out_dir / "cache",
                                  settings.device, check_eager=True, traced_from=len(prefix), hooks=hooks)
-        code_dir = out_dir / "output_code"
-        code_dir.mkdir()
-        for index, text in enumerate(compiled.output_code):
-            (code_dir / f"graph{index}.py").write_text(text)
-        recipe = {"version": 1, "model": "model.onnx", "pipeline_options": dict(pipeline.options), "inputs": compiled.inputs, "options": settings.to_json(),
-                  "passes": [{"name": n, "source_sha256": d, "root": r} for n, d, r in compiled.pass_sources],
-                  "hooks": {hook: [{k: e[k] for k in ("name", "source_sha256", "root")} for e in entries]
-                            for hook, entries in compiled.hooks.items()},
-                  "output_code_sha256": compiled.code_sha256, "kernels": compiled.kernels,
-                  "library_calls": compiled.library_calls,
-                  "torch": self.versions()["torch"]}
-        (out_dir / RECIPE).write_text(json.dumps(recipe, indent=1, sort_keys=True))
+        recipe = self._write_recipe(out_dir, pipeline, settings, compiled)
         identity = {k: recipe[k] for k in ("options", "output_code_sha256", "torch")}
         identity["passes"] = [(n, d) for n, d, _ in compiled.pass_sources]
         if compiled.hooks:  # absent when unused: the identities of pipelines without hooks are unchanged
@@ -163,6 +153,23 @@ class InductorBackend(Backend):
                             sha256=digest, size_bytes=sum(len(t.encode()) for t in compiled.output_code),
                             node_count=compiled.kernels + compiled.library_calls)
         return CompileOutput(artifact=artifact, trace=compiled.trace(), work_time_s=compiled.compile_time_s)
+
+    def _write_recipe(self, out_dir: Path, pipeline: PipelineSpec, settings: InductorSettings,
+                      compiled: CompiledModel) -> dict[str, Any]:
+        """``output_code/graphN.py`` and ``inductor.json``: what a measuring worker compiles again."""
+        code_dir = out_dir / "output_code"
+        code_dir.mkdir()
+        for index, text in enumerate(compiled.output_code):
+            (code_dir / f"graph{index}.py").write_text(text)
+        recipe = {"version": 1, "model": "model.onnx", "pipeline_options": dict(pipeline.options),
+                  "inputs": compiled.inputs, "options": settings.to_json(),
+                  "passes": [{"name": n, "source_sha256": d, "root": r} for n, d, r in compiled.pass_sources],
+                  "hooks": {hook: [{k: e[k] for k in ("name", "source_sha256", "root")} for e in entries]
+                            for hook, entries in compiled.hooks.items()},
+                  "output_code_sha256": compiled.code_sha256, "kernels": compiled.kernels,
+                  "library_calls": compiled.library_calls, "torch": self.versions()["torch"]}
+        (out_dir / RECIPE).write_text(json.dumps(recipe, indent=1, sort_keys=True))
+        return recipe
 
     def load(self, artifact: Artifact, runner: Runner, threads: int) -> InductorExecutable:
         device = _device(runner)
