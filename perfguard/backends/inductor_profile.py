@@ -70,12 +70,20 @@ class _Timed:
 
 
 class _Clock:
+    """The events of a profiled executable. A library function is called from several places of
+    the generated code: its n-th call in a run is node ``extern_kernels.<name>#n``, so a profile
+    counts call sites as ORT counts nodes."""
+
     def __init__(self, synchronize: Callable[[], None]) -> None:
         self.origin = time.perf_counter()
         self.events: list[dict[str, Any]] = []
         self.synchronize = synchronize
+        self.calls: dict[str, int] = {}
 
     def record(self, name: str, op: str, provider: str, start: float, end: float) -> None:
+        if provider == "Library":
+            self.calls[name] = self.calls.get(name, 0) + 1
+            name = f"{name}#{self.calls[name]}"
         self.events.append({"cat": "Node", "name": f"{name}_kernel_time", "ph": "X", "ts": (start - self.origin) * 1e6,
                             "dur": (end - start) * 1e6, "args": {"op_name": op, "provider": provider}})
 
@@ -105,6 +113,7 @@ class InductorProfiledExecutable:
             _instrument(vars(module), self.clock)
 
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
+        self.clock.calls.clear()
         start = time.perf_counter()
         outputs = self.compiled.run(feeds)
         self.clock.synchronize()
