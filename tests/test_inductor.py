@@ -95,6 +95,10 @@ def test_a_config_typo_names_the_close_keys():
         backend.check_pipeline(PipelineSpec("p", "inductor", (), {"inductor": {"fx_graph_cache": False}}))
     with pytest.raises(UserError, match="package.module:function"):
         backend.check_pipeline(PipelineSpec("p", "inductor", ("relu_as_clamp",), {}))
+    with pytest.raises(UserError, match=r"hooks.joint_pos: no such Inductor hook.*did you mean 'joint_post'"):
+        backend.check_pipeline(PipelineSpec("p", "inductor", (), {"hooks": {"joint_pos": ["m:f"]}}))
+    with pytest.raises(UserError, match=r"options.hooks.pre_grad: pass 'look'"):
+        backend.check_pipeline(PipelineSpec("p", "inductor", (), {"hooks": {"pre_grad": ["look"]}}))
 
 
 def test_a_config_typo_in_a_suite_exits_2_with_one_line(write_suite):
@@ -147,6 +151,21 @@ def test_the_cuda_runner_says_why_not_without_a_gpu():
     assert "Traceback" not in proc.stderr
 
 
+def test_the_prepared_gpu_script_stops_at_the_runner_check_without_a_gpu(tmp_path):
+    """``benchmarks/inductor_gpu.sh`` (the GPU row's one-shot run) says why not and runs nothing more."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    env = {**os.environ, "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "inductor_gpu.sh"), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == ExitCode.USAGE, proc.stdout + proc.stderr
+    assert "cannot serve inductor cases here" in proc.stderr and "Traceback" not in proc.stderr
+    assert "torch.cuda.is_available() is False" in proc.stdout.replace("\n", " ")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["runners.json"]
+
+
 def test_a_model_the_backend_cannot_build_is_one_clear_line(tmp_path):
     from perfguard.backends.inductor_models import build_module
     from perfguard.errors import BackendError
@@ -170,8 +189,7 @@ def test_a_measuring_worker_imports_each_artifacts_pass_from_its_own_checkout(tm
     """``check --base-ref`` and bisection load the artifacts of two checkouts in one worker; their
     passes share module names, and the first checkout's cached module must not stand in for the
     second's (the load then refuses: the pass's source differs from the artifact's)."""
-    from perfguard.backends.inductor import _import_from
-    from perfguard.backends.inductor_settings import load_pass
+    from perfguard.backends.inductor_settings import import_from as _import_from, load_pass
 
     monkeypatch.setattr(sys, "path", list(sys.path))
     roots = []
@@ -192,6 +210,20 @@ def test_a_measuring_worker_imports_each_artifacts_pass_from_its_own_checkout(tm
 # -- real compiles ---------------------------------------------------------------------------------
 
 
+def _suite_toml(compiler: str, params: dict[str, int], pipelines: dict[str, list[str]],
+                measure: tuple[str, ...] = ()) -> str:
+    """An inductor suite of one ResNet ``m``: one thread, one compile per pipeline, no memory probes;
+    ``measure`` lines follow the ``[measure]`` table's (a ``[check]`` table may start among them)."""
+    lines = ["[suite]", 'name = "inductor-test"', 'backend = "inductor"', "[compiler]", compiler, "[measure]",
+             'timeout = "300s"', 'compile_timeout = "600s"', "compile_repeats = 1", "memory_probes = 0", "threads = 1",
+             *measure, "[models.m]", 'arch = "resnet"',
+             "params = { " + ", ".join(f"{k} = {v}" for k, v in params.items()) + " }"]
+    for name, passes in pipelines.items():
+        lines += [f"[pipelines.{name}]", f"passes = {json.dumps(passes)}"]
+    return "\n".join(lines) + "\n"
+
+
+
 def test_compiled_module_matches_onnx_runtime_and_traces_inductor(tiny, default_compile):
     import onnxruntime
 
@@ -207,6 +239,31 @@ def test_compiled_module_matches_onnx_runtime_and_traces_inductor(tiny, default_
     assert trace.eager_max_abs_error is not None and trace.eager_max_abs_error < 1e-4
     code = (Path(default_compile.artifact.path).parent / "output_code" / "graph0.py").read_text()
     assert "cpp_fused" in code
+
+
+def test_a_profiled_load_times_each_kernel_and_library_call(tiny, default_compile, tmp_path):
+    """``load_profiled`` runs the artifact's own code (the load's code check passed) with its kernels
+    and ``extern_kernels`` calls timed: one event per call inside each run, as ORT's profiler writes."""
+    from perfguard.backends.inductor_profile import kernel_op
+    from perfguard.workers.trace import aggregate, read_trace
+
+    executable = get_backend("inductor").load_profiled(default_compile.artifact, get_runner("cpu"), 1,
+                                                       str(tmp_path / "p"))
+    feeds = make_feeds(input_specs(onnx.load(str(tiny))), 0)
+    for _ in range(4):
+        executable.run(feeds)
+    run = aggregate(read_trace(executable.end_profiling()), skip_runs=1)
+    by_provider = {o.provider: 0.0 for o in run.ops}
+    for op in run.ops:
+        by_provider[op.provider] += op.kernels
+    # every kernel and library call of the generated code, once per run (TINY: 4 kernels, 3 convolutions)
+    assert by_provider == {"Inductor": default_compile.trace.kernels, "Library": default_compile.trace.library_calls}
+    (library,) = [o for o in run.ops if o.provider == "Library"]
+    assert (library.op_type, library.nodes) == ("Conv", 3)  # each call site of extern_kernels.convolution
+    assert all(k <= m for k, m in zip(run.kernel_sum_us, run.model_run_us, strict=True)) and run.overhead_us >= 0
+    assert [kernel_op(n) for n in ("cpp_fused_add_relu_3", "cpp_fused__to_copy_convolution_1", "cpp_fused_convolution_0",
+                                   "triton_per_fused_native_layer_norm_2", "cpp_fused_cat_4")] == \
+        ["Relu", "Cast", "Copy", "LayerNormalization", "Concat"]
 
 
 def _pass_module(folder: Path, body: str) -> None:
@@ -232,7 +289,7 @@ def test_a_changed_pass_is_never_served_from_the_cache(tiny, tmp_path, monkeypat
     def compile_with(body: str):
         _pass_module(tmp_path, body)
         sys.modules.pop("user_fx", None)
-        return compile_model(tiny, settings, ("user_fx:rewrite",), cache, "cpu", check_eager=True)
+        return compile_model(tiny, settings, (("user_fx:rewrite", str(tmp_path)),), cache, "cpu", check_eager=True)
 
     noop = compile_with("pass\n")
     clamp = compile_with("""
@@ -268,45 +325,90 @@ def test_a_pass_that_changes_code_changes_the_identity(tiny, tmp_path, default_c
     assert recipe["passes"][0]["root"] == str(ROOT / "suites" / "inductor_passes")
 
 
+def test_hook_passes_run_at_their_hooks_and_are_pinned(tiny, tmp_path, default_compile, monkeypatch):
+    """``options.hooks``: a pass at the pre-grad hook sees Dynamo's Torch-IR graph, one at the joint
+    hook rewrites ATen; both are in the trace, the identity and the measuring worker's replay."""
+    (tmp_path / "hooked.py").write_text("def look(graph):\n    assert any(n.op == 'call_module' or "
+                                        "n.op == 'call_function' for n in graph.nodes)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(ROOT / "suites" / "inductor_passes"))
+    options = {"hooks": {"pre_grad": ["hooked:look"], "joint_post": ["fx_passes:relu_as_clamp"]}}
+    backend = get_backend("inductor")
+    out = backend.compile(tiny, PipelineSpec("hooked", "inductor", (), options), tmp_path / "hooked-artifact")
+    hooks = out.trace.hooks
+    assert set(hooks) == {"pre_grad", "joint_post"}, hooks
+    ((pre,), (joint,)) = hooks["pre_grad"], hooks["joint_post"]
+    assert pre["name"] == "hooked:look" and pre["steps"] and not pre["steps"][0]["changed"]
+    assert joint["name"] == "fx_passes:relu_as_clamp" and joint["steps"][0]["changed"]
+    assert out.artifact.sha256 != default_compile.artifact.sha256 and out.trace.passes == []
+    assert out.trace.eager_max_abs_error is not None and out.trace.eager_max_abs_error < 1e-4
+    recipe = json.loads(Path(out.artifact.path).read_text())
+    assert [e["root"] for e in recipe["hooks"]["pre_grad"]] == [str(tmp_path)]
+    backend.load(out.artifact, get_runner("cpu"), 1)  # the replay generates the artifact's code
+
+
 @pytest.mark.slow
 @pytest.mark.timing
 def test_check_against_default_flags_the_float64_pipeline(tmp_path):
     suite = tmp_path / "inductor.toml"
-    suite.write_text(textwrap.dedent(f"""
-        [suite]
-        name = "inductor-test"
-        backend = "inductor"
-        [compiler]
-        path = "{ROOT / 'suites' / 'inductor_passes'}"
-        [measure]
-        workers = 8
-        rounds = 3
-        warmup = 2
-        min_time = "20ms"
-        timeout = "300s"
-        compile_timeout = "600s"
-        compile_repeats = 1
-        memory_probes = 0
-        threads = 1
-        [check]
-        workers = 8
-        step_workers = 2
-        max_workers = 12
-        [models.wide]
-        arch = "resnet"
-        params = {json.dumps(WIDE).replace('"', '').replace(':', ' =')}
-        [pipelines.default]
-        passes = []
-        [pipelines.upcast_float64]
-        passes = ["fx_passes:upcast_float64"]
-        """))
+    suite.write_text(_suite_toml(f'path = "{ROOT / "suites" / "inductor_passes"}"', WIDE, {
+        "default": [], "upcast_float64": ["fx_passes:upcast_float64"]}, measure=(
+        'workers = 6', 'rounds = 3', 'warmup = 2', 'min_time = "20ms"', '[check]', 'workers = 6', 'step_workers = 2',
+        'max_workers = 10')))
     out = tmp_path / "check.json"
     proc = run_cli("check", str(suite), "--against-pipeline", "default", "--json", str(out), "--quiet", timeout=900)
     assert proc.returncode == ExitCode.REGRESSION, proc.stdout + proc.stderr
     rows = [r for r in json.loads(out.read_text())["verdicts"] if r["metric"] == "latency"]
     (row,) = rows
-    assert row["case"] == "wide/upcast_float64/cpu", rows
+    assert row["case"] == "m/upcast_float64/cpu", rows
     if row["decision"] == "unknown":  # a loaded machine left too few workers to decide: it must lean slower
         assert row["comparison"]["ratio"] > 1.5, row
         return
     assert (row["decision"], row["direction"]) == ("different", "regression"), rows
+
+
+# -- bisection over a git history of user FX passes ------------------------------------------------
+
+#: The user's pass module at each commit: ``extra_work`` is the suite's ``convolve_twice`` behind a
+#: switch that one commit turns on (three more convolutions on TINY, which Inductor keeps: 7 -> 10
+#: kernels and library calls), and ``relu_as_clamp`` runs after it unchanged.
+USER_PASSES = (ROOT / "suites" / "inductor_passes" / "fx_passes.py").read_text() + """
+
+EXTRA = {extra}
+
+
+def extra_work(graph: torch.fx.Graph) -> None:
+    if EXTRA:
+        convolve_twice(graph)
+"""
+
+
+@pytest.mark.slow
+def test_bisect_on_kernel_count_names_the_commit_and_the_pass(tmp_path):
+    """``bisect commits --metric node_count`` (Inductor's generated kernel count) on a real git
+    history of a user's FX passes: one compile per probed version, then the pass search inside the
+    culprit, whose hybrid compile takes the culprit's ``extra_work`` and the parent's ``relu_as_clamp``,
+    the same module name imported from two checkouts."""
+    from .factories import make_compiler_repo
+
+    repo, shas = make_compiler_repo(tmp_path / "cc", [
+        ("initial passes", {"user_fx.py": USER_PASSES.format(extra=False)}),
+        ("compute each convolution twice", {"user_fx.py": USER_PASSES.format(extra=True)}),
+        ("notes", {"NOTES.txt": "a commit that changes no pass\n"})])
+    suite = tmp_path / "suite.toml"
+    suite.write_text(_suite_toml(f'repo = "{repo}"\npath = "{repo}"', TINY,
+                                 {"mine": ["user_fx:extra_work", "user_fx:relu_as_clamp"]}))
+    out = tmp_path / "bisect.json"
+    proc = run_cli("bisect", "commits", "--suite", str(suite), "--case", "m/mine/cpu", "--good", shas[0],
+                   "--bad", shas[2], "--metric", "node_count", "--no-explain", "--json", str(out), cwd=tmp_path,
+                   timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    document = json.loads(out.read_text())
+    assert (document["status"], document["metric"], document["commits"]) == ("found", "node_count", 2)
+    (culprit,) = document["culprits"]
+    assert culprit["commit"]["sha"] == shas[1] and culprit["pass"]["name"] == "user_fx:extra_work", culprit
+    before, after = (document["probes"][0]["values"][s[:10]] for s in (shas[0], shas[2]))
+    assert after == before + 3, document["probes"]  # TINY's three convolutions, each called twice
+    search = culprit["pass_search"]
+    assert search["first_divergence"]["name"] == "user_fx:extra_work" and search["probes"] == 1, search
+    assert f"commit {shas[1][:10]}" in proc.stdout and "pass 'user_fx:extra_work'" in proc.stdout

@@ -17,18 +17,18 @@ Cache control: every compile runs with its own ``TORCHINDUCTOR_CACHE_DIR`` (a fr
 artifact), the in-process caches cleared, the remote caches off and the user passes inside a
 ``CustomGraphPass`` whose ``uuid()`` hashes their source, so a changed pass is never served a stale
 artifact. The identity (``Artifact.sha256``) hashes the generated output code of every graph, the
-torch version, the checked options and each user pass's source.
+torch version, the checked options and each user pass's source. Its ``node_count`` is what the
+generated code launches per inference: Inductor's own kernels plus the library calls of its wrapper
+(convolutions and GEMMs handed to oneDNN/BLAS, fallback ATen ops), so ``bisect --metric node_count``
+names a pass that adds a kernel or a convolution by compiling only.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
-import os
 import platform
 import shutil
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,10 +45,13 @@ from perfguard.backends.base import (
 from perfguard.backends.inductor_run import CompiledModel, InductorTrace, compile_model, kernel_count
 from perfguard.backends.inductor_settings import (
     INSTALL_HINT,
+    InductorSettings,
     check_pass_names,
     config_defaults,
+    import_from,
     inductor_settings,
     load_pass,
+    pass_root,
     torch_module,
 )
 from perfguard.errors import BackendError, RunnerUnavailable, UserError, first_line
@@ -56,6 +59,7 @@ from perfguard.errors import BackendError, RunnerUnavailable, UserError, first_l
 if TYPE_CHECKING:
     import numpy as np
 
+    from perfguard.backends.inductor_profile import InductorProfiledExecutable
     from perfguard.runners.base import Runner
     from perfguard.suite import PipelineSpec
 
@@ -87,7 +91,7 @@ class InductorBackend(Backend):
     """PyTorch's ``torch.compile`` with Inductor (``capabilities``: user FX passes)."""
 
     name = "inductor"
-    capabilities = Capabilities(user_passes=True)
+    capabilities = Capabilities(profile=True, hybrid_compile=True, user_passes=True)
     user_pass_signature = "torch.fx.Graph -> None, run in order at Inductor's post-grad hook"
 
     def versions(self) -> dict[str, str]:
@@ -128,9 +132,15 @@ class InductorBackend(Backend):
         return moves
 
     def compile(self, model_path: Path, pipeline: PipelineSpec, out_dir: Path) -> CompileOutput:
+        """Compile the zoo model at ``model_path``; or, when ``model_path`` is another inductor
+        artifact (``inductor.json``: stage 1 of a hybrid compile), its model with its passes, each
+        from the checkout it came from, then this pipeline's passes."""
         where = f"pipeline {pipeline.name!r}"
         settings = inductor_settings(pipeline.options, where)
         check_pass_names(pipeline.passes, where)
+        own = tuple((name, pass_root(name)) for name in pipeline.passes)  # before a prefix's imports
+        hooks = {hook: tuple((name, pass_root(name)) for name in names) for hook, names in settings.hooks.items()}
+        model_path, prefix = _hybrid_prefix(model_path)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         out_dir.mkdir(parents=True)
@@ -138,26 +148,38 @@ class InductorBackend(Backend):
         if settings.device == "cuda" and not torch_module().cuda.is_available():
             raise BackendError(f"{where} compiles for device 'cuda' (Triton kernels), but torch "
                                f"{torch_module().__version__} sees no CUDA device here; compile it on the GPU machine")
-        compiled = compile_model(out_dir / "model.onnx", settings, tuple(pipeline.passes), out_dir / "cache",
-                                 settings.device, check_eager=True)
-        code_dir = out_dir / "output_code"
-        code_dir.mkdir()
-        for index, text in enumerate(compiled.output_code):
-            (code_dir / f"graph{index}.py").write_text(text)
-        recipe = {"version": 1, "model": "model.onnx", "pipeline_options": dict(pipeline.options), "inputs": compiled.inputs, "options": settings.to_json(),
-                  "passes": [{"name": n, "source_sha256": d, "root": r} for n, d, r in compiled.pass_sources],
-                  "output_code_sha256": compiled.code_sha256, "kernels": compiled.kernels,
-                  "torch": self.versions()["torch"]}
-        (out_dir / RECIPE).write_text(json.dumps(recipe, indent=1, sort_keys=True))
+        compiled = compile_model(out_dir / "model.onnx", settings, prefix + own, out_dir / "cache",
+                                 settings.device, check_eager=True, traced_from=len(prefix), hooks=hooks)
+        recipe = self._write_recipe(out_dir, pipeline, settings, compiled)
         identity = {k: recipe[k] for k in ("options", "output_code_sha256", "torch")}
         identity["passes"] = [(n, d) for n, d, _ in compiled.pass_sources]
+        if compiled.hooks:  # absent when unused: the identities of pipelines without hooks are unchanged
+            identity["hooks"] = {hook: [(e["name"], e["source_sha256"]) for e in entries]
+                                 for hook, entries in compiled.hooks.items()}
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
         artifact = Artifact(backend=self.name, path=str(out_dir / RECIPE),
                             settings={"options": settings.to_json(), "passes": identity["passes"],
                                       "output_code_sha256": compiled.code_sha256},
                             sha256=digest, size_bytes=sum(len(t.encode()) for t in compiled.output_code),
-                            node_count=compiled.kernels)
+                            node_count=compiled.kernels + compiled.library_calls)
         return CompileOutput(artifact=artifact, trace=compiled.trace(), work_time_s=compiled.compile_time_s)
+
+    def _write_recipe(self, out_dir: Path, pipeline: PipelineSpec, settings: InductorSettings,
+                      compiled: CompiledModel) -> dict[str, Any]:
+        """``output_code/graphN.py`` and ``inductor.json``: what a measuring worker compiles again."""
+        code_dir = out_dir / "output_code"
+        code_dir.mkdir()
+        for index, text in enumerate(compiled.output_code):
+            (code_dir / f"graph{index}.py").write_text(text)
+        recipe = {"version": 1, "model": "model.onnx", "pipeline_options": dict(pipeline.options),
+                  "inputs": compiled.inputs, "options": settings.to_json(),
+                  "passes": [{"name": n, "source_sha256": d, "root": r} for n, d, r in compiled.pass_sources],
+                  "hooks": {hook: [{k: e[k] for k in ("name", "source_sha256", "root")} for e in entries]
+                            for hook, entries in compiled.hooks.items()},
+                  "output_code_sha256": compiled.code_sha256, "kernels": compiled.kernels,
+                  "library_calls": compiled.library_calls, "torch": self.versions()["torch"]}
+        (out_dir / RECIPE).write_text(json.dumps(recipe, indent=1, sort_keys=True))
+        return recipe
 
     def load(self, artifact: Artifact, runner: Runner, threads: int) -> InductorExecutable:
         device = _device(runner)
@@ -168,17 +190,14 @@ class InductorBackend(Backend):
             recipe = json.loads(Path(artifact.path).read_text())
         except (OSError, ValueError) as exc:
             raise BackendError(f"cannot read the inductor artifact {artifact.path}: {first_line(exc)}") from None
-        for entry in recipe["passes"]:
-            _import_from(entry["root"], entry["name"].partition(":")[0])
-            _, digest = load_pass(entry["name"])
-            if digest != entry["source_sha256"]:
-                raise BackendError(f"user pass {entry['name']!r} changed since the artifact was compiled; compile again")
+        _check_sources(recipe)
         settings = inductor_settings(recipe["pipeline_options"], artifact.path)
         if settings.device != device:
             raise BackendError(f"this artifact holds Inductor code for device {settings.device!r}, not for runner "
                                f"{runner.name!r}; set the pipeline's options.device to {device!r}")
-        compiled = compile_model(folder / recipe["model"], settings, tuple(e["name"] for e in recipe["passes"]),
-                                 folder / "cache", device, check_eager=False)
+        compiled = compile_model(folder / recipe["model"], settings, _recorded_passes(recipe), folder / "cache",
+                                 device, check_eager=False, hooks={hook: _recorded_passes({"passes": entries})
+                                                                  for hook, entries in recipe.get("hooks", {}).items()})
         if compiled.code_sha256 != recipe["output_code_sha256"]:
             raise BackendError("the compile in the measuring worker generated other code than the artifact's "
                                f"({compiled.code_sha256[:12]} vs {recipe['output_code_sha256'][:12]}): its cache did "
@@ -186,9 +205,18 @@ class InductorBackend(Backend):
         return InductorExecutable(compiled)
 
     def count_wording(self) -> CountWording:
-        """The kernels Inductor generated (``node_count``)."""
-        return CountWording("kernel", "kernels", "Inductor's generated code (kernels it emitted)",
+        """The kernels Inductor generated and the library calls it made (``node_count``)."""
+        return CountWording("kernel", "kernels", "Inductor's generated code (kernels and library calls it emitted)",
                             "Inductor's compiled graphs", "kernels")
+
+    def load_profiled(self, artifact: Artifact, runner: Runner, threads: int,
+                      trace_prefix: str) -> InductorProfiledExecutable:
+        """The artifact loaded as ``load`` does, its kernels and library calls timed per call
+        (``perfguard.backends.inductor_profile``: the torch profiler does not see Inductor's C++
+        kernels without changing their code)."""
+        from perfguard.backends.inductor_profile import InductorProfiledExecutable
+
+        return InductorProfiledExecutable(self.load(artifact, runner, threads).compiled, trace_prefix)
 
     def check_runner(self, runner: Runner) -> None:
         """CPU: torch and a C++ compiler (Inductor compiles its C++ kernels). CUDA: torch with a
@@ -223,23 +251,31 @@ class InductorBackend(Backend):
         return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _import_from(root: str, module_name: str) -> None:
-    """Make the next import of ``module_name`` read it from ``root``: a measuring worker loads the
-    artifacts of two checkouts (``check --base-ref``, bisection) whose passes share module names,
-    and a module cached from the first would be the second's pass. Compiled artifacts keep the
-    pass objects they were built with."""
-    if not root:
-        return
-    top = module_name.split(".")[0]
-    stale = [name for name, module in list(sys.modules.items()) if (name == top or name.startswith(top + "."))
-             and not str(getattr(module, "__file__", "") or "").startswith(root + os.sep)]
-    for name in stale:
-        del sys.modules[name]
-    if stale or root not in sys.path:
-        if root in sys.path:
-            sys.path.remove(root)
-        sys.path.insert(0, root)
-        importlib.invalidate_caches()
+def _recorded_passes(recipe: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple((str(e["name"]), str(e["root"])) for e in recipe["passes"])
+
+
+def _check_sources(recipe: Mapping[str, Any]) -> None:
+    """Refuse an artifact whose passes' source changed since its compile (each read from its root)."""
+    for entry in [*recipe["passes"], *(e for entries in recipe.get("hooks", {}).values() for e in entries)]:
+        import_from(entry["root"], entry["name"].partition(":")[0])
+        _, digest = load_pass(entry["name"])
+        if digest != entry["source_sha256"]:
+            raise BackendError(f"user pass {entry['name']!r} changed since the artifact was compiled; compile again")
+
+
+def _hybrid_prefix(model_path: Path) -> tuple[Path, tuple[tuple[str, str], ...]]:
+    """A zoo model: itself, no prefix. An inductor artifact (a hybrid's stage 1, whose path
+    ``Capabilities.hybrid_compile`` lets a compile start from): its model and its passes with their
+    roots, checked against their recorded source."""
+    if model_path.name != RECIPE:
+        return model_path, ()
+    try:
+        recipe = json.loads(model_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BackendError(f"cannot read the hybrid's first stage {model_path}: {first_line(exc)}") from None
+    _check_sources(recipe)
+    return model_path.parent / recipe["model"], _recorded_passes(recipe)
 
 
 __all__ = ["INSTALL_HINT", "InductorBackend", "InductorTrace", "kernel_count"]

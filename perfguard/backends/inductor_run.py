@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from perfguard.backends.base import PassRecord, PassTrace
 from perfguard.backends.inductor_models import build_module
-from perfguard.backends.inductor_settings import InductorSettings, PassStep, pipeline_pass, torch_module
+from perfguard.backends.inductor_settings import (
+    HOOKS,
+    InductorSettings,
+    PassStep,
+    pipeline_pass,
+    torch_module,
+)
 from perfguard.errors import BackendError, first_line
 
 if TYPE_CHECKING:
@@ -37,21 +42,32 @@ PHASES_US = {"pre_grad_passes": "pre_grad_pass_time_us", "joint_graph_passes": "
 @dataclass
 class InductorTrace(PassTrace):
     """The user passes' records plus Inductor's own phase times (``torch._dynamo.utils``
-    compilation metrics, seconds, summed over graphs), the generated kernel and graph counts, the
+    compilation metrics, seconds, summed over graphs), the generated kernel, library call
+    (``library_call_count``) and graph counts, the
     output code's hash, the FX graph cache hits of this compile (0 for a fresh cache folder) and
     the largest difference of the compiled outputs from eager PyTorch's."""
 
     phase_times: dict[str, float] = field(default_factory=dict)
     kernels: int = 0
+    library_calls: int = 0
     graphs: int = 0
     output_code_sha256: str = ""
     fx_graph_cache_hits: int = 0
     eager_max_abs_error: float | None = None
+    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def kernel_count(code: str) -> int:
     """Kernels in one output code module: C++ (``async_compile.cpp_pybinding``) or Triton."""
     return len(re.findall(r"async_compile\.(?:cpp_pybinding|cpp|triton)\(", code))
+
+
+def library_call_count(code: str) -> int:
+    """Library calls the module's wrapper makes besides its own kernels: ``extern_kernels.*``
+    (convolutions, matrix products Inductor hands to oneDNN/BLAS or cuBLAS) and fallback ATen ops."""
+    extern = re.findall(r"\bextern_kernels\.\w+\(", code)
+    fallback = re.findall(r"(?<![\w.'\"])(?:torch\.ops\.\w+|aten|inductor_ops|_quantized)\.\w+\.\w+\(", code)
+    return len(extern) + len(fallback)
 
 
 @dataclass
@@ -64,6 +80,7 @@ class CompiledModel:
     output_code: list[str]
     code_sha256: str
     kernels: int
+    library_calls: int
     steps: list[PassStep]
     #: (pass name, source sha256, sys.path root its module was imported from)
     pass_sources: list[tuple[str, str, str]]
@@ -71,6 +88,12 @@ class CompiledModel:
     cache_hits: int
     compile_time_s: float
     eager_max_abs_error: float | None
+    #: the first passes the trace leaves out (a hybrid's prefix, traced by its own compile)
+    traced_from: int = 0
+    #: the output code modules the compile loaded (their globals are what ``call`` runs)
+    modules: list[Any] = field(default_factory=list)
+    #: ``options.hooks``' passes per hook: name, source sha256, root and steps (``_hook_records``)
+    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _arguments: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -96,18 +119,20 @@ class CompiledModel:
         return out
 
     def trace(self) -> InductorTrace:
-        records = [PassRecord(index=s.index + s.graph * max(1, len(self.pass_sources)), name=s.name, source="user",
+        traced = max(1, len(self.pass_sources) - self.traced_from)
+        records = [PassRecord(index=s.index - self.traced_from + s.graph * traced, name=s.name, source="user",
                               time_s=s.time_s, nodes_before=s.nodes_before, nodes_after=s.nodes_after,
                               op_histogram=s.op_histogram, ir_hash=s.hash_after, changed=s.hash_after != s.hash_before)
-                   for s in self.steps]
+                   for s in self.steps if s.index >= self.traced_from]
         return InductorTrace(
             passes=records, input_hash=self.steps[0].hash_before if self.steps else "",
             final_hash=self.steps[-1].hash_after if self.steps else "", total_time_s=self.compile_time_s,
             note="inductor: per user FX pass and graph (post-grad hook): wall time, FX node count, hash of the graph; "
                  "Inductor's phases from torch._dynamo.utils compilation metrics",
-            phase_times=self.phase_times, kernels=self.kernels, graphs=len(self.output_code),
+            phase_times=self.phase_times, kernels=self.kernels, library_calls=self.library_calls,
+            graphs=len(self.output_code),
             output_code_sha256=self.code_sha256, fx_graph_cache_hits=self.cache_hits,
-            eager_max_abs_error=self.eager_max_abs_error)
+            eager_max_abs_error=self.eager_max_abs_error, hooks=self.hooks)
 
 
 def _feeds(model_path: Path) -> dict[str, np.ndarray]:
@@ -118,20 +143,16 @@ def _feeds(model_path: Path) -> dict[str, np.ndarray]:
     return make_feeds(input_specs(onnx.load(str(model_path), load_external_data=False)), 0)
 
 
-def _root(module_name: str) -> str:
-    """The ``sys.path`` entry ``module_name`` was imported from (a measuring worker adds it)."""
-    module = sys.modules.get(module_name)
-    file = getattr(module, "__file__", None)
-    if not file:
-        return ""
-    path = Path(file).resolve()
-    depth = module_name.count(".") + (2 if path.name == "__init__.py" else 1)
-    return str(path.parents[depth - 1])
+UserPasses = tuple[tuple[str, str], ...]
 
 
-def compile_model(model_path: Path, settings: InductorSettings, passes: tuple[str, ...], cache_dir: Path,
-                  device: str, *, check_eager: bool) -> CompiledModel:
-    """Compile the zoo model at ``model_path`` on ``device`` with its Inductor cache in ``cache_dir``."""
+def compile_model(model_path: Path, settings: InductorSettings, passes: UserPasses, cache_dir: Path,
+                  device: str, *, check_eager: bool, traced_from: int = 0,
+                  hooks: Mapping[str, UserPasses] | None = None) -> CompiledModel:
+    """Compile the zoo model at ``model_path`` on ``device`` with its Inductor cache in ``cache_dir``;
+    ``passes`` (post-grad) and each hook's passes (``options.hooks``) are ``(name, sys.path root)``.
+    ``traced_from``: the trace leaves out the first passes (a hybrid's stage 2: its prefix's compile
+    traced them)."""
     torch = torch_module()
     from torch._dynamo.utils import clear_compilation_metrics, get_compilation_metrics
     from torch._inductor.codecache import PyCodeCache
@@ -143,8 +164,10 @@ def compile_model(model_path: Path, settings: InductorSettings, passes: tuple[st
     args = [torch.from_numpy(feeds[name]).to(device) for name in inputs]
     cache_dir.mkdir(parents=True, exist_ok=True)
     pipeline = pipeline_pass(passes) if passes else None
+    hooked = {hook: pipeline_pass(names) for hook, names in (hooks or {}).items() if names}
     config = {**settings.inductor_config(), "fx_graph_cache": True, "fx_graph_remote_cache": False,
-              "autotune_remote_cache": False, "post_grad_custom_post_pass": pipeline}
+              "autotune_remote_cache": False, "post_grad_custom_post_pass": pipeline,
+              **{HOOKS[hook]: hook_pass for hook, hook_pass in hooked.items()}}
     torch._dynamo.reset()
     clear_compilation_metrics()
     known = {id(m) for m in PyCodeCache.modules}
@@ -169,11 +192,23 @@ def compile_model(model_path: Path, settings: InductorSettings, passes: tuple[st
                                                                                 strict=True)), default=0.0)
     metrics = get_compilation_metrics()
     steps = list(pipeline.steps) if pipeline is not None else []
-    sources = [(name, pipeline.digests[name], _root(name.partition(":")[0])) for name in passes] if pipeline else []
+    sources = [(name, digest, root) for (name, root), digest in zip(passes, pipeline.digests, strict=True)] \
+        if pipeline else []
     return CompiledModel(compiled, inputs, device, code, hashlib.sha256("\n".join(code).encode()).hexdigest(),
-                         sum(kernel_count(text) for text in code), steps, sources, _phases(metrics),
+                         sum(kernel_count(text) for text in code), sum(library_call_count(text) for text in code),
+                         steps, sources, _phases(metrics),
                          sum(int(getattr(m, "inductor_fx_local_cache_hit_count", 0) or 0) for m in metrics),
-                         seconds, error)
+                         seconds, error, traced_from, loaded, _hook_records(hooks or {}, hooked))
+
+
+def _hook_records(hooks: Mapping[str, UserPasses], hooked: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Per hook: each pass's source (name, sha256, root) and what it did to each graph."""
+    return {hook: [{"name": name, "source_sha256": digest, "root": root,
+                    "steps": [{"graph": s.graph, "time_s": round(s.time_s, 6), "nodes_before": s.nodes_before,
+                               "nodes_after": s.nodes_after, "changed": s.hash_after != s.hash_before}
+                              for s in hooked[hook].steps if s.index == index]}
+                   for index, ((name, root), digest) in enumerate(zip(hooks[hook], hooked[hook].digests, strict=True))]
+            for hook in hooked}
 
 
 def _tuple(value: Any) -> tuple[Any, ...]:

@@ -11,6 +11,12 @@ A pipeline's ``passes`` are user FX passes, ``package.module:function`` taking a
 ``freezing``  Inductor's ``freezing`` (weights become constants: conv+BN folding, weight prepacking)
 ``inductor``  a table of ``torch._inductor.config`` keys (``"cpp.simdlen" = 1``)
 ``dynamo``    a table of ``torch._dynamo.config`` keys
+``hooks``     user FX passes for Inductor's other hooks, a table of ordered lists:
+              ``pre_grad`` (``pre_grad_custom_pass``: the Torch-IR graph Dynamo captured, before
+              AOTAutograd), ``joint_pre`` / ``joint_post`` (``joint_custom_pre_pass`` /
+              ``joint_custom_post_pass``: the ATen graph before and after Inductor's joint-graph
+              passes). They are pinned like ``passes`` (each one's source in the identity and the
+              cache key) but are not bisected: ``bisect passes`` searches ``passes``.
 
 Config keys are checked against the installed torch's config (a typo names the close ones) and
 their values against the type of the default. The custom pass hooks and the cache switches are
@@ -28,9 +34,12 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard.errors import BackendError, UserError, did_you_mean, first_line
@@ -39,7 +48,10 @@ if TYPE_CHECKING:
     import torch
 
 INSTALL_HINT = "pip install 'perfguard[torch]' (torch 2.13)"
-OPTION_KEYS = ("device", "mode", "dynamic", "freezing", "inductor", "dynamo")
+OPTION_KEYS = ("device", "mode", "dynamic", "freezing", "inductor", "dynamo", "hooks")
+#: The hooks ``options.hooks`` may fill, by the Inductor config key each one sets.
+HOOKS = {"pre_grad": "pre_grad_custom_pass", "joint_pre": "joint_custom_pre_pass",
+         "joint_post": "joint_custom_post_pass"}
 DEVICES = ("cpu", "cuda")
 #: Config a pipeline may not set: the pass hooks (``passes`` fills them) and the caches (perfguard
 #: gives every compile its own cache folder; a remote cache would serve another machine's code).
@@ -69,6 +81,7 @@ class InductorSettings:
     freezing: bool | None = None
     inductor: Mapping[str, Any] = field(default_factory=dict)
     dynamo: Mapping[str, Any] = field(default_factory=dict)
+    hooks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def inductor_config(self) -> dict[str, object]:
         config = dict(self.inductor)
@@ -78,7 +91,8 @@ class InductorSettings:
 
     def to_json(self) -> dict[str, object]:
         return {"device": self.device, "mode": self.mode, "dynamic": self.dynamic, "freezing": self.freezing,
-                "inductor": dict(sorted(self.inductor.items())), "dynamo": dict(sorted(self.dynamo.items()))}
+                "inductor": dict(sorted(self.inductor.items())), "dynamo": dict(sorted(self.dynamo.items())),
+                **({"hooks": {hook: list(names) for hook, names in sorted(self.hooks.items())}} if self.hooks else {})}
 
 
 def config_defaults() -> tuple[dict[str, object], dict[str, object]]:
@@ -114,7 +128,23 @@ def inductor_settings(options: Mapping[str, Any], where: str) -> InductorSetting
             raise UserError(f"{where}: options.{table} must be a table of config keys, got {given!r}")
         tables[table] = _checked_config(given, defaults, f"{where}: options.{table}", table)
     return InductorSettings(str(device), str(mode), options.get("dynamic"), options.get("freezing"),
-                            tables["inductor"], tables["dynamo"])
+                            tables["inductor"], tables["dynamo"], _checked_hooks(options.get("hooks", {}), where))
+
+
+def _checked_hooks(given: Any, where: str) -> dict[str, tuple[str, ...]]:
+    if not isinstance(given, Mapping):
+        raise UserError(f"{where}: options.hooks must be a table of pass lists ({', '.join(HOOKS)}), got {given!r}")
+    hooks = {}
+    for hook, names in given.items():
+        if hook not in HOOKS:
+            raise UserError(f"{where}: options.hooks.{hook}: no such Inductor hook{did_you_mean(hook, HOOKS)}; "
+                            f"expected {', '.join(HOOKS)} (post-grad passes go in the pipeline's passes)")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise UserError(f"{where}: options.hooks.{hook} must be a list of package.module:function, got {names!r}")
+        check_pass_names(names, f"{where}: options.hooks.{hook}")
+        if names:
+            hooks[hook] = tuple(names)
+    return hooks
 
 
 def _checked_config(given: Mapping[str, Any], defaults: Mapping[str, Any], where: str, table: str) -> dict[str, object]:
@@ -203,18 +233,54 @@ def op_histogram(graph: torch.fx.Graph) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def pipeline_pass(names: tuple[str, ...]) -> Any:
-    """A ``CustomGraphPass`` that runs the user passes ``names`` in order, records a ``PassStep``
-    per pass and graph in ``steps``, and whose ``uuid()`` hashes the passes' names and sources."""
+def import_from(root: str, module_name: str) -> None:
+    """Make the next import of ``module_name`` read it from ``root``: a measuring worker loads the
+    artifacts of two checkouts (``check --base-ref``, bisection) whose passes share module names,
+    and a hybrid compile runs one checkout's first passes and another's rest; a module cached from
+    the first would be the second's pass. Loaded pass functions keep their own module's globals."""
+    if not root:
+        return
+    top = module_name.split(".")[0]
+    stale = [name for name, module in list(sys.modules.items()) if (name == top or name.startswith(top + "."))
+             and not str(getattr(module, "__file__", "") or "").startswith(root + os.sep)]
+    for name in stale:
+        del sys.modules[name]
+    if stale or root not in sys.path:
+        if root in sys.path:
+            sys.path.remove(root)
+        sys.path.insert(0, root)
+        importlib.invalidate_caches()
+
+
+def pass_root(name: str) -> str:
+    """The ``sys.path`` entry the module of pass ``name`` imports from here ("" when it has no file)."""
+    module_name = name.partition(":")[0]
+    load_pass(name)
+    file = getattr(sys.modules.get(module_name), "__file__", None)
+    if not file:
+        return ""
+    path = Path(file).resolve()
+    depth = module_name.count(".") + (2 if path.name == "__init__.py" else 1)
+    return str(path.parents[depth - 1])
+
+
+def pipeline_pass(passes: tuple[tuple[str, str], ...]) -> Any:
+    """A ``CustomGraphPass`` that runs the user passes in order, each ``(name, root)`` imported from
+    its ``sys.path`` root (``pass_root``; a hybrid's first passes come from another checkout),
+    records a ``PassStep`` per pass and graph in ``steps``, and whose ``uuid()`` hashes the passes'
+    names and sources."""
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
-    loaded = [(name, *load_pass(name)) for name in names]
+    loaded = []
+    for name, root in passes:
+        import_from(root, name.partition(":")[0])
+        loaded.append((name, *load_pass(name)))
 
     class PipelinePass(CustomGraphPass):
         def __init__(self) -> None:
             self.steps: list[PassStep] = []
             self.graphs = 0
-            self.digests = {name: digest for name, _, digest in loaded}
+            self.digests = [digest for _, _, digest in loaded]
 
         def __call__(self, graph: torch.fx.Graph) -> None:
             self.graphs += 1

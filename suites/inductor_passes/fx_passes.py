@@ -11,6 +11,11 @@ run in pipeline order at Inductor's ``post_grad_custom_post_pass`` hook.
     Inductor cannot remove the conversions (they change the numbers), unlike a
     permute/clone round trip, which it fuses away (docs/reference/backends.md, "The `inductor`
     backend"). The suite's deliberately slower pipeline.
+``convolve_twice``
+    Each convolution computed twice and the two averaged: the same values, twice the convolution
+    work. Inductor keeps both (each is a library call of the generated code), so the case's
+    ``node_count`` (kernels plus library calls) rises with the work: ``bisect --metric node_count``
+    finds it by compiling only (``tests/test_inductor.py``).
 """
 
 from __future__ import annotations
@@ -54,3 +59,18 @@ def upcast_float64(graph: torch.fx.Graph) -> None:
             back = _converted(graph, wide, torch.float32)
         node.replace_all_uses_with(back)
         graph.erase_node(node)
+
+
+def convolve_twice(graph: torch.fx.Graph) -> None:
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.target != aten.convolution.default:
+            continue
+        with graph.inserting_after(node):
+            again = graph.call_function(node.target, node.args, dict(node.kwargs))
+        with graph.inserting_after(again):
+            total = graph.call_function(aten.add.Tensor, (node, again))
+        with graph.inserting_after(total):
+            half = graph.call_function(aten.mul.Tensor, (total, 0.5))
+        for new in (again, total, half):
+            new.meta.update(node.meta)
+        node.replace_all_uses_with(half, delete_user_cb=lambda user: user is not total)
