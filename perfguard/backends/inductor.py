@@ -165,7 +165,7 @@ class InductorBackend(Backend):
         return CompileOutput(artifact=artifact, trace=compiled.trace(), work_time_s=compiled.compile_time_s)
 
     def _write_recipe(self, out_dir: Path, pipeline: PipelineSpec, settings: InductorSettings,
-                      compiled: CompiledModel) -> dict[str, Any]:
+                      compiled: CompiledModel) -> Mapping[str, object]:
         """``output_code/graphN.py`` and ``inductor.json``: what a measuring worker compiles again."""
         code_dir = out_dir / "output_code"
         code_dir.mkdir()

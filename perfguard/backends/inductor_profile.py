@@ -25,9 +25,13 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perfguard.backends.inductor_run import CompiledModel
+from perfguard.jsonfields import JsonDict
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Library calls (``extern_kernels.<name>``) by the ONNX op type they compute.
 LIBRARY_OPS = {"convolution": "Conv", "mkldnn_convolution": "Conv", "_convolution_pointwise": "Conv",
@@ -58,10 +62,10 @@ def kernel_op(name: str) -> str:
 class _Timed:
     """A callable that records each call as a ``Node`` event of ``events``."""
 
-    def __init__(self, function: Callable[..., Any], name: str, op: str, provider: str, clock: _Clock) -> None:
+    def __init__(self, function: Callable[..., object], name: str, op: str, provider: str, clock: _Clock) -> None:
         self.function, self.name, self.op, self.provider, self.clock = function, name, op, provider, clock
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> object:
         start = time.perf_counter()
         result = self.function(*args, **kwargs)
         self.clock.synchronize()
@@ -76,7 +80,7 @@ class _Clock:
 
     def __init__(self, synchronize: Callable[[], None]) -> None:
         self.origin = time.perf_counter()
-        self.events: list[dict[str, Any]] = []
+        self.events: list[JsonDict] = []
         self.synchronize = synchronize
         self.calls: dict[str, int] = {}
 
@@ -91,10 +95,10 @@ class _Clock:
 class _Library:
     """``extern_kernels`` with each function it hands out timed."""
 
-    def __init__(self, library: Any, clock: _Clock) -> None:
+    def __init__(self, library: object, clock: _Clock) -> None:
         self._library, self._clock = library, clock
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         function = getattr(self._library, name)
         if not callable(function):
             return function
@@ -112,7 +116,7 @@ class InductorProfiledExecutable:
         for module in compiled.modules:
             _instrument(vars(module), self.clock)
 
-    def run(self, feeds: Mapping[str, Any]) -> list[Any]:
+    def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         self.clock.calls.clear()
         start = time.perf_counter()
         outputs = self.compiled.run(feeds)
@@ -127,7 +131,7 @@ class InductorProfiledExecutable:
         return self.trace_path
 
 
-def _instrument(namespace: dict[str, Any], clock: _Clock) -> None:
+def _instrument(namespace: dict[str, object], clock: _Clock) -> None:
     for name, value in list(namespace.items()):
         if name == "extern_kernels":
             namespace[name] = _Library(value, clock)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from perfguard.backends.base import PassRecord, PassTrace
@@ -28,6 +29,7 @@ from perfguard.backends.inductor_settings import (
     torch_module,
 )
 from perfguard.errors import BackendError, first_line
+from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,7 +56,7 @@ class InductorTrace(PassTrace):
     output_code_sha256: str = ""
     fx_graph_cache_hits: int = 0
     eager_max_abs_error: float | None = None
-    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    hooks: dict[str, list[JsonDict]] = field(default_factory=dict)
 
 
 def kernel_count(code: str) -> int:
@@ -91,9 +93,9 @@ class CompiledModel:
     #: the first passes the trace leaves out (a hybrid's prefix, traced by its own compile)
     traced_from: int = 0
     #: the output code modules the compile loaded (their globals are what ``call`` runs)
-    modules: list[Any] = field(default_factory=list)
+    modules: list[ModuleType] = field(default_factory=list)
     #: ``options.hooks``' passes per hook: name, source sha256, root and steps (``_hook_records``)
-    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    hooks: dict[str, list[JsonDict]] = field(default_factory=dict)
     _arguments: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -201,7 +203,7 @@ def compile_model(model_path: Path, settings: InductorSettings, passes: UserPass
                          seconds, error, traced_from, loaded, _hook_records(hooks or {}, hooked))
 
 
-def _hook_records(hooks: Mapping[str, UserPasses], hooked: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def _hook_records(hooks: Mapping[str, UserPasses], hooked: Mapping[str, Any]) -> dict[str, list[JsonDict]]:
     """Per hook: each pass's source (name, sha256, root) and what it did to each graph."""
     return {hook: [{"name": name, "source_sha256": digest, "root": root,
                     "steps": [{"graph": s.graph, "time_s": round(s.time_s, 6), "nodes_before": s.nodes_before,
@@ -215,7 +217,7 @@ def _tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, (list, tuple)) else (value,)
 
 
-def _phases(metrics: list[Any]) -> dict[str, float]:
+def _phases(metrics: Sequence[object]) -> dict[str, float]:
     phases: dict[str, float] = {}
     for name, attr in PHASES_S.items():
         phases[name] = sum(float(getattr(m, attr, 0.0) or 0.0) for m in metrics)

@@ -79,8 +79,8 @@ class InductorSettings:
     mode: str = "default"
     dynamic: bool | None = None
     freezing: bool | None = None
-    inductor: Mapping[str, Any] = field(default_factory=dict)
-    dynamo: Mapping[str, Any] = field(default_factory=dict)
+    inductor: Mapping[str, object] = field(default_factory=dict)
+    dynamo: Mapping[str, object] = field(default_factory=dict)
     hooks: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def inductor_config(self) -> dict[str, object]:
@@ -131,7 +131,7 @@ def inductor_settings(options: Mapping[str, Any], where: str) -> InductorSetting
                             tables["inductor"], tables["dynamo"], _checked_hooks(options.get("hooks", {}), where))
 
 
-def _checked_hooks(given: Any, where: str) -> dict[str, tuple[str, ...]]:
+def _checked_hooks(given: object, where: str) -> dict[str, tuple[str, ...]]:
     if not isinstance(given, Mapping):
         raise UserError(f"{where}: options.hooks must be a table of pass lists ({', '.join(HOOKS)}), got {given!r}")
     hooks = {}
