@@ -1,0 +1,244 @@
+"""Counted evidence beyond ONNX Runtime: TVM counted under real Valgrind (an inference in the
+calling thread, the compile pass by pass), and "why, counted" (the change attributed to the
+functions of the counted windows).
+
+One module-scoped counted check of a tiny ResNet under TVM (the fused CPU pipeline, the same
+again, and the same without fusion) shares every assertion on real counts; it is slow (a few
+Valgrind processes). The rest are pure: the callgrind function reader on a profile written here
+(a fake: the text is typed in, in callgrind's documented format), the attribution arithmetic,
+the counts document with and without functions, and the AVX-512 blocker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfguard.results.counted_functions import (
+    MAX_FUNCTIONS,
+    NO_SYMBOL,
+    FunctionCount,
+    attribute,
+    function_costs,
+    functions_of_profile,
+)
+from perfguard.results.counts import Counts
+
+# A callgrind profile as callgrind 3.19 writes one (format: its manual, "Callgrind Format
+# Specification"), with name compression: main calls conv (inclusive 900, not main's own cost),
+# two stripped functions of libstripped.so, relative positions.
+PROFILE = """# callgrind format
+version: 1
+creator: callgrind-3.19.0
+desc: Trigger: Client Request: v|5
+positions: line
+events: Ir Dr Dw
+summary: 1160 10 5
+
+ob=(1) /x/model.so
+fl=(1) ???
+fn=(1) main_compute_
+0 100 1 1
++2 50
+cob=(1)
+cfn=(2) conv2d_compute_
+calls=5 0
+0 900 9 4
+fn=(2)
+0 900 9 4
+ob=(2) /usr/lib/libstripped.so
+fn=(3) 0x00000000000061b0
+0 60
+fn=(4) 0x0000000000002510
+* 40
+ob=(1)
+fn=(1)
+0 10
+totals: 1160 10 5
+"""
+
+
+def test_function_costs_are_self_costs_with_names_decompressed() -> None:
+    costs = function_costs(PROFILE)
+    assert costs == {("model.so", "main_compute_"): 160, ("model.so", "conv2d_compute_"): 900,
+                     ("libstripped.so", "0x00000000000061b0"): 60, ("libstripped.so", "0x0000000000002510"): 40}
+    assert sum(costs.values()) == 1160  # self costs add up to the profile's totals
+
+
+def test_code_without_symbols_is_one_entry_per_object_and_figures_are_per_inference() -> None:
+    functions = functions_of_profile(PROFILE, 5)
+    assert functions[0] == FunctionCount("conv2d_compute_", "model.so", 180.0)
+    assert FunctionCount(NO_SYMBOL, "libstripped.so", 20.0) in functions
+    assert len(functions) == 3
+
+
+def test_only_the_largest_functions_are_kept() -> None:
+    many = {("m.so", f"f{i}"): i + 1 for i in range(50)}
+    from perfguard.results.counted_functions import top_functions
+
+    kept = top_functions(many, 1)
+    assert len(kept) == MAX_FUNCTIONS and kept[0].name == "f49" and kept[-1].instructions == 50 - MAX_FUNCTIONS + 1
+
+
+def test_attribution_names_added_removed_and_changed_functions_with_their_share() -> None:
+    base = (FunctionCount("conv2d_compute_", "model.so", 1000.0), FunctionCount("relu_compute_", "model.so", 200.0),
+            FunctionCount("_PyEval", "libpython.so", 300.0))
+    cand = (FunctionCount("fused_conv2d_relu_compute_", "model.so", 1100.0),
+            FunctionCount("_PyEval", "libpython.so", 250.0))
+    why = attribute(base, cand, total_delta=-150.0)
+    by_name = {d.name: d for d in why.functions}
+    assert by_name["fused_conv2d_relu_compute_"].kind == "added" and by_name["fused_conv2d_relu_compute_"].delta == 1100
+    assert by_name["conv2d_compute_"].kind == "removed" and by_name["conv2d_compute_"].delta == -1000
+    assert by_name["_PyEval"].kind == "changed" and by_name["_PyEval"].share == pytest.approx(50 / 150)
+    assert [d.name for d in why.functions][0] == "fused_conv2d_relu_compute_"  # largest change first
+
+
+def test_a_stripped_library_is_said_to_be_stripped_not_shown_as_addresses() -> None:
+    from perfguard.report.counted_why import stripped_line
+
+    why = attribute((FunctionCount(NO_SYMBOL, "libonnxruntime.so.1.32.0", 1000.0),),
+                    (FunctionCount(NO_SYMBOL, "libonnxruntime.so.1.32.0", 1100.0),), 100.0)
+    assert why.stripped == ("libonnxruntime.so.1.32.0",)
+    line = stripped_line(why.functions[0])
+    assert "no symbols" in line and "0x" not in line and "libonnxruntime" in line
+
+
+def _counts(functions: tuple[FunctionCount, ...] = ()) -> Counts:
+    return Counts(1000.0, 10.0, 5.0, 3.0, 1.0, 1100.0, 5, "window", "valgrind-3.19.0", functions)
+
+
+def test_the_counts_document_keeps_functions_and_reads_older_documents_without_them() -> None:
+    record = _counts((FunctionCount("conv2d_compute_", "model.so", 800.0),))
+    data = json.loads(json.dumps(record.to_json()))
+    assert Counts.from_json(data) == record
+    old = _counts().to_json()
+    assert "functions" not in old and Counts.from_json(old).functions == ()
+
+
+def test_a_library_built_for_avx512_is_not_counted_with_the_pin_that_fixes_it() -> None:
+    pytest.importorskip("tvm")
+    from perfguard.backends.tvm import avx512_blocker
+
+    blocked = avx512_blocker({"kind": "llvm", "mcpu": "skylake-avx512"})
+    assert blocked is not None and "AVX-512" in blocked and "haswell" in blocked
+    assert avx512_blocker({"kind": "llvm", "mcpu": "haswell"}) is None
+
+
+# --- real counts: TVM under Valgrind --------------------------------------------------------------
+
+LOWER = ["RewriteDataflowReshape", "ToNonDataflow", "RemovePurityChecking", "CallTIRRewrite", "StaticPlanBlockMemory",
+         "LowerAllocTensor", "KillAfterLastUse", "LowerRuntimeBuiltin", "ComputePrimValue", "VMShapeLower",
+         "AttachGlobalSymbol"]
+FUSED = ["LegalizeOps", "AnnotateTIROpPattern", "FoldConstant", "FuseOps", "FuseTIR", *LOWER]
+UNFUSED = ["LegalizeOps", *LOWER]
+TARGET = '{ target = { kind = "llvm", mcpu = "haswell" } }'  # AVX2: Valgrind runs no AVX-512
+
+TVM_SUITE = f"""
+[suite]
+name = "counted-tvm"
+backend = "tvm"
+runners = ["cpu"]
+
+[measure]
+rounds = 3
+warmup = 2
+min_time = "3ms"
+compile_repeats = 1
+memory_probes = 1
+timeout = "120s"
+
+[check]
+workers = 2
+step_workers = 2
+max_workers = 2
+
+[models.r]
+arch = "resnet"
+params = {{ depth = 1, width = 4, image_size = 16, num_classes = 4 }}
+
+[pipelines.fused]
+passes = {json.dumps(FUSED)}
+options = {TARGET}
+
+[pipelines.fused_again]
+passes = {json.dumps(FUSED)}
+options = {TARGET}
+
+[pipelines.unfused]
+passes = {json.dumps(UNFUSED)}
+options = {TARGET}
+"""
+
+
+@pytest.fixture(scope="module")
+def tvm_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict, Path]:
+    """One real counted check under TVM: ``fused_again`` is a real A/A (``--measure-identical``
+    counts it in its own process), ``unfused`` a real pipeline change."""
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
+    pytest.importorskip("tvm")
+    folder = tmp_path_factory.mktemp("counted-tvm")
+    (folder / "suite.toml").write_text(TVM_SUITE)
+    out = folder / "verdicts.json"
+    proc = subprocess.run([sys.executable, "-m", "perfguard", "check", "suite.toml", "--against-pipeline", "fused",
+                           "--counts", "--measure-identical", "--json", str(out), "--quiet"], capture_output=True,
+                          text=True, cwd=folder, env={**os.environ, "COLUMNS": "200"}, timeout=2400, check=False)
+    assert out.exists(), proc.stderr[-3000:]
+    return proc, json.loads(out.read_text()), out
+
+
+def _rows(document: dict, metric: str) -> dict[str, dict]:
+    return {row["case"]: row for row in document["verdicts"] if row["metric"] == metric}
+
+
+def _entries(document: dict) -> dict[str, dict]:
+    return {c["id"]: c for result in document["results"].values() for c in result["cases"]}
+
+
+@pytest.mark.slow
+def test_tvm_an_aa_pair_is_same_and_a_pipeline_change_is_different_on_instructions(tvm_check) -> None:
+    _, document, _ = tvm_check
+    rows = _rows(document, "instructions")
+    aa, changed = rows["r/fused_again/cpu"], rows["r/unfused/cpu"]
+    assert aa["decision"] == "same" and aa["comparison"]["method"] == "deterministic", aa
+    assert abs(aa["comparison"]["ratio"] - 1.0) < 0.0025
+    assert changed["decision"] == "different", changed
+
+
+@pytest.mark.slow
+def test_tvm_counts_carry_the_compiled_modules_functions(tvm_check) -> None:
+    _, document, _ = tvm_check
+    counts = Counts.from_json(_entries(document)["r/fused/cpu"]["metrics"]["counts"])
+    objects = {f.object for f in counts.functions}
+    assert "model.so" in objects, counts.functions  # the PrimFuncs of the library, by name
+    assert any(f.name.endswith("_compute_") for f in counts.functions)
+    assert sum(f.instructions for f in counts.functions) <= counts.instructions * 1.0001
+
+
+@pytest.mark.slow
+def test_tvm_compile_is_counted_per_relax_pass(tvm_check) -> None:
+    _, document, _ = tvm_check
+    entry = _entries(document)["r/fused/cpu"]
+    passes = entry["trace"]["passes"]
+    assert [p["name"] for p in passes] == FUSED
+    assert all(p["instructions"] and p["instructions"] > 0 for p in passes), passes
+    total = entry["metrics"]["compile_instructions"]
+    assert total > sum(p["instructions"] for p in passes)  # plus the import and build steps
+
+
+@pytest.mark.slow
+def test_the_report_says_why_counted_by_function(tvm_check, tmp_path: Path) -> None:
+    _, _, verdicts = tvm_check
+    proc = subprocess.run([sys.executable, "-m", "perfguard", "report", str(verdicts), "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    comment = (tmp_path / "r" / "comment.md").read_text()
+    html = (tmp_path / "r" / "index.html").read_text()
+    assert "why, counted, r/unfused/cpu" in comment and "_compute_" in comment
+    assert 'id="why-counted"' in html
