@@ -242,3 +242,32 @@ def test_the_report_says_why_counted_by_function(tvm_check, tmp_path: Path) -> N
     html = (tmp_path / "r" / "index.html").read_text()
     assert "why, counted, r/unfused/cpu" in comment and "_compute_" in comment
     assert 'id="why-counted"' in html
+
+
+def test_an_iree_module_is_counted_only_on_local_sync_and_off_avx512() -> None:
+    from perfguard.backends.iree_valgrind import count_blocker, host_has_avx512
+
+    base = {"target": "llvm-cpu", "driver": "local-sync", "target_cpu": "haswell"}
+    assert count_blocker(base) is None
+    assert "local-sync" in (count_blocker({**base, "driver": "local-task"}) or "")
+    assert count_blocker({**base, "target": "cuda", "driver": "cuda"}) is not None
+    host = count_blocker({**base, "target_cpu": "host"})
+    assert (host is not None and "haswell" in host) == host_has_avx512()
+
+
+def test_natively_no_seccomp_filter_is_installed_for_iree() -> None:
+    from perfguard.backends import iree_valgrind
+
+    assert not iree_valgrind.under_valgrind()  # the test itself runs natively
+    iree_valgrind.keep_off_io_uring()
+    assert not iree_valgrind._installed
+    assert len(iree_valgrind.filter_program()) == 7 * 8  # seven classic-BPF instructions
+
+
+def test_iree_declares_counts_but_not_counted_compiles_and_tvm_both() -> None:
+    from perfguard.backends import get_backend
+
+    iree, tvm = get_backend("iree").capabilities, get_backend("tvm").capabilities
+    assert iree.counts and not iree.compile_counts
+    assert tvm.counts and tvm.compile_counts
+    assert "count its compile per pass" in str(iree.missing("iree", "compile_counts"))

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from perfguard.backends.base import (
     Artifact,
     Backend,
+    Capabilities,
     CompileOutput,
     OptionEdit,
     PassInfo,
@@ -82,6 +83,7 @@ from perfguard.backends.iree_trace import (
     read_dump,
     timing_records,
 )
+from perfguard.backends.iree_valgrind import count_blocker, keep_off_io_uring
 from perfguard.errors import (
     BackendError,
     RunnerUnavailable,
@@ -319,7 +321,13 @@ def _runtime_error(exc: BaseException) -> str:
 
 
 class IreeBackend(Backend):
+    """IREE's compiler and runtime. ``--counts`` counts an inference of a module run by the
+    ``local-sync`` driver (its dispatches run in the calling thread; ``iree_valgrind``), not its
+    compile: ``iree-import-onnx`` and ``iree-compile`` run as subprocesses, outside the calling
+    thread's windows."""
+
     name = "iree"
+    capabilities = Capabilities(counts=True)
 
     def check_runner(self, runner: Runner) -> None:
         """IREE's HAL driver for the runner (``cuda`` on the cuda runner, ``local-*`` on cpu),
@@ -327,6 +335,10 @@ class IreeBackend(Backend):
         reason = runner_drivers_reason(runner.name.split(":")[0])
         if reason:
             raise RunnerUnavailable(reason)
+
+    def count_blocker(self, artifact: Artifact) -> str | None:
+        """A module that is not run by ``local-sync`` on the CPU, or built for an AVX-512 host."""
+        return count_blocker(dict(artifact.settings))
 
     def versions(self) -> dict[str, str]:
         from perfguard.runners.fingerprint import library_versions
@@ -362,7 +374,8 @@ class IreeBackend(Backend):
         graph = onnx.load(str(model_path), load_external_data=False).graph
         initializers = {t.name for t in graph.initializer}
         runtime = {"target": settings["target"], "driver": settings["driver"], "entry": graph.name,
-                   "inputs": [i.name for i in graph.input if i.name not in initializers]}
+                   "inputs": [i.name for i in graph.input if i.name not in initializers],
+                   **({"target_cpu": settings["target_cpu"]} if settings["target_cpu"] else {})}
         out_dir.mkdir(parents=True, exist_ok=True)
         vmfb = out_dir / "module.vmfb"
         key = self._cache_key(model_path, settings)
@@ -492,6 +505,7 @@ class IreeBackend(Backend):
         wanted = TARGETS[settings["target"]]["runner"]
         if runner.name.split(":")[0] != wanted:
             raise BackendError(f"an iree {settings['target']!r} module runs on runner {wanted!r}, not {runner.name!r}")
+        keep_off_io_uring()  # under Valgrind only (a counted worker): see iree_valgrind
         try:
             import iree.runtime as rt
         except ImportError:

@@ -36,6 +36,10 @@ SHOWN = 8
 
 _COMPRESSED = re.compile(r"^\((\d+)\)(?:\s+(.*))?$")
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
+#: An object loaded from a temporary file has a random name in each process: IREE's loader
+#: writes a ``system-dylib`` module's library to ``iree_dylib_XXXXXX_mem_.so`` (mkstemp's six
+#: characters), so the random part is dropped to compare two processes' functions.
+_TEMPORARY = re.compile(r"_[A-Za-z0-9]{6}(_mem_\.so)$")
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ def function_costs(text: str) -> dict[tuple[str, str], int]:
         if key == "fn":
             function = names.read("fn", value)
         elif key == "ob":
-            obj = names.read("ob", value).rsplit("/", 1)[-1]
+            obj = _TEMPORARY.sub(r"\1", names.read("ob", value).rsplit("/", 1)[-1])
         elif key == "calls":
             call_cost = True
         elif key in ("cfn", "cfi", "cfl", "cob", "fl", "fi", "fe"):
