@@ -141,10 +141,10 @@ FUSED = ["LegalizeOps", "AnnotateTIROpPattern", "FuseOps", "FuseTIR", *LOWER]
 UNFUSED = ["LegalizeOps", *LOWER]
 TARGET = '{ target = { kind = "llvm", mcpu = "haswell" } }'  # AVX2: Valgrind runs no AVX-512
 
-TVM_SUITE = f"""
+HEADER = """
 [suite]
-name = "counted-tvm"
-backend = "tvm"
+name = "counted-{backend}"
+backend = "{backend}"
 runners = ["cpu"]
 
 [measure]
@@ -163,36 +163,41 @@ max_workers = 2
 [models.r]
 arch = "resnet"
 params = {{ depth = 1, width = 4, image_size = 16, num_classes = 4 }}
-
-[pipelines.fused]
-passes = {json.dumps(FUSED)}
-options = {TARGET}
-
-[pipelines.fused_again]
-passes = {json.dumps(FUSED)}
-options = {TARGET}
-
-[pipelines.unfused]
-passes = {json.dumps(UNFUSED)}
-options = {TARGET}
 """
+
+
+def suite_text(backend: str, pipelines: dict[str, tuple[list[str], str]]) -> str:
+    """A one-model suite of ``backend`` (the smallest ResNet) with ``pipelines`` (passes, options)."""
+    parts = [HEADER.format(backend=backend)]
+    for name, (passes, options) in pipelines.items():
+        parts.append(f"[pipelines.{name}]\npasses = {json.dumps(passes)}\noptions = {options}\n")
+    return "\n".join(parts)
+
+
+TVM_SUITE = suite_text("tvm", {"fused": (FUSED, TARGET), "fused_again": (FUSED, TARGET), "unfused": (UNFUSED, TARGET)})
+
+
+def counted_check(factory: pytest.TempPathFactory, module: str, suite: str, against: str
+                  ) -> tuple[subprocess.CompletedProcess[str], dict, Path]:
+    """One real counted check of ``suite`` against pipeline ``against`` (identical artifacts
+    counted too, each in its own process), skipped without Valgrind or the backend's ``module``."""
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
+    pytest.importorskip(module)
+    folder = factory.mktemp(f"counted-{module}")
+    (folder / "suite.toml").write_text(suite)
+    out = folder / "verdicts.json"
+    proc = subprocess.run([sys.executable, "-m", "perfguard", "check", "suite.toml", "--against-pipeline", against,
+                           "--counts", "--measure-identical", "--json", str(out)], capture_output=True,
+                          text=True, cwd=folder, env={**os.environ, "COLUMNS": "200"}, timeout=2400, check=False)
+    assert out.exists(), proc.stderr[-3000:]
+    return proc, json.loads(out.read_text()), out
 
 
 @pytest.fixture(scope="module")
 def tvm_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict, Path]:
-    """One real counted check under TVM: ``fused_again`` is a real A/A (``--measure-identical``
-    counts it in its own process), ``unfused`` a real pipeline change."""
-    if shutil.which("valgrind") is None:
-        pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
-    pytest.importorskip("tvm")
-    folder = tmp_path_factory.mktemp("counted-tvm")
-    (folder / "suite.toml").write_text(TVM_SUITE)
-    out = folder / "verdicts.json"
-    proc = subprocess.run([sys.executable, "-m", "perfguard", "check", "suite.toml", "--against-pipeline", "fused",
-                           "--counts", "--measure-identical", "--json", str(out), "--quiet"], capture_output=True,
-                          text=True, cwd=folder, env={**os.environ, "COLUMNS": "200"}, timeout=2400, check=False)
-    assert out.exists(), proc.stderr[-3000:]
-    return proc, json.loads(out.read_text()), out
+    """``fused_again`` is a real A/A, ``unfused`` a real pipeline change."""
+    return counted_check(tmp_path_factory, "tvm", TVM_SUITE, "fused")
 
 
 def _rows(document: dict, metric: str) -> dict[str, dict]:
@@ -273,3 +278,40 @@ def test_iree_declares_counts_but_not_counted_compiles_and_tvm_both() -> None:
     assert iree.counts and not iree.compile_counts
     assert tvm.counts and tvm.compile_counts
     assert "count its compile per pass" in str(iree.missing("iree", "compile_counts"))
+
+
+# --- real counts: IREE under Valgrind ------------------------------------------------------------
+
+IREE_OPTIONS = '{{ target_cpu = "{cpu}", flags = {{ "iree-llvmcpu-link-embedded" = false }} }}'
+IREE_SUITE = suite_text("iree", {"avx2": ([], IREE_OPTIONS.format(cpu="haswell")),
+                                 "avx2_again": ([], IREE_OPTIONS.format(cpu="haswell")),
+                                 "sse2": ([], IREE_OPTIONS.format(cpu="x86-64"))})
+
+
+@pytest.fixture(scope="module")
+def iree_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict, Path]:
+    """IREE on ``local-sync``, the module linked as ``system-dylib`` so its dispatches have symbols:
+    ``avx2_again`` is a real A/A, ``sse2`` the same model built for generic x86-64 (SSE2 vectors
+    instead of AVX2): a real change of the code that runs."""
+    return counted_check(tmp_path_factory, "iree.runtime", IREE_SUITE, "avx2")
+
+
+@pytest.mark.slow
+def test_iree_an_aa_pair_is_same_and_another_cpu_is_different_on_instructions(iree_check) -> None:
+    proc, document, _ = iree_check
+    rows = _rows(document, "instructions")
+    aa, changed = rows["r/avx2_again/cpu"], rows["r/sse2/cpu"]
+    assert aa["decision"] == "same" and abs(aa["comparison"]["ratio"] - 1.0) < 0.0025, aa
+    assert changed["decision"] == "different", changed
+    assert "why, counted, r/sse2/cpu" in proc.stdout and "dispatch" in proc.stdout  # the terminal names dispatches
+
+
+@pytest.mark.slow
+def test_iree_counts_name_dispatches_and_its_compile_is_not_counted(iree_check) -> None:
+    proc, document, _ = iree_check
+    entry = _entries(document)["r/avx2/cpu"]
+    counts = Counts.from_json(entry["metrics"]["counts"])
+    dispatches = [f for f in counts.functions if "dispatch" in f.name]
+    assert dispatches and all(f.object == "iree_dylib_mem_.so" for f in dispatches)  # the random part dropped
+    assert entry["metrics"].get("compile_instructions") is None  # iree-compile is a subprocess: not counted
+    assert "COMPILE NOT COUNTED" in proc.stderr and "compile_counts" in proc.stderr
