@@ -355,8 +355,7 @@ class TvmBackend(Backend):
         out_dir.mkdir(parents=True, exist_ok=True)
         library = out_dir / "model.so"
         try:
-            with (tvm.transform.PassContext(opt_level=settings.opt_level, config=dict(settings.config)),
-                  counted(f"step|{COUNTED_STEPS[1]}")):
+            with tvm.transform.PassContext(opt_level=settings.opt_level, config=dict(settings.config)):
                 executable = tvm.compile(mod, target=target, relax_pipeline=None, tir_pipeline=settings.tir_pipeline)
             executable.export_library(str(library))
         except Exception as exc:

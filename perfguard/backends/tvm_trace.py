@@ -25,10 +25,11 @@ from perfguard.backends.base import DatabaseUse, PassTrace
 from perfguard.backends.onnx_passes import counted
 from perfguard.errors import UserError
 
-#: A counted compile's own steps around the passes (windows ``step|NAME``): the ONNX frontend,
-#: and TIR lowering + LLVM codegen (``tvm.compile``). Linking the library (``export_library``
-#: runs the system compiler in a subprocess) is not counted.
-COUNTED_STEPS = ("import", "build")
+#: A counted compile's own steps beside the passes (windows ``step|NAME``): the ONNX frontend.
+#: The build (``tvm.compile``: TIR pipeline + LLVM codegen, then ``export_library``'s linker
+#: subprocess) is not counted: instrumented, it had not finished after 8 minutes for a 1-block
+#: ResNet on a loaded 2-core machine, longer than every Relax pass together.
+COUNTED_STEPS = ("import",)
 
 _SPEC = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*$", re.S)
 
