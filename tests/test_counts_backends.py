@@ -11,6 +11,7 @@ the counts document with and without functions, and the AVX-512 blocker.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -337,3 +338,21 @@ def test_iree_counts_name_dispatches_and_its_compile_is_not_counted(iree_check) 
     assert dispatches and all(f.object == "iree_dylib_mem_.so" for f in dispatches)  # the random part dropped
     assert entry["metrics"].get("compile_instructions") is None  # iree-compile is a subprocess: not counted
     assert "COMPILE NOT COUNTED" in proc.stderr and "compile_counts" in proc.stderr
+
+
+def test_a_pair_with_functions_on_both_sides_reads_as_lines_and_one_without_is_not_shown() -> None:
+    from perfguard.report.counted_why import counted_why
+    from tests.factories import case_entry
+
+    base = case_entry(None, case="m/a/cpu", counts=_counts((FunctionCount("conv2d_compute_", "model.so", 800.0),
+                                                              FunctionCount(NO_SYMBOL, "libort.so", 100.0))))
+    cand = case_entry(None, case="m/b/cpu", counts=dataclasses.replace(_counts((
+        FunctionCount("fused_conv2d_relu_compute_", "model.so", 700.0), FunctionCount(NO_SYMBOL, "libort.so", 130.0))),
+        instructions=930.0))
+    view = counted_why("m/b/cpu", ("a", "b"), base, cand)
+    assert view is not None and view.headline.startswith("-70 instructions per inference (b vs a)")
+    lines = view.lines()
+    assert lines[0].startswith("-800") and "conv2d_compute_ (model.so): removed" in lines[0]
+    assert "+700" in lines[1] and "added" in lines[1]
+    assert "libort.so, which has no symbols (stripped)" in lines[-1]
+    assert counted_why("m/b/cpu", ("a", "b"), case_entry(None, counts=_counts()), cand) is None  # an older count
