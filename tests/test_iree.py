@@ -257,7 +257,7 @@ def test_compile_traces_pass_times_and_runs_correctly(models, tmp_path):
     assert all(p.time_s >= 0 for p in trace.passes) and sum(p.time_s for p in trace.passes) > 0
     assert trace.mode == "timing" and not trace.cache_hit and trace.total_time_s > 0
     assert artifact.settings == {"target": "llvm-cpu", "driver": "local-sync", "entry": "bert",
-                                 "inputs": ["input_ids", "attention_mask"]}
+                                 "inputs": ["input_ids", "attention_mask"], "target_cpu": "host"}
     assert artifact.node_count and artifact.node_count > 0  # dispatches
     model = onnx.load(str(models["bert"]))
     feeds = make_feeds(input_specs(model), 7)

@@ -184,6 +184,8 @@ ABILITIES = {
     "hybrid_compile": "compile hybrids from another compiler's pass prefix (bisect passes)",
     "user_passes": "run user passes (package.module:function)",
     "counts": "be counted under Valgrind (--counts: its inferences do not run in the calling thread)",
+    "compile_counts": "count its compile per pass under Valgrind (--counts: its compiler's work does not run in "
+                      "the calling thread)",
 }
 
 
@@ -207,7 +209,13 @@ class Capabilities:
     ``counts``
         An artifact loaded with ``threads=1`` runs each inference in the calling thread (no pool
         left spinning), so a window of Valgrind's callgrind around ``run`` counts that inference
-        and nothing else: ``--counts`` (``perfguard.workers.counting``).
+        and nothing else: ``--counts`` (``perfguard.workers.counting``). An artifact it cannot
+        count all the same (built for instructions Valgrind cannot run) is ``Backend.count_blocker``.
+    ``compile_counts``
+        ``compile`` does its real work in the calling thread and opens a counted window around
+        each piece of it (``onnx_passes.counted``: a pass, or a step of the backend's own), so a
+        counted compile gives instructions per pass and ``compile_instructions``. A compiler run
+        as a subprocess (IREE's ``iree-compile``) is not counted by the calling thread.
 
     The option edits ``perfguard tune`` may try are ``Backend.tuning_moves`` (none by default)
     and what makes two artifacts run the same code is ``Backend.execution_identity``.
@@ -217,6 +225,7 @@ class Capabilities:
     hybrid_compile: bool = False
     user_passes: bool = False
     counts: bool = False
+    compile_counts: bool = False
 
     def to_json(self) -> dict[str, bool]:
         return asdict(self)
@@ -352,6 +361,14 @@ class Backend(ABC):
         (:class:`CountWording`). The default calls them nodes of the artifact; a backend whose
         count means more (IREE's dispatches, TVM's PrimFuncs) says so."""
         return CountWording("node", "nodes", f"the {self.name} artifact's node count", self.name, "nodes")
+
+    def count_blocker(self, artifact: Artifact) -> str | None:
+        """Why ``artifact`` cannot be counted under Valgrind although this backend's inferences
+        can (``capabilities.counts``), in one line naming what to change; None (the default) when
+        it can. Valgrind 3.19 runs no AVX-512 instruction (SIGILL), so a library compiled ahead of
+        time for an AVX-512 CPU cannot run under it, while ONNX Runtime picks its kernels at run
+        time from the CPUID Valgrind shows (AVX2)."""
+        return None
 
     def check_runner(self, runner: Runner) -> None:
         """Raise ``RunnerUnavailable`` (one line: what is missing and how to get it) when this

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from perfguard.backends.base import (
     Artifact,
     Backend,
+    Capabilities,
     CompileOutput,
     CountWording,
     OptionEdit,
@@ -83,6 +84,7 @@ from perfguard.backends.iree_trace import (
     read_dump,
     timing_records,
 )
+from perfguard.backends.iree_valgrind import count_blocker, keep_off_io_uring
 from perfguard.errors import (
     BackendError,
     RunnerUnavailable,
@@ -320,7 +322,13 @@ def _runtime_error(exc: BaseException) -> str:
 
 
 class IreeBackend(Backend):
+    """IREE's compiler and runtime. ``--counts`` counts an inference of a module run by the
+    ``local-sync`` driver (its dispatches run in the calling thread; ``iree_valgrind``), not its
+    compile: ``iree-import-onnx`` and ``iree-compile`` run as subprocesses, outside the calling
+    thread's windows."""
+
     name = "iree"
+    capabilities = Capabilities(counts=True)
 
     def count_wording(self) -> CountWording:
         """The dispatch count of IREE's scheduling statistics (``node_count``)."""
@@ -333,6 +341,10 @@ class IreeBackend(Backend):
         reason = runner_drivers_reason(runner.kind)
         if reason:
             raise RunnerUnavailable(reason)
+
+    def count_blocker(self, artifact: Artifact) -> str | None:
+        """A module that is not run by ``local-sync`` on the CPU, or built for an AVX-512 host."""
+        return count_blocker(dict(artifact.settings))
 
     def versions(self) -> dict[str, str]:
         from perfguard.runners.fingerprint import library_versions
@@ -368,7 +380,8 @@ class IreeBackend(Backend):
         graph = onnx.load(str(model_path), load_external_data=False).graph
         initializers = {t.name for t in graph.initializer}
         runtime = {"target": settings["target"], "driver": settings["driver"], "entry": graph.name,
-                   "inputs": [i.name for i in graph.input if i.name not in initializers]}
+                   "inputs": [i.name for i in graph.input if i.name not in initializers],
+                   **({"target_cpu": settings["target_cpu"]} if settings["target_cpu"] else {})}
         out_dir.mkdir(parents=True, exist_ok=True)
         vmfb = out_dir / "module.vmfb"
         key = self._cache_key(model_path, settings)
@@ -498,6 +511,7 @@ class IreeBackend(Backend):
         wanted = TARGETS[settings["target"]]["runner"]
         if runner.kind != wanted:
             raise BackendError(f"an iree {settings['target']!r} module runs on runner {wanted!r}, not {runner.name!r}")
+        keep_off_io_uring()  # under Valgrind only (a counted worker): see iree_valgrind
         try:
             import iree.runtime as rt
         except ImportError:

@@ -147,7 +147,8 @@ class OrtBackend(Backend):
     name = "ort"
     # ONNX Runtime's profiler; an artifact is an ONNX model another compile can start from; its
     # passes are ONNX-level, so the compiler under test's own passes (onnx_passes) run here too.
-    capabilities = Capabilities(profile=True, hybrid_compile=True, user_passes=True, counts=True)
+    capabilities = Capabilities(profile=True, hybrid_compile=True, user_passes=True, counts=True,
+                                compile_counts=True)
 
     def versions(self) -> dict[str, str]:
         import onnx

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from perfguard.backends.base import (
     Artifact,
     Backend,
+    Capabilities,
     CompileOutput,
     CountWording,
     DatabaseUse,
@@ -58,7 +59,9 @@ from perfguard.backends.base import (
     UploadedInputs,
     file_sha256,
 )
+from perfguard.backends.onnx_passes import counted
 from perfguard.backends.tvm_trace import (
+    COUNTED_STEPS,
     PassSpec,
     TvmTrace,
     make_instrument,
@@ -277,10 +280,13 @@ class TvmExecutable:
 
 
 class TvmBackend(Backend):
-    """TVM Relax pass lists (``capabilities``: none beyond compile and load; explanations come from
-    the PrimFunc counts and per-pass compile times of the trace)."""
+    """TVM Relax pass lists. Explanations come from the PrimFunc counts and per-pass compile times
+    of the trace; ``--counts`` counts an inference (the Relax VM runs it in the calling thread,
+    TVM's pool pinned to one thread) and the compile pass by pass (each Relax pass is applied from
+    Python, in the calling thread)."""
 
     name = "tvm"
+    capabilities = Capabilities(counts=True, compile_counts=True)
 
     def versions(self) -> dict[str, str]:
         from perfguard.runners.fingerprint import library_versions
@@ -339,7 +345,8 @@ class TvmBackend(Backend):
         target_table = resolve_target(settings.target)
         target = tvm.target.Target(target_table)
         start = time.perf_counter()
-        mod = import_onnx(model_path)
+        with counted(f"step|{COUNTED_STEPS[0]}"):
+            mod = import_onnx(model_path)
         import_time = time.perf_counter() - start
         before = prim_func_histogram(mod)
         input_hash = structural_hash(mod)
@@ -401,6 +408,11 @@ class TvmBackend(Backend):
         """TVM's thread pool reads ``TVM_NUM_THREADS`` once, when TVM is imported."""
         return {"TVM_NUM_THREADS": str(threads)}
 
+    def count_blocker(self, artifact: Artifact) -> str | None:
+        """A library built for an AVX-512 target (``mcpu = "host"`` on an AVX-512 machine) cannot
+        run under Valgrind, which has no AVX-512: pin an AVX2 CPU to count it."""
+        return avx512_blocker(artifact.settings.get("target"))
+
     def check_runner(self, runner: Runner) -> None:
         """The Relax VM runs llvm libraries on the CPU; no ONNX Runtime provider is involved."""
         if not runner.host_cpu:
@@ -419,6 +431,22 @@ class TvmBackend(Backend):
         part = {"machine": super().artifact_key(pipeline), "host": resolve_target(settings.target) if host else {},
                 "database": digest}
         return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def avx512_blocker(target: object) -> str | None:
+    """Why a library built for ``target`` (the resolved target table of an artifact) cannot be
+    counted: its CPU has AVX-512, which Valgrind 3.19 cannot run; None when it has not."""
+    if not isinstance(target, Mapping) or target.get("kind") != "llvm":
+        return None
+    tvm = _tvm()
+    try:
+        avx512 = bool(tvm.target.codegen.target_has_features("avx512f", tvm.target.Target(dict(target))))
+    except Exception:  # a target this TVM cannot read back: let the counted run say what fails
+        return None
+    if not avx512:
+        return None
+    return (f"the library is built for {target.get('mcpu', 'this CPU')!r}, which has AVX-512, and Valgrind cannot "
+            "run AVX-512 instructions: pin an AVX2 CPU to count it (target = { kind = \"llvm\", mcpu = \"haswell\" })")
 
 
 def _database_use(specs: list[PassSpec], settings: TvmSettings, log: Any) -> DatabaseUse | None:

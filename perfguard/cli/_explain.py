@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from perfguard.compare.verdicts import VerdictsDocument
     from perfguard.results.explanation import Change, Explanation, StoredExplanation
 
 #: Op rows shown; the rest are summed into one line.
@@ -89,3 +90,16 @@ def print_explanation(explanation: Explanation) -> None:
         console.print(Text("warning:", "yellow"), literal(failure), highlight=False)
     if explanation.trace_file:
         console.print(literal(f"trace written to {explanation.trace_file} (open in ui.perfetto.dev)"), highlight=False)
+
+
+def print_counted_why(documents: Sequence[VerdictsDocument]) -> None:
+    """Why, counted (``--counts``): per pair whose instructions changed, the functions that moved
+    most (``perfguard.report.counted_why``), as the PR comment lists them."""
+    from perfguard.cli._text import cli_console, literal
+    from perfguard.report.model import counted_why_views
+
+    console = cli_console(min_width=130)
+    for view in counted_why_views(documents):
+        console.print(literal(f"why, counted, {view.case}: {view.headline}"))
+        for line in view.lines():
+            console.print(literal(f"  {line}"))

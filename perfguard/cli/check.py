@@ -156,6 +156,9 @@ def _report(document: VerdictsDocument, args: argparse.Namespace) -> ExitCode:
         from perfguard.cli._explain import print_explanations
 
         print_explanations(document.explanations)
+    from perfguard.cli._explain import print_counted_why
+
+    print_counted_why([document])
     write_verdicts(args.json, document)
     if args.report:
         from perfguard.cli.report import write_report

@@ -12,6 +12,7 @@ UNKNOWN), never its timing.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfguard.results.counted_functions import window_functions
 from perfguard.results.counts import Counts
 from perfguard.workers.callgrind import (
     clean,
@@ -99,9 +101,13 @@ def count_variant(suite: Suite, compiled: CompiledCase, workdir: Path,
     artifact = compiled.artifact
     if artifact is None:
         return CountOutcome({}, "no artifact to count")
-    ability = get_backend(artifact.backend).capabilities.missing(artifact.backend, "counts")
+    backend = get_backend(artifact.backend)
+    ability = backend.capabilities.missing(artifact.backend, "counts")
     if ability is not None:
         return CountOutcome({}, str(ability))
+    blocker = backend.count_blocker(artifact)
+    if blocker is not None:
+        return CountOutcome({}, blocker)
     valgrind = valgrind_path()
     case = compiled.case
     request = CountRequest(MeasureVariant(compiled.variant_id, artifact), case.runner,
@@ -125,6 +131,10 @@ def count_variant(suite: Suite, compiled: CompiledCase, workdir: Path,
         except (OSError, ValueError) as exc:
             return CountOutcome({}, f"unreadable callgrind profile: {exc}")
         counts = per_inference(windows, compiled.variant_id, max(2, inferences), valgrind_version(valgrind))
+        if "window" in counts:  # why, counted: the window's largest functions
+            label = window_label(compiled.variant_id, max(2, inferences))
+            counts["window"] = dataclasses.replace(counts["window"], functions=window_functions(
+                out_dir, response.pid, label, max(2, inferences)))
         return CountOutcome(counts, None if counts else "callgrind dumped no window")
     finally:
         clean(out_dir)
@@ -166,9 +176,14 @@ def count_compile(suite: Suite, compiled: CompiledCase, compiler_path: Path | No
                   workdir: Path) -> tuple[CompileCounts | None, str | None]:
     """Compile ``compiled``'s case once more in a fresh worker under callgrind, a window around
     each pass (``perfguard.workers.counting.do_count_compile``); the counts, or the failure."""
+    from perfguard.backends import get_backend
     from perfguard.workers.counting import CountCompileRequest
     from perfguard.workers.requests import compile_request
 
+    backend = compiled.case.pipeline.backend
+    ability = get_backend(backend).capabilities.missing(backend, "compile_counts")
+    if ability is not None:
+        return None, str(ability)
     valgrind = valgrind_path()
     workdir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="counted-compile-", dir=workdir))

@@ -156,6 +156,7 @@ def job_summary(report: Report, report_url: str | None = None, max_rows: int = 4
     if report.run:
         lines += _run_lines(report, max_rows)
     lines += _why_lines(report)
+    lines += _counted_why_lines(report)
     for view in report.bisections:
         lines += _bisect_lines(view) + [""]
     for warning in report.warnings:
@@ -219,6 +220,7 @@ def pr_comment(report: Report, report_url: str | None = None, worst: int = 5) ->
     if under:
         lines += ["Under the floor (real, too small to gate on):", "", *_verdict_table(under[:worst], full=False), ""]
     lines += _why_lines(report)
+    lines += _counted_why_lines(report)
     for view in report.bisections:
         lines += _bisect_lines(view)[:2] + [""]
     lines.append(_link(report_url))
@@ -230,6 +232,15 @@ def _why_lines(report: Report) -> list[str]:
     if not report.why:
         return []
     return [f"- why {md_text(case)}: {md_text(headline)}" for case, headline in report.why] + [""]
+
+
+def _counted_why_lines(report: Report, shown: int = 5) -> list[str]:
+    """Why, counted (``--counts``): per pair whose instructions changed, the functions that moved."""
+    lines = []
+    for view in report.counted_why:
+        lines.append(f"- why, counted, {md_text(view.case)}: {md_text(view.headline)}")
+        lines += [f"  - {md_text(line)}" for line in view.lines()[:shown]]
+    return [*lines, ""] if lines else []
 
 
 def annotation(level: str, title: str, message: str) -> str:

@@ -27,6 +27,7 @@ from perfguard.jsonfields import JsonObject
 from perfguard.report import format as fmt, svg
 from perfguard.report.bisect import BisectView, bisect_view
 from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fingerprint
+from perfguard.report.counted_why import CountedWhyView, counted_why
 from perfguard.report.rows import SEVERITY, VerdictRow, state_of
 from perfguard.report.tune import TuneView, tune_view
 from perfguard.report.why import WhyView, why_views
@@ -133,6 +134,8 @@ class Report:
     # and the whole explanation as the HTML report's "why" section.
     why: list[tuple[str, str]] = field(default_factory=list)
     explanations: list[WhyView] = field(default_factory=list)
+    # ``--counts``: each DIFFERENT ``instructions`` pair's change attributed to functions.
+    counted_why: list[CountedWhyView] = field(default_factory=list)
     tunes: list[TuneView] = field(default_factory=list)
 
     @property
@@ -216,6 +219,20 @@ def _mode_facts(document: VerdictsDocument) -> list[tuple[str, str]]:
 
 def _suite_name(documents: Sequence[ResultDocument]) -> str:
     return next((d.suite.name for d in documents if d.suite.name), "")
+
+
+def counted_why_views(documents: Sequence[VerdictsDocument]) -> list[CountedWhyView]:
+    """Why, counted: one view per DIFFERENT ``instructions`` verdict whose sides kept functions."""
+    views = []
+    for document in documents:
+        for row in document.verdicts:
+            if row.metric != "instructions" or row.decision != "different":
+                continue
+            base, cand, _, _ = _pair_entries(document, row)
+            view = counted_why(row.case, (row.baseline, row.candidate), base, cand)
+            if view is not None:
+                views.append(view)
+    return views
 
 
 def comparison_view(document: VerdictsDocument, details: list[CaseDetail]) -> ComparisonView:
@@ -419,4 +436,5 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
            if isinstance(e, Explanation) and e.dimension.headline]
     return Report(title=title, suite=suite, created_at=created, tool_version=__version__, headline=headline,
                   comparisons=comparisons, run=run, bisections=bisections, cases=details,
-                  environments=environments, warnings=warnings, why=why, explanations=explanations, tunes=tunes)
+                  environments=environments, warnings=warnings, why=why, explanations=explanations, tunes=tunes,
+                  counted_why=counted_why_views(verdict_documents))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from perfguard import jsonfields as f
 from perfguard.jsonfields import JsonDict
+from perfguard.results.counted_functions import FunctionCount, functions_from_json, functions_json
 
 #: The callgrind events a counted window records (``--cache-sim=yes``), in its output's order.
 EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
@@ -47,7 +48,9 @@ class Counts:
 
     ``inferences`` is the N of the counted window; ``method`` how the per-inference figure was
     made (``window``: a window of N inferences after warm-up, divided by N; ``difference``: the
-    window of N minus a window of 1, over N - 1); ``tool`` the Valgrind that counted."""
+    window of N minus a window of 1, over N - 1); ``tool`` the Valgrind that counted.
+    ``functions`` (optional, absent in older documents): the largest functions of the window
+    by their own instructions per inference (``perfguard.results.counted_functions``)."""
 
     instructions: float
     data_reads: float
@@ -58,6 +61,7 @@ class Counts:
     inferences: int
     method: str
     tool: str
+    functions: tuple[FunctionCount, ...] = ()
 
     @classmethod
     def from_events(cls, events: Mapping[str, float], inferences: int, method: str, tool: str) -> Counts:
@@ -76,7 +80,8 @@ class Counts:
     def to_json(self) -> JsonDict:
         return {"instructions": self.instructions, "data_reads": self.data_reads, "data_writes": self.data_writes,
                 "l1_misses": self.l1_misses, "ll_misses": self.ll_misses, "estimated_cycles": self.estimated_cycles,
-                "inferences": self.inferences, "method": self.method, "tool": self.tool}
+                "inferences": self.inferences, "method": self.method, "tool": self.tool,
+                **({"functions": functions_json(self.functions)} if self.functions else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> Counts:
@@ -90,4 +95,4 @@ class Counts:
 
         return cls(figure("instructions"), figure("data_reads"), figure("data_writes"), figure("l1_misses"),
                    figure("ll_misses"), figure("estimated_cycles"), f.count(data, "inferences", kind),
-                   f.string(data, "method", kind), f.string(data, "tool", kind))
+                   f.string(data, "method", kind), f.string(data, "tool", kind), functions_from_json(data, kind))

@@ -22,6 +22,9 @@ Format history (``RESULT_VERSION``):
    per inference, ``perfguard.results.counts.Counts``) and ``metrics.compile_instructions``, and
    per pass record ``instructions``. Optional like the others, so no version bump: a reader
    before them ignores them, a version-2 file without them reads as "not counted".
+   Later addition, optional: ``metrics.counts.functions`` (the counted window's largest
+   functions, at most 20, ``perfguard.results.counted_functions.FunctionCount``); a count
+   without it reads with none ("why, counted" is then not shown).
 
 Readers refuse a newer version ("upgrade perfguard") and migrate older ones step by step
 (``_MIGRATIONS[n]`` turns version n into n + 1). ``to_json(from_json(d)) == d`` for every valid
