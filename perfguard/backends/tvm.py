@@ -39,6 +39,7 @@ import inspect
 import json
 import os
 import shlex
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -103,12 +104,22 @@ LOWERING_PASSES = ("RewriteDataflowReshape", "ToNonDataflow", "RemovePurityCheck
 
 
 def _tvm() -> Any:
+    """``tvm``, imported without torch where torch is not loaded yet: ``tvm_ffi`` imports torch
+    whenever it is installed, for DLPack exchange with torch tensors, which perfguard does not
+    use; that import cost ~3 s per TVM process here, and about a minute under Valgrind. A later
+    ``import torch`` (the inductor backend in the same process) works as usual."""
+    blocked = "torch" not in sys.modules and "tvm" not in sys.modules
+    if blocked:
+        sys.modules["torch"] = None  # type: ignore[assignment]  # Python's documented way to fail an import
     try:
         import tvm
         import tvm.relax
         import tvm.relax.backend  # noqa: F401
     except ImportError as exc:
         raise UserError(f"backend 'tvm' needs TVM ({first_line(exc)}); {INSTALL_HINT}") from None
+    finally:
+        if blocked and "torch" in sys.modules and sys.modules["torch"] is None:
+            del sys.modules["torch"]
     return tvm
 
 
