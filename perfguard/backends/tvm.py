@@ -60,7 +60,7 @@ from perfguard.backends.base import (
     UploadedInputs,
     file_sha256,
 )
-from perfguard.backends.onnx_passes import counted
+from perfguard.backends.onnx_passes import CountedCompileDone, counted, counting_compile
 from perfguard.backends.tvm_trace import (
     COUNTED_STEPS,
     PassSpec,
@@ -363,6 +363,8 @@ class TvmBackend(Backend):
         input_hash = structural_hash(mod)
         log = make_instrument()
         mod = run_passes(mod, specs, settings, target, [log])
+        if counting_compile():
+            raise CountedCompileDone  # the build is not counted, and a counted compile's artifact is discarded
         start = time.perf_counter()
         out_dir.mkdir(parents=True, exist_ok=True)
         library = out_dir / "model.so"

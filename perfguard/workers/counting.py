@@ -169,7 +169,7 @@ def do_count_compile(request: CountCompileRequest) -> CountResponse:
     from pathlib import Path
 
     from perfguard.backends import get_backend
-    from perfguard.backends.onnx_passes import COUNT_WINDOW
+    from perfguard.backends.onnx_passes import COUNT_WINDOW, CountedCompileDone
     from perfguard.suite import PipelineSpec
     from perfguard.workers.callgrind import ClientRequests
 
@@ -199,6 +199,8 @@ def do_count_compile(request: CountCompileRequest) -> CountResponse:
     gc.disable()
     try:
         backend.compile(Path(compile_request.model_path), pipeline, Path(compile_request.out_dir))
+    except CountedCompileDone:
+        pass  # the backend stopped after its last counted window
     finally:
         gc.enable()
         COUNT_WINDOW.reset(token)
