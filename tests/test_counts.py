@@ -1,8 +1,8 @@
 """Counted evidence (``--counts``): real Valgrind (callgrind) around a real ONNX Runtime worker.
 
-One module-scoped counted check runs six Valgrind processes (a counted run and a counted compile
-each of a tiny ResNet under pipeline ``none``, the same again, and a pass that inserts two
-Transposes after every Conv); every assertion on real counts shares it. The rest are pure: the callgrind profile reader, the
+One module-scoped counted check runs one Valgrind process that forks six counted children (a
+counted run and a counted compile each of a tiny ResNet under pipeline ``none``, the same again,
+and a pass that inserts two Transposes after every Conv); every assertion on real counts shares it. The rest are pure: the callgrind profile reader, the
 per-inference arithmetic, the estimated-cycles formula and the exact verdict rule on known
 numbers, and the one line of a missing Valgrind (PATH without it).
 """

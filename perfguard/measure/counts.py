@@ -3,10 +3,11 @@ runs once in a fresh worker under Valgrind's callgrind, which counts its instruc
 simulated cache misses per inference (``perfguard.workers.counting`` is the worker side,
 ``perfguard.results.counts.Counts`` the record, ``docs/guides/exact-evidence.md`` the guide).
 
-One counted worker per variant, one after the other: a variant counted alone in its own process
-has nobody's allocations or caches before it, and Valgrind serialises a process onto one core
-anyway. A counted worker that fails costs that variant's counts (its verdict rows read
-UNKNOWN), never its timing.
+One counted process per job (per backend), after the timing: it starts Python and the runtime
+under Valgrind once and forks a child for every variant's run and every counted compile, so
+each count starts from the same state, with nobody's allocations or caches before it, and two
+children count side by side on two cores (``perfguard.workers.counting.do_count_batch``). A
+count that fails costs that variant's counts (its verdict rows read UNKNOWN), never its timing.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import contextvars
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,14 +23,19 @@ from typing import TYPE_CHECKING
 
 from perfguard.results.counts import Counts
 from perfguard.workers.callgrind import (
-    clean,
     counted_command,
     counted_env,
     read_dumps,
     valgrind_path,
     valgrind_version,
 )
-from perfguard.workers.counting import CountRequest, CountResponse, window_label
+from perfguard.workers.counting import (
+    CountBatchRequest,
+    CountItem,
+    CountRequest,
+    ItemOutcome,
+    window_label,
+)
 from perfguard.workers.engine import run_worker
 from perfguard.workers.protocol import MeasureVariant
 
@@ -91,50 +97,6 @@ def per_inference(windows: Mapping[str, Mapping[str, int]], variant: str, infere
     return out
 
 
-def count_variant(suite: Suite, compiled: CompiledCase, workdir: Path,
-                  inferences: int = COUNT_INFERENCES) -> CountOutcome:
-    """Count ``compiled``'s artifact in a fresh worker under callgrind (see the module)."""
-    from perfguard.backends import get_backend
-
-    artifact = compiled.artifact
-    if artifact is None:
-        return CountOutcome({}, "no artifact to count")
-    ability = get_backend(artifact.backend).capabilities.missing(artifact.backend, "counts")
-    if ability is not None:
-        return CountOutcome({}, str(ability))
-    valgrind = valgrind_path()
-    case = compiled.case
-    request = CountRequest(MeasureVariant(compiled.variant_id, artifact), case.runner,
-                           suite.runner_options(case.runner), COUNT_WARMUP, inferences, case.measure.seed,
-                           tuple(compiled.model.inputs))
-    workdir.mkdir(parents=True, exist_ok=True)
-    out_dir = Path(tempfile.mkdtemp(prefix="callgrind-", dir=workdir))
-    timeout = max(MIN_TIMEOUT_S, case.measure.timeout * TIMEOUT_FACTOR)
-    try:
-        outcome = run_worker(request, timeout, workdir,
-                             prepare=lambda worker, env: (counted_command(valgrind, out_dir, worker),
-                                                          counted_env(worker, env)))
-        if outcome.response is None:
-            why = outcome.failure or (outcome.error.message if outcome.error else "no response")
-            return CountOutcome({}, f"counted worker failed: {why}")
-        response: CountResponse = outcome.response
-        if response.valgrind < 1:
-            return CountOutcome({}, "the counted worker did not run under Valgrind")
-        try:
-            windows = read_dumps(out_dir, response.pid)
-        except (OSError, ValueError) as exc:
-            return CountOutcome({}, f"unreadable callgrind profile: {exc}")
-        counts = per_inference(windows, compiled.variant_id, max(2, inferences), valgrind_version(valgrind))
-        return CountOutcome(counts, None if counts else "callgrind dumped no window")
-    finally:
-        clean(out_dir)
-        try:
-            out_dir.rmdir()
-        except OSError:
-            pass
-
-
-
 @dataclass(frozen=True)
 class CompileCounts:
     """A counted compile: ``total`` instructions of its real work (every pass, or onnxoptimizer
@@ -162,33 +124,118 @@ def compile_counts(windows: Mapping[str, Mapping[str, int]]) -> CompileCounts:
     return CompileCounts(sum(work.values()) + sum(steps.values()), {**work, **replay}, steps)
 
 
-def count_compile(suite: Suite, compiled: CompiledCase, compiler_path: Path | None,
-                  workdir: Path) -> tuple[CompileCounts | None, str | None]:
-    """Compile ``compiled``'s case once more in a fresh worker under callgrind, a window around
-    each pass (``perfguard.workers.counting.do_count_compile``); the counts, or the failure."""
+@dataclass(frozen=True)
+class Target:
+    """One variant to count: its inferences, and its compile too when ``compile`` (with the
+    compiler under test at ``compiler_path``)."""
+
+    compiled: CompiledCase
+    compile: bool = True
+    compiler_path: Path | None = None
+
+
+@dataclass(frozen=True)
+class Counted:
+    """What counting one target gave: its run's outcome, and its compile's figures or the reason
+    it has none (None and None: its compile was not asked for)."""
+
+    run: CountOutcome
+    compile: CompileCounts | None = None
+    compile_failure: str | None = None
+
+
+def count_targets(suite: Suite, targets: Sequence[Target], workdir: Path,
+                  inferences: int = COUNT_INFERENCES) -> list[Counted]:
+    """Count every target, one counted process per backend (``count_batch``: every run and every
+    compile a child forked from it, two at a time on two cores); a result per target, in order."""
+    from perfguard.backends import get_backend
+
+    out: list[Counted | None] = [None] * len(targets)
+    by_backend: dict[str, list[int]] = {}
+    for index, target in enumerate(targets):
+        artifact = target.compiled.artifact
+        if artifact is None:
+            out[index] = Counted(CountOutcome({}, "no artifact to count"))
+            continue
+        ability = get_backend(artifact.backend).capabilities.missing(artifact.backend, "counts")
+        if ability is not None:
+            out[index] = Counted(CountOutcome({}, str(ability)))
+            continue
+        by_backend.setdefault(artifact.backend, []).append(index)
+    for backend, indices in by_backend.items():
+        counted = _count_batch(suite, backend, [targets[i] for i in indices], workdir, inferences)
+        for index, result in zip(indices, counted, strict=True):
+            out[index] = result
+    return [result for result in out if result is not None]
+
+
+def _items(suite: Suite, target: Target, scratch: Path, inferences: int) -> list[CountItem]:
+    """A target's count requests: its run, then its compile when asked for."""
     from perfguard.workers.counting import CountCompileRequest
     from perfguard.workers.requests import compile_request
 
+    compiled = target.compiled
+    case = compiled.case
+    assert compiled.artifact is not None
+    items: list[CountItem] = [CountRequest(MeasureVariant(compiled.variant_id, compiled.artifact), case.runner,
+                                           suite.runner_options(case.runner), COUNT_WARMUP, inferences,
+                                           case.measure.seed, tuple(compiled.model.inputs))]
+    if target.compile:
+        folder = Path(tempfile.mkdtemp(prefix="compile-", dir=scratch))
+        items.append(CountCompileRequest(compile_request(
+            suite, case, compiled.model.path, compiled.model.inputs, compiler_path=target.compiler_path,
+            out_dir=folder / "artifact", reference_cache=folder / "unused.npz")))
+    return items
+
+
+def _count_batch(suite: Suite, backend: str, targets: Sequence[Target], workdir: Path,
+                 inferences: int) -> list[Counted]:
+    """One counted process for ``targets`` (all of ``backend``): see :func:`count_targets`."""
+    from perfguard.measure.job import available_cores
+
     valgrind = valgrind_path()
     workdir.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="counted-compile-", dir=workdir))
-    request = CountCompileRequest(compile_request(
-        suite, compiled.case, compiled.model.path, compiled.model.inputs, compiler_path=compiler_path,
-        out_dir=scratch / "artifact", reference_cache=scratch / "unused.npz"))
-    timeout = max(MIN_TIMEOUT_S, compiled.case.measure.compile_timeout * TIMEOUT_FACTOR)
+    scratch = Path(tempfile.mkdtemp(prefix="callgrind-", dir=workdir))
+    per_target = [_items(suite, t, scratch, inferences) for t in targets]
+    items = tuple(item for group in per_target for item in group)
+    parallel = max(1, min(available_cores(), len(items)))
+    timeout = sum(max(MIN_TIMEOUT_S, t.compiled.case.measure.timeout * TIMEOUT_FACTOR) * len(group)
+                  for t, group in zip(targets, per_target, strict=True)) / parallel
     try:
-        outcome = run_worker(request, timeout, workdir,
+        outcome = run_worker(CountBatchRequest(items, (backend,), parallel), timeout, workdir,
                              prepare=lambda worker, env: (counted_command(valgrind, scratch, worker),
                                                           counted_env(worker, env)))
         if outcome.response is None:
             why = outcome.failure or (outcome.error.message if outcome.error else "no response")
-            return None, f"counted compile failed: {why}"
-        if outcome.response.valgrind < 1:
-            return None, "the counted compile did not run under Valgrind"
-        try:
-            windows = read_dumps(scratch, outcome.response.pid)
-        except (OSError, ValueError) as exc:
-            return None, f"unreadable callgrind profile: {exc}"
-        return compile_counts(windows), None
+            failed = CountOutcome({}, f"counted worker failed: {why}")
+            return [Counted(failed, None, failed.failure if t.compile else None) for t in targets]
+        answers = iter(outcome.response.items)
+        tool = valgrind_version(valgrind)
+        return [_counted(t, scratch, [next(answers) for _ in group], max(2, inferences), tool)
+                for t, group in zip(targets, per_target, strict=True)]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _windows(scratch: Path, answer: ItemOutcome) -> tuple[dict[str, Mapping[str, int]], str | None]:
+    """The labelled windows an item's child dumped, or why there are none."""
+    if answer.response is None:
+        return {}, answer.failure or "no response"
+    if answer.response.valgrind < 1:
+        return {}, "the counted worker did not run under Valgrind"
+    try:
+        return read_dumps(scratch, answer.response.pid), None
+    except (OSError, ValueError) as exc:
+        return {}, f"unreadable callgrind profile: {exc}"
+
+
+def _counted(target: Target, scratch: Path, answers: Sequence[ItemOutcome], inferences: int, tool: str) -> Counted:
+    windows, failure = _windows(scratch, answers[0])
+    counts = per_inference(windows, target.compiled.variant_id, inferences, tool) if failure is None else {}
+    run = CountOutcome(counts, failure or (None if counts else "callgrind dumped no window"))
+    if not target.compile:
+        return Counted(run)
+    windows, failure = _windows(scratch, answers[1])
+    if failure is not None:
+        return Counted(run, None, f"counted compile failed: {failure}")
+    return Counted(run, compile_counts(windows))

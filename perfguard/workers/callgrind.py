@@ -186,10 +186,3 @@ def read_dumps(out_dir: Path, pid: int) -> dict[str, Mapping[str, int]]:
             windows[dump.label] = dump.events
     return windows
 
-
-def clean(out_dir: Path) -> None:
-    for path in out_dir.glob("callgrind.out.*"):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
