@@ -6,9 +6,9 @@ compile, then ``perfguard.measure.counts.count_targets``: one counted process pe
 forked from it per count, as a counted check does):
 
 * **A/A**: ``--runs`` counts of the same artifact, each in its own counted process (a separate
-  ``count_targets`` call, as separate checks would be); every other call counts the detection
-  pipelines' variants first, so a variant counted alone and one counted after others are both
-  in the spread (and their medians are printed side by side: the order effect). The spread ((max - min) / median) of
+  ``count_targets`` call, as separate checks would be); the second call counts the detection
+  pipelines' variants first, so a variant counted after others is in the spread too (and it is
+  printed beside the median of those counted alone: the order effect). The spread ((max - min) / median) of
   instructions and estimated cycles per inference for both per-inference methods (``window``:
   N-inference window / N; ``difference``: (window of N - window of 1) / (N - 1)), and the exact
   verdict of every run against the first at the default floor (SAME expected every time).
@@ -144,8 +144,8 @@ def _toml(params: Mapping[str, object]) -> str:
 
 def _count_all(suite_path: Path, folder: Path, runs: int) -> dict[str, list[tuple[bool, dict[str, Counts]]]]:
     """Compile every case of the suite once; then ``runs`` counts of each ``none`` variant, one
-    counted process per run, the other pipelines' variants counted first in every other run (and
-    once each). By case id: (counted after others?, counts by method) per count."""
+    counted process per run, the other pipelines' variants counted first in the second run (once
+    each). By case id: (counted after others?, counts by method) per count."""
     suite = load_suite(suite_path)
     job = Job(suite, list(suite.cases), workdir=folder / "job", progress=Progress())
     try:
@@ -154,7 +154,7 @@ def _count_all(suite_path: Path, folder: Path, runs: int) -> dict[str, list[tupl
         others = [c for c in job.compiled if c.case.pipeline.name != "none"]
         out: dict[str, list[tuple[bool, dict[str, Counts]]]] = {}
         for run in range(max(1, runs)):
-            after = run % 2 == 1 or runs == 0
+            after = run == 1 or runs == 0
             members = [*others, *base] if after else base
             counted = count_targets(suite, [Target(c, compile=False) for c in members], folder / "ipc")
             for compiled, result in zip(members, counted, strict=True):

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfguard.children import available_cores
 from perfguard.results.counts import Counts
 from perfguard.workers.callgrind import (
     counted_command,
@@ -191,8 +192,6 @@ def _items(suite: Suite, target: Target, scratch: Path, inferences: int) -> list
 def _count_batch(suite: Suite, backend: str, targets: Sequence[Target], workdir: Path,
                  inferences: int) -> list[Counted]:
     """One counted process for ``targets`` (all of ``backend``): see :func:`count_targets`."""
-    from perfguard.measure.job import available_cores
-
     valgrind = valgrind_path()
     workdir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="callgrind-", dir=workdir))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Collection, Sequence
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from perfguard import __version__
 from perfguard.backends.base import NOT_BUILT
+from perfguard.children import available_cores
 from perfguard.compile.case import (
     CompiledCase,
     RunContext,
@@ -41,14 +41,6 @@ from perfguard.suite import CaseSpec, Suite
 from perfguard.workers.callgrind import valgrind_path
 from perfguard.workers.protocol import MeasureVariant, variant_id
 from perfguard.workers.requests import measure_request
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity, else the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _group_key(compiled: CompiledCase) -> tuple[str, str, str]:
