@@ -77,7 +77,7 @@ def counts_wanted(suite: Suite) -> bool:
 
 @dataclass(frozen=True)
 class CountOutcome:
-    """What one counted worker gave: per-inference counts by method, or the failure in one line."""
+    """What counting one variant gave: per-inference counts by method, or the failure in one line."""
 
     counts: Mapping[str, Counts]
     failure: str | None = None
