@@ -300,3 +300,30 @@ def test_bisection_on_counts_probes_each_version_once_in_at_most_ceil_log2_n_pro
             assert len(calls) == len(set(calls)) == len(found.order) <= probes_needed(n)
             worst = max(worst, len(calls))
         assert worst == probes_needed(n) == (math.ceil(math.log2(n)) if n > 1 else 0)
+
+
+def test_a_batch_item_that_crashed_or_left_nothing_is_a_one_line_failure(tmp_path: Path) -> None:
+    """The parent side of a counted child (``do_count_batch`` collects each child's outcome):
+    real child processes that end by SIGKILL, exit without writing, or write an outcome."""
+    import signal
+
+    from perfguard.workers.counting import CountBatchResponse, CountResponse, ItemOutcome, _collected
+
+    def status_of(code: str) -> int:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            if code == "crash":
+                os.kill(os.getpid(), signal.SIGKILL)
+            if code == "write":
+                (tmp_path / "0.json").write_text(json.dumps(ItemOutcome(CountResponse(1, 42, ("v|5",))).to_json()))
+            os._exit(3 if code == "silent" else 0)
+        return os.waitpid(pid, 0)[1]
+
+    crashed = _collected(status_of("crash"), tmp_path / "none.json", json.loads)
+    assert crashed.response is None and crashed.failure == "counted child crashed (SIGKILL)"
+    silent = _collected(status_of("silent"), tmp_path / "none.json", json.loads)
+    assert silent.response is None and "exited with code 3 without an outcome" in (silent.failure or "")
+    wrote = _collected(status_of("write"), tmp_path / "0.json", json.loads)
+    assert wrote.response == CountResponse(1, 42, ("v|5",))
+    batch = CountBatchResponse((wrote, crashed))
+    assert CountBatchResponse.from_json(json.loads(json.dumps(batch.to_json()))) == batch
