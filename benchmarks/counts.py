@@ -170,6 +170,8 @@ def _keep(out: dict[str, list[tuple[bool, dict[str, Counts]]]], case: str, after
         print(f"  {case}: {result.run.failure}", file=sys.stderr)
         return
     out.setdefault(case, []).append((after, dict(result.run.counts)))
+    window = result.run.counts.get("window")
+    print(f"    count {case}{' (after others)' if after else ''}: {window.instructions if window else '-'}")
 
 
 def _spread(values: list[float]) -> float:

@@ -323,6 +323,7 @@ def _serve_child(item: CountItem, path: Any) -> None:
     import json
     import traceback
 
+    _end_with_parent()
     code = 0
     try:
         served = do_count(item) if isinstance(item, CountRequest) else do_count_compile(item)
@@ -335,6 +336,18 @@ def _serve_child(item: CountItem, path: Any) -> None:
     except OSError:
         code = 1
     os._exit(code)
+
+
+def _end_with_parent() -> None:
+    """A forked child ends when the counted process does (Linux: ``PR_SET_PDEATHSIG``, which a
+    fork does not inherit), not left running after a killed job."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the job's group kill still reaches it
+        pass
 
 
 def _collected(status: int, path: Any, parse: Any) -> ItemOutcome:
