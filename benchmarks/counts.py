@@ -292,19 +292,24 @@ def _order(model: str, runs: list[tuple[bool, dict[str, Counts]]]) -> None:
 def _cost(folder: Path, case: str | None) -> None:
     """Wall time of one timed check of the smoke suite (or of ``case``) and of the same check with
     --counts, one after the other."""
-    times = {}
+    import resource
+
+    times, cpu = {}, {}
     where = ["--case", case] if case else []
     for label, extra in (("timed", []), ("counted", ["--counts"])):
-        start = time.time()
+        start, used = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run([sys.executable, "-m", "perfguard", "check", str(ROOT / "suites" / "smoke.toml"),
                                "--against-pipeline", "none", *where, "--quiet", *extra],
                               cwd=folder, env={**os.environ}, capture_output=True, text=True, check=False)
         times[label] = time.time() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu[label] = after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime
         if proc.returncode not in (0, 1):
             print(f"  {label} check exited {proc.returncode}: {proc.stderr.strip()[-300:]}", file=sys.stderr)
     load = os.getloadavg()[0]
     print(f"cost ({case or 'the smoke suite'}): timed check {times['timed']:.0f} s, counted check "
-          f"{times['counted']:.0f} s (x{times['counted'] / times['timed']:.2f}); load average now {load:.1f}")
+          f"{times['counted']:.0f} s (x{times['counted'] / times['timed']:.2f}); CPU time {cpu['timed']:.0f} s and "
+          f"{cpu['counted']:.0f} s (x{cpu['counted'] / cpu['timed']:.2f}); load average now {load:.1f}")
 
 
 if __name__ == "__main__":
