@@ -1,6 +1,6 @@
 """Counted evidence for TVM and IREE, measured: the A/A spread of ``instructions`` per inference
 over ``--runs`` counts of one artifact (the smallest zoo ResNet, each count a fresh worker under
-callgrind on the product's own path, ``perfguard.measure.counts.count_variant``), and one count
+callgrind on the product's own path, ``perfguard.measure.counts.count_targets``), and one count
 of a real change per backend (TVM: the CPU pipeline without fusion; IREE: the module built for
 generic x86-64, SSE2, instead of AVX2), compared with the A/A median. Both pin an AVX2 CPU:
 Valgrind runs no AVX-512.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from perfguard.measure.counts import count_variant  # noqa: E402
+from perfguard.measure.counts import Target, count_targets  # noqa: E402
 from perfguard.measure.job import Job  # noqa: E402
 from perfguard.progress import Progress  # noqa: E402
 from perfguard.suite import load_suite  # noqa: E402
@@ -58,7 +58,8 @@ def measure(backend: str, runs: int, folder: Path) -> None:
         for compiled in job.compiled:
             for _ in range(runs if compiled.case.pipeline.name == "aa" else 1):
                 start = time.perf_counter()
-                outcome = count_variant(suite, compiled, folder / "ipc")
+                (counted,) = count_targets(suite, [Target(compiled, compile=False)], folder / "ipc")
+                outcome = counted.run
                 counts = outcome.counts.get("window")
                 if counts is None:
                     print(f"  {compiled.case.id}: {outcome.failure}", file=sys.stderr)

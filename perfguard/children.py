@@ -131,3 +131,10 @@ def run(args: str | Sequence[str], *, timeout: float | None = None, check: bool 
         completed.check_returncode()
     return completed
 
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

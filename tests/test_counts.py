@@ -1,8 +1,8 @@
 """Counted evidence (``--counts``): real Valgrind (callgrind) around a real ONNX Runtime worker.
 
-One module-scoped counted check runs six Valgrind processes (a counted run and a counted compile
-each of a tiny ResNet under pipeline ``none``, the same again, and a pass that inserts two
-Transposes after every Conv); every assertion on real counts shares it. The rest are pure: the callgrind profile reader, the
+One module-scoped counted check runs one Valgrind process that forks six counted children (a
+counted run and a counted compile each of a tiny ResNet under pipeline ``none``, the same again,
+and a pass that inserts two Transposes after every Conv); every assertion on real counts shares it. The rest are pure: the callgrind profile reader, the
 per-inference arithmetic, the estimated-cycles formula and the exact verdict rule on known
 numbers, and the one line of a missing Valgrind (PATH without it).
 """
@@ -10,6 +10,7 @@ numbers, and the one line of a missing Valgrind (PATH without it).
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -272,3 +273,57 @@ def test_a_pair_nobody_counted_has_no_counted_row_and_a_one_sided_count_is_undec
     assert _instruction_row(None, None) is None
     one_sided = _instruction_row(1_000_000, None)
     assert one_sided is not None and one_sided.decision == "unknown"
+
+
+def test_bisection_on_counts_probes_each_version_once_in_at_most_ceil_log2_n_probes() -> None:
+    """The search a counted bisection runs (``--metric instructions``: ``EXACT_PROBES``), on a
+    fake history: versions 1..n, the count steps +1 % at the culprit (the fake is the value
+    function; the real one counts each version under Valgrind). Every culprit of every n up to 64
+    is found, no version is probed twice, and the probes never exceed ceil(log2 n), which the
+    worst culprit reaches."""
+    from perfguard.bisect.exact import probes_needed, search_exact
+    from perfguard.flows.bisect_exact import EXACT_PROBES
+
+    probe = EXACT_PROBES["instructions"]
+    assert probe.how == "one counted run"
+    for n in range(1, 65):
+        worst = 0
+        for culprit in range(1, n + 1):
+            calls: list[int] = []
+
+            def value(position: int, culprit: int = culprit, calls: list[int] = calls) -> float:
+                calls.append(position)
+                return 1_010_000.0 if position >= culprit else 1_000_000.0
+
+            found = search_exact(n, 1_000_000.0, 1_010_000.0, value, probe.min_step)
+            assert found.culprit == culprit and found.status == "found", (n, culprit)
+            assert len(calls) == len(set(calls)) == len(found.order) <= probes_needed(n)
+            worst = max(worst, len(calls))
+        assert worst == probes_needed(n) == (math.ceil(math.log2(n)) if n > 1 else 0)
+
+
+def test_a_batch_item_that_crashed_or_left_nothing_is_a_one_line_failure(tmp_path: Path) -> None:
+    """The parent side of a counted child (``do_count_batch`` collects each child's outcome):
+    real child processes that end by SIGKILL, exit without writing, or write an outcome."""
+    import signal
+
+    from perfguard.workers.counting import CountBatchResponse, CountResponse, ItemOutcome, _collected
+
+    def status_of(code: str) -> int:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            if code == "crash":
+                os.kill(os.getpid(), signal.SIGKILL)
+            if code == "write":
+                (tmp_path / "0.json").write_text(json.dumps(ItemOutcome(CountResponse(1, 42, ("v|5",))).to_json()))
+            os._exit(3 if code == "silent" else 0)
+        return os.waitpid(pid, 0)[1]
+
+    crashed = _collected(status_of("crash"), tmp_path / "none.json", json.loads)
+    assert crashed.response is None and crashed.failure == "counted child crashed (SIGKILL)"
+    silent = _collected(status_of("silent"), tmp_path / "none.json", json.loads)
+    assert silent.response is None and "exited with code 3 without an outcome" in (silent.failure or "")
+    wrote = _collected(status_of("write"), tmp_path / "0.json", json.loads)
+    assert wrote.response == CountResponse(1, 42, ("v|5",))
+    batch = CountBatchResponse((wrote, crashed))
+    assert CountBatchResponse.from_json(json.loads(json.dumps(batch.to_json()))) == batch

@@ -81,8 +81,8 @@ class ExactProbe:
 def _probe_values(key: str, counted: bool) -> ValuesFn:
     """A probe that compiles every variant once (one job, no measurement) and reads the exact
     metric ``key`` of each compiled entry; ``counted``: each compiled variant is first counted once
-    under Valgrind (one fresh worker for its inferences, one for its compile:
-    ``perfguard.measure.counts``). Counts repeat within their small A/A spread, so one count per
+    under Valgrind (one counted process per probe, a forked child for each version's inferences
+    and one for its compile: ``perfguard.measure.counts``). Counts repeat within their small A/A spread, so one count per
     version decides, as one compile does for a node count."""
     missing = f"not counted: no {key} (the log says why)" if counted else f"the backend gives no {key}"
 

@@ -3,10 +3,11 @@ runs once in a fresh worker under Valgrind's callgrind, which counts its instruc
 simulated cache misses per inference (``perfguard.workers.counting`` is the worker side,
 ``perfguard.results.counts.Counts`` the record, ``docs/guides/exact-evidence.md`` the guide).
 
-One counted worker per variant, one after the other: a variant counted alone in its own process
-has nobody's allocations or caches before it, and Valgrind serialises a process onto one core
-anyway. A counted worker that fails costs that variant's counts (its verdict rows read
-UNKNOWN), never its timing.
+One counted process per job (per backend), after the timing: it starts Python and the runtime
+under Valgrind once and forks a child for every variant's run and every counted compile, so
+each count starts from the same state, with nobody's allocations or caches before it, and two
+children count side by side on two cores (``perfguard.workers.counting.do_count_batch``). A
+count that fails costs that variant's counts (its verdict rows read UNKNOWN), never its timing.
 """
 
 from __future__ import annotations
@@ -15,23 +16,29 @@ import contextvars
 import dataclasses
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfguard.children import available_cores
 from perfguard.results.counted_functions import window_functions
 from perfguard.results.counts import Counts
 from perfguard.workers.callgrind import (
-    clean,
     counted_command,
     counted_env,
     read_dumps,
     valgrind_path,
     valgrind_version,
 )
-from perfguard.workers.counting import CountRequest, CountResponse, window_label
+from perfguard.workers.counting import (
+    CountBatchRequest,
+    CountItem,
+    CountRequest,
+    ItemOutcome,
+    window_label,
+)
 from perfguard.workers.engine import run_worker
 from perfguard.workers.protocol import MeasureVariant
 
@@ -72,7 +79,7 @@ def counts_wanted(suite: Suite) -> bool:
 
 @dataclass(frozen=True)
 class CountOutcome:
-    """What one counted worker gave: per-inference counts by method, or the failure in one line."""
+    """What counting one variant gave: per-inference counts by method, or the failure in one line."""
 
     counts: Mapping[str, Counts]
     failure: str | None = None
@@ -91,58 +98,6 @@ def per_inference(windows: Mapping[str, Mapping[str, int]], variant: str, infere
         delta = {name: max(0, many[name] - one.get(name, 0)) for name in many}
         out["difference"] = Counts.from_events(delta, inferences - 1, "difference", tool)
     return out
-
-
-def count_variant(suite: Suite, compiled: CompiledCase, workdir: Path,
-                  inferences: int = COUNT_INFERENCES) -> CountOutcome:
-    """Count ``compiled``'s artifact in a fresh worker under callgrind (see the module)."""
-    from perfguard.backends import get_backend
-
-    artifact = compiled.artifact
-    if artifact is None:
-        return CountOutcome({}, "no artifact to count")
-    backend = get_backend(artifact.backend)
-    ability = backend.capabilities.missing(artifact.backend, "counts")
-    if ability is not None:
-        return CountOutcome({}, str(ability))
-    blocker = backend.count_blocker(artifact)
-    if blocker is not None:
-        return CountOutcome({}, blocker)
-    valgrind = valgrind_path()
-    case = compiled.case
-    request = CountRequest(MeasureVariant(compiled.variant_id, artifact), case.runner,
-                           suite.runner_options(case.runner), COUNT_WARMUP, inferences, case.measure.seed,
-                           tuple(compiled.model.inputs))
-    workdir.mkdir(parents=True, exist_ok=True)
-    out_dir = Path(tempfile.mkdtemp(prefix="callgrind-", dir=workdir))
-    timeout = max(MIN_TIMEOUT_S, case.measure.timeout * TIMEOUT_FACTOR)
-    try:
-        outcome = run_worker(request, timeout, workdir,
-                             prepare=lambda worker, env: (counted_command(valgrind, out_dir, worker),
-                                                          counted_env(worker, env)))
-        if outcome.response is None:
-            why = outcome.failure or (outcome.error.message if outcome.error else "no response")
-            return CountOutcome({}, f"counted worker failed: {why}")
-        response: CountResponse = outcome.response
-        if response.valgrind < 1:
-            return CountOutcome({}, "the counted worker did not run under Valgrind")
-        try:
-            windows = read_dumps(out_dir, response.pid)
-        except (OSError, ValueError) as exc:
-            return CountOutcome({}, f"unreadable callgrind profile: {exc}")
-        counts = per_inference(windows, compiled.variant_id, max(2, inferences), valgrind_version(valgrind))
-        if "window" in counts:  # why, counted: the window's largest functions
-            label = window_label(compiled.variant_id, max(2, inferences))
-            counts["window"] = dataclasses.replace(counts["window"], functions=window_functions(
-                out_dir, response.pid, label, max(2, inferences)))
-        return CountOutcome(counts, None if counts else "callgrind dumped no window")
-    finally:
-        clean(out_dir)
-        try:
-            out_dir.rmdir()
-        except OSError:
-            pass
-
 
 
 @dataclass(frozen=True)
@@ -172,38 +127,128 @@ def compile_counts(windows: Mapping[str, Mapping[str, int]]) -> CompileCounts:
     return CompileCounts(sum(work.values()) + sum(steps.values()), {**work, **replay}, steps)
 
 
-def count_compile(suite: Suite, compiled: CompiledCase, compiler_path: Path | None,
-                  workdir: Path) -> tuple[CompileCounts | None, str | None]:
-    """Compile ``compiled``'s case once more in a fresh worker under callgrind, a window around
-    each pass (``perfguard.workers.counting.do_count_compile``); the counts, or the failure."""
+@dataclass(frozen=True)
+class Target:
+    """One variant to count: its inferences, and its compile too when ``compile`` (with the
+    compiler under test at ``compiler_path``)."""
+
+    compiled: CompiledCase
+    compile: bool = True
+    compiler_path: Path | None = None
+
+
+@dataclass(frozen=True)
+class Counted:
+    """What counting one target gave: its run's outcome, and its compile's figures or the reason
+    it has none (None and None: its compile was not asked for)."""
+
+    run: CountOutcome
+    compile: CompileCounts | None = None
+    compile_failure: str | None = None
+
+
+def count_targets(suite: Suite, targets: Sequence[Target], workdir: Path,
+                  inferences: int = COUNT_INFERENCES) -> list[Counted]:
+    """Count every target, one counted process per backend (``count_batch``: every run and every
+    compile a child forked from it, two at a time on two cores); a result per target, in order."""
     from perfguard.backends import get_backend
+
+    out: list[Counted | None] = [None] * len(targets)
+    no_compile: dict[int, str] = {}  # a compile asked for that the backend cannot count: why
+    by_backend: dict[str, list[int]] = {}
+    for index, target in enumerate(targets):
+        artifact = target.compiled.artifact
+        if artifact is None:
+            out[index] = Counted(CountOutcome({}, "no artifact to count"))
+            continue
+        backend = get_backend(artifact.backend)
+        ability = backend.capabilities.missing(artifact.backend, "counts")
+        blocker = str(ability) if ability is not None else backend.count_blocker(artifact)
+        if blocker is not None:
+            out[index] = Counted(CountOutcome({}, blocker))
+            continue
+        compile_ability = backend.capabilities.missing(artifact.backend, "compile_counts")
+        if target.compile and compile_ability is not None:
+            no_compile[index] = str(compile_ability)
+        by_backend.setdefault(artifact.backend, []).append(index)
+    for name, indices in by_backend.items():
+        batch = [dataclasses.replace(targets[i], compile=False) if i in no_compile else targets[i] for i in indices]
+        counted = _count_batch(suite, name, batch, workdir, inferences)
+        for index, result in zip(indices, counted, strict=True):
+            out[index] = dataclasses.replace(result, compile_failure=no_compile[index]) if index in no_compile else result
+    return [result for result in out if result is not None]
+
+
+def _items(suite: Suite, target: Target, scratch: Path, inferences: int) -> list[CountItem]:
+    """A target's count requests: its run, then its compile when asked for."""
     from perfguard.workers.counting import CountCompileRequest
     from perfguard.workers.requests import compile_request
 
-    backend = compiled.case.pipeline.backend
-    ability = get_backend(backend).capabilities.missing(backend, "compile_counts")
-    if ability is not None:
-        return None, str(ability)
+    compiled = target.compiled
+    case = compiled.case
+    assert compiled.artifact is not None
+    items: list[CountItem] = [CountRequest(MeasureVariant(compiled.variant_id, compiled.artifact), case.runner,
+                                           suite.runner_options(case.runner), COUNT_WARMUP, inferences,
+                                           case.measure.seed, tuple(compiled.model.inputs))]
+    if target.compile:
+        folder = Path(tempfile.mkdtemp(prefix="compile-", dir=scratch))
+        items.append(CountCompileRequest(compile_request(
+            suite, case, compiled.model.path, compiled.model.inputs, compiler_path=target.compiler_path,
+            out_dir=folder / "artifact", reference_cache=folder / "unused.npz")))
+    return items
+
+
+def _count_batch(suite: Suite, backend: str, targets: Sequence[Target], workdir: Path,
+                 inferences: int) -> list[Counted]:
+    """One counted process for ``targets`` (all of ``backend``): see :func:`count_targets`."""
     valgrind = valgrind_path()
     workdir.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="counted-compile-", dir=workdir))
-    request = CountCompileRequest(compile_request(
-        suite, compiled.case, compiled.model.path, compiled.model.inputs, compiler_path=compiler_path,
-        out_dir=scratch / "artifact", reference_cache=scratch / "unused.npz"))
-    timeout = max(MIN_TIMEOUT_S, compiled.case.measure.compile_timeout * TIMEOUT_FACTOR)
+    scratch = Path(tempfile.mkdtemp(prefix="callgrind-", dir=workdir))
+    per_target = [_items(suite, t, scratch, inferences) for t in targets]
+    items = tuple(item for group in per_target for item in group)
+    parallel = max(1, min(available_cores(), len(items)))
+    timeout = sum(max(MIN_TIMEOUT_S, t.compiled.case.measure.timeout * TIMEOUT_FACTOR) * len(group)
+                  for t, group in zip(targets, per_target, strict=True)) / parallel
     try:
-        outcome = run_worker(request, timeout, workdir,
+        outcome = run_worker(CountBatchRequest(items, (backend,), parallel), timeout, workdir,
                              prepare=lambda worker, env: (counted_command(valgrind, scratch, worker),
                                                           counted_env(worker, env)))
         if outcome.response is None:
             why = outcome.failure or (outcome.error.message if outcome.error else "no response")
-            return None, f"counted compile failed: {why}"
-        if outcome.response.valgrind < 1:
-            return None, "the counted compile did not run under Valgrind"
-        try:
-            windows = read_dumps(scratch, outcome.response.pid)
-        except (OSError, ValueError) as exc:
-            return None, f"unreadable callgrind profile: {exc}"
-        return compile_counts(windows), None
+            failed = CountOutcome({}, f"counted worker failed: {why}")
+            return [Counted(failed, None, failed.failure if t.compile else None) for t in targets]
+        answers = iter(outcome.response.items)
+        tool = valgrind_version(valgrind)
+        return [_counted(t, scratch, [next(answers) for _ in group], max(2, inferences), tool)
+                for t, group in zip(targets, per_target, strict=True)]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _windows(scratch: Path, answer: ItemOutcome) -> tuple[dict[str, Mapping[str, int]], str | None]:
+    """The labelled windows an item's child dumped, or why there are none."""
+    if answer.response is None:
+        return {}, answer.failure or "no response"
+    if answer.response.valgrind < 1:
+        return {}, "the counted worker did not run under Valgrind"
+    try:
+        return read_dumps(scratch, answer.response.pid), None
+    except (OSError, ValueError) as exc:
+        return {}, f"unreadable callgrind profile: {exc}"
+
+
+def _counted(target: Target, scratch: Path, answers: Sequence[ItemOutcome], inferences: int, tool: str) -> Counted:
+    windows, failure = _windows(scratch, answers[0])
+    counts = per_inference(windows, target.compiled.variant_id, inferences, tool) if failure is None else {}
+    response = answers[0].response
+    if "window" in counts and response is not None:  # why, counted: the window's largest functions
+        label = window_label(target.compiled.variant_id, inferences)
+        counts["window"] = dataclasses.replace(counts["window"], functions=window_functions(
+            scratch, response.pid, label, inferences))
+    run = CountOutcome(counts, failure or (None if counts else "callgrind dumped no window"))
+    if not target.compile:
+        return Counted(run)
+    windows, failure = _windows(scratch, answers[1])
+    if failure is not None:
+        return Counted(run, None, f"counted compile failed: {failure}")
+    return Counted(run, compile_counts(windows))

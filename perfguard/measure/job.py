@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Collection, Sequence
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from perfguard import __version__
 from perfguard.backends.base import NOT_BUILT
+from perfguard.children import available_cores
 from perfguard.compile.case import (
     CompiledCase,
     RunContext,
@@ -27,7 +27,7 @@ from perfguard.compile.case import (
     mark_failed,
 )
 from perfguard.compile.preflight import start_check_suite
-from perfguard.measure.counts import DEFAULT_METHOD, count_compile, count_variant, counts_wanted
+from perfguard.measure.counts import DEFAULT_METHOD, CompileCounts, Target, count_targets, counts_wanted
 from perfguard.measure.groups import VariantValues, measure_group
 from perfguard.measure.memory import probe_memory, with_memory
 from perfguard.models.loader import LoadedModel, materialize
@@ -40,14 +40,6 @@ from perfguard.suite import CaseSpec, Suite
 from perfguard.workers.callgrind import valgrind_path
 from perfguard.workers.protocol import MeasureVariant, variant_id
 from perfguard.workers.requests import measure_request
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity, else the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _group_key(compiled: CompiledCase) -> tuple[str, str, str]:
@@ -224,6 +216,7 @@ class Job:
         processes (default: the suite's ``workers``); values accumulate. Variants in ``skip`` are
         not measured (identical artifacts: see ``perfguard.flows.check``)."""
         ctx = self.ctx
+        measured: list[CompiledCase] = []
         for key, members in self.groups().items():
             members = [m for m in members if (only is None or m.variant_id in only) and m.variant_id not in skip]
             if not members:
@@ -254,34 +247,36 @@ class Job:
                 error = member.entry.error
                 if error is not None and error.stage == "measure":
                     ctx.progress.log(f"FAILED {member.variant_id}: {error.message}", style="red")
-            if self.counts:
-                self.count(members)
+            measured.extend(members)
+        if self.counts:  # after all the timing: one counted process for the whole job
+            self.count(measured)
 
     def count(self, members: Sequence[CompiledCase]) -> None:
-        """Count every member not counted yet under Valgrind (``perfguard.measure.counts``), one
-        fresh worker each; a failed count is logged and leaves the variant without counts."""
-        for member in members:
-            if member.artifact is None or member.entry.metrics.counts is not None or not member.entry.ok:
-                continue
-            self.ctx.progress.log(f"count {member.variant_id} under Valgrind")
-            outcome = count_variant(self.ctx.suite, member, self.ctx.workdir / "ipc")
-            counts = outcome.counts.get(DEFAULT_METHOD)
+        """Count every member not counted yet under Valgrind (``perfguard.measure.counts``): one
+        counted process for all of them, its run and its compile (not a hybrid compile of pass
+        bisection: its passes come from two compilers). A failed count is logged and leaves the
+        variant without counts."""
+        todo = [m for m in members if m.artifact is not None and m.entry.metrics.counts is None and m.entry.ok]
+        if not todo:
+            return
+        sides = {s.label: s for s in self.ctx.sides}
+        targets = [Target(m, sides[m.side].prefix_len == 0, sides[m.side].compiler_path) for m in todo]
+        self.ctx.progress.log(f"count {len(todo)} variant(s) under Valgrind")
+        for member, counted in zip(todo, count_targets(self.ctx.suite, targets, self.ctx.workdir / "ipc"), strict=True):
+            counts = counted.run.counts.get(DEFAULT_METHOD)
             if counts is None:
-                self.ctx.progress.log(f"NOT COUNTED {member.variant_id}: {outcome.failure}", style="yellow")
+                self.ctx.progress.log(f"NOT COUNTED {member.variant_id}: {counted.run.failure}", style="yellow")
                 continue
             member.entry = member.entry.with_metrics(counts=counts)
-            self._count_compile(member)
+            if counted.compile is not None:
+                self._with_compile_counts(member, counted.compile)
+            elif counted.compile_failure is not None:
+                self.ctx.progress.log(f"COMPILE NOT COUNTED {member.variant_id}: {counted.compile_failure}",
+                                      style="yellow")
 
-    def _count_compile(self, member: CompiledCase) -> None:
-        """The compile's instructions, in total and per pass of its trace (a hybrid compile of
-        pass bisection is not counted: its passes come from two compilers)."""
-        side = next(s for s in self.ctx.sides if s.label == member.side)
-        if side.prefix_len > 0:
-            return
-        figures, failure = count_compile(self.ctx.suite, member, side.compiler_path, self.ctx.workdir / "ipc")
-        if figures is None:
-            self.ctx.progress.log(f"COMPILE NOT COUNTED {member.variant_id}: {failure}", style="yellow")
-            return
+    @staticmethod
+    def _with_compile_counts(member: CompiledCase, figures: CompileCounts) -> None:
+        """The compile's instructions, in total and per pass of its trace."""
         entry = member.entry.with_metrics(compile_instructions=figures.total)
         if entry.trace is not None:
             passes = tuple(dataclasses.replace(p, instructions=figures.per_pass.get(p.index)) for p in entry.trace.passes)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfguard.measure.job import available_cores
+from perfguard.children import available_cores
 from perfguard.workers.engine import WorkerOutcome, run_worker
 from perfguard.workers.protocol import MeasureVariant, ProfileResponse
 from perfguard.workers.requests import profile_request

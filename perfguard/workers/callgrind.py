@@ -37,10 +37,14 @@ from perfguard.results.counts import EVENTS
 
 #: The environment of a counted worker: every thread pool pinned to one thread and Python's hash
 #: seed fixed (an unpinned OpenBLAS pool and ORT's spinning threads gave a 6 % A/A spread in the
-#: first look, before windows; pinned, 0.2 %).
+#: first look, before windows; pinned, 0.2 %), and glibc's fastbins off: what still differed
+#: between two A/A counts of one window (callgrind_annotate of both) was glibc's
+#: ``malloc_consolidate``/``unlink_chunk``/``_int_malloc``, the fastbins being merged at moments
+#: that depend on the heap's history (docs/measured.md, "Counted evidence").
 #: A backend's own thread variables (``Backend.thread_env``, set in ``base``) are pinned with them:
 #: every ``*_NUM_THREADS`` of the environment is "1" (:func:`counted_env`).
-COUNTED_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+COUNTED_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "PYTHONHASHSEED": "0", "GLIBC_TUNABLES": "glibc.malloc.mxfast=0"}
 #: The one line a counted command prints when Valgrind is not installed.
 MISSING = ("--counts needs Valgrind (callgrind) on PATH: install it (Debian/Ubuntu: apt-get install valgrind; "
            "Fedora: dnf install valgrind) or run without --counts")
@@ -188,10 +192,3 @@ def read_dumps(out_dir: Path, pid: int) -> dict[str, Mapping[str, int]]:
             windows[dump.label] = dump.events
     return windows
 
-
-def clean(out_dir: Path) -> None:
-    for path in out_dir.glob("callgrind.out.*"):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass

@@ -1,4 +1,6 @@
-"""The ``count`` request of a worker run under callgrind (``perfguard.workers.callgrind``): load
+"""The counted worker (``perfguard.workers.callgrind``): one process under callgrind serves a
+``count_batch`` request, every count of a job, each in a child forked from it (see
+:func:`do_count_batch` for why). A ``count`` item: load
 one artifact, warm it up uninstrumented, switch instrumentation on, run ``warmup`` more
 inferences so the simulated caches hold the model, then count two windows, each dumped as its
 own profile: ``ID|1`` (one inference) and ``ID|N`` (``inferences`` of them). The parent turns
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 
 MODE = "count"
 COMPILE_MODE = "count_compile"
+BATCH_MODE = "count_batch"
 
 
 def window_label(variant: str, inferences: int) -> str:
@@ -205,3 +208,173 @@ def do_count_compile(request: CountCompileRequest) -> CountResponse:
         gc.enable()
         COUNT_WINDOW.reset(token)
     return CountResponse(client.running(), os.getpid(), tuple(labels))
+
+
+CountItem = CountRequest | CountCompileRequest
+
+
+@dataclass(frozen=True)
+class ItemOutcome:
+    """One item of a batch: the response of the child that served it, or why it has none."""
+
+    response: CountResponse | None
+    failure: str | None = None
+
+    def to_json(self) -> JsonDict:
+        if self.response is None:
+            return {"failure": self.failure or "no response"}
+        return {"response": self.response.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ItemOutcome:
+        if "response" in data:
+            return cls(CountResponse.from_json(_object(data, "response", "count item")))
+        return cls(None, _str(data, "failure", "count item"))
+
+
+@dataclass(frozen=True)
+class CountBatchResponse:
+    """Every item's outcome, in the request's order."""
+
+    items: tuple[ItemOutcome, ...]
+
+    def to_json(self) -> JsonDict:
+        return {"items": [item.to_json() for item in self.items]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CountBatchResponse:
+        return cls(tuple(ItemOutcome.from_json(_mapping(item)) for item in _list(data, "items", "count batch")))
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError("count batch: an item is not an object")
+    return value
+
+
+@dataclass(frozen=True)
+class CountBatchRequest:
+    """Serve every item (``count`` and ``count_compile`` requests) in one process under callgrind,
+    ``parallel`` children at a time; ``imports``: the backends the process imports before its
+    first child (the same list for every batch of those backends, so every child starts from the
+    same state)."""
+
+    mode: ClassVar[str] = BATCH_MODE
+    items: tuple[CountItem, ...]
+    imports: tuple[str, ...]
+    parallel: int = 1
+
+    @property
+    def threads(self) -> int:
+        return 1
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(backend for item in self.items for backend in item.backends))
+
+    def to_json(self) -> JsonDict:
+        return {"mode": self.mode, "items": [item.to_json() for item in self.items], "imports": list(self.imports),
+                "parallel": self.parallel}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> CountBatchRequest:
+        kind = "count batch request"
+        items: list[CountItem] = []
+        for item in _list(data, "items", kind):
+            body = _mapping(item)
+            items.append(CountCompileRequest.from_json(body) if body.get("mode") == COMPILE_MODE
+                         else CountRequest.from_json(body))
+        return cls(tuple(items), tuple(str(i) for i in _list(data, "imports", kind)), max(1, _int(data, "parallel", kind)))
+
+    def parse_response(self, data: Mapping[str, object]) -> CountBatchResponse:
+        return CountBatchResponse.from_json(data)
+
+
+def do_count_batch(request: CountBatchRequest) -> CountBatchResponse:
+    """The worker side of a ``count_batch`` request: import the backends once, then fork one child
+    per item (at most ``parallel`` at a time) and collect what each wrote.
+
+    Why a child per item: Python's and the runtime's start-up under Valgrind are paid once per job
+    instead of once per count, and yet every item starts from the same state, the parent's at the
+    fork, whatever was counted before it (no allocator or cache state carried from one variant
+    to the next). Callgrind follows a fork: the child writes its own profiles
+    (``callgrind.out.CHILDPID.N-01``). Instructions of the calling thread and the simulated caches
+    are the child's own, so children counted side by side do not disturb each other's counts.
+    """
+    import json
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from perfguard.backends import get_backend
+
+    for name in request.imports:
+        get_backend(name)
+    scratch = Path(tempfile.mkdtemp(prefix="count-items-"))
+    outcomes: dict[int, ItemOutcome] = {}
+    running: dict[int, int] = {}
+    pending = list(range(len(request.items)))
+    gc.collect()
+    try:
+        while pending or running:
+            while pending and len(running) < request.parallel:
+                index = pending.pop(0)
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover - the child: it never returns
+                    _serve_child(request.items[index], scratch / f"{index}.json")
+                running[pid] = index
+            pid, status = os.wait()
+            index = running.pop(pid)
+            outcomes[index] = _collected(status, scratch / f"{index}.json", json.loads)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return CountBatchResponse(tuple(outcomes[i] for i in range(len(request.items))))
+
+
+def _serve_child(item: CountItem, path: Any) -> None:
+    """Serve ``item`` in a forked child, write its outcome to ``path`` and exit at once (no
+    interpreter teardown, no flush of the parent's buffers)."""
+    import json
+    import traceback
+
+    _end_with_parent()
+    code = 0
+    try:
+        served = do_count(item) if isinstance(item, CountRequest) else do_count_compile(item)
+        outcome = ItemOutcome(served)
+    except BaseException as exc:  # noqa: BLE001 - the parent reports it as this item's failure
+        tail = traceback.format_exc().strip().splitlines()[-1]
+        outcome = ItemOutcome(None, f"{type(exc).__name__}: {exc}"[:500] if str(exc) else tail)
+    try:
+        path.write_text(json.dumps(outcome.to_json()))
+    except OSError:
+        code = 1
+    os._exit(code)
+
+
+def _end_with_parent() -> None:
+    """A forked child ends when the counted process does (Linux: ``PR_SET_PDEATHSIG``, which a
+    fork does not inherit), not left running after a killed job."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the job's group kill still reaches it
+        pass
+
+
+def _collected(status: int, path: Any, parse: Any) -> ItemOutcome:
+    """What a child that ended with ``status`` left at ``path``."""
+    if os.WIFSIGNALED(status):
+        import signal
+
+        try:
+            name = signal.Signals(os.WTERMSIG(status)).name
+        except ValueError:
+            name = f"signal {os.WTERMSIG(status)}"
+        return ItemOutcome(None, f"counted child crashed ({name})")
+    try:
+        return ItemOutcome.from_json(parse(path.read_text()))
+    except (OSError, ValueError) as exc:
+        return ItemOutcome(None, f"counted child exited with code {os.WEXITSTATUS(status)} without an outcome: {exc}")

@@ -42,14 +42,7 @@ from perfguard.results.result import CorrectnessCheck
 from perfguard.runners import get_runner
 from perfguard.runners.base import Runner
 from perfguard.suite import PipelineSpec
-from perfguard.workers.counting import (
-    COMPILE_MODE as COUNT_COMPILE_MODE,
-    MODE as COUNT_MODE,
-    CountCompileRequest,
-    CountRequest,
-    do_count,
-    do_count_compile,
-)
+from perfguard.workers.counting import BATCH_MODE as COUNT_BATCH_MODE, CountBatchRequest, do_count_batch
 from perfguard.workers.protocol import (
     STATUS_PREFIX,
     CheckTolerance,
@@ -564,10 +557,8 @@ def main(argv: list[str]) -> int:
     request = json.loads(Path(request_path).read_text())
     os.environ["PERFGUARD_WORKER_MODE"] = str(request.get("mode"))
     try:
-        if request.get("mode") == COUNT_MODE:  # its own module: the Valgrind side of the boundary
-            response = do_count(CountRequest.from_json(request)).to_json()
-        elif request.get("mode") == COUNT_COMPILE_MODE:
-            response = do_count_compile(CountCompileRequest.from_json(request)).to_json()
+        if request.get("mode") == COUNT_BATCH_MODE:  # its own module: the Valgrind side of the boundary
+            response = do_count_batch(CountBatchRequest.from_json(request)).to_json()
         else:
             response = encode_response(*serve(request_from_json(request)))
     except PerfguardError as exc:
