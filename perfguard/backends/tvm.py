@@ -108,7 +108,7 @@ def _tvm() -> Any:
     whenever it is installed, for DLPack exchange with torch tensors, which perfguard does not
     use; that import cost ~3 s per TVM process here, and about a minute under Valgrind. A later
     ``import torch`` (the inductor backend in the same process) works as usual."""
-    blocked = "torch" not in sys.modules and "tvm" not in sys.modules
+    blocked = "torch" not in sys.modules and "tvm_ffi" not in sys.modules
     if blocked:
         sys.modules["torch"] = None  # type: ignore[assignment]  # Python's documented way to fail an import
     try:

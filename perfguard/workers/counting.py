@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from perfguard.jsonfields import (
     JsonDict,
@@ -31,6 +31,8 @@ from perfguard.runners.options import RunnerOptions
 from perfguard.workers.protocol import CompileRequest, MeasureVariant, _input_specs, _specs_json
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from perfguard.models.inputs import InputSpec
 
 MODE = "count"
@@ -56,7 +58,7 @@ class CountResponse:
         return {"valgrind": self.valgrind, "pid": self.pid, "windows": list(self.windows)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CountResponse:
+    def from_json(cls, data: Mapping[str, object]) -> CountResponse:
         kind = "count response"
         return cls(_int(data, "valgrind", kind), _int(data, "pid", kind),
                    tuple(str(w) for w in _list(data, "windows", kind)))
@@ -90,13 +92,13 @@ class CountRequest:
                 "inferences": self.inferences, "seed": self.seed, "input_specs": _specs_json(self.input_specs)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CountRequest:
+    def from_json(cls, data: Mapping[str, object]) -> CountRequest:
         kind = "count request"
         return cls(MeasureVariant.from_json(_object(data, "variant", kind)), _str(data, "runner", kind),
                    RunnerOptions.from_json(_object(data, "runner_options", kind)), _int(data, "warmup", kind),
                    _int(data, "inferences", kind), _int(data, "seed", kind), _input_specs(data, kind))
 
-    def parse_response(self, data: Mapping[str, Any]) -> CountResponse:
+    def parse_response(self, data: Mapping[str, object]) -> CountResponse:
         return CountResponse.from_json(data)
 
 
@@ -158,10 +160,10 @@ class CountCompileRequest:
         return {"mode": self.mode, "compile": self.compile.to_json()}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CountCompileRequest:
+    def from_json(cls, data: Mapping[str, object]) -> CountCompileRequest:
         return cls(CompileRequest.from_json(_object(data, "compile", "count compile request")))
 
-    def parse_response(self, data: Mapping[str, Any]) -> CountResponse:
+    def parse_response(self, data: Mapping[str, object]) -> CountResponse:
         return CountResponse.from_json(data)
 
 
@@ -226,7 +228,7 @@ class ItemOutcome:
         return {"response": self.response.to_json()}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ItemOutcome:
+    def from_json(cls, data: Mapping[str, object]) -> ItemOutcome:
         if "response" in data:
             return cls(CountResponse.from_json(_object(data, "response", "count item")))
         return cls(None, _str(data, "failure", "count item"))
@@ -242,11 +244,11 @@ class CountBatchResponse:
         return {"items": [item.to_json() for item in self.items]}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CountBatchResponse:
+    def from_json(cls, data: Mapping[str, object]) -> CountBatchResponse:
         return cls(tuple(ItemOutcome.from_json(_mapping(item)) for item in _list(data, "items", "count batch")))
 
 
-def _mapping(value: object) -> Mapping[str, Any]:
+def _mapping(value: object) -> Mapping[str, object]:
     if not isinstance(value, Mapping):
         raise ValueError("count batch: an item is not an object")
     return value
@@ -331,7 +333,7 @@ def do_count_batch(request: CountBatchRequest) -> CountBatchResponse:
     return CountBatchResponse(tuple(outcomes[i] for i in range(len(request.items))))
 
 
-def _serve_child(item: CountItem, path: Any) -> None:
+def _serve_child(item: CountItem, path: Path) -> None:
     """Serve ``item`` in a forked child, write its outcome to ``path`` and exit at once (no
     interpreter teardown, no flush of the parent's buffers)."""
     import json
@@ -364,7 +366,7 @@ def _end_with_parent() -> None:
         pass
 
 
-def _collected(status: int, path: Any, parse: Any) -> ItemOutcome:
+def _collected(status: int, path: Path, parse: Callable[[str], object]) -> ItemOutcome:
     """What a child that ended with ``status`` left at ``path``."""
     if os.WIFSIGNALED(status):
         import signal
@@ -375,6 +377,9 @@ def _collected(status: int, path: Any, parse: Any) -> ItemOutcome:
             name = f"signal {os.WTERMSIG(status)}"
         return ItemOutcome(None, f"counted child crashed ({name})")
     try:
-        return ItemOutcome.from_json(parse(path.read_text()))
+        data = parse(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, found {type(data).__name__}")
+        return ItemOutcome.from_json(data)
     except (OSError, ValueError) as exc:
         return ItemOutcome(None, f"counted child exited with code {os.WEXITSTATUS(status)} without an outcome: {exc}")

@@ -300,7 +300,7 @@ def encode_response(body: WorkerResponse | None, error: WorkerError | None = Non
     return data
 
 
-def decode_response(data: Any, parse: Callable[[Mapping[str, object]], R]) -> tuple[R | None, WorkerError | None]:
+def decode_response(data: object, parse: Callable[[Mapping[str, object]], R]) -> tuple[R | None, WorkerError | None]:
     """The (body, error) of response document ``data``; the body is None for an error alone."""
     if not isinstance(data, dict):
         raise ProtocolError(f"response: expected a JSON object, found {type(data).__name__}")
