@@ -158,7 +158,7 @@ class MockBackend(Backend):
             raise UserError(f"pipeline {pipeline.name!r}: mock option speedup must be true or false, "
                             f"found {pipeline.options['speedup']!r}")
 
-    def tuning_moves(self, options: Mapping[str, Any]) -> list[OptionEdit]:
+    def tuning_moves(self, options: Mapping[str, object]) -> list[OptionEdit]:
         speedup = bool(options.get("speedup", False))
         return [OptionEdit(f"speedup -> {str(not speedup).lower()}", {**options, "speedup": not speedup})]
 

@@ -11,7 +11,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from perfguard.backends import Artifact, get_backend
 from perfguard.backends.base import NOT_BUILT
@@ -74,7 +73,7 @@ class Variant:
     label: str
     side: Side
     passes: tuple[str, ...] | None = None
-    options: Mapping[str, Any] | None = None
+    options: Mapping[str, object] | None = None
 
     def case_of(self, case: CaseSpec) -> CaseSpec:
         """``case`` under this variant's passes and options (a pipeline named by the label), or as it is."""

@@ -97,7 +97,7 @@ class Latency:
         return {**f.drop_none(summary), "per_worker": [list(w) for w in self.per_worker]}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Latency:
+    def from_json(cls, data: Mapping[str, object]) -> Latency:
         kind = "latency"
         workers = f.array(data, "per_worker", kind)
         # Every sample is a duration above zero: a NaN, negative or absurd one would be compared
@@ -166,7 +166,7 @@ class Metrics:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Metrics:
+    def from_json(cls, data: Mapping[str, object]) -> Metrics:
         kind = "metrics"
 
         def counts(key: str) -> tuple[int, ...] | None:
@@ -236,7 +236,7 @@ class Measurement:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Measurement:
+    def from_json(cls, data: Mapping[str, object]) -> Measurement:
         kind = "measurement"
         return cls(f.string(data, "group", kind), f.count(data, "workers_requested", kind),
                    f.count(data, "workers_ok", kind), f.count_list(data, "worker_ids", kind),
@@ -248,7 +248,7 @@ class Measurement:
                    f.opt_count(data, "min_rounds", kind), f.opt_seconds(data, "max_time_s", kind))
 
 
-def _nodes(data: Mapping[str, Any], key: str, kind: str) -> int:
+def _nodes(data: Mapping[str, object], key: str, kind: str) -> int:
     """A pass record's node count: -1 where it is unknown (the first IREE dump of a scope, whose
     input does not print; ``iree_trace.ir_records``), else a count."""
     value = f.integer(data, key, kind)
@@ -257,7 +257,7 @@ def _nodes(data: Mapping[str, Any], key: str, kind: str) -> int:
     return value
 
 
-def _pass_record(data: Mapping[str, Any]) -> PassRecord:
+def _pass_record(data: Mapping[str, object]) -> PassRecord:
     kind = "pass record"
     return PassRecord(f.count(data, "index", kind), f.string(data, "name", kind), f.string(data, "source", kind),
                       f.seconds(data, "time_s", kind), _nodes(data, "nodes_before", kind),
@@ -305,7 +305,7 @@ class Trace:
                                else self.database_use.to_json()})}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Trace:
+    def from_json(cls, data: Mapping[str, object]) -> Trace:
         kind = "trace"
         pass_times = data.get("pass_times")
         return cls(tuple(_pass_record(p) for p in f.objects(data, "passes", kind)), f.string(data, "input_hash", kind),
@@ -341,7 +341,7 @@ class CaseError:
         return {"stage": self.stage, "message": self.message}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CaseError:
+    def from_json(cls, data: Mapping[str, object]) -> CaseError:
         return cls(f.string(data, "stage", "error"), f.string(data, "message", "error"))
 
 
@@ -368,7 +368,7 @@ class ArtifactInfo:
         return {**out, **f.drop_none({"execution_identity": self.execution_identity})}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ArtifactInfo:
+    def from_json(cls, data: Mapping[str, object]) -> ArtifactInfo:
         kind = "artifact"
         return cls(f.string(data, "sha256", kind), f.count(data, "size_bytes", kind),
                    f.opt_count(data, "node_count", kind), f.obj(data, "settings", kind),
@@ -395,7 +395,7 @@ class CaseKey:
                 "measure": self.measure}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CaseKey:
+    def from_json(cls, data: Mapping[str, object]) -> CaseKey:
         kind = "case key"
         return cls(*(f.obj(data, k, kind) for k in ("model", "pipeline", "backend", "runner", "measure")))
 
@@ -430,7 +430,7 @@ class CorrectnessCheck:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CorrectnessCheck:
+    def from_json(cls, data: Mapping[str, object]) -> CorrectnessCheck:
         kind = "correctness check"
         return cls(f.boolean(data, "passed", kind), f.string(data, "reason", kind), f.opt_number(data, "max_abs_error", kind),
                    f.opt_number(data, "max_rel_error", kind), f.number(data, "rtol", kind), f.number(data, "atol", kind),
@@ -510,13 +510,13 @@ class CaseEntry:
         return {**out, **f.drop_none(optional)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CaseEntry:
+    def from_json(cls, data: Mapping[str, object]) -> CaseEntry:
         kind = "case"
         status = f.string(data, "status", kind)
         if status not in ("ok", "failed"):
             raise f.wrong_type(kind, "status", "'ok' or 'failed'", status)
 
-        def optional(key: str, parse: Callable[[Mapping[str, Any]], Any]) -> Any:
+        def optional(key: str, parse: Callable[[Mapping[str, object]], Any]) -> Any:
             value = f.opt_obj(data, key, kind)
             return None if value is None else parse(value)
 
@@ -551,7 +551,7 @@ class ModelInfo:
                 "inputs": [s.to_json() for s in self.inputs]}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ModelInfo:
+    def from_json(cls, data: Mapping[str, object]) -> ModelInfo:
         kind = "model"
         try:
             inputs = tuple(InputSpec.from_json(s) for s in f.objects(data, "inputs", kind))
@@ -571,7 +571,7 @@ class SuiteInfo:
         return {"name": self.name, "path": self.path, "sha256": self.sha256}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SuiteInfo:
+    def from_json(cls, data: Mapping[str, object]) -> SuiteInfo:
         return cls(*(f.string(data, k, "suite") for k in ("name", "path", "sha256")))
 
 
@@ -588,7 +588,7 @@ class CompilerInfo:
         return {"label": self.label, "commit": self.commit, "subject": self.subject, "pass_path": self.pass_path}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CompilerInfo:
+    def from_json(cls, data: Mapping[str, object]) -> CompilerInfo:
         kind = "compiler"
         return cls(f.string(data, "label", kind), f.opt_string(data, "commit", kind),
                    str(data.get("subject") or ""), f.opt_string(data, "pass_path", kind))
@@ -608,7 +608,7 @@ class CacheUse:
         return {"hits": self.hits, "misses": self.misses, "uncached": self.uncached}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CacheUse:
+    def from_json(cls, data: Mapping[str, object]) -> CacheUse:
         kind = "artifact_cache"
         return cls(f.count(data, "hits", kind), f.count(data, "misses", kind), f.count(data, "uncached", kind))
 
@@ -624,7 +624,7 @@ class ArtifactsOrigin:
         return {"folder": self.folder, "manifest_created_at": self.manifest_created_at}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ArtifactsOrigin:
+    def from_json(cls, data: Mapping[str, object]) -> ArtifactsOrigin:
         return cls(f.string(data, "folder", "artifacts"), f.string(data, "manifest_created_at", "artifacts"))
 
 
@@ -663,7 +663,7 @@ class ResultDocument:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ResultDocument:
+    def from_json(cls, data: Mapping[str, object]) -> ResultDocument:
         kind = "result"
         compiler, artifacts = f.opt_obj(data, "compiler", kind), f.opt_obj(data, "artifacts", kind)
         shard = f.opt_obj(data, "shard", kind)
