@@ -198,6 +198,30 @@ def objects(data: Mapping[str, object], key: str, kind: str) -> list[dict[str, o
     return out
 
 
+def json_obj(data: Mapping[str, object], key: str, kind: str) -> JsonDict:
+    """A free-form object field (a fingerprint, a backend's settings) as a JSON object: its values
+    checked by :func:`json_object`, a FieldError naming ``kind.key`` for anything else."""
+    return json_object(obj(data, key, kind), f"{kind}.{key}")
+
+
+def opt_json_obj(data: Mapping[str, object], key: str, kind: str) -> JsonDict | None:
+    return None if data.get(key) is None else json_obj(data, key, kind)
+
+
+def json_obj_map(data: Mapping[str, object], key: str, kind: str) -> dict[str, JsonDict]:
+    """An object of free-form objects (fingerprints by runner), each as :func:`json_obj` reads it."""
+    return {k: json_object(v, f"{kind}.{key}.{k}") for k, v in obj_map(data, key, kind).items()}
+
+
+def opt_json_obj_map(data: Mapping[str, object], key: str, kind: str) -> dict[str, JsonDict] | None:
+    return None if data.get(key) is None else json_obj_map(data, key, kind)
+
+
+def json_objects(data: Mapping[str, object], key: str, kind: str) -> tuple[JsonDict, ...]:
+    """A list of free-form objects, each as :func:`json_obj` reads it."""
+    return tuple(json_object(v, f"{kind}.{key}[{i}]") for i, v in enumerate(objects(data, key, kind)))
+
+
 # --- numbers with a meaning: the readers of persisted documents check the value, not only its type
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from perfguard.backends import Artifact, get_backend
 from perfguard.backends.base import NOT_BUILT
 from perfguard.compile.cache import CacheKey, CompileCache, active_cache
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonObject, json_object
 from perfguard.models.loader import LoadedModel
 from perfguard.progress import Progress
 from perfguard.results import ArtifactInfo, CaseEntry, CaseKey, CompilerInfo, Trace, utc_now
@@ -103,7 +103,7 @@ def case_key(case: CaseSpec, model: LoadedModel, versions: dict[str, str], runne
     return CaseKey(
         model={"name": model.spec.name, "sha256": model.sha256, "source": model.spec.source()},
         pipeline={"name": case.pipeline.name, "passes": list(case.pipeline.passes),
-                  "options": dict(case.pipeline.options), "sha256": case.pipeline.sha256},
+                  "options": json_object(case.pipeline.options, f"pipeline {case.pipeline.name} options"), "sha256": case.pipeline.sha256},
         backend={"name": case.pipeline.backend, "versions": versions},
         runner={"name": case.runner, "fingerprint_sha256": runner_hash, "options": runner_options},
         measure=case.measure.to_json(),

@@ -7,6 +7,7 @@ traces aligned by position (where the IR first diverges), and the environment fi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from markupsafe import Markup
@@ -237,11 +238,11 @@ def device_states(sides: list[SideView]) -> list[JsonObject]:
             if isinstance(value, dict) and value.get("median") is not None:
                 ranges.append({"label": label, "text": f"{value.get('min'):g} / {value.get('median'):g} / "
                                                        f"{value.get('max'):g} {unit}"})
-        throttle = summary.get("throttle") or {}
+        throttle = summary.get("throttle")
         out.append({"label": side.label, "state": state.state if state else "unmonitored",
                     "reasons": list(state.reasons) if state else [], "notes": list(state.notes) if state else [],
                     "ranges": ranges, "samples": summary.get("samples"), "clock_lock": summary.get("clock_lock"),
-                    "throttled": throttle.get("throttled_samples")})
+                    "throttled": throttle.get("throttled_samples") if isinstance(throttle, Mapping) else None})
     return out
 
 

@@ -4,7 +4,7 @@ The file is versioned JSON validated by a shipped JSON Schema (``perfguard/schem
 owns the format: its version and history, the frozen dataclasses that hold it in memory, their
 ``to_json``/``from_json``, and the one loader. Every stage after compile passes these objects, not
 dicts; free-form parts whose keys are not perfguard's (a runner's fingerprint, a model's source
-parameters, a backend's settings, device telemetry) stay ``JsonObject``.
+parameters, a backend's settings, device telemetry) stay ``JsonDict``.
 
 Format history (``RESULT_VERSION``):
 
@@ -47,7 +47,7 @@ from perfguard import jsonfields as f
 from perfguard.backends.base import Artifact, DatabaseUse, PassRecord
 from perfguard.backends.tvm_trace import TvmStages
 from perfguard.errors import FieldError
-from perfguard.jsonfields import JsonDict, JsonObject
+from perfguard.jsonfields import JsonDict, json_value
 from perfguard.models.inputs import InputSpec
 from perfguard.results.counts import COUNTED_FIGURES, Counts
 from perfguard.results.documents import current_format, read_json, typed_document
@@ -210,7 +210,7 @@ class Measurement:
     failures: tuple[str, ...] = ()
     # Why this variant stopped being measured (it crashed or hung its worker), or None.
     dropped: str | None = None
-    telemetry: JsonObject | None = None
+    telemetry: JsonDict | None = None
     device_state: DeviceState | None = None
     # The early stop of a worker's rounds (``[measure] min_rounds``/``max_time``); None in
     # results written before it: every worker timed ``rounds``.
@@ -218,7 +218,7 @@ class Measurement:
     max_time_s: float | None = None
 
     @property
-    def telemetry_summary(self) -> JsonObject | None:
+    def telemetry_summary(self) -> JsonDict | None:
         summary = (self.telemetry or {}).get("summary")
         return summary if isinstance(summary, dict) else None
 
@@ -243,7 +243,7 @@ class Measurement:
                    f.opt_count(data, "loops", kind), f.count(data, "warmup", kind), f.count(data, "rounds", kind),
                    f.seconds(data, "min_time_s", kind), f.count(data, "threads", kind),
                    f.string_list(data, "failures", kind) if "failures" in data else (),
-                   f.opt_string(data, "dropped", kind), f.opt_obj(data, "telemetry", kind),
+                   f.opt_string(data, "dropped", kind), f.opt_json_obj(data, "telemetry", kind),
                    None if data.get("device_state") is None else DeviceState.from_json(f.obj(data, "device_state", kind)),
                    f.opt_count(data, "min_rounds", kind), f.opt_seconds(data, "max_time_s", kind))
 
@@ -282,9 +282,9 @@ class Trace:
     exact: bool = True
     note: str = ""
     mode: str | None = None
-    pass_times: tuple[JsonObject, ...] | None = None
+    pass_times: tuple[JsonDict, ...] | None = None
     cache_hit: bool | None = None
-    extra: JsonObject = field(default_factory=dict)
+    extra: JsonDict = field(default_factory=dict)
     database_use: DatabaseUse | None = None  # a TVM pipeline that applies a tuning database
     tvm: TvmStages | None = None
 
@@ -311,9 +311,9 @@ class Trace:
         return cls(tuple(_pass_record(p) for p in f.objects(data, "passes", kind)), f.string(data, "input_hash", kind),
                    f.string(data, "final_hash", kind), f.seconds(data, "total_time_s", kind),
                    f.boolean(data, "exact", kind), f.string(data, "note", kind), f.opt_string(data, "mode", kind),
-                   None if pass_times is None else tuple(f.objects(data, "pass_times", kind)),
+                   None if pass_times is None else f.json_objects(data, "pass_times", kind),
                    None if data.get("cache_hit") is None else f.boolean(data, "cache_hit", kind),
-                   {k: v for k, v in data.items() if k not in _TRACE_KEYS},
+                   {k: json_value(v, f"{kind}.{k}") for k, v in data.items() if k not in _TRACE_KEYS},
                    None if data.get("database_use") is None
                    else DatabaseUse.from_json(f.obj(data, "database_use", kind)),
                    TvmStages.from_trace(data))
@@ -352,7 +352,7 @@ class ArtifactInfo:
     sha256: str
     size_bytes: int
     node_count: int | None
-    settings: JsonObject
+    settings: JsonDict
     # What decides how it runs on its runner (``Backend.execution_identity`` and the runner):
     # two artifacts with one identity are not timed against each other.
     execution_identity: str | None = None
@@ -371,7 +371,7 @@ class ArtifactInfo:
     def from_json(cls, data: Mapping[str, object]) -> ArtifactInfo:
         kind = "artifact"
         return cls(f.string(data, "sha256", kind), f.count(data, "size_bytes", kind),
-                   f.opt_count(data, "node_count", kind), f.obj(data, "settings", kind),
+                   f.opt_count(data, "node_count", kind), f.json_obj(data, "settings", kind),
                    f.opt_string(data, "execution_identity", kind))
 
 
@@ -379,11 +379,11 @@ class ArtifactInfo:
 class CaseKey:
     """What decides a measurement: model, pipeline, backend versions, runner (and how it was measured)."""
 
-    model: JsonObject
-    pipeline: JsonObject
-    backend: JsonObject
-    runner: JsonObject
-    measure: JsonObject
+    model: JsonDict
+    pipeline: JsonDict
+    backend: JsonDict
+    runner: JsonDict
+    measure: JsonDict
 
     def hash(self) -> str:
         """Hash of model, pipeline, backend versions and runner fingerprint (not of ``measure``)."""
@@ -397,7 +397,7 @@ class CaseKey:
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> CaseKey:
         kind = "case key"
-        return cls(*(f.obj(data, k, kind) for k in ("model", "pipeline", "backend", "runner", "measure")))
+        return cls(*(f.json_obj(data, k, kind) for k in ("model", "pipeline", "backend", "runner", "measure")))
 
 
 @dataclass(frozen=True)
@@ -459,7 +459,7 @@ class CaseEntry:
     measurement: Measurement | None = None
     finished_at: str | None = None
     artifact: ArtifactInfo | None = None
-    compiled_on: dict[str, JsonObject] | None = None
+    compiled_on: dict[str, JsonDict] | None = None
     correctness_on_runner: CorrectnessCheck | None = None
     # Why latency and memory were not measured (an artifact identical to its pair's), or None.
     not_measured: str | None = None
@@ -530,7 +530,7 @@ class CaseEntry:
             metrics=Metrics.from_json(f.obj(data, "metrics", kind)),
             measurement=optional("measurement", Measurement.from_json),
             finished_at=f.opt_string(data, "finished_at", kind), artifact=optional("artifact", ArtifactInfo.from_json),
-            compiled_on=f.opt_obj_map(data, "compiled_on", kind),
+            compiled_on=f.opt_json_obj_map(data, "compiled_on", kind),
             correctness_on_runner=optional("correctness_on_runner", CorrectnessCheck.from_json),
             not_measured=f.opt_string(data, "not_measured", kind),
         )
@@ -543,7 +543,7 @@ class ModelInfo:
     sha256: str
     nodes: int
     opset: int
-    source: JsonObject
+    source: JsonDict
     inputs: tuple[InputSpec, ...]
 
     def to_json(self) -> JsonDict:
@@ -558,7 +558,7 @@ class ModelInfo:
         except (KeyError, TypeError) as exc:
             raise FieldError(f"{kind}: field 'inputs' holds an entry that is not an input spec: {exc}") from None
         return cls(f.string(data, "sha256", kind), f.count(data, "nodes", kind), f.count(data, "opset", kind),
-                   f.obj(data, "source", kind), inputs)
+                   f.json_obj(data, "source", kind), inputs)
 
 
 @dataclass(frozen=True)
@@ -635,7 +635,7 @@ class ResultDocument:
     suite: SuiteInfo
     started_at: str
     finished_at: str
-    environment: dict[str, JsonObject]
+    environment: dict[str, JsonDict]
     models: dict[str, ModelInfo]
     cases: tuple[CaseEntry, ...]
     tool_version: str
@@ -670,7 +670,7 @@ class ResultDocument:
         cache = f.opt_obj(data, "artifact_cache", kind)
         return cls(
             suite=SuiteInfo.from_json(f.obj(data, "suite", kind)), started_at=f.string(data, "started_at", kind),
-            finished_at=f.string(data, "finished_at", kind), environment=f.obj_map(data, "environment", kind),
+            finished_at=f.string(data, "finished_at", kind), environment=f.json_obj_map(data, "environment", kind),
             models={n: ModelInfo.from_json(m) for n, m in f.obj_map(data, "models", kind).items()},
             cases=tuple(CaseEntry.from_json(c) for c in f.objects(data, "cases", kind)),
             tool_version=f.string(f.obj(data, "tool", kind), "version", "tool"),
