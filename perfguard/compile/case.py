@@ -15,7 +15,7 @@ from pathlib import Path
 from perfguard.backends import Artifact, get_backend
 from perfguard.backends.base import NOT_BUILT
 from perfguard.compile.cache import CacheKey, CompileCache, active_cache
-from perfguard.jsonfields import JsonObject, json_object
+from perfguard.jsonfields import JsonDict, json_object
 from perfguard.models.loader import LoadedModel
 from perfguard.progress import Progress
 from perfguard.results import ArtifactInfo, CaseEntry, CaseKey, CompilerInfo, Trace, utc_now
@@ -92,14 +92,14 @@ class RunContext:
     cases: list[CaseSpec]
     workdir: Path
     progress: Progress = field(default_factory=Progress)
-    environment: dict[str, JsonObject] = field(default_factory=dict)
+    environment: dict[str, JsonDict] = field(default_factory=dict)
     sides: list[Side] = field(default_factory=list)
     #: The artifact cache the compiles consult (default: the one of ``using_cache``, if any).
     cache: CompileCache | None = field(default_factory=active_cache)
 
 
 def case_key(case: CaseSpec, model: LoadedModel, versions: dict[str, str], runner_hash: str,
-             runner_options: JsonObject | None = None) -> CaseKey:
+             runner_options: JsonDict | None = None) -> CaseKey:
     return CaseKey(
         model={"name": model.spec.name, "sha256": model.sha256, "source": model.spec.source()},
         pipeline={"name": case.pipeline.name, "passes": list(case.pipeline.passes),

@@ -18,7 +18,7 @@ from perfguard.history.site_alerts import TeamFigures, age_days, team_figures, t
 from perfguard.history.site_chart import Marker, sparkline
 from perfguard.history.store import Change, Night, Point, Series, Store
 from perfguard.history.store.alert_rows import Alert, AlertChange
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
     from perfguard.history.changepoints import ChangePoint
@@ -154,7 +154,7 @@ class DocumentView:
     time: str
     commit: str | None
     subject: str
-    environment: dict[str, JsonObject]  # runner fingerprints: free-form
+    environment: dict[str, JsonDict]  # runner fingerprints: free-form
     night: Night | None = None
     points: list[tuple[SeriesView, Point]] = field(default_factory=list)
     verdicts: list[tuple[Any, str, SeriesView | None]] = field(default_factory=list)  # (row, state, series)
@@ -336,7 +336,7 @@ def _document_view(document_id: int, data: Any) -> DocumentView | None:
     return view
 
 
-def _runner_environment(document: DocumentView | None, runner: str) -> JsonObject | None:
+def _runner_environment(document: DocumentView | None, runner: str) -> JsonDict | None:
     if document is None:
         return None
     found = document.environment.get(runner)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup
 
-from perfguard.jsonfields import JsonDict, JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.report import format as fmt, svg
 from perfguard.report.rows import SEVERITY, VerdictRow
 from perfguard.results import CaseEntry
@@ -24,7 +24,7 @@ class SideView:
 
     label: str
     entry: CaseEntry
-    environment: dict[str, JsonObject]
+    environment: dict[str, JsonDict]
     document_index: int
     tone: str = "base"
 
@@ -95,7 +95,7 @@ class CaseDetail:
     same_environment: bool
     errors: list[dict[str, str]]
     note: str = ""
-    devices: list[JsonObject] = field(default_factory=list)  # device telemetry: free-form
+    devices: list[JsonDict] = field(default_factory=list)  # device telemetry: free-form
     # Sides whose correctness check was blind (the reference does not depend on the inputs).
     blind: list[dict[str, str]] = field(default_factory=list)
 
@@ -157,7 +157,7 @@ def trace_view(sides: list[SideView]) -> TraceView | None:
     return TraceView([s.label for s in sides], rows, totals, first_divergence, len(finals) == 1 and len(totals) > 1)
 
 
-def flatten_fingerprint(fingerprint: JsonObject, prefix: str = "") -> JsonObject:
+def flatten_fingerprint(fingerprint: JsonDict, prefix: str = "") -> JsonDict:
     out: JsonDict = {}
     for key, value in fingerprint.items():
         if isinstance(value, dict):
@@ -219,7 +219,7 @@ def blind_checks(sides: list[SideView]) -> list[dict[str, str]]:
     return out
 
 
-def device_states(sides: list[SideView]) -> list[JsonObject]:
+def device_states(sides: list[SideView]) -> list[JsonDict]:
     """Per side, the device state recorded with the measurement (GPU/NPU runners): clean, flagged
     (with the reasons) or unmonitored, and the telemetry ranges worth reading (clocks, temperature,
     power, throttling). Empty when no side carries telemetry (CPU runners)."""

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfguard.errors import BackendError, RunnerUnavailable, UserError
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.runners.options import RunnerOptions
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class Runner(ABC):
         return None
 
     @abstractmethod
-    def fingerprint(self) -> JsonObject:
+    def fingerprint(self) -> JsonDict:
         """Facts about the device and environment that make numbers comparable (JSON-ready)."""
 
     @abstractmethod

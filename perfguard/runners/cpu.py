@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.runners.base import Runner
 from perfguard.runners.fingerprint import host_fingerprint
 
@@ -18,7 +18,7 @@ class CpuRunner(Runner):
     def __init__(self, repo: Path | None = None) -> None:
         self.repo = repo
 
-    def fingerprint(self) -> JsonObject:
+    def fingerprint(self) -> JsonDict:
         data = host_fingerprint(self.repo)
         data["runner"] = self.name
         return data

@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, first_line
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.runners.base import Runner, ort_available_providers
-from perfguard.runners.fingerprint import host_fingerprint, library_versions
+from perfguard.runners.fingerprint import host_fingerprint
 from perfguard.runners.options import RunnerOptions
 from perfguard.runners.telemetry import TelemetrySource, decode_reasons
 
@@ -102,7 +102,7 @@ class NvmlSource(TelemetrySource):
         self._handle: Any = None
         self._unsupported: set[str] = set()
 
-    def open(self) -> JsonObject:
+    def open(self) -> JsonDict:
         self._nvml = load_nvml(self._loader)
         try:
             self._handle = nvml_handle(self._nvml, self.index)
@@ -187,7 +187,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def gpu_fingerprint(nvml: Any, handle: Any) -> JsonObject:
+def gpu_fingerprint(nvml: Any, handle: Any) -> JsonDict:
     """Facts about one GPU that decide whether numbers are comparable: name, driver, CUDA version,
     ECC and persistence state, power limit, maximum and application clocks (None where unsupported)."""
 
@@ -295,11 +295,10 @@ class CudaRunner(Runner):
         return (f"GPU {self.device_id}: {data['name']}, driver {data['driver']}, CUDA {data['cuda_driver_version']}, "
                 f"ECC {data['ecc'] or 'n/a'}, persistence {data['persistence_mode'] or 'n/a'}")
 
-    def fingerprint(self) -> JsonObject:
-        data = host_fingerprint(self.repo)
+    def fingerprint(self) -> JsonDict:
+        data = host_fingerprint(self.repo, ("onnxruntime-gpu",))
         data["runner"] = self.name
         data["runner_options"] = self.options.to_json()
-        data["libraries"].update(library_versions(("onnxruntime-gpu",)))
         try:
             nvml = self._load_nvml()
         except RunnerUnavailable as exc:
