@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from perfguard.jsonfields import JsonDict
-from perfguard.runners.base import Runner
+from perfguard.runners.base import OrtProvider, Runner
 from perfguard.runners.fingerprint import host_fingerprint
 
 
@@ -23,5 +22,5 @@ class CpuRunner(Runner):
         data["runner"] = self.name
         return data
 
-    def ort_providers(self) -> list[Any]:
+    def ort_providers(self) -> list[OrtProvider]:
         return ["CPUExecutionProvider"]

@@ -24,7 +24,7 @@ from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, first_line
 from perfguard.jsonfields import JsonDict
-from perfguard.runners.base import Runner, ort_available_providers
+from perfguard.runners.base import OrtProvider, Runner, ort_available_providers
 from perfguard.runners.fingerprint import host_fingerprint
 from perfguard.runners.options import RunnerOptions
 from perfguard.runners.telemetry import TelemetrySource, decode_reasons
@@ -314,7 +314,7 @@ class CudaRunner(Runner):
             nvml.nvmlShutdown()
         return data
 
-    def ort_providers(self) -> list[Any]:
+    def ort_providers(self) -> list[OrtProvider]:
         options = {"device_id": str(self.device_id)}
         options.update({str(k): v for k, v in self.options.provider_options.items()})
         return [(CUDA_PROVIDER, options), "CPUExecutionProvider"]

@@ -21,7 +21,7 @@ from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, unknown_name_message
 from perfguard.jsonfields import JsonDict
-from perfguard.runners.base import Runner, ort_available_providers
+from perfguard.runners.base import OrtProvider, Runner, ort_available_providers
 from perfguard.runners.fingerprint import host_fingerprint
 from perfguard.runners.options import RunnerOptions
 
@@ -135,5 +135,5 @@ class NpuRunner(Runner):
         data["npu"] = {"provider": self.spec.provider, "provider_options": self.provider_options}
         return data
 
-    def ort_providers(self) -> list[Any]:
+    def ort_providers(self) -> list[OrtProvider]:
         return [(self.spec.provider, self.provider_options), "CPUExecutionProvider"]
