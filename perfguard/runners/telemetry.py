@@ -105,7 +105,7 @@ class TelemetrySource(ABC):
 
     name: str = "source"
 
-    def open(self) -> JsonObject:
+    def open(self) -> JsonDict:
         """Start reading; return static facts about the device (JSON-ready). May raise."""
         return {}
 
@@ -144,8 +144,8 @@ class TelemetrySampler:
         self.clock_tolerance = clock_tolerance
         self.max_samples = max(2, max_samples)
         self._clock = clock
-        self._rows: list[JsonObject] = []
-        self._device: JsonObject = {}
+        self._rows: list[dict[str, float | None]] = []
+        self._device: dict[str, JsonDict] = {}
         self._errors: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -175,7 +175,7 @@ class TelemetrySampler:
 
     def sample(self) -> None:
         """Read every active source once and append one row (also called by the thread)."""
-        row: JsonObject = {"t": round(self._clock() - self._t0, 6)}
+        row: dict[str, float | None] = {"t": round(self._clock() - self._t0, 6)}
         for state in self._states:
             if not state.active:
                 continue
@@ -195,7 +195,7 @@ class TelemetrySampler:
             self._rows = self._rows[::2]
             self.interval_s *= 2
 
-    def stop(self) -> JsonObject:
+    def stop(self) -> JsonDict:
         """Stop the thread, take a last sample, close the sources and return the record."""
         self._stop.set()
         if self._thread is not None:
@@ -218,7 +218,7 @@ class TelemetrySampler:
         }
 
 
-def _columns(rows: list[JsonObject]) -> dict[str, list[Any]]:
+def _columns(rows: list[dict[str, float | None]]) -> dict[str, list[float | None]]:
     names: list[str] = []
     for row in rows:
         names.extend(k for k in row if k not in names)
@@ -292,7 +292,7 @@ def plugin_sources(runner: TelemetryTarget) -> list[TelemetrySource]:
 # --------------------------------------------------------------------------------------------
 
 
-def _range(values: Iterable[Any]) -> dict[str, float] | None:
+def _range(values: Iterable[float | None]) -> dict[str, float] | None:
     data = [float(v) for v in values if v is not None]
     if not data:
         return None
