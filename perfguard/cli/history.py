@@ -185,7 +185,7 @@ def _key_json(series: Series) -> JsonDict:
             "backend": k.backend}
 
 
-def _write_json(path: str | None, document: Any) -> None:
+def _write_json(path: str | None, document: object) -> None:
     if path:
         from perfguard.atomic import write_json_atomic
 

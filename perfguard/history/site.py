@@ -142,7 +142,7 @@ def _days(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f} day{'' if round(value, 1) == 1 else 's'}"
 
 
-def _env_text(value: Any) -> str:
+def _env_text(value: object) -> str:
     if value is None:
         return "—"
     if isinstance(value, dict):

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from perfguard.jsonfields import JsonDict, json_object
 from perfguard.workers.engine import Spare, run_worker
-from perfguard.workers.protocol import MeasureRequest, status_variant
+from perfguard.workers.protocol import MeasureRequest, MeasureVariant, status_variant
 
 
 @dataclass
@@ -65,8 +64,8 @@ def measure_group(request: MeasureRequest, *, timeout: float, workers: int, work
     return results
 
 
-def _measure_one(request: MeasureRequest, index: int, spare: Spare | None, live: list[Any], loops: dict[str, int],
-                 results: dict[str, VariantValues], timeout: float, workdir: Path) -> None:
+def _measure_one(request: MeasureRequest, index: int, spare: Spare | None, live: list[MeasureVariant],
+                 loops: dict[str, int], results: dict[str, VariantValues], timeout: float, workdir: Path) -> None:
     """One worker of ``measure_group`` (in ``spare``), its values added to ``results``."""
     worker_index = request.worker_index + index
     outcome = run_worker(request.for_worker(worker_index, live, loops), timeout, workdir, spare)

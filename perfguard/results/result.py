@@ -682,14 +682,14 @@ class ResultDocument:
         )
 
 
-def current_result_json(data: Any, path: str | Path) -> JsonDict:
+def current_result_json(data: object, path: str | Path) -> JsonDict:
     """The JSON object of a result document at the current version: refuses a newer one,
     migrates an older one (result files, and the results inside a verdicts document)."""
     return current_format(data, path, kind="result", title="perfguard result", version=RESULT_VERSION,
                           migrations=_MIGRATIONS)
 
 
-def parse_result(data: Any, path: str | Path = "<result>") -> ResultDocument:
+def parse_result(data: object, path: str | Path = "<result>") -> ResultDocument:
     """A result document from its JSON value (read from ``path``): refuses newer versions,
     migrates older ones, validates against the schema. Every failure is a one-line ``StorageError``."""
     data = current_result_json(data, path)

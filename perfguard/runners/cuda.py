@@ -183,7 +183,7 @@ def nvml_device_for_cuda(device_id: int, environ: Mapping[str, str] | None = Non
     return int(entry) if entry.isdigit() else entry
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

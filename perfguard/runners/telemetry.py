@@ -374,7 +374,7 @@ class DeviceState:
         return {"state": self.state, "reasons": list(self.reasons), "notes": list(self.notes)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> DeviceState:
+    def from_json(cls, data: Mapping[str, object]) -> DeviceState:
         from perfguard import jsonfields as f
 
         kind = "device_state"
