@@ -20,6 +20,7 @@ import ctypes
 import os
 import warnings
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, first_line
@@ -229,7 +230,7 @@ class CudaRunner(Runner):
     accepted_options = ("provider_options", "device_id", "clock_tolerance", "telemetry_interval")
     min_warmup = 3
 
-    def __init__(self, repo: Any = None, *, nvml_loader: Callable[[], Any] | None = None,
+    def __init__(self, repo: Path | None = None, *, nvml_loader: Callable[[], Any] | None = None,
                  providers: Callable[[], list[str]] | None = None) -> None:
         # The NVML module and the provider list are the hardware boundary; tests pass fakes.
         self.repo = repo

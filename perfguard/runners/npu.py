@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
 
 from perfguard.errors import RunnerUnavailable, UserError, unknown_name_message
 from perfguard.jsonfields import JsonDict
@@ -72,7 +72,7 @@ class NpuRunner(Runner):
     accepted_options = ("provider_options", "clock_tolerance", "telemetry_interval")
     min_warmup = 3
 
-    def __init__(self, provider: str, repo: Any = None, *, providers: Callable[[], list[str]] | None = None) -> None:
+    def __init__(self, provider: str, repo: Path | None = None, *, providers: Callable[[], list[str]] | None = None) -> None:
         self.spec = resolve_provider(provider)
         self.name = f"npu:{provider}"
         self.repo = repo
