@@ -12,13 +12,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from perfguard import __version__
 from perfguard.bisect.document import VerdictSummary
 from perfguard.compare.verdicts import VerdictsDocument, parse_verdicts
 from perfguard.errors import StorageError
-from perfguard.jsonfields import JsonDict
+from perfguard.jsonfields import JsonDict, json_object
 from perfguard.tune.space import Candidate
 
 TUNE_VERSION = 1
@@ -95,6 +95,21 @@ def objective_score(objective: str, latency: VerdictSummary | None, compile_time
     return ratio(latency) * ratio(compile_time)
 
 
+class ProofEffect(TypedDict):
+    """The proof's verdict on one model as the tune document holds it (``proof.effects``): the
+    objective's row (None for a ratio or bound that is not finite) and why it rejects, if it does."""
+
+    case: str
+    metric: str
+    decision: str
+    direction: str
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    mde: float | None
+    rejects: str | None
+
+
 @dataclass
 class SearchOutcome:
     """What the search found: the best candidate, the accepted steps and every point tried."""
@@ -134,7 +149,7 @@ class TuneResult:
     floor: float = 0.0
     status: str = "no-gain"  # proved | no-gain | rejected | nothing-better
     proof_pipeline: str | None = None
-    proof_effects: tuple[dict[str, Any], ...] = ()
+    proof_effects: tuple[ProofEffect, ...] = ()
     proof: VerdictsDocument | None = None
     patch: str | None = None
     tool_version: str = __version__
@@ -161,7 +176,7 @@ class TuneResult:
     @classmethod
     def of(cls, suite: str, case: str, pipeline: str, objective: str, universe: Sequence[str], budget: int,
            time_limit_s: float | None, outcome: SearchOutcome, status: str, proof_pipeline: str | None = None,
-           proof_effects: Sequence[dict[str, Any]] = (), proof: VerdictsDocument | None = None,
+           proof_effects: Sequence[ProofEffect] = (), proof: VerdictsDocument | None = None,
            patch: str | None = None) -> TuneResult:
         return cls(suite, case, pipeline, objective, outcome.start, outcome.best, tuple(universe), budget,
                    time_limit_s, outcome.stopped, outcome.wall_time_s, tuple(outcome.steps), tuple(outcome.points),
@@ -177,7 +192,8 @@ class TuneResult:
                 "points": [p.to_json() for p in self.points], "confirmations": self.confirmations,
                 "screen_mde": self.screen_mde, "confirm_mde": self.confirm_mde, "floor": self.floor,
                 "status": self.status,
-                "proof": {"pipeline": self.proof_pipeline, "effects": list(self.proof_effects),
+                "proof": {"pipeline": self.proof_pipeline,
+                          "effects": [json_object(e, "proof effect") for e in self.proof_effects],
                           "verdicts": self.proof.to_json() if self.proof else None},
                 "patch": self.patch}
 
@@ -208,7 +224,7 @@ def tune_from_json(data: Any, path: str | Path = "<tune>") -> TuneResult:
         raise StorageError(f"{path}: malformed tune document ({type(exc).__name__}: {exc})") from None
 
 
-def suite_patch(suite_path: str, pipeline: str, tuned: Candidate, name: str, effects: Sequence[dict[str, Any]]
+def suite_patch(suite_path: str, pipeline: str, tuned: Candidate, name: str, effects: Sequence[ProofEffect]
                 ) -> str:
     """The tuned order as TOML: a ``[pipelines.NAME]`` table to add to the suite (or whose passes
     replace the pinned ones), with the proof's effect per model as comments."""
