@@ -9,7 +9,6 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from perfguard.errors import UserError, did_you_mean
 from perfguard.names import name_problem
@@ -106,7 +105,7 @@ def _tolerance(reader: Reader, raw: object, key: str, base: Tolerance) -> Tolera
 _INPUT_KEYS = ("shape", "low", "high")
 
 
-def _input_settings(reader: Reader, spec: dict[str, Any], key: str) -> InputSettings:
+def _input_settings(reader: Reader, spec: Mapping[str, object], key: str) -> InputSettings:
     """``dims = { seq = 128 }`` and ``inputs.NAME = { shape = [8, 128], low = 0, high = 30522 }``.
 
     Checked here for form; against the model's declared inputs when the model is read."""
@@ -192,7 +191,7 @@ def parse_suite(raw: dict[str, object], path: Path, sha256: str = "") -> Suite:
                  thresholds=thresholds, counts=counts)
 
 
-def _counts(reader: Reader, raw: object) -> tuple[bool, Any]:
+def _counts(reader: Reader, raw: object) -> tuple[bool, object]:
     """``[measure] counts = true``: every case also counted under Valgrind (``--counts``). A key of
     the suite's own ``[measure]`` only (a whole run is counted or not), so it is taken out of the
     table before the settings every case shares are read."""
@@ -296,7 +295,7 @@ def _pipelines(reader: Reader, raw: object, default_backend: str) -> dict[str, P
     return pipelines
 
 
-def _overrides(reader: Reader, raw: object) -> list[tuple[str, dict[str, Any]]]:
+def _overrides(reader: Reader, raw: object) -> list[tuple[str, dict[str, object]]]:
     """``[[overrides]]``: ``match`` (a glob over case ids) with [measure]/[correctness] settings,
     applied to each case in file order once its own settings are in."""
     if not isinstance(raw, list):
@@ -321,7 +320,7 @@ class _CaseDefaults:
 
 
 def _cases(reader: Reader, raw: object, defaults: _CaseDefaults,
-           overrides: list[tuple[str, dict[str, Any]]]) -> list[CaseSpec]:
+           overrides: list[tuple[str, dict[str, object]]]) -> list[CaseSpec]:
     """``[[cases]]``: model x pipelines x runners (default: every model on every pipeline)."""
     if raw is None:
         raw = [{"model": m} for m in defaults.models]
@@ -357,7 +356,7 @@ def _case_entry(reader: Reader, raw: object, key: str, defaults: _CaseDefaults) 
             for pipe_name in pipe_names for runner in runner_names]
 
 
-def _apply_overrides(reader: Reader, case: CaseSpec, overrides: list[tuple[str, dict[str, Any]]]) -> CaseSpec:
+def _apply_overrides(reader: Reader, case: CaseSpec, overrides: list[tuple[str, dict[str, object]]]) -> CaseSpec:
     for pattern, override in overrides:
         if fnmatch.fnmatchcase(case.id, pattern):
             where = f"[[overrides]] match={pattern!r}"
