@@ -9,10 +9,10 @@ Format history (``TUNE_VERSION``): 1. first format.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from perfguard import __version__
 from perfguard.bisect.document import VerdictSummary
@@ -50,10 +50,10 @@ class Point:
                 "compile_time": self.compile_time.to_json() if self.compile_time else None}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Point:
-        return cls(int(d["index"]), str(d["phase"]), str(d["move"]), Candidate.from_json(d["candidate"]),
-                   str(d["status"]), d.get("reason"), _summary(d.get("latency")), _summary(d.get("compile_time")),
-                   d.get("node_count"), float(d.get("best", 1.0)))
+    def from_json(cls, d: Mapping[str, object]) -> Point:
+        return cls(_int(d["index"]), str(d["phase"]), str(d["move"]), Candidate.from_json(_mapping(d["candidate"])),
+                   str(d["status"]), _optional(d.get("reason"), str), _summary(d.get("latency")),
+                   _summary(d.get("compile_time")), _optional(d.get("node_count"), int), _float(d.get("best", 1.0)))
 
 
 @dataclass(frozen=True)
@@ -73,14 +73,43 @@ class Step:
                 "compile_time": self.compile_time.to_json() if self.compile_time else None}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Step:
+    def from_json(cls, d: Mapping[str, object]) -> Step:
         latency = _summary(d.get("latency")) or VerdictSummary()
-        return cls(int(d["index"]), str(d["move"]), Candidate.from_json(d["candidate"]), latency,
-                   _summary(d.get("compile_time")), float(d["effect"]))
+        return cls(_int(d["index"]), str(d["move"]), Candidate.from_json(_mapping(d["candidate"])), latency,
+                   _summary(d.get("compile_time")), _float(d["effect"]))
 
 
 def _summary(value: object) -> VerdictSummary | None:
     return None if value is None else VerdictSummary.from_json(value)
+
+
+T = TypeVar("T")
+
+# The readers of a point's and a step's fields: ``int()``/``float()`` as before, and a TypeError
+# (a malformed tune document: ``tune_from_json`` makes it a StorageError) for any other kind.
+
+def _int(value: object) -> int:
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"expected an integer, found {value!r}")
+
+
+def _float(value: object) -> float:
+    if isinstance(value, (int, float, str)):
+        return float(value)
+    raise TypeError(f"expected a number, found {value!r}")
+
+
+def _optional(value: object, kind: type[T]) -> T | None:
+    if value is None or isinstance(value, kind):
+        return value
+    raise TypeError(f"expected {kind.__name__} or null, found {value!r}")
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    if isinstance(value, Mapping):
+        return value
+    raise TypeError(f"expected an object, found {value!r}")
 
 
 def objective_score(objective: str, latency: VerdictSummary | None, compile_time: VerdictSummary | None) -> float:
