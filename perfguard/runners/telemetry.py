@@ -299,7 +299,7 @@ def _range(values: Iterable[float | None]) -> dict[str, float] | None:
     return {"min": min(data), "median": float(statistics.median(data)), "max": max(data)}
 
 
-def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> JsonObject | None:
+def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> JsonDict | None:
     """Pool the telemetry records of a case's workers into one summary; None without any record.
 
     Per numeric field: min, median and max over all samples. The clock fields (``sm_clock_mhz``,
@@ -325,7 +325,7 @@ def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> JsonObje
         errors.extend(record.get("errors", []))
         sources.extend(s for s in record.get("sources", []) if s not in sources)
         tolerance = float(record.get("clock_tolerance", tolerance))
-    summary: JsonObject = {"samples": len(rows), "workers": len(present),
+    summary: JsonDict = {"samples": len(rows), "workers": len(present),
                                "workers_unmonitored": len(records) - len(present), "sources": sources,
                                "errors": errors, "clock_tolerance": tolerance}
     known = [(row, int(row["throttle_reasons"])) for row in rows if row.get("throttle_reasons") is not None]
