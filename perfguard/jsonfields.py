@@ -18,8 +18,10 @@ JsonValue: TypeAlias = "None | bool | int | float | str | Sequence[JsonValue] | 
 #: A JSON object as perfguard writes it: the ``to_json`` of its typed documents and messages.
 JsonDict: TypeAlias = "dict[str, JsonValue]"
 
-#: A free-form JSON object: a part of a document whose keys are not perfguard's to fix (a runner
-#: fingerprint, a model's source parameters, a backend's settings, device telemetry).
+#: A free-form JSON object whose values are not narrowed yet: a backend's own settings (read by
+#: the backend that wrote them) and the rows of device telemetry. Parts of perfguard's documents
+#: that are free-form but checked (a fingerprint, a model's source) are ``JsonDict``, read by
+#: :func:`json_obj`.
 JsonObject = dict[str, Any]
 
 

@@ -4,7 +4,8 @@ The file is versioned JSON validated by a shipped JSON Schema (``perfguard/schem
 owns the format: its version and history, the frozen dataclasses that hold it in memory, their
 ``to_json``/``from_json``, and the one loader. Every stage after compile passes these objects, not
 dicts; free-form parts whose keys are not perfguard's (a runner's fingerprint, a model's source
-parameters, a backend's settings, device telemetry) stay ``JsonDict``.
+parameters, a backend's settings, device telemetry) are ``JsonDict``, their values checked as JSON
+by ``jsonfields.json_obj`` when read.
 
 Format history (``RESULT_VERSION``):
 
