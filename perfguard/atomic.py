@@ -18,7 +18,6 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from perfguard.errors import StorageError
 
@@ -66,7 +65,7 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
         raise
 
 
-def write_json_atomic(path: str | Path, document: Any) -> None:
+def write_json_atomic(path: str | Path, document: object) -> None:
     """Write ``document`` as JSON with sorted keys, one-space indents and a final newline,
     atomically (:func:`write_atomic`). The document is serialized before any file is touched, so
     a NaN or an object JSON cannot hold raises ``ValueError`` / ``TypeError`` and writes nothing."""

@@ -18,8 +18,10 @@ JsonValue: TypeAlias = "None | bool | int | float | str | Sequence[JsonValue] | 
 #: A JSON object as perfguard writes it: the ``to_json`` of its typed documents and messages.
 JsonDict: TypeAlias = "dict[str, JsonValue]"
 
-#: A free-form JSON object: a part of a document whose keys are not perfguard's to fix (a runner
-#: fingerprint, a model's source parameters, a backend's settings, device telemetry).
+#: A free-form JSON object whose values are not narrowed yet: a backend's own settings (read by
+#: the backend that wrote them) and the rows of device telemetry. Parts of perfguard's documents
+#: that are free-form but checked (a fingerprint, a model's source) are ``JsonDict``, read by
+#: :func:`json_obj`.
 JsonObject = dict[str, Any]
 
 
@@ -196,6 +198,30 @@ def objects(data: Mapping[str, object], key: str, kind: str) -> list[dict[str, o
     if len(out) != len(values):
         raise wrong_type(kind, key, "a list of objects", values)
     return out
+
+
+def json_obj(data: Mapping[str, object], key: str, kind: str) -> JsonDict:
+    """A free-form object field (a fingerprint, a backend's settings) as a JSON object: its values
+    checked by :func:`json_object`, a FieldError naming ``kind.key`` for anything else."""
+    return json_object(obj(data, key, kind), f"{kind}.{key}")
+
+
+def opt_json_obj(data: Mapping[str, object], key: str, kind: str) -> JsonDict | None:
+    return None if data.get(key) is None else json_obj(data, key, kind)
+
+
+def json_obj_map(data: Mapping[str, object], key: str, kind: str) -> dict[str, JsonDict]:
+    """An object of free-form objects (fingerprints by runner), each as :func:`json_obj` reads it."""
+    return {k: json_object(v, f"{kind}.{key}.{k}") for k, v in obj_map(data, key, kind).items()}
+
+
+def opt_json_obj_map(data: Mapping[str, object], key: str, kind: str) -> dict[str, JsonDict] | None:
+    return None if data.get(key) is None else json_obj_map(data, key, kind)
+
+
+def json_objects(data: Mapping[str, object], key: str, kind: str) -> tuple[JsonDict, ...]:
+    """A list of free-form objects, each as :func:`json_obj` reads it."""
+    return tuple(json_object(v, f"{kind}.{key}[{i}]") for i, v in enumerate(objects(data, key, kind)))
 
 
 # --- numbers with a meaning: the readers of persisted documents check the value, not only its type

@@ -122,7 +122,7 @@ class DatabaseUse:
         return {"database": self.database, "tuned": self.tuned, "functions": self.functions}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> DatabaseUse:
+    def from_json(cls, data: Mapping[str, object]) -> DatabaseUse:
         from perfguard import jsonfields as f
 
         kind = "database use"
@@ -231,7 +231,7 @@ class Capabilities:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Capabilities:
+    def from_json(cls, data: Mapping[str, object]) -> Capabilities:
         """Read what ``to_json`` wrote; a key this version does not know is left out (a newer
         perfguard's ability), a missing one reads as "cannot"."""
         known = {name: bool(data[name]) for name in ABILITIES if name in data}

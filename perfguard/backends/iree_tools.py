@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -209,7 +210,7 @@ class ArtifactCache:
             pass
         return entry
 
-    def store(self, key: str, vmfb: Path, trace: dict[str, Any]) -> None:
+    def store(self, key: str, vmfb: Path, trace: Mapping[str, object]) -> None:
         if not self.enabled:
             return
         try:

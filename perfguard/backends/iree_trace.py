@@ -157,7 +157,7 @@ def ir_records(files: Sequence[DumpFile], first_index: int = 0) -> list[PassReco
     return records
 
 
-def record_label(record: Mapping[str, Any] | PassRecord) -> str:
+def record_label(record: Mapping[str, object] | PassRecord) -> str:
     """``scope/pass`` for a record, e.g. ``util_func_bert$async/iree-global-opt-...``."""
     data = record if isinstance(record, Mapping) else record.__dict__
     source = str(data["source"])
@@ -180,15 +180,15 @@ class Divergence:
         return f"first divergence at step {self.index}: {self.pass_a!r} vs {self.pass_b!r} ({self.reason})"
 
 
-def first_divergence(a: Sequence[Mapping[str, Any] | PassRecord],
-                     b: Sequence[Mapping[str, Any] | PassRecord]) -> Divergence | None:
+def first_divergence(a: Sequence[Mapping[str, object] | PassRecord],
+                     b: Sequence[Mapping[str, object] | PassRecord]) -> Divergence | None:
     """The first position where two ordered per-pass traces differ in pass or IR hash.
 
     Works on IR-mode records (``trace = "ir"``) of any two builds of one model; ``None`` when every
     record matches. A record present in one trace only (the pipelines differ, or a pass changed
     the IR in one build and not in the other) is a divergence too.
     """
-    def fields(record: Mapping[str, Any] | PassRecord) -> tuple[str, str]:
+    def fields(record: Mapping[str, object] | PassRecord) -> tuple[str, str]:
         data = record if isinstance(record, Mapping) else record.__dict__
         return record_label(data), str(data["ir_hash"])
 

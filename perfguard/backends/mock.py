@@ -43,6 +43,7 @@ from perfguard.backends.base import (
     file_sha256,
 )
 from perfguard.errors import BackendError, UserError, unknown_name_message
+from perfguard.jsonfields import JsonDict
 from perfguard.units import parse_duration
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class MockProfiledExecutable(MockExecutable):
         super().__init__(latency, wrong, model_path)
         self.trace_path = f"{trace_prefix}_mock.json"
         self.origin = time.perf_counter()
-        self.events: list[dict[str, Any]] = []
+        self.events: list[JsonDict] = []
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         start = time.perf_counter()
@@ -158,7 +159,7 @@ class MockBackend(Backend):
             raise UserError(f"pipeline {pipeline.name!r}: mock option speedup must be true or false, "
                             f"found {pipeline.options['speedup']!r}")
 
-    def tuning_moves(self, options: Mapping[str, Any]) -> list[OptionEdit]:
+    def tuning_moves(self, options: Mapping[str, object]) -> list[OptionEdit]:
         speedup = bool(options.get("speedup", False))
         return [OptionEdit(f"speedup -> {str(not speedup).lower()}", {**options, "speedup": not speedup})]
 

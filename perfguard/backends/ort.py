@@ -34,7 +34,7 @@ from perfguard.backends.onnx_passes import (
     run_pipeline,
 )
 from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
     import numpy as np
@@ -77,7 +77,7 @@ ORT_RULES = (
 OPTION_KEYS = ("graph_optimization_level", "disabled_optimizers")
 
 
-def ort_settings(options: Mapping[str, Any], where: str) -> JsonObject:
+def ort_settings(options: Mapping[str, Any], where: str) -> JsonDict:
     """Validate a pipeline's ORT options and return them in canonical form."""
     for key in options:
         if key not in OPTION_KEYS:

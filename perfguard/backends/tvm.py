@@ -164,14 +164,14 @@ def pass_summary(doc: str | None) -> str:
 class TvmSettings:
     """A pipeline's options in canonical form (``tvm_settings``)."""
 
-    target: Mapping[str, Any]
+    target: Mapping[str, object]
     opt_level: int
-    config: Mapping[str, Any]
+    config: Mapping[str, object]
     tir_pipeline: str
     database: str
 
 
-def tvm_settings(options: Mapping[str, Any], where: str) -> TvmSettings:
+def tvm_settings(options: Mapping[str, object], where: str) -> TvmSettings:
     """Validate a pipeline's options (TVM not needed) and return them in canonical form."""
     for key in options:
         if key not in OPTION_KEYS:
@@ -215,7 +215,7 @@ def pass_specs(passes: tuple[str, ...] | list[str], where: str) -> list[PassSpec
     return specs
 
 
-def resolve_target(target: Mapping[str, Any]) -> dict[str, object]:
+def resolve_target(target: Mapping[str, object]) -> dict[str, object]:
     """The target table with ``mcpu = "host"`` replaced by this machine's CPU name."""
     tvm = _tvm()
     resolved = dict(target)
@@ -341,7 +341,7 @@ class TvmBackend(Backend):
                 f"--case {shlex.quote(case)} --trials 8 --out {shlex.quote(database)}` (once per model, into one "
                 "directory)")
 
-    def tuning_moves(self, options: Mapping[str, Any]) -> list[OptionEdit]:
+    def tuning_moves(self, options: Mapping[str, object]) -> list[OptionEdit]:
         """Every other PassContext opt level (passes above it are skipped by TVM's Sequential)."""
         level = options.get("opt_level", 3)
         return [OptionEdit(f"opt_level {level} -> {other}", {**options, "opt_level": other})

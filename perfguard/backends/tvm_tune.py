@@ -71,7 +71,7 @@ def tasks_prefix(passes: tuple[str, ...] | list[str]) -> int:
     return len(names)
 
 
-def extract_tasks(model_path: Path, pipelines: Mapping[str, tuple[tuple[str, ...], Mapping[str, Any]]],
+def extract_tasks(model_path: Path, pipelines: Mapping[str, tuple[tuple[str, ...], Mapping[str, object]]],
                   threads: int) -> tuple[list[Any], Any]:
     """The union of the tuning tasks of ``pipelines`` (name -> (passes, options)) on one model,
     deduplicated by structural hash, and the target they were extracted for."""
@@ -109,7 +109,7 @@ def _random_args(func: Any, device: Any, seed: int) -> tuple[list[Any], Any]:
     return args, info
 
 
-def build_database(model_path: Path, pipelines: Mapping[str, tuple[tuple[str, ...], Mapping[str, Any]]],
+def build_database(model_path: Path, pipelines: Mapping[str, tuple[tuple[str, ...], Mapping[str, object]]],
                    out: Path, trials: int, threads: int = 1, seed: int = 0,
                    log: Callable[[str], None] = lambda _: None) -> TuneSummary:
     """Tune the union of ``pipelines``' tasks with ``trials`` random candidates each and write

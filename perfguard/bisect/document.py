@@ -45,7 +45,7 @@ BISECT_VERSION = 1
 
 Json = JsonDict
 """A JSON object as read from or written to a file."""
-Trace = dict[str, Any]
+Trace = JsonDict
 """A case entry's pass trace (``perfguard.compile``), kept as the result document wrote it: its
 reader (``perfguard.results.result.Trace``) checks it there; the pass search reads it raw."""
 

@@ -25,12 +25,14 @@ import argparse
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perfguard.exit_codes import ExitCode
 from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from perfguard.history.store import Change, Point, Series, Store
     from perfguard.history.store.alert_rows import Alert
 
@@ -185,7 +187,7 @@ def _key_json(series: Series) -> JsonDict:
             "backend": k.backend}
 
 
-def _write_json(path: str | None, document: Any) -> None:
+def _write_json(path: str | None, document: object) -> None:
     if path:
         from perfguard.atomic import write_json_atomic
 
@@ -379,7 +381,7 @@ def _changes(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
-def _alerts_table(title: str, alerts: Sequence[Alert]) -> Any:
+def _alerts_table(title: str, alerts: Sequence[Alert]) -> Table:
     """One row per alert: its changes inside, the shared culprit, the explanation's headline."""
     from rich.table import Table
     from rich.text import Text

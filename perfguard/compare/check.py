@@ -44,7 +44,7 @@ from typing import TypedDict
 from perfguard.compare.mode import Sampling
 from perfguard.compare.verdicts import Verdict, VerdictsDocument
 from perfguard.exit_codes import ExitCode
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.results import CaseEntry
 from perfguard.stats import bh_adjust, compare_deterministic, compare_paired, compare_unpaired
 from perfguard.stats.adaptive import SequentialPlan, sequential_sampling
@@ -141,7 +141,7 @@ def _device_gate(comparison: Comparison, pair: Pair) -> Comparison:
     baseline's, is never trusted: it becomes UNKNOWN with the device's reasons."""
     from perfguard.runners.telemetry import judge_device_state
 
-    def summary(entry: CaseEntry) -> JsonObject | None:
+    def summary(entry: CaseEntry) -> JsonDict | None:
         return entry.measurement.telemetry_summary if entry.measurement else None
 
     base, cand = summary(pair.baseline), summary(pair.candidate)

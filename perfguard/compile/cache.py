@@ -149,7 +149,7 @@ class EntryManifest:
                 "sizes": dict(self.sizes), "artifact": self.artifact, "created_at": self.created_at}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> EntryManifest:
+    def from_json(cls, data: Mapping[str, object]) -> EntryManifest:
         if data.get("version") != CACHE_VERSION:
             raise ValueError(f"format {data.get('version')!r}, this perfguard reads {CACHE_VERSION}")
         files, sizes = data["files"], data["sizes"]
@@ -158,9 +158,12 @@ class EntryManifest:
         if (not isinstance(sizes, dict) or set(sizes) != set(files)
                 or not all(type(v) is int and v >= 0 for v in sizes.values())):
             raise ValueError("sizes: not a size in bytes for every file")
-        return cls(CacheKey.from_json(data["key"]), {str(k): v for k, v in files.items()},
+        key = data["key"]
+        if not isinstance(key, Mapping):
+            raise ValueError("key: not a cache key record")
+        return cls(CacheKey.from_json(key), {str(k): v for k, v in files.items()},
                    {str(k): int(v) for k, v in sizes.items()}, str(data["artifact"]), str(data["created_at"]),
-                   int(data["version"]))
+                   CACHE_VERSION)
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from perfguard.backends import Artifact, get_backend
 from perfguard.backends.base import NOT_BUILT
 from perfguard.compile.cache import CacheKey, CompileCache, active_cache
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict, json_object
 from perfguard.models.loader import LoadedModel
 from perfguard.progress import Progress
 from perfguard.results import ArtifactInfo, CaseEntry, CaseKey, CompilerInfo, Trace, utc_now
@@ -74,7 +73,7 @@ class Variant:
     label: str
     side: Side
     passes: tuple[str, ...] | None = None
-    options: Mapping[str, Any] | None = None
+    options: Mapping[str, object] | None = None
 
     def case_of(self, case: CaseSpec) -> CaseSpec:
         """``case`` under this variant's passes and options (a pipeline named by the label), or as it is."""
@@ -93,18 +92,18 @@ class RunContext:
     cases: list[CaseSpec]
     workdir: Path
     progress: Progress = field(default_factory=Progress)
-    environment: dict[str, JsonObject] = field(default_factory=dict)
+    environment: dict[str, JsonDict] = field(default_factory=dict)
     sides: list[Side] = field(default_factory=list)
     #: The artifact cache the compiles consult (default: the one of ``using_cache``, if any).
     cache: CompileCache | None = field(default_factory=active_cache)
 
 
 def case_key(case: CaseSpec, model: LoadedModel, versions: dict[str, str], runner_hash: str,
-             runner_options: JsonObject | None = None) -> CaseKey:
+             runner_options: JsonDict | None = None) -> CaseKey:
     return CaseKey(
         model={"name": model.spec.name, "sha256": model.sha256, "source": model.spec.source()},
         pipeline={"name": case.pipeline.name, "passes": list(case.pipeline.passes),
-                  "options": dict(case.pipeline.options), "sha256": case.pipeline.sha256},
+                  "options": json_object(case.pipeline.options, f"pipeline {case.pipeline.name} options"), "sha256": case.pipeline.sha256},
         backend={"name": case.pipeline.backend, "versions": versions},
         runner={"name": case.runner, "fingerprint_sha256": runner_hash, "options": runner_options},
         measure=case.measure.to_json(),

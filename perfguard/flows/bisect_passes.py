@@ -35,6 +35,7 @@ from perfguard.bisect.state import BisectState, ProbeEntry, ProbeRecord
 from perfguard.compile.case import Side
 from perfguard.compile.checkout import CompilerCheckout
 from perfguard.flows.probe import Variant, checkouts, run_probe
+from perfguard.jsonfields import objects
 from perfguard.progress import Progress
 from perfguard.results.explanation import StoredExplanation
 from perfguard.suite import CaseSpec, Suite
@@ -50,7 +51,8 @@ def first_divergence(good_trace: Trace | None, bad_trace: Trace | None) -> int |
         return None
     if good_trace.get("input_hash") != bad_trace.get("input_hash"):
         return 0
-    for index, (a, b) in enumerate(zip(good_trace["passes"], bad_trace["passes"], strict=False)):
+    good_passes, bad_passes = (objects(trace, "passes", "trace") for trace in (good_trace, bad_trace))
+    for index, (a, b) in enumerate(zip(good_passes, bad_passes, strict=False)):
         if a["ir_hash"] != b["ir_hash"]:
             return index
     return None

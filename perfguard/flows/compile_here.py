@@ -14,7 +14,7 @@ from pathlib import Path
 
 from perfguard.compile.case import CompiledCase
 from perfguard.errors import UserError
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.measure.job import Job
 from perfguard.models.loader import LoadedModel
 from perfguard.progress import Progress
@@ -124,7 +124,7 @@ def _check_runners(suite: Suite, cases: list[CaseSpec]) -> None:
         check_case_runner(get_backend(backend), get_runner(runner, options=suite.runner_options(runner)))
 
 
-def _fingerprint(job: Job, runner: str) -> JsonObject:
+def _fingerprint(job: Job, runner: str) -> JsonDict:
     from perfguard.runners import get_runner
 
     return get_runner(runner, options=job.ctx.suite.runner_options(runner)).fingerprint()

@@ -22,6 +22,7 @@ from perfguard.flows.check import check_against_pipeline
 from perfguard.progress import Progress
 from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
+from perfguard.tune.document import ProofEffect
 from perfguard.tune.space import Candidate
 
 
@@ -39,7 +40,7 @@ class ModelEffect:
     mde: float
     rejects: str | None = None
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> ProofEffect:
         def finite(value: float) -> float | None:
             return value if math.isfinite(value) else None
 

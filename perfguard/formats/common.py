@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,7 +41,7 @@ def read_json_file(path: Path, what: str) -> Any:
                      finite=False)
 
 
-def json_files(paths: Iterable[str | Path], expand: Any = None) -> list[Path]:
+def json_files(paths: Iterable[str | Path], expand: Callable[[Path], Iterable[Path]] | None = None) -> list[Path]:
     """Every file named: a file as it is, a folder as each ``*.json`` under it (sorted; ``expand``,
     a function of the folder, may choose them instead). A missing path or a folder without
     JSON files is a ``StorageError``."""

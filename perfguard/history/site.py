@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perfguard.errors import StorageError, UserError
 from perfguard.history.site_alerts import span
@@ -72,6 +72,9 @@ from perfguard.history.site_model import (
     collect,
 )
 from perfguard.history.store import Store
+
+if TYPE_CHECKING:
+    import jinja2
 
 __all__ = ["MARKER_FILE", "SiteCounts", "SiteSummary", "build_site", "collect", "format_value", "render"]
 
@@ -116,7 +119,7 @@ def _asset(package: str, name: str) -> str:
 
 
 @cache
-def _environment() -> Any:
+def _environment() -> jinja2.Environment:
     import jinja2
 
     from perfguard.report import format as fmt
@@ -142,7 +145,7 @@ def _days(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f} day{'' if round(value, 1) == 1 else 's'}"
 
 
-def _env_text(value: Any) -> str:
+def _env_text(value: object) -> str:
     if value is None:
         return "—"
     if isinstance(value, dict):

@@ -14,13 +14,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from markupsafe import Markup
+
 from perfguard.history.site_alerts import TeamFigures, age_days, team_figures, time_to_triage
 from perfguard.history.site_chart import Marker, sparkline
-from perfguard.history.store import Change, Night, Point, Series, Store
+from perfguard.history.store import Change, Night, Point, Series, SeriesKey, Store
 from perfguard.history.store.alert_rows import Alert, AlertChange
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
+    from perfguard.compare.verdicts import Verdict
     from perfguard.history.changepoints import ChangePoint
     from perfguard.report.bisect import BisectView
 
@@ -53,7 +56,7 @@ class SeriesView:
         return f"series/{self.series.id}.html"
 
     @property
-    def key(self) -> Any:
+    def key(self) -> SeriesKey:
         return self.series.key
 
     @property
@@ -77,7 +80,7 @@ class SeriesView:
         tones = {c.tone for c in self.open_changes}
         return "regression" if "regression" in tones else "improvement" if tones else "same"
 
-    def spark(self) -> Any:
+    def spark(self) -> Markup:
         return sparkline(self.levels[-SPARK_NIGHTS:], self.state if self.state != "same" else "base")
 
 
@@ -154,10 +157,10 @@ class DocumentView:
     time: str
     commit: str | None
     subject: str
-    environment: dict[str, JsonObject]  # runner fingerprints: free-form
+    environment: dict[str, JsonDict]  # runner fingerprints: free-form
     night: Night | None = None
     points: list[tuple[SeriesView, Point]] = field(default_factory=list)
-    verdicts: list[tuple[Any, str, SeriesView | None]] = field(default_factory=list)  # (row, state, series)
+    verdicts: list[tuple[Verdict, str, SeriesView | None]] = field(default_factory=list)  # (row, state, series)
     failed: list[tuple[str, str, str]] = field(default_factory=list)  # (case, stage, message)
     previous: DocumentView | None = None
     next: DocumentView | None = None
@@ -318,7 +321,7 @@ def _document_view(document_id: int, data: Any) -> DocumentView | None:
     from perfguard.results.result import ResultDocument
 
     document = _stored_document(document_id, data)
-    rows: list[tuple[Any, str, SeriesView | None]] = []
+    rows: list[tuple[Verdict, str, SeriesView | None]] = []
     if isinstance(document, VerdictsDocument) and document.results is not None:
         result, commit = document.results.candidate, document.mode.head_commit
         time = document.created_at or result.finished_at
@@ -336,7 +339,7 @@ def _document_view(document_id: int, data: Any) -> DocumentView | None:
     return view
 
 
-def _runner_environment(document: DocumentView | None, runner: str) -> JsonObject | None:
+def _runner_environment(document: DocumentView | None, runner: str) -> JsonDict | None:
     if document is None:
         return None
     found = document.environment.get(runner)

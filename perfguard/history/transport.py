@@ -38,7 +38,8 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, cast
+from email.message import Message
+from typing import IO, Protocol, cast
 
 from perfguard.errors import ApiError, StorageError, UserError
 from perfguard.jsonfields import JsonValue, json_value
@@ -150,7 +151,8 @@ def _shut(sock: socket.socket) -> None:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Follows no redirect: urllib then raises the 3xx as an ``HTTPError``."""
 
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: http.client.HTTPMessage, newurl: str) -> None:
         return None
 
 
@@ -256,7 +258,16 @@ class Session:
             raise ApiError(f"unreachable ({' '.join(str(reason).split())[:200] or type(reason).__name__})") from None
 
 
-def _read(response: Any, limit: int, watch: _Watch, *, refusal: str = "") -> bytes:
+class _Body(Protocol):
+    """An answer whose body :func:`_read` reads: an ``HTTPResponse``, or an ``HTTPError``."""
+
+    @property
+    def headers(self) -> Message: ...
+
+    def read(self, amt: int, /) -> bytes: ...
+
+
+def _read(response: _Body, limit: int, watch: _Watch, *, refusal: str = "") -> bytes:
     """At most ``limit`` bytes of ``response``'s body; more is an :class:`ApiError` (nothing
     beyond ``limit`` plus one chunk is held), worded ``refusal`` when given."""
     too_long = refusal or f"the answer is longer than {limit} bytes; at most {limit} are read"

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict, json_object
 from perfguard.workers.engine import Spare, run_worker
-from perfguard.workers.protocol import MeasureRequest, status_variant
+from perfguard.workers.protocol import MeasureRequest, MeasureVariant, status_variant
 
 
 @dataclass
@@ -39,7 +38,7 @@ class VariantValues:
     dropped: str | None = None
     # Device telemetry record of each worker in ``worker_ids`` (None: the runner has none); the
     # variants of one worker share it, since they ran interleaved on the same device.
-    telemetry: list[JsonObject | None] = field(default_factory=list)
+    telemetry: list[JsonDict | None] = field(default_factory=list)
 
 
 def measure_group(request: MeasureRequest, *, timeout: float, workers: int, workdir: Path) -> dict[str, VariantValues]:
@@ -65,8 +64,8 @@ def measure_group(request: MeasureRequest, *, timeout: float, workers: int, work
     return results
 
 
-def _measure_one(request: MeasureRequest, index: int, spare: Spare | None, live: list[Any], loops: dict[str, int],
-                 results: dict[str, VariantValues], timeout: float, workdir: Path) -> None:
+def _measure_one(request: MeasureRequest, index: int, spare: Spare | None, live: list[MeasureVariant],
+                 loops: dict[str, int], results: dict[str, VariantValues], timeout: float, workdir: Path) -> None:
     """One worker of ``measure_group`` (in ``spare``), its values added to ``results``."""
     worker_index = request.worker_index + index
     outcome = run_worker(request.for_worker(worker_index, live, loops), timeout, workdir, spare)
@@ -90,7 +89,7 @@ def _measure_one(request: MeasureRequest, index: int, spare: Spare | None, live:
         entry.loops = response.loops[variant_id]
         entry.rss_delta_bytes.append(response.rss_delta_bytes[variant_id])
         entry.peak_rss_bytes.append(response.peak_rss_bytes)
-        entry.telemetry.append(dict(response.telemetry) if response.telemetry is not None else None)
+        entry.telemetry.append(json_object(response.telemetry, "telemetry") if response.telemetry is not None else None)
         loops.setdefault(variant_id, response.loops[variant_id])
     if response.first_peak_rss_bytes is not None and response.load_order:
         results[response.load_order[0]].memory_samples.append(response.first_peak_rss_bytes)

@@ -6,13 +6,13 @@ of one case (a bisection's culprit). Apart from ``explain`` so that ``flows.chec
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from perfguard.profile.explain import ProfileSettings, compile_change, explain_pair
 from perfguard.results.explanation import Explanation
 
 if TYPE_CHECKING:
-    from perfguard.compile.case import CompiledCase, Variant
+    from perfguard.compile.case import CompiledCase, Side, Variant
     from perfguard.measure.job import Job
     from perfguard.progress import Progress
     from perfguard.suite import CaseSpec, Suite
@@ -28,7 +28,7 @@ def _one_case(suite: Suite, pattern: str | None) -> CaseSpec:
     return cases[0]
 
 
-def _explain_job(suite: Suite, cases: list[CaseSpec], sides: list[Any] | None, pair: tuple[str, str],
+def _explain_job(suite: Suite, cases: list[CaseSpec], sides: list[Side] | None, pair: tuple[str, str],
                  labels: tuple[str, str], settings: ProfileSettings, progress: Progress) -> Explanation:
     from perfguard.measure.job import Job
 

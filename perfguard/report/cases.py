@@ -7,11 +7,12 @@ traces aligned by position (where the IR first diverges), and the environment fi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from markupsafe import Markup
 
-from perfguard.jsonfields import JsonDict, JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.report import format as fmt, svg
 from perfguard.report.rows import SEVERITY, VerdictRow
 from perfguard.results import CaseEntry
@@ -23,7 +24,7 @@ class SideView:
 
     label: str
     entry: CaseEntry
-    environment: dict[str, JsonObject]
+    environment: dict[str, JsonDict]
     document_index: int
     tone: str = "base"
 
@@ -94,7 +95,7 @@ class CaseDetail:
     same_environment: bool
     errors: list[dict[str, str]]
     note: str = ""
-    devices: list[JsonObject] = field(default_factory=list)  # device telemetry: free-form
+    devices: list[JsonDict] = field(default_factory=list)  # device telemetry: free-form
     # Sides whose correctness check was blind (the reference does not depend on the inputs).
     blind: list[dict[str, str]] = field(default_factory=list)
 
@@ -156,7 +157,7 @@ def trace_view(sides: list[SideView]) -> TraceView | None:
     return TraceView([s.label for s in sides], rows, totals, first_divergence, len(finals) == 1 and len(totals) > 1)
 
 
-def flatten_fingerprint(fingerprint: JsonObject, prefix: str = "") -> JsonObject:
+def flatten_fingerprint(fingerprint: JsonDict, prefix: str = "") -> JsonDict:
     out: JsonDict = {}
     for key, value in fingerprint.items():
         if isinstance(value, dict):
@@ -218,7 +219,7 @@ def blind_checks(sides: list[SideView]) -> list[dict[str, str]]:
     return out
 
 
-def device_states(sides: list[SideView]) -> list[JsonObject]:
+def device_states(sides: list[SideView]) -> list[JsonDict]:
     """Per side, the device state recorded with the measurement (GPU/NPU runners): clean, flagged
     (with the reasons) or unmonitored, and the telemetry ranges worth reading (clocks, temperature,
     power, throttling). Empty when no side carries telemetry (CPU runners)."""
@@ -237,11 +238,11 @@ def device_states(sides: list[SideView]) -> list[JsonObject]:
             if isinstance(value, dict) and value.get("median") is not None:
                 ranges.append({"label": label, "text": f"{value.get('min'):g} / {value.get('median'):g} / "
                                                        f"{value.get('max'):g} {unit}"})
-        throttle = summary.get("throttle") or {}
+        throttle = summary.get("throttle")
         out.append({"label": side.label, "state": state.state if state else "unmonitored",
                     "reasons": list(state.reasons) if state else [], "notes": list(state.notes) if state else [],
                     "ranges": ranges, "samples": summary.get("samples"), "clock_lock": summary.get("clock_lock"),
-                    "throttled": throttle.get("throttled_samples")})
+                    "throttled": throttle.get("throttled_samples") if isinstance(throttle, Mapping) else None})
     return out
 
 

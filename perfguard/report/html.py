@@ -14,7 +14,7 @@ import base64
 import hashlib
 import math
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
@@ -24,6 +24,9 @@ from perfguard.report.escape import html_value
 from perfguard.report.model import Report
 from perfguard.report.rows import SEVERITY, STATE_LABELS
 
+if TYPE_CHECKING:
+    import jinja2
+
 
 def _csp_hash(text: str) -> str:
     digest = hashlib.sha256(text.encode("utf-8")).digest()
@@ -31,7 +34,7 @@ def _csp_hash(text: str) -> str:
 
 
 @cache
-def _environment() -> Any:
+def _environment() -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("perfguard.report", "templates"),

@@ -23,7 +23,7 @@ from markupsafe import Markup
 
 from perfguard.bisect.document import BisectResult
 from perfguard.compare.verdicts import Geomean, Summary, Verdict, VerdictsDocument
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.report import format as fmt, svg
 from perfguard.report.bisect import BisectView, bisect_view
 from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fingerprint
@@ -128,7 +128,7 @@ class Report:
     run: RunView | None = None
     bisections: list[BisectView] = field(default_factory=list)
     cases: list[CaseDetail] = field(default_factory=list)
-    environments: list[tuple[str, str, JsonObject]] = field(default_factory=list)  # fingerprints: free-form
+    environments: list[tuple[str, str, JsonDict]] = field(default_factory=list)  # fingerprints: free-form
     warnings: list[str] = field(default_factory=list)
     # ``check --explain``: (case, the dimension's one-line headline) per explained regression,
     # and the whole explanation as the HTML report's "why" section.

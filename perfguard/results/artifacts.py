@@ -33,7 +33,7 @@ from pathlib import Path
 from perfguard import jsonfields as f
 from perfguard.backends.base import Artifact
 from perfguard.errors import StorageError
-from perfguard.jsonfields import JsonDict, JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.models.onnx_files import artifact_files, artifact_sha256
 from perfguard.results import (
     CaseEntry,
@@ -75,7 +75,7 @@ class Manifest:
 
     created_at: str
     suite: SuiteInfo
-    environment: dict[str, JsonObject]
+    environment: dict[str, JsonDict]
     models: dict[str, ModelInfo]
     cases: tuple[ManifestCase, ...]
     version: int = MANIFEST_VERSION
@@ -89,7 +89,7 @@ class Manifest:
     def from_json(cls, data: Mapping[str, object]) -> Manifest:
         kind = "manifest"
         return cls(f.string(data, "created_at", kind), SuiteInfo.from_json(f.obj(data, "suite", kind)),
-                   f.obj_map(data, "environment", kind),
+                   f.json_obj_map(data, "environment", kind),
                    {n: ModelInfo.from_json(m) for n, m in f.obj_map(data, "models", kind).items()},
                    tuple(ManifestCase.from_json(c) for c in f.objects(data, "cases", kind)),
                    f.integer(data, "version", kind))

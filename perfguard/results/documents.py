@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from perfguard.atomic import write_atomic, write_json_atomic as write_json_atomic
 from perfguard.errors import RefusedValue, StorageError
@@ -113,7 +113,7 @@ _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
-def _refuse_constant(token: str) -> Any:
+def _refuse_constant(token: str) -> NoReturn:
     raise RefusedValue(f"{token} is not a number (JSON has no NaN or Infinity; write a finite number)")
 
 

@@ -4,7 +4,8 @@ The file is versioned JSON validated by a shipped JSON Schema (``perfguard/schem
 owns the format: its version and history, the frozen dataclasses that hold it in memory, their
 ``to_json``/``from_json``, and the one loader. Every stage after compile passes these objects, not
 dicts; free-form parts whose keys are not perfguard's (a runner's fingerprint, a model's source
-parameters, a backend's settings, device telemetry) stay ``JsonObject``.
+parameters, a backend's settings, device telemetry) are ``JsonDict``, their values checked as JSON
+by ``jsonfields.json_obj`` when read.
 
 Format history (``RESULT_VERSION``):
 
@@ -47,7 +48,7 @@ from perfguard import jsonfields as f
 from perfguard.backends.base import Artifact, DatabaseUse, PassRecord
 from perfguard.backends.tvm_trace import TvmStages
 from perfguard.errors import FieldError
-from perfguard.jsonfields import JsonDict, JsonObject
+from perfguard.jsonfields import JsonDict, json_value
 from perfguard.models.inputs import InputSpec
 from perfguard.results.counts import COUNTED_FIGURES, Counts
 from perfguard.results.documents import current_format, read_json, typed_document
@@ -97,7 +98,7 @@ class Latency:
         return {**f.drop_none(summary), "per_worker": [list(w) for w in self.per_worker]}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Latency:
+    def from_json(cls, data: Mapping[str, object]) -> Latency:
         kind = "latency"
         workers = f.array(data, "per_worker", kind)
         # Every sample is a duration above zero: a NaN, negative or absurd one would be compared
@@ -166,7 +167,7 @@ class Metrics:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Metrics:
+    def from_json(cls, data: Mapping[str, object]) -> Metrics:
         kind = "metrics"
 
         def counts(key: str) -> tuple[int, ...] | None:
@@ -210,7 +211,7 @@ class Measurement:
     failures: tuple[str, ...] = ()
     # Why this variant stopped being measured (it crashed or hung its worker), or None.
     dropped: str | None = None
-    telemetry: JsonObject | None = None
+    telemetry: JsonDict | None = None
     device_state: DeviceState | None = None
     # The early stop of a worker's rounds (``[measure] min_rounds``/``max_time``); None in
     # results written before it: every worker timed ``rounds``.
@@ -218,7 +219,7 @@ class Measurement:
     max_time_s: float | None = None
 
     @property
-    def telemetry_summary(self) -> JsonObject | None:
+    def telemetry_summary(self) -> JsonDict | None:
         summary = (self.telemetry or {}).get("summary")
         return summary if isinstance(summary, dict) else None
 
@@ -236,19 +237,19 @@ class Measurement:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Measurement:
+    def from_json(cls, data: Mapping[str, object]) -> Measurement:
         kind = "measurement"
         return cls(f.string(data, "group", kind), f.count(data, "workers_requested", kind),
                    f.count(data, "workers_ok", kind), f.count_list(data, "worker_ids", kind),
                    f.opt_count(data, "loops", kind), f.count(data, "warmup", kind), f.count(data, "rounds", kind),
                    f.seconds(data, "min_time_s", kind), f.count(data, "threads", kind),
                    f.string_list(data, "failures", kind) if "failures" in data else (),
-                   f.opt_string(data, "dropped", kind), f.opt_obj(data, "telemetry", kind),
+                   f.opt_string(data, "dropped", kind), f.opt_json_obj(data, "telemetry", kind),
                    None if data.get("device_state") is None else DeviceState.from_json(f.obj(data, "device_state", kind)),
                    f.opt_count(data, "min_rounds", kind), f.opt_seconds(data, "max_time_s", kind))
 
 
-def _nodes(data: Mapping[str, Any], key: str, kind: str) -> int:
+def _nodes(data: Mapping[str, object], key: str, kind: str) -> int:
     """A pass record's node count: -1 where it is unknown (the first IREE dump of a scope, whose
     input does not print; ``iree_trace.ir_records``), else a count."""
     value = f.integer(data, key, kind)
@@ -257,7 +258,7 @@ def _nodes(data: Mapping[str, Any], key: str, kind: str) -> int:
     return value
 
 
-def _pass_record(data: Mapping[str, Any]) -> PassRecord:
+def _pass_record(data: Mapping[str, object]) -> PassRecord:
     kind = "pass record"
     return PassRecord(f.count(data, "index", kind), f.string(data, "name", kind), f.string(data, "source", kind),
                       f.seconds(data, "time_s", kind), _nodes(data, "nodes_before", kind),
@@ -282,9 +283,9 @@ class Trace:
     exact: bool = True
     note: str = ""
     mode: str | None = None
-    pass_times: tuple[JsonObject, ...] | None = None
+    pass_times: tuple[JsonDict, ...] | None = None
     cache_hit: bool | None = None
-    extra: JsonObject = field(default_factory=dict)
+    extra: JsonDict = field(default_factory=dict)
     database_use: DatabaseUse | None = None  # a TVM pipeline that applies a tuning database
     tvm: TvmStages | None = None
 
@@ -305,15 +306,15 @@ class Trace:
                                else self.database_use.to_json()})}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Trace:
+    def from_json(cls, data: Mapping[str, object]) -> Trace:
         kind = "trace"
         pass_times = data.get("pass_times")
         return cls(tuple(_pass_record(p) for p in f.objects(data, "passes", kind)), f.string(data, "input_hash", kind),
                    f.string(data, "final_hash", kind), f.seconds(data, "total_time_s", kind),
                    f.boolean(data, "exact", kind), f.string(data, "note", kind), f.opt_string(data, "mode", kind),
-                   None if pass_times is None else tuple(f.objects(data, "pass_times", kind)),
+                   None if pass_times is None else f.json_objects(data, "pass_times", kind),
                    None if data.get("cache_hit") is None else f.boolean(data, "cache_hit", kind),
-                   {k: v for k, v in data.items() if k not in _TRACE_KEYS},
+                   {k: json_value(v, f"{kind}.{k}") for k, v in data.items() if k not in _TRACE_KEYS},
                    None if data.get("database_use") is None
                    else DatabaseUse.from_json(f.obj(data, "database_use", kind)),
                    TvmStages.from_trace(data))
@@ -341,7 +342,7 @@ class CaseError:
         return {"stage": self.stage, "message": self.message}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CaseError:
+    def from_json(cls, data: Mapping[str, object]) -> CaseError:
         return cls(f.string(data, "stage", "error"), f.string(data, "message", "error"))
 
 
@@ -352,7 +353,7 @@ class ArtifactInfo:
     sha256: str
     size_bytes: int
     node_count: int | None
-    settings: JsonObject
+    settings: JsonDict
     # What decides how it runs on its runner (``Backend.execution_identity`` and the runner):
     # two artifacts with one identity are not timed against each other.
     execution_identity: str | None = None
@@ -368,10 +369,10 @@ class ArtifactInfo:
         return {**out, **f.drop_none({"execution_identity": self.execution_identity})}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ArtifactInfo:
+    def from_json(cls, data: Mapping[str, object]) -> ArtifactInfo:
         kind = "artifact"
         return cls(f.string(data, "sha256", kind), f.count(data, "size_bytes", kind),
-                   f.opt_count(data, "node_count", kind), f.obj(data, "settings", kind),
+                   f.opt_count(data, "node_count", kind), f.json_obj(data, "settings", kind),
                    f.opt_string(data, "execution_identity", kind))
 
 
@@ -379,11 +380,11 @@ class ArtifactInfo:
 class CaseKey:
     """What decides a measurement: model, pipeline, backend versions, runner (and how it was measured)."""
 
-    model: JsonObject
-    pipeline: JsonObject
-    backend: JsonObject
-    runner: JsonObject
-    measure: JsonObject
+    model: JsonDict
+    pipeline: JsonDict
+    backend: JsonDict
+    runner: JsonDict
+    measure: JsonDict
 
     def hash(self) -> str:
         """Hash of model, pipeline, backend versions and runner fingerprint (not of ``measure``)."""
@@ -395,9 +396,9 @@ class CaseKey:
                 "measure": self.measure}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CaseKey:
+    def from_json(cls, data: Mapping[str, object]) -> CaseKey:
         kind = "case key"
-        return cls(*(f.obj(data, k, kind) for k in ("model", "pipeline", "backend", "runner", "measure")))
+        return cls(*(f.json_obj(data, k, kind) for k in ("model", "pipeline", "backend", "runner", "measure")))
 
 
 @dataclass(frozen=True)
@@ -430,7 +431,7 @@ class CorrectnessCheck:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CorrectnessCheck:
+    def from_json(cls, data: Mapping[str, object]) -> CorrectnessCheck:
         kind = "correctness check"
         return cls(f.boolean(data, "passed", kind), f.string(data, "reason", kind), f.opt_number(data, "max_abs_error", kind),
                    f.opt_number(data, "max_rel_error", kind), f.number(data, "rtol", kind), f.number(data, "atol", kind),
@@ -459,7 +460,7 @@ class CaseEntry:
     measurement: Measurement | None = None
     finished_at: str | None = None
     artifact: ArtifactInfo | None = None
-    compiled_on: dict[str, JsonObject] | None = None
+    compiled_on: dict[str, JsonDict] | None = None
     correctness_on_runner: CorrectnessCheck | None = None
     # Why latency and memory were not measured (an artifact identical to its pair's), or None.
     not_measured: str | None = None
@@ -510,13 +511,13 @@ class CaseEntry:
         return {**out, **f.drop_none(optional)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CaseEntry:
+    def from_json(cls, data: Mapping[str, object]) -> CaseEntry:
         kind = "case"
         status = f.string(data, "status", kind)
         if status not in ("ok", "failed"):
             raise f.wrong_type(kind, "status", "'ok' or 'failed'", status)
 
-        def optional(key: str, parse: Callable[[Mapping[str, Any]], Any]) -> Any:
+        def optional(key: str, parse: Callable[[Mapping[str, object]], Any]) -> Any:
             value = f.opt_obj(data, key, kind)
             return None if value is None else parse(value)
 
@@ -530,7 +531,7 @@ class CaseEntry:
             metrics=Metrics.from_json(f.obj(data, "metrics", kind)),
             measurement=optional("measurement", Measurement.from_json),
             finished_at=f.opt_string(data, "finished_at", kind), artifact=optional("artifact", ArtifactInfo.from_json),
-            compiled_on=f.opt_obj_map(data, "compiled_on", kind),
+            compiled_on=f.opt_json_obj_map(data, "compiled_on", kind),
             correctness_on_runner=optional("correctness_on_runner", CorrectnessCheck.from_json),
             not_measured=f.opt_string(data, "not_measured", kind),
         )
@@ -543,7 +544,7 @@ class ModelInfo:
     sha256: str
     nodes: int
     opset: int
-    source: JsonObject
+    source: JsonDict
     inputs: tuple[InputSpec, ...]
 
     def to_json(self) -> JsonDict:
@@ -551,14 +552,14 @@ class ModelInfo:
                 "inputs": [s.to_json() for s in self.inputs]}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ModelInfo:
+    def from_json(cls, data: Mapping[str, object]) -> ModelInfo:
         kind = "model"
         try:
             inputs = tuple(InputSpec.from_json(s) for s in f.objects(data, "inputs", kind))
         except (KeyError, TypeError) as exc:
             raise FieldError(f"{kind}: field 'inputs' holds an entry that is not an input spec: {exc}") from None
         return cls(f.string(data, "sha256", kind), f.count(data, "nodes", kind), f.count(data, "opset", kind),
-                   f.obj(data, "source", kind), inputs)
+                   f.json_obj(data, "source", kind), inputs)
 
 
 @dataclass(frozen=True)
@@ -571,7 +572,7 @@ class SuiteInfo:
         return {"name": self.name, "path": self.path, "sha256": self.sha256}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SuiteInfo:
+    def from_json(cls, data: Mapping[str, object]) -> SuiteInfo:
         return cls(*(f.string(data, k, "suite") for k in ("name", "path", "sha256")))
 
 
@@ -588,7 +589,7 @@ class CompilerInfo:
         return {"label": self.label, "commit": self.commit, "subject": self.subject, "pass_path": self.pass_path}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CompilerInfo:
+    def from_json(cls, data: Mapping[str, object]) -> CompilerInfo:
         kind = "compiler"
         return cls(f.string(data, "label", kind), f.opt_string(data, "commit", kind),
                    str(data.get("subject") or ""), f.opt_string(data, "pass_path", kind))
@@ -608,7 +609,7 @@ class CacheUse:
         return {"hits": self.hits, "misses": self.misses, "uncached": self.uncached}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CacheUse:
+    def from_json(cls, data: Mapping[str, object]) -> CacheUse:
         kind = "artifact_cache"
         return cls(f.count(data, "hits", kind), f.count(data, "misses", kind), f.count(data, "uncached", kind))
 
@@ -624,7 +625,7 @@ class ArtifactsOrigin:
         return {"folder": self.folder, "manifest_created_at": self.manifest_created_at}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ArtifactsOrigin:
+    def from_json(cls, data: Mapping[str, object]) -> ArtifactsOrigin:
         return cls(f.string(data, "folder", "artifacts"), f.string(data, "manifest_created_at", "artifacts"))
 
 
@@ -635,7 +636,7 @@ class ResultDocument:
     suite: SuiteInfo
     started_at: str
     finished_at: str
-    environment: dict[str, JsonObject]
+    environment: dict[str, JsonDict]
     models: dict[str, ModelInfo]
     cases: tuple[CaseEntry, ...]
     tool_version: str
@@ -663,14 +664,14 @@ class ResultDocument:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ResultDocument:
+    def from_json(cls, data: Mapping[str, object]) -> ResultDocument:
         kind = "result"
         compiler, artifacts = f.opt_obj(data, "compiler", kind), f.opt_obj(data, "artifacts", kind)
         shard = f.opt_obj(data, "shard", kind)
         cache = f.opt_obj(data, "artifact_cache", kind)
         return cls(
             suite=SuiteInfo.from_json(f.obj(data, "suite", kind)), started_at=f.string(data, "started_at", kind),
-            finished_at=f.string(data, "finished_at", kind), environment=f.obj_map(data, "environment", kind),
+            finished_at=f.string(data, "finished_at", kind), environment=f.json_obj_map(data, "environment", kind),
             models={n: ModelInfo.from_json(m) for n, m in f.obj_map(data, "models", kind).items()},
             cases=tuple(CaseEntry.from_json(c) for c in f.objects(data, "cases", kind)),
             tool_version=f.string(f.obj(data, "tool", kind), "version", "tool"),
@@ -682,14 +683,14 @@ class ResultDocument:
         )
 
 
-def current_result_json(data: Any, path: str | Path) -> JsonDict:
+def current_result_json(data: object, path: str | Path) -> JsonDict:
     """The JSON object of a result document at the current version: refuses a newer one,
     migrates an older one (result files, and the results inside a verdicts document)."""
     return current_format(data, path, kind="result", title="perfguard result", version=RESULT_VERSION,
                           migrations=_MIGRATIONS)
 
 
-def parse_result(data: Any, path: str | Path = "<result>") -> ResultDocument:
+def parse_result(data: object, path: str | Path = "<result>") -> ResultDocument:
     """A result document from its JSON value (read from ``path``): refuses newer versions,
     migrates older ones, validates against the schema. Every failure is a one-line ``StorageError``."""
     data = current_result_json(data, path)

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from perfguard.errors import UserError, unknown_name_message
-from perfguard.jsonfields import JsonDict, JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.runners.base import Runner
 from perfguard.runners.cpu import CpuRunner
 from perfguard.runners.cuda import CudaRunner
@@ -39,7 +39,7 @@ def runner_names() -> list[str]:
     return sorted(_RUNNERS) + [f"{prefix}<provider>" for prefix in sorted(_PREFIXES)]
 
 
-def get_runner(name: str, repo: Path | None = None, options: RunnerOptions | JsonObject | None = None) -> Runner:
+def get_runner(name: str, repo: Path | None = None, options: RunnerOptions | JsonDict | None = None) -> Runner:
     """Return the runner called ``name`` configured with ``options`` (a ``RunnerOptions`` or its JSON).
 
     The error for an unknown name lists the runners this perfguard knows; for an ``npu:`` name

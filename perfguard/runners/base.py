@@ -14,17 +14,22 @@ in a request).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from perfguard.errors import BackendError, RunnerUnavailable, UserError
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.runners.options import RunnerOptions
 
 if TYPE_CHECKING:
     from perfguard.runners.telemetry import TelemetrySampler, TelemetrySource
 
 
-def provider_name(provider: Any) -> str:
+#: An entry of ONNX Runtime's ``providers`` list: a provider's name, or its name and options.
+OrtProvider = str | tuple[str, Mapping[str, object]]
+
+
+def provider_name(provider: OrtProvider) -> str:
     """The execution provider's name in an ORT ``providers`` entry (a name or a (name, options) pair)."""
     return str(provider[0] if isinstance(provider, tuple) else provider)
 
@@ -84,11 +89,11 @@ class Runner(ABC):
         return None
 
     @abstractmethod
-    def fingerprint(self) -> JsonObject:
+    def fingerprint(self) -> JsonDict:
         """Facts about the device and environment that make numbers comparable (JSON-ready)."""
 
     @abstractmethod
-    def ort_providers(self) -> list[Any]:
+    def ort_providers(self) -> list[OrtProvider]:
         """ONNX Runtime providers for sessions on this runner, in preference order."""
 
     def describe(self) -> str:

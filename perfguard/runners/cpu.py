@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from perfguard.jsonfields import JsonObject
-from perfguard.runners.base import Runner
+from perfguard.jsonfields import JsonDict
+from perfguard.runners.base import OrtProvider, Runner
 from perfguard.runners.fingerprint import host_fingerprint
 
 
@@ -18,10 +17,10 @@ class CpuRunner(Runner):
     def __init__(self, repo: Path | None = None) -> None:
         self.repo = repo
 
-    def fingerprint(self) -> JsonObject:
+    def fingerprint(self) -> JsonDict:
         data = host_fingerprint(self.repo)
         data["runner"] = self.name
         return data
 
-    def ort_providers(self) -> list[Any]:
+    def ort_providers(self) -> list[OrtProvider]:
         return ["CPUExecutionProvider"]

@@ -20,12 +20,13 @@ import ctypes
 import os
 import warnings
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, first_line
-from perfguard.jsonfields import JsonObject
-from perfguard.runners.base import Runner, ort_available_providers
-from perfguard.runners.fingerprint import host_fingerprint, library_versions
+from perfguard.jsonfields import JsonDict
+from perfguard.runners.base import OrtProvider, Runner, ort_available_providers
+from perfguard.runners.fingerprint import host_fingerprint
 from perfguard.runners.options import RunnerOptions
 from perfguard.runners.telemetry import TelemetrySource, decode_reasons
 
@@ -102,7 +103,7 @@ class NvmlSource(TelemetrySource):
         self._handle: Any = None
         self._unsupported: set[str] = set()
 
-    def open(self) -> JsonObject:
+    def open(self) -> JsonDict:
         self._nvml = load_nvml(self._loader)
         try:
             self._handle = nvml_handle(self._nvml, self.index)
@@ -183,11 +184,11 @@ def nvml_device_for_cuda(device_id: int, environ: Mapping[str, str] | None = Non
     return int(entry) if entry.isdigit() else entry
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def gpu_fingerprint(nvml: Any, handle: Any) -> JsonObject:
+def gpu_fingerprint(nvml: Any, handle: Any) -> JsonDict:
     """Facts about one GPU that decide whether numbers are comparable: name, driver, CUDA version,
     ECC and persistence state, power limit, maximum and application clocks (None where unsupported)."""
 
@@ -229,7 +230,7 @@ class CudaRunner(Runner):
     accepted_options = ("provider_options", "device_id", "clock_tolerance", "telemetry_interval")
     min_warmup = 3
 
-    def __init__(self, repo: Any = None, *, nvml_loader: Callable[[], Any] | None = None,
+    def __init__(self, repo: Path | None = None, *, nvml_loader: Callable[[], Any] | None = None,
                  providers: Callable[[], list[str]] | None = None) -> None:
         # The NVML module and the provider list are the hardware boundary; tests pass fakes.
         self.repo = repo
@@ -295,11 +296,10 @@ class CudaRunner(Runner):
         return (f"GPU {self.device_id}: {data['name']}, driver {data['driver']}, CUDA {data['cuda_driver_version']}, "
                 f"ECC {data['ecc'] or 'n/a'}, persistence {data['persistence_mode'] or 'n/a'}")
 
-    def fingerprint(self) -> JsonObject:
-        data = host_fingerprint(self.repo)
+    def fingerprint(self) -> JsonDict:
+        data = host_fingerprint(self.repo, ("onnxruntime-gpu",))
         data["runner"] = self.name
         data["runner_options"] = self.options.to_json()
-        data["libraries"].update(library_versions(("onnxruntime-gpu",)))
         try:
             nvml = self._load_nvml()
         except RunnerUnavailable as exc:
@@ -315,7 +315,7 @@ class CudaRunner(Runner):
             nvml.nvmlShutdown()
         return data
 
-    def ort_providers(self) -> list[Any]:
+    def ort_providers(self) -> list[OrtProvider]:
         options = {"device_id": str(self.device_id)}
         options.update({str(k): v for k, v in self.options.provider_options.items()})
         return [(CUDA_PROVIDER, options), "CPUExecutionProvider"]

@@ -11,12 +11,12 @@ import json
 import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict, JsonValue
 
 LIBRARIES = ("perfguard", "onnx", "onnxruntime", "onnxoptimizer", "numpy")
 
@@ -26,9 +26,9 @@ comparable_keys = ("cpu_model", "logical_cores", "os", "python", "libraries", "g
 GPU_COMPARABLE = ("name", "driver", "cuda_driver_version", "ecc", "persistence_mode")
 
 
-def _comparable(fingerprint: JsonObject, key: str) -> Any:
+def _comparable(fingerprint: JsonDict, key: str) -> JsonValue:
     value = fingerprint.get(key)
-    if key == "gpu" and isinstance(value, dict):
+    if key == "gpu" and isinstance(value, Mapping):
         return {k: value.get(k) for k in GPU_COMPARABLE}
     return value
 
@@ -72,8 +72,8 @@ def git_commit(path: Path | None) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def host_fingerprint(repo: Path | None = None) -> JsonObject:
-    """What every runner records about the host."""
+def host_fingerprint(repo: Path | None = None, libraries: tuple[str, ...] = ()) -> JsonDict:
+    """What every runner records about the host (and the versions of its own ``libraries``)."""
     try:
         physical = __import__("psutil").cpu_count(logical=False)
     except Exception:  # psutil cannot always tell
@@ -90,18 +90,18 @@ def host_fingerprint(repo: Path | None = None) -> JsonObject:
         "os": f"{platform.system()} {platform.release()}",
         "machine": platform.machine(),
         "python": platform.python_version(),
-        "libraries": library_versions(),
+        "libraries": library_versions() | library_versions(libraries),
         "git_commit": git_commit(repo),
     }
 
 
-def fingerprint_hash(fingerprint: JsonObject) -> str:
+def fingerprint_hash(fingerprint: JsonDict) -> str:
     """Hash of the comparable part of a fingerprint (load and host name left out)."""
     part = {k: _comparable(fingerprint, k) for k in comparable_keys}
     return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def fingerprint_differences(a: JsonObject, b: JsonObject) -> dict[str, tuple[Any, Any]]:
+def fingerprint_differences(a: JsonDict, b: JsonDict) -> dict[str, tuple[JsonValue, JsonValue]]:
     """The comparable fields where two fingerprints disagree."""
     return {k: (_comparable(a, k), _comparable(b, k)) for k in comparable_keys
             if _comparable(a, k) != _comparable(b, k)}

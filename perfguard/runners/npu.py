@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
 
 from perfguard.errors import RunnerUnavailable, UserError, unknown_name_message
-from perfguard.jsonfields import JsonObject
-from perfguard.runners.base import Runner, ort_available_providers
-from perfguard.runners.fingerprint import host_fingerprint, library_versions
+from perfguard.jsonfields import JsonDict
+from perfguard.runners.base import OrtProvider, Runner, ort_available_providers
+from perfguard.runners.fingerprint import host_fingerprint
 from perfguard.runners.options import RunnerOptions
 
 
@@ -72,7 +72,7 @@ class NpuRunner(Runner):
     accepted_options = ("provider_options", "clock_tolerance", "telemetry_interval")
     min_warmup = 3
 
-    def __init__(self, provider: str, repo: Any = None, *, providers: Callable[[], list[str]] | None = None) -> None:
+    def __init__(self, provider: str, repo: Path | None = None, *, providers: Callable[[], list[str]] | None = None) -> None:
         self.spec = resolve_provider(provider)
         self.name = f"npu:{provider}"
         self.repo = repo
@@ -82,8 +82,8 @@ class NpuRunner(Runner):
         return (self._providers or ort_available_providers)()
 
     @property
-    def provider_options(self) -> JsonObject:
-        options: JsonObject = dict(self.spec.defaults)
+    def provider_options(self) -> JsonDict:
+        options: JsonDict = dict(self.spec.defaults)
         options.update({str(k): v for k, v in self.options.provider_options.items()})
         return options
 
@@ -127,15 +127,13 @@ class NpuRunner(Runner):
     def describe(self) -> str:
         return f"{self.spec.provider} with options {self.provider_options or '{}'}"
 
-    def fingerprint(self) -> JsonObject:
-        data = host_fingerprint(self.repo)
+    def fingerprint(self) -> JsonDict:
+        package = self.spec.package
+        data = host_fingerprint(self.repo, (package,) if package else ())
         data["runner"] = self.name
         data["runner_options"] = self.options.to_json()
-        package = self.spec.package
-        if package:
-            data["libraries"].update(library_versions((package,)))
         data["npu"] = {"provider": self.spec.provider, "provider_options": self.provider_options}
         return data
 
-    def ort_providers(self) -> list[Any]:
+    def ort_providers(self) -> list[OrtProvider]:
         return [(self.spec.provider, self.provider_options), "CPUExecutionProvider"]

@@ -105,7 +105,7 @@ class TelemetrySource(ABC):
 
     name: str = "source"
 
-    def open(self) -> JsonObject:
+    def open(self) -> JsonDict:
         """Start reading; return static facts about the device (JSON-ready). May raise."""
         return {}
 
@@ -144,8 +144,8 @@ class TelemetrySampler:
         self.clock_tolerance = clock_tolerance
         self.max_samples = max(2, max_samples)
         self._clock = clock
-        self._rows: list[JsonObject] = []
-        self._device: JsonObject = {}
+        self._rows: list[dict[str, float | None]] = []
+        self._device: dict[str, JsonDict] = {}
         self._errors: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -175,7 +175,7 @@ class TelemetrySampler:
 
     def sample(self) -> None:
         """Read every active source once and append one row (also called by the thread)."""
-        row: JsonObject = {"t": round(self._clock() - self._t0, 6)}
+        row: dict[str, float | None] = {"t": round(self._clock() - self._t0, 6)}
         for state in self._states:
             if not state.active:
                 continue
@@ -195,7 +195,7 @@ class TelemetrySampler:
             self._rows = self._rows[::2]
             self.interval_s *= 2
 
-    def stop(self) -> JsonObject:
+    def stop(self) -> JsonDict:
         """Stop the thread, take a last sample, close the sources and return the record."""
         self._stop.set()
         if self._thread is not None:
@@ -218,7 +218,7 @@ class TelemetrySampler:
         }
 
 
-def _columns(rows: list[JsonObject]) -> dict[str, list[Any]]:
+def _columns(rows: list[dict[str, float | None]]) -> dict[str, list[float | None]]:
     names: list[str] = []
     for row in rows:
         names.extend(k for k in row if k not in names)
@@ -292,14 +292,14 @@ def plugin_sources(runner: TelemetryTarget) -> list[TelemetrySource]:
 # --------------------------------------------------------------------------------------------
 
 
-def _range(values: Iterable[Any]) -> dict[str, float] | None:
+def _range(values: Iterable[float | None]) -> dict[str, float] | None:
     data = [float(v) for v in values if v is not None]
     if not data:
         return None
     return {"min": min(data), "median": float(statistics.median(data)), "max": max(data)}
 
 
-def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> JsonObject | None:
+def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> JsonDict | None:
     """Pool the telemetry records of a case's workers into one summary; None without any record.
 
     Per numeric field: min, median and max over all samples. The clock fields (``sm_clock_mhz``,
@@ -325,7 +325,7 @@ def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> JsonObje
         errors.extend(record.get("errors", []))
         sources.extend(s for s in record.get("sources", []) if s not in sources)
         tolerance = float(record.get("clock_tolerance", tolerance))
-    summary: JsonObject = {"samples": len(rows), "workers": len(present),
+    summary: JsonDict = {"samples": len(rows), "workers": len(present),
                                "workers_unmonitored": len(records) - len(present), "sources": sources,
                                "errors": errors, "clock_tolerance": tolerance}
     known = [(row, int(row["throttle_reasons"])) for row in rows if row.get("throttle_reasons") is not None]
@@ -374,7 +374,7 @@ class DeviceState:
         return {"state": self.state, "reasons": list(self.reasons), "notes": list(self.notes)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> DeviceState:
+    def from_json(cls, data: Mapping[str, object]) -> DeviceState:
         from perfguard import jsonfields as f
 
         kind = "device_state"

@@ -28,11 +28,11 @@ latency = "median:5%"
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from perfguard.errors import UserError
 from perfguard.stats.thresholds import ACROSS_RUNS_FLOOR, MetricKind, Threshold, parse_threshold
@@ -149,22 +149,25 @@ def parse_check(reader: Reader, raw: object, key: str = "[check]") -> CheckSetti
     """The ``[check]`` table: worker counts of the sequential looks, the false-discovery level, and
     whether identical artifacts are timed anyway."""
     table = reader.table(raw, key, _CHECK_KEYS)
-    values: dict[str, Any] = {}
-    for name in ("workers", "step_workers", "max_workers"):
-        if name in table:
-            values[name] = reader.positive_int(table[name], f"{key}.{name}")
+    base = CheckSettings()
+
+    def count(name: str, default: int) -> int:
+        return reader.positive_int(table[name], f"{key}.{name}") if name in table else default
+
+    settings = CheckSettings(workers=count("workers", base.workers),
+                             step_workers=count("step_workers", base.step_workers),
+                             max_workers=count("max_workers", base.max_workers))
     if "alpha" in table:
         alpha = table["alpha"]
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
             raise reader.fail(f"{key}.alpha", f"expected a probability between 0 and 0.5 such as 0.05, "
                               f"found {describe(alpha)}")
-        values["alpha"] = float(alpha)
+        settings = dataclasses.replace(settings, alpha=float(alpha))
     if "measure_identical" in table:
         if not isinstance(table["measure_identical"], bool):
             raise reader.fail(f"{key}.measure_identical", f"expected true or false, found "
                               f"{describe(table['measure_identical'])}")
-        values["measure_identical"] = table["measure_identical"]
-    settings = CheckSettings(**values)
+        settings = dataclasses.replace(settings, measure_identical=table["measure_identical"])
     if settings.max_workers < settings.workers:
         raise reader.fail(f"{key}.max_workers", f"expected an integer >= workers ({settings.workers}), "
                           f"found {settings.max_workers}")

@@ -9,7 +9,6 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from perfguard.errors import UserError, did_you_mean
 from perfguard.names import name_problem
@@ -50,57 +49,63 @@ _MAX_DURATION = {"min_time": HOUR, "max_time": DAY, "timeout": DAY, "compile_tim
 def _runner_options(reader: Reader, raw: object, key: str) -> RunnerOptions:
     """A ``[runners.NAME]`` table: provider options (strings or numbers, passed verbatim), device, limits."""
     table = reader.table(raw, key, _RUNNER_KEYS)
-    values: dict[str, Any] = {}
+    options = RunnerOptions()
     if "options" in table:
-        options = reader.table(table["options"], f"{key} options")
-        for name, value in options.items():
+        provider_options = reader.table(table["options"], f"{key} options")
+        for name, value in provider_options.items():
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                 raise reader.fail(f"{key} options.{name}", "expected a string or a number as the provider documents "
                                   f"it (write booleans as the provider does, e.g. \"1\"), found {describe(value)}")
-        values["provider_options"] = dict(options)
+        options = dataclasses.replace(options, provider_options=dict(provider_options))
     if "device_id" in table:
-        values["device_id"] = reader.positive_int(table["device_id"], f"{key} device_id", minimum=0)
+        options = dataclasses.replace(options, device_id=reader.positive_int(table["device_id"], f"{key} device_id",
+                                                                            minimum=0))
     if "clock_tolerance" in table:
-        values["clock_tolerance"] = reader.percent(table["clock_tolerance"], f"{key} clock_tolerance")
+        options = dataclasses.replace(options, clock_tolerance=reader.percent(table["clock_tolerance"],
+                                                                              f"{key} clock_tolerance"))
     if "telemetry_interval" in table:
-        values["telemetry_interval"] = parse_duration(table["telemetry_interval"], f"{reader.path}: {key} telemetry_interval",
-                                                      at_most=_MAX_DURATION["telemetry_interval"])
-    return RunnerOptions(**values)
+        options = dataclasses.replace(options, telemetry_interval=parse_duration(
+            table["telemetry_interval"], f"{reader.path}: {key} telemetry_interval",
+            at_most=_MAX_DURATION["telemetry_interval"]))
+    return options
 
 
 def _measure(reader: Reader, raw: object, key: str, base: MeasureSettings) -> MeasureSettings:
     table = reader.table(raw, key, _MEASURE_KEYS)
-    values: dict[str, Any] = {}
+    counts: dict[str, int] = {}
     for name in ("workers", "rounds", "min_rounds", "threads", "compile_repeats"):
         if name in table:
-            values[name] = reader.positive_int(table[name], f"{key}.{name}")
+            counts[name] = reader.positive_int(table[name], f"{key}.{name}")
     for name in ("warmup", "seed", "memory_probes"):
         if name in table:
-            values[name] = reader.positive_int(table[name], f"{key}.{name}", minimum=0)
-    for name in ("min_time", "max_time", "timeout", "compile_timeout"):
-        if name in table:
-            try:
-                values[name] = parse_duration(table[name], f"{reader.path}: {key}.{name}", at_most=_MAX_DURATION[name])
-            except UserError as exc:
-                raise UserError(str(exc)) from None
-    return dataclasses.replace(base, **values)
+            counts[name] = reader.positive_int(table[name], f"{key}.{name}", minimum=0)
+
+    def duration(name: str, current: float) -> float:
+        if name not in table:
+            return current
+        try:
+            return parse_duration(table[name], f"{reader.path}: {key}.{name}", at_most=_MAX_DURATION[name])
+        except UserError as exc:
+            raise UserError(str(exc)) from None
+
+    return dataclasses.replace(base, **counts, min_time=duration("min_time", base.min_time),
+                               max_time=duration("max_time", base.max_time),
+                               timeout=duration("timeout", base.timeout),
+                               compile_timeout=duration("compile_timeout", base.compile_timeout))
 
 
 def _tolerance(reader: Reader, raw: object, key: str, base: Tolerance) -> Tolerance:
     table = reader.table(raw, key, _CORRECTNESS_KEYS)
-    values: dict[str, Any] = {}
-    for name in ("rtol", "atol"):
-        if name in table:
-            values[name] = reader.non_negative_float(table[name], f"{key}.{name}")
-    if "seed" in table:
-        values["seed"] = reader.positive_int(table["seed"], f"{key}.seed", minimum=0)
-    return dataclasses.replace(base, **values)
+    bounds = {name: reader.non_negative_float(table[name], f"{key}.{name}")
+              for name in ("rtol", "atol") if name in table}
+    seed = reader.positive_int(table["seed"], f"{key}.seed", minimum=0) if "seed" in table else base.seed
+    return dataclasses.replace(base, seed=seed, **bounds)
 
 
 _INPUT_KEYS = ("shape", "low", "high")
 
 
-def _input_settings(reader: Reader, spec: dict[str, Any], key: str) -> InputSettings:
+def _input_settings(reader: Reader, spec: Mapping[str, object], key: str) -> InputSettings:
     """``dims = { seq = 128 }`` and ``inputs.NAME = { shape = [8, 128], low = 0, high = 30522 }``.
 
     Checked here for form; against the model's declared inputs when the model is read."""
@@ -186,7 +191,7 @@ def parse_suite(raw: dict[str, object], path: Path, sha256: str = "") -> Suite:
                  thresholds=thresholds, counts=counts)
 
 
-def _counts(reader: Reader, raw: object) -> tuple[bool, Any]:
+def _counts(reader: Reader, raw: object) -> tuple[bool, object]:
     """``[measure] counts = true``: every case also counted under Valgrind (``--counts``). A key of
     the suite's own ``[measure]`` only (a whole run is counted or not), so it is taken out of the
     table before the settings every case shares are read."""
@@ -290,7 +295,7 @@ def _pipelines(reader: Reader, raw: object, default_backend: str) -> dict[str, P
     return pipelines
 
 
-def _overrides(reader: Reader, raw: object) -> list[tuple[str, dict[str, Any]]]:
+def _overrides(reader: Reader, raw: object) -> list[tuple[str, dict[str, object]]]:
     """``[[overrides]]``: ``match`` (a glob over case ids) with [measure]/[correctness] settings,
     applied to each case in file order once its own settings are in."""
     if not isinstance(raw, list):
@@ -315,7 +320,7 @@ class _CaseDefaults:
 
 
 def _cases(reader: Reader, raw: object, defaults: _CaseDefaults,
-           overrides: list[tuple[str, dict[str, Any]]]) -> list[CaseSpec]:
+           overrides: list[tuple[str, dict[str, object]]]) -> list[CaseSpec]:
     """``[[cases]]``: model x pipelines x runners (default: every model on every pipeline)."""
     if raw is None:
         raw = [{"model": m} for m in defaults.models]
@@ -351,7 +356,7 @@ def _case_entry(reader: Reader, raw: object, key: str, defaults: _CaseDefaults) 
             for pipe_name in pipe_names for runner in runner_names]
 
 
-def _apply_overrides(reader: Reader, case: CaseSpec, overrides: list[tuple[str, dict[str, Any]]]) -> CaseSpec:
+def _apply_overrides(reader: Reader, case: CaseSpec, overrides: list[tuple[str, dict[str, object]]]) -> CaseSpec:
     for pattern, override in overrides:
         if fnmatch.fnmatchcase(case.id, pattern):
             where = f"[[overrides]] match={pattern!r}"

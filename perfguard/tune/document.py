@@ -9,16 +9,16 @@ Format history (``TUNE_VERSION``): 1. first format.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, TypeVar
 
 from perfguard import __version__
 from perfguard.bisect.document import VerdictSummary
 from perfguard.compare.verdicts import VerdictsDocument, parse_verdicts
 from perfguard.errors import StorageError
-from perfguard.jsonfields import JsonDict
+from perfguard.jsonfields import JsonDict, json_object
 from perfguard.tune.space import Candidate
 
 TUNE_VERSION = 1
@@ -50,10 +50,10 @@ class Point:
                 "compile_time": self.compile_time.to_json() if self.compile_time else None}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Point:
-        return cls(int(d["index"]), str(d["phase"]), str(d["move"]), Candidate.from_json(d["candidate"]),
-                   str(d["status"]), d.get("reason"), _summary(d.get("latency")), _summary(d.get("compile_time")),
-                   d.get("node_count"), float(d.get("best", 1.0)))
+    def from_json(cls, d: Mapping[str, object]) -> Point:
+        return cls(_int(d["index"]), str(d["phase"]), str(d["move"]), Candidate.from_json(_mapping(d["candidate"])),
+                   str(d["status"]), _optional(d.get("reason"), str), _summary(d.get("latency")),
+                   _summary(d.get("compile_time")), _optional(d.get("node_count"), int), _float(d.get("best", 1.0)))
 
 
 @dataclass(frozen=True)
@@ -73,14 +73,43 @@ class Step:
                 "compile_time": self.compile_time.to_json() if self.compile_time else None}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Step:
+    def from_json(cls, d: Mapping[str, object]) -> Step:
         latency = _summary(d.get("latency")) or VerdictSummary()
-        return cls(int(d["index"]), str(d["move"]), Candidate.from_json(d["candidate"]), latency,
-                   _summary(d.get("compile_time")), float(d["effect"]))
+        return cls(_int(d["index"]), str(d["move"]), Candidate.from_json(_mapping(d["candidate"])), latency,
+                   _summary(d.get("compile_time")), _float(d["effect"]))
 
 
 def _summary(value: object) -> VerdictSummary | None:
     return None if value is None else VerdictSummary.from_json(value)
+
+
+T = TypeVar("T")
+
+# The readers of a point's and a step's fields: ``int()``/``float()`` as before, and a TypeError
+# (a malformed tune document: ``tune_from_json`` makes it a StorageError) for any other kind.
+
+def _int(value: object) -> int:
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"expected an integer, found {value!r}")
+
+
+def _float(value: object) -> float:
+    if isinstance(value, (int, float, str)):
+        return float(value)
+    raise TypeError(f"expected a number, found {value!r}")
+
+
+def _optional(value: object, kind: type[T]) -> T | None:
+    if value is None or isinstance(value, kind):
+        return value
+    raise TypeError(f"expected {kind.__name__} or null, found {value!r}")
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    if isinstance(value, Mapping):
+        return value
+    raise TypeError(f"expected an object, found {value!r}")
 
 
 def objective_score(objective: str, latency: VerdictSummary | None, compile_time: VerdictSummary | None) -> float:
@@ -93,6 +122,21 @@ def objective_score(objective: str, latency: VerdictSummary | None, compile_time
     if objective == "compile_time":
         return ratio(compile_time)
     return ratio(latency) * ratio(compile_time)
+
+
+class ProofEffect(TypedDict):
+    """The proof's verdict on one model as the tune document holds it (``proof.effects``): the
+    objective's row (None for a ratio or bound that is not finite) and why it rejects, if it does."""
+
+    case: str
+    metric: str
+    decision: str
+    direction: str
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    mde: float | None
+    rejects: str | None
 
 
 @dataclass
@@ -134,7 +178,7 @@ class TuneResult:
     floor: float = 0.0
     status: str = "no-gain"  # proved | no-gain | rejected | nothing-better
     proof_pipeline: str | None = None
-    proof_effects: tuple[dict[str, Any], ...] = ()
+    proof_effects: tuple[ProofEffect, ...] = ()
     proof: VerdictsDocument | None = None
     patch: str | None = None
     tool_version: str = __version__
@@ -161,7 +205,7 @@ class TuneResult:
     @classmethod
     def of(cls, suite: str, case: str, pipeline: str, objective: str, universe: Sequence[str], budget: int,
            time_limit_s: float | None, outcome: SearchOutcome, status: str, proof_pipeline: str | None = None,
-           proof_effects: Sequence[dict[str, Any]] = (), proof: VerdictsDocument | None = None,
+           proof_effects: Sequence[ProofEffect] = (), proof: VerdictsDocument | None = None,
            patch: str | None = None) -> TuneResult:
         return cls(suite, case, pipeline, objective, outcome.start, outcome.best, tuple(universe), budget,
                    time_limit_s, outcome.stopped, outcome.wall_time_s, tuple(outcome.steps), tuple(outcome.points),
@@ -177,7 +221,8 @@ class TuneResult:
                 "points": [p.to_json() for p in self.points], "confirmations": self.confirmations,
                 "screen_mde": self.screen_mde, "confirm_mde": self.confirm_mde, "floor": self.floor,
                 "status": self.status,
-                "proof": {"pipeline": self.proof_pipeline, "effects": list(self.proof_effects),
+                "proof": {"pipeline": self.proof_pipeline,
+                          "effects": [json_object(e, "proof effect") for e in self.proof_effects],
                           "verdicts": self.proof.to_json() if self.proof else None},
                 "patch": self.patch}
 
@@ -208,7 +253,7 @@ def tune_from_json(data: Any, path: str | Path = "<tune>") -> TuneResult:
         raise StorageError(f"{path}: malformed tune document ({type(exc).__name__}: {exc})") from None
 
 
-def suite_patch(suite_path: str, pipeline: str, tuned: Candidate, name: str, effects: Sequence[dict[str, Any]]
+def suite_patch(suite_path: str, pipeline: str, tuned: Candidate, name: str, effects: Sequence[ProofEffect]
                 ) -> str:
     """The tuned order as TOML: a ``[pipelines.NAME]`` table to add to the suite (or whose passes
     replace the pinned ones), with the proof's effect per model as comments."""

@@ -66,7 +66,7 @@ class KernelStat:
         return {"name": self.name, "launches": self.launches, "us": self.us}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> KernelStat:
+    def from_json(cls, data: Mapping[str, object]) -> KernelStat:
         kind = "kernel stat"
         return cls(f.string(data, "name", kind), f.number(data, "launches", kind), f.number(data, "us", kind))
 
@@ -91,7 +91,7 @@ class GpuProfile:
                 "by_op": [k.to_json() for k in self.by_op]}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GpuProfile:
+    def from_json(cls, data: Mapping[str, object]) -> GpuProfile:
         kind = "gpu profile"
         return cls(f.number(data, "launches", kind), f.number(data, "kernel_us", kind), f.number(data, "busy", kind),
                    f.number(data, "copies", kind), f.number(data, "copy_us", kind),

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.workers.protocol import (
     CheckTolerance,
     CompilePipeline,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from perfguard.suite import CaseSpec, Suite
 
 
-def runner_options(suite: Suite, runner: str) -> JsonObject:
+def runner_options(suite: Suite, runner: str) -> JsonDict:
     return suite.runner_options(runner).to_json()
 
 

@@ -29,13 +29,13 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from perfguard.atomic import write_atomic
 from perfguard.backends import check_case_runner, get_backend
-from perfguard.backends.base import Artifact, Backend
+from perfguard.backends.base import Artifact, Backend, Executable
 from perfguard.errors import BackendError, PerfguardError, RunnerUnavailable, first_line
 from perfguard.models.inputs import InputSpec, make_feeds
 from perfguard.results.result import CorrectnessCheck
@@ -173,7 +173,16 @@ def blindness(reference: list[np.ndarray], probe: list[np.ndarray], rtol: float,
     return bool(compare_outputs(reference, probe, rtol, atol)["passed"])
 
 
-def compare_outputs(reference: list[np.ndarray], got: list[np.ndarray], rtol: float, atol: float) -> dict[str, Any]:
+class Compared(TypedDict):
+    """What :func:`compare_outputs` found: pass or fail, why, and the largest errors."""
+
+    passed: bool
+    reason: str
+    max_abs_error: float | None
+    max_rel_error: float | None
+
+
+def compare_outputs(reference: list[np.ndarray], got: list[np.ndarray], rtol: float, atol: float) -> Compared:
     """Elementwise |got - ref| <= atol + rtol*|ref|; NaN where the reference is finite fails."""
     if len(reference) != len(got):
         return {"passed": False, "reason": f"{len(got)} outputs, the reference has {len(reference)}",
@@ -199,11 +208,13 @@ def compare_outputs(reference: list[np.ndarray], got: list[np.ndarray], rtol: fl
     return {"passed": True, "reason": "", "max_abs_error": max_abs, "max_rel_error": max_rel}
 
 
-def _check(compared: dict[str, Any], tolerance: CheckTolerance, **extra: Any) -> CorrectnessCheck:
+def _check(compared: Compared, tolerance: CheckTolerance, status: str | None = None,
+           probe_seed: int | None = None) -> CorrectnessCheck:
     """``compare_outputs``'s verdict with the tolerance and seed it was judged by."""
     return CorrectnessCheck(passed=bool(compared["passed"]), reason=str(compared["reason"]),
                             max_abs_error=compared["max_abs_error"], max_rel_error=compared["max_rel_error"],
-                            rtol=tolerance.rtol, atol=tolerance.atol, seed=tolerance.seed, **extra)
+                            rtol=tolerance.rtol, atol=tolerance.atol, seed=tolerance.seed, status=status,
+                            probe_seed=probe_seed)
 
 
 def do_compile(request: CompileRequest) -> tuple[CompileResponse | None, WorkerError | None]:
@@ -285,7 +296,7 @@ def _runner_elsewhere(backend: Backend, runner: Runner) -> str:
 
 
 def load_warm(artifact: Artifact, runner: Runner, threads: int, feeds: dict[str, np.ndarray], warmup: int,
-              min_time: float) -> Any:
+              min_time: float) -> Executable:
     """Load ``artifact`` and warm it up: ``warmup`` runs, or fewer once the warm-up has lasted
     ``warmup * min_time`` (one 95 ms run warms a session as well as three: the first run is the
     one that allocates), never fewer than one run nor than the runner's ``min_warmup``."""
@@ -300,7 +311,7 @@ def load_warm(artifact: Artifact, runner: Runner, threads: int, feeds: dict[str,
     return executable
 
 
-def _calibrate(executable: Any, feeds: dict[str, np.ndarray], min_time: float,
+def _calibrate(executable: Executable, feeds: dict[str, np.ndarray], min_time: float,
                synchronize: Callable[[], None] | None = None) -> int:
     """Loops per value so that one value lasts at least ``min_time``: each try aims at 1.1x
     ``min_time`` from the last try's time per loop, and grows by one loop at least. Not pyperf's
@@ -348,7 +359,7 @@ def round_blocks(count: int) -> tuple[int, int]:
     return 1, count
 
 
-def _interleaved_round(executables: dict[str, Any], loops: dict[str, int], feeds: dict[str, np.ndarray],
+def _interleaved_round(executables: dict[str, Executable], loops: dict[str, int], feeds: dict[str, np.ndarray],
                        sync: Callable[[], None], rng: random.Random, values: dict[str, list[float]]) -> float:
     """One timed round: every variant's runs (one count for all: :func:`common_loops`) in blocks
     (:func:`round_blocks`); the blocks of all variants interleave, in a fresh random order for
@@ -401,7 +412,7 @@ def do_measure(request: MeasureRequest) -> MeasureResponse:
     rng = random.Random(request.seed * 100_003 + worker_index)
     feeds = make_feeds(list(request.input_specs), request.seed + 1 + worker_index)
     variants = list(request.variants)
-    executables: dict[str, Any] = {}
+    executables: dict[str, Executable] = {}
     rss_delta: dict[str, int] = {}
     # Creation order biases a session by 1-2 %: rotate it by worker index so every variant is
     # created first equally often (exact balance; a coin flip per worker leaves 2-3 % A/A alarms).

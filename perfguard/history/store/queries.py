@@ -149,7 +149,7 @@ class Querying(StoreConnection):
                 series_id=series_id, good_commit=good_commit, bad_commit=bad, time=utc_stamp(time), ratio=ratio,
                 ci_low=ci_low, ci_high=ci_high, status=status, note=note)
                 .on_conflict_do_nothing(index_elements=["series_id", "bad_commit"]))
-            update: dict[str, Any] = {"ratio": ratio, "ci_low": ci_low, "ci_high": ci_high, "status": status}
+            update: dict[str, object] = {"ratio": ratio, "ci_low": ci_low, "ci_high": ci_high, "status": status}
             if good_commit is not None:
                 update["good_commit"] = good_commit
             if note:
@@ -195,7 +195,7 @@ class Querying(StoreConnection):
     def set_change_status(self, change_id: int, status: str, note: str = "") -> None:
         """Set a change's status (and its note, when given)."""
         _check_status(status)
-        values: dict[str, Any] = {"status": status, **({"note": note} if note else {})}
+        values: dict[str, object] = {"status": status, **({"note": note} if note else {})}
         self._update_change(change_id, changes.update().where(changes.c.id == change_id).values(**values))
 
     def link_bisect(self, change_id: int, document_id: int, culprit_commit: str | None,
