@@ -55,6 +55,11 @@
         or hash that differs from its manifest). The cache catches it: the entry is dropped with one
         warning and the case compiles again (``perfguard.compile.cache``).
 
+    ``CountedCompileDone``
+        Not an error: a backend's compile raises it once its last counted window has closed, when
+        what follows (TVM's build) is neither counted nor kept; the counted compile catches it
+        (``perfguard.workers.counting``). It never reaches the CLI.
+
     ``ApiError``
         A request to GitHub's REST API or a webhook failed (``perfguard history notify``); the
         message is safe to print (the token masked). Notify turns it into a warning line: a failed
@@ -134,6 +139,10 @@ class TraceError(DecodeError):
 
 class NsightError(DecodeError):
     """Output of nsys or ncu that is not the CSV perfguard asked for."""
+
+
+class CountedCompileDone(PerfguardError):  # noqa: N818 (not an error: a counted compile's end)
+    """A counted compile's last window has closed; the rest of the compile is skipped."""
 
 
 class CorruptEntry(PerfguardError):

@@ -200,12 +200,6 @@ COUNT_WINDOW: contextvars.ContextVar[Callable[[str], AbstractContextManager[obje
     contextvars.ContextVar("perfguard_count_window", default=None)
 
 
-class CountedCompileDone(Exception):  # noqa: N818 (not an error: the counted compile's end)
-    """Raised by a backend's compile once its last counted window has closed, when what follows
-    (TVM's build: TIR lowering and LLVM codegen, uncounted and minutes under Valgrind) would only
-    make an artifact that a counted compile throws away."""
-
-
 def counting_compile() -> bool:
     """True inside a counted compile (``COUNT_WINDOW`` set)."""
     return COUNT_WINDOW.get() is not None

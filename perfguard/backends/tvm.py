@@ -60,7 +60,7 @@ from perfguard.backends.base import (
     UploadedInputs,
     file_sha256,
 )
-from perfguard.backends.onnx_passes import CountedCompileDone, counted, counting_compile
+from perfguard.backends.onnx_passes import counted, counting_compile
 from perfguard.backends.tvm_trace import (
     COUNTED_STEPS,
     PassSpec,
@@ -72,6 +72,7 @@ from perfguard.backends.tvm_trace import (
 )
 from perfguard.errors import (
     BackendError,
+    CountedCompileDone,
     RunnerUnavailable,
     UserError,
     did_you_mean,

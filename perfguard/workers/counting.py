@@ -174,7 +174,8 @@ def do_count_compile(request: CountCompileRequest) -> CountResponse:
     from pathlib import Path
 
     from perfguard.backends import get_backend
-    from perfguard.backends.onnx_passes import COUNT_WINDOW, CountedCompileDone
+    from perfguard.backends.onnx_passes import COUNT_WINDOW
+    from perfguard.errors import CountedCompileDone
     from perfguard.suite import PipelineSpec
     from perfguard.workers.callgrind import ClientRequests
 
