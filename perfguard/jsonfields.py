@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from perfguard.errors import FieldError
 
@@ -17,13 +17,6 @@ JsonValue: TypeAlias = "None | bool | int | float | str | Sequence[JsonValue] | 
 
 #: A JSON object as perfguard writes it: the ``to_json`` of its typed documents and messages.
 JsonDict: TypeAlias = "dict[str, JsonValue]"
-
-#: A free-form JSON object whose values are not narrowed yet: a backend's own settings (read by
-#: the backend that wrote them) and the rows of device telemetry. Parts of perfguard's documents
-#: that are free-form but checked (a fingerprint, a model's source) are ``JsonDict``, read by
-#: :func:`json_obj`.
-JsonObject = dict[str, Any]
-
 
 def drop_none(data: Mapping[str, JsonValue]) -> JsonDict:
     """``data`` without its None values: a typed document's optional fields, absent when unset."""

@@ -17,9 +17,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "perfguard"
 
 #: Lines naming ``Any`` outside imports (464 when the ratchet was set up, issue 36: 218 or fewer).
-ANY_CAP = 179
+ANY_CAP = 175
 #: Lines with ``dict[str, Any]`` or ``JsonObject`` (145 then; issue 36: 62 or fewer).
-FREE_FORM_CAP = 29
+FREE_FORM_CAP = 18
 
 _ANY = re.compile(r"\bAny\b")
 

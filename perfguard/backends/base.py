@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from perfguard.errors import RunnerUnavailable, UserError
-from perfguard.jsonfields import JsonDict, JsonObject
+from perfguard.errors import BackendError, RunnerUnavailable, UserError
+from perfguard.jsonfields import JsonDict
 
 # Defined with the model files (models/ sits below backends/ and hashes them too); re-exported
 # because the plugin API names it for a backend's artifact hash.
@@ -135,7 +135,7 @@ class Artifact:
 
     backend: str
     path: str
-    settings: JsonObject  # the backend's own settings: free-form
+    settings: JsonDict  # the backend's own settings: free-form JSON, read by the backend that wrote them
     sha256: str
     size_bytes: int
     node_count: int | None = None
@@ -146,6 +146,30 @@ class Artifact:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Artifact:
         return cls(**dict(data))
+
+
+
+# Readers of a backend's own settings (``Artifact.settings``, or the settings it validated):
+# each returns the setting with its type, or a BackendError naming ``where`` and the setting.
+def setting_str(settings: Mapping[str, object], key: str, where: str) -> str:
+    value = settings.get(key)
+    if not isinstance(value, str):
+        raise BackendError(f"{where}: setting {key!r} must be a string, found {value!r}")
+    return value
+
+
+def setting_strs(settings: Mapping[str, object], key: str, where: str) -> list[str]:
+    value = settings.get(key)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise BackendError(f"{where}: setting {key!r} must be a list of strings, found {value!r}")
+    return [str(v) for v in value]
+
+
+def setting_str_map(settings: Mapping[str, object], key: str, where: str) -> dict[str, str]:
+    value = settings.get(key)
+    if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
+        raise BackendError(f"{where}: setting {key!r} must be a table of strings, found {value!r}")
+    return {str(k): str(v) for k, v in value.items()}
 
 
 @dataclass

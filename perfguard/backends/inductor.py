@@ -55,6 +55,7 @@ from perfguard.backends.inductor_settings import (
     torch_module,
 )
 from perfguard.errors import BackendError, RunnerUnavailable, UserError, first_line
+from perfguard.jsonfields import json_object
 
 if TYPE_CHECKING:
     import numpy as np
@@ -152,13 +153,14 @@ class InductorBackend(Backend):
                                  settings.device, check_eager=True, traced_from=len(prefix), hooks=hooks)
         recipe = self._write_recipe(out_dir, pipeline, settings, compiled)
         identity = {k: recipe[k] for k in ("options", "output_code_sha256", "torch")}
-        identity["passes"] = [(n, d) for n, d, _ in compiled.pass_sources]
+        passes = [(n, d) for n, d, _ in compiled.pass_sources]
+        identity["passes"] = passes
         if compiled.hooks:  # absent when unused: the identities of pipelines without hooks are unchanged
             identity["hooks"] = {hook: [(e["name"], e["source_sha256"]) for e in entries]
                                  for hook, entries in compiled.hooks.items()}
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
         artifact = Artifact(backend=self.name, path=str(out_dir / RECIPE),
-                            settings={"options": settings.to_json(), "passes": identity["passes"],
+                            settings={"options": json_object(settings.to_json(), f"{where} options"), "passes": passes,
                                       "output_code_sha256": compiled.code_sha256},
                             sha256=digest, size_bytes=sum(len(t.encode()) for t in compiled.output_code),
                             node_count=compiled.kernels + compiled.library_calls)

@@ -48,6 +48,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,9 @@ from perfguard.backends.base import (
     PassRecord,
     UploadedInputs,
     file_sha256,
+    setting_str,
+    setting_str_map,
+    setting_strs,
 )
 from perfguard.backends.iree_tools import (
     INSTALL_HINT,
@@ -93,7 +97,7 @@ from perfguard.errors import (
     first_line,
     unknown_name_message,
 )
-from perfguard.jsonfields import JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.units import parse_size
 
 if TYPE_CHECKING:
@@ -106,12 +110,24 @@ OPTION_KEYS = ("opt_level", "flags", "preprocessing", "target", "target_cpu", "t
                "ir_dump_limit", "keep_ir")
 OPT_LEVELS = ("O0", "O1", "O2", "O3")
 TRACE_MODES = ("timing", "ir")
-TARGETS: dict[str, JsonObject] = {
-    "llvm-cpu": {"flags": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu"],
-                 "drivers": ("local-sync", "local-task"), "runner": "cpu"},
-    "vmvx": {"flags": ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=vmvx"],
-             "drivers": ("local-sync", "local-task"), "runner": "cpu"},
-    "cuda": {"flags": ["--iree-hal-target-device=cuda"], "drivers": ("cuda",), "runner": "cuda"},
+
+
+@dataclass(frozen=True)
+class IreeTarget:
+    """An IREE target: the iree-compile flags that select it, its HAL drivers (the first is the
+    default) and the runner kind its modules run on."""
+
+    flags: tuple[str, ...]
+    drivers: tuple[str, ...]
+    runner: str
+
+
+TARGETS = {
+    "llvm-cpu": IreeTarget(("--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu"),
+                           ("local-sync", "local-task"), "cpu"),
+    "vmvx": IreeTarget(("--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=vmvx"),
+                       ("local-sync", "local-task"), "cpu"),
+    "cuda": IreeTarget(("--iree-hal-target-device=cuda",), ("cuda",), "cuda"),
 }
 # Flags perfguard sets itself from other options or for tracing; naming them in `flags` is an error.
 MANAGED_FLAGS = {
@@ -140,7 +156,7 @@ def _flag_value(value: Any, where: str) -> str:
     raise UserError(f"{where}: expected a boolean, number, string or list of strings, found {value!r}")
 
 
-def iree_settings(options: Mapping[str, Any], passes: tuple[str, ...] | list[str], where: str) -> JsonObject:
+def iree_settings(options: Mapping[str, Any], passes: tuple[str, ...] | list[str], where: str) -> JsonDict:
     """Validate a pipeline's options (no tool is run) and return them in canonical form."""
     for key in options:
         if key not in OPTION_KEYS:
@@ -151,7 +167,7 @@ def iree_settings(options: Mapping[str, Any], passes: tuple[str, ...] | list[str
     target = options.get("target", "llvm-cpu")
     if target not in TARGETS:
         raise UserError(f"{where}: target: " + unknown_name_message("target", str(target), TARGETS))
-    drivers = TARGETS[target]["drivers"]
+    drivers = TARGETS[target].drivers
     driver = options.get("driver", drivers[0])
     if driver not in drivers:
         raise UserError(f"{where}: driver: " + unknown_name_message(f"driver for target {target!r}", str(driver), drivers))
@@ -197,13 +213,13 @@ def iree_settings(options: Mapping[str, Any], passes: tuple[str, ...] | list[str
 
 def compile_flags(settings: Mapping[str, Any]) -> list[str]:
     """The ``iree-compile`` arguments a pipeline's settings pin (no tracing, no output)."""
-    args = list(TARGETS[settings["target"]]["flags"])
+    args = list(TARGETS[setting_str(settings, "target", "iree settings")].flags)
     if settings["target_cpu"]:
         args.append(f"--iree-llvmcpu-target-cpu={settings['target_cpu']}")
     if settings["target_chip"]:
         args.append(f"--iree-cuda-target={settings['target_chip']}")
     args.append(f"--iree-opt-level={settings['opt_level']}")
-    args += [f"--{name}={value}" for name, value in settings["flags"].items()]
+    args += [f"--{name}={value}" for name, value in setting_str_map(settings, "flags", "iree settings").items()]
     if settings["preprocessing"]:
         args.append(f"--iree-preprocessing-pass-pipeline={settings['preprocessing']}")
     return args
@@ -291,9 +307,9 @@ def runner_drivers_reason(runner_kind: str, loader: Callable[[], Any] | None = N
     target for it, ``iree.runtime`` not importable, its HAL driver not compiled in
     (``query_available_drivers``), or a device driver that cannot start or sees no device (the
     ``cuda`` driver loads ``libcuda``: no NVIDIA driver, no device)."""
-    drivers = [d for spec in TARGETS.values() if spec["runner"] == runner_kind for d in spec["drivers"]]
+    drivers = [d for spec in TARGETS.values() if spec.runner == runner_kind for d in spec.drivers]
     if not drivers:
-        kinds = sorted({str(spec["runner"]) for spec in TARGETS.values()})
+        kinds = sorted({spec.runner for spec in TARGETS.values()})
         return f"IREE has no target for runner {runner_kind!r} (its targets run on: {', '.join(kinds)})"
     try:
         rt = (loader or import_iree_runtime)()
@@ -369,7 +385,7 @@ class IreeBackend(Backend):
         for tool in ("iree-compile", "iree-opt", "iree-import-onnx"):
             tool_path(tool)
         base = [flag for flag in compile_flags(settings) if not flag.startswith("--iree-preprocessing-pass-pipeline")]
-        _check_flags(tuple(settings["flags"].items()), tuple(base), where)
+        _check_flags(tuple(setting_str_map(settings, "flags", where).items()), tuple(base), where)
         if settings["preprocessing"]:
             _check_preprocessing(settings["preprocessing"], where)
 
@@ -507,31 +523,35 @@ class IreeBackend(Backend):
         return stderr, elapsed
 
     def load(self, artifact: Artifact, runner: Runner, threads: int) -> IreeExecutable:
-        settings = artifact.settings
-        wanted = TARGETS[settings["target"]]["runner"]
+        settings, where = artifact.settings, f"iree artifact {artifact.path}"
+        target, driver = setting_str(settings, "target", where), setting_str(settings, "driver", where)
+        if target not in TARGETS:
+            raise BackendError(f"{where}: " + unknown_name_message("target", target, TARGETS))
+        wanted = TARGETS[target].runner
         if runner.kind != wanted:
-            raise BackendError(f"an iree {settings['target']!r} module runs on runner {wanted!r}, not {runner.name!r}")
+            raise BackendError(f"an iree {target!r} module runs on runner {wanted!r}, not {runner.name!r}")
         keep_off_io_uring()  # under Valgrind only (a counted worker): see iree_valgrind
         try:
             import iree.runtime as rt
         except ImportError:
             raise UserError(f"backend 'iree' needs the IREE runtime (iree.runtime); {INSTALL_HINT}") from None
         try:
-            if settings["driver"] == "local-task":
+            if driver == "local-task":
                 rt.flags.parse_flags(f"--task_topology_max_group_count={threads}")
-            config = _runtime_config(rt, settings["driver"], runner.device_id)
+            config = _runtime_config(rt, driver, runner.device_id)
             module = rt.VmModule.mmap(config.vm_instance, artifact.path)
             context = rt.SystemContext(config=config)
             context.add_vm_module(module)
         except Exception as exc:
-            raise BackendError(f"iree.runtime cannot load {artifact.path} with driver {settings['driver']!r}: "
+            raise BackendError(f"iree.runtime cannot load {artifact.path} with driver {driver!r}: "
                                f"{first_line(exc)}") from None
         names = [n for n in module.function_names if n != "__init" and not n.endswith("$async")]
-        entry = settings["entry"] if settings["entry"] in names else (names[0] if len(names) == 1 else None)
+        wanted_entry = setting_str(settings, "entry", where)
+        entry = wanted_entry if wanted_entry in names else (names[0] if len(names) == 1 else None)
         if entry is None:
-            raise BackendError(f"{artifact.path}: no entry function {settings['entry']!r}; the module has {names}")
+            raise BackendError(f"{artifact.path}: no entry function {wanted_entry!r}; the module has {names}")
         function = context.modules[module.name][entry]
-        return IreeExecutable(config.device, function, list(settings["inputs"]), (config, context, module))
+        return IreeExecutable(config.device, function, setting_strs(settings, "inputs", where), (config, context, module))
 
 
 def _runtime_config(rt: Any, driver: str, device_id: int | None) -> Any:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.backends.base import PassRecord, PassTrace
+from perfguard.jsonfields import JsonDict
 
 _CONTAINER = re.compile(r"^('.*' Pipeline|Pipeline Collection.*|root|Rest|Total)$")
 _DUMP_NAME = re.compile(r"^((?:\d+_)+)(.+)\.mlir$")
@@ -47,7 +48,7 @@ class IreeTrace(PassTrace):
     """
 
     mode: str = "timing"
-    pass_times: list[dict[str, Any]] = field(default_factory=list)
+    pass_times: list[JsonDict] = field(default_factory=list)
     cache_hit: bool = False
 
 

@@ -42,8 +42,8 @@ from perfguard.backends.base import (
     PassTrace,
     file_sha256,
 )
-from perfguard.errors import BackendError, UserError, unknown_name_message
-from perfguard.jsonfields import JsonDict
+from perfguard.errors import BackendError, FieldError, UserError, unknown_name_message
+from perfguard.jsonfields import JsonDict, number, string
 from perfguard.units import parse_duration
 
 if TYPE_CHECKING:
@@ -128,12 +128,19 @@ def _user_pass(name: str) -> Any:
     return func
 
 
-def _source_artifact(model_path: Path) -> dict[str, Any] | None:
-    """The settings of a mock artifact compiled from (a hybrid's stage 2), None for a model."""
+def _source_artifact(model_path: Path) -> tuple[float, Path] | None:
+    """The latency (seconds) and model of a mock artifact compiled from (a hybrid's stage 2), None
+    for a model."""
     if model_path.suffix != ".json" or not model_path.is_file():
         return None
     data = json.loads(model_path.read_text())
-    return data if isinstance(data, dict) and "latency" in data else None
+    if not (isinstance(data, dict) and "latency" in data):
+        return None
+    kind = f"mock artifact {model_path}"
+    try:
+        return number(data, "latency", kind), Path(string(data, "model_path", kind))
+    except FieldError as exc:
+        raise BackendError(str(exc)) from None
 
 
 class MockBackend(Backend):
@@ -171,9 +178,9 @@ class MockBackend(Backend):
         trace = PassTrace(input_hash="0" * 16)
         source = _source_artifact(model_path)
         if source is not None:
-            latency *= float(source["latency"]) / parse_duration(DEFAULT_LATENCY, "mock")
+            latency *= source[0] / parse_duration(DEFAULT_LATENCY, "mock")
             trace.input_hash = hashlib.sha256(model_path.read_bytes()).hexdigest()[:16]
-            model_path = Path(source["model_path"])
+            model_path = source[1]
         flags = {"crash_worker": False, "wrong_output": False}
         previous = trace.input_hash
         for index, name in enumerate(pipeline.passes):
@@ -194,7 +201,7 @@ class MockBackend(Backend):
         trace.final_hash = previous
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / "mock.json"
-        settings = {"latency": latency, "model_path": str(model_path), **flags}
+        settings: JsonDict = {"latency": latency, "model_path": str(model_path), **flags}
         path.write_text(json.dumps(settings, sort_keys=True))
         artifact = Artifact(self.name, str(path), settings, file_sha256(path),
                             path.stat().st_size, node_count=1)

@@ -59,6 +59,7 @@ from perfguard.backends.base import (
     PassRecord,
     UploadedInputs,
     file_sha256,
+    setting_strs,
 )
 from perfguard.backends.onnx_passes import counted, counting_compile
 from perfguard.backends.tvm_trace import (
@@ -79,6 +80,7 @@ from perfguard.errors import (
     first_line,
     unknown_name_message,
 )
+from perfguard.jsonfields import JsonDict, json_object
 
 if TYPE_CHECKING:
     import numpy as np
@@ -391,7 +393,7 @@ class TvmBackend(Backend):
                               "(node count); import and build (TIR + LLVM + export) timed separately",
                          import_time_s=import_time, build_time_s=build_time, prim_funcs=previous_count,
                          nested_passes=log.nested, database_use=use)
-        runtime = {"target": target_table, "opt_level": settings.opt_level, "entry": "main",
+        runtime: JsonDict = {"target": json_object(target_table, f"{where} target"), "opt_level": settings.opt_level, "entry": "main",
                    "inputs": _graph_inputs(model_path), "database_sha256": digest}
         artifact = Artifact(backend=self.name, path=str(library), settings=runtime, sha256=file_sha256(library),
                             size_bytes=library.stat().st_size, node_count=previous_count)
@@ -410,7 +412,8 @@ class TvmBackend(Backend):
             vm = tvm.relax.VirtualMachine(library, device)
         except Exception as exc:
             raise BackendError(f"the Relax VM cannot load {artifact.path}: {first_line(exc)}") from None
-        return TvmExecutable(vm, device, list(artifact.settings["inputs"]), library)
+        inputs = setting_strs(artifact.settings, "inputs", f"tvm artifact {artifact.path}")
+        return TvmExecutable(vm, device, inputs, library)
 
     def count_wording(self) -> CountWording:
         """The PrimFunc count after the last Relax pass (``node_count``): each a kernel the

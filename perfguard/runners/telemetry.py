@@ -38,7 +38,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from perfguard.errors import first_line
-from perfguard.jsonfields import JsonDict, JsonObject
+from perfguard.jsonfields import JsonDict
 from perfguard.runners.options import RunnerOptions
 
 # Clock-event ("throttle") reason bits of NVML's nvmlDeviceGetCurrentClocksEventReasons.
@@ -299,6 +299,13 @@ def _range(values: Iterable[float | None]) -> dict[str, float] | None:
     return {"min": min(data), "median": float(statistics.median(data)), "max": max(data)}
 
 
+def _mask(value: object) -> int:
+    """A sample's NVML throttle-reason bits."""
+    if not isinstance(value, (int, float, str)):
+        raise TypeError(f"telemetry: throttle_reasons must be a number, found {value!r}")
+    return int(value)
+
+
 def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> JsonDict | None:
     """Pool the telemetry records of a case's workers into one summary; None without any record.
 
@@ -314,7 +321,7 @@ def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> JsonDict
     present = [r for r in records if r is not None]
     if not present:
         return None
-    rows: list[JsonObject] = []
+    rows: list[dict[str, object]] = []
     errors: list[str] = []
     sources: list[str] = []
     tolerance = DEFAULT_CLOCK_TOLERANCE
@@ -328,15 +335,17 @@ def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> JsonDict
     summary: JsonDict = {"samples": len(rows), "workers": len(present),
                                "workers_unmonitored": len(records) - len(present), "sources": sources,
                                "errors": errors, "clock_tolerance": tolerance}
-    known = [(row, int(row["throttle_reasons"])) for row in rows if row.get("throttle_reasons") is not None]
-    busy = [row for row, mask in known if not mask & GPU_IDLE_BIT] if known else []
+    known = [(row, _mask(row["throttle_reasons"])) for row in rows if row.get("throttle_reasons") is not None]
+    busy_known = [(row, mask) for row, mask in known if not mask & GPU_IDLE_BIT]
+    busy = [row for row, _ in busy_known]
     summary["busy_samples"] = len(busy) if known else None
     fields = sorted({k for row in rows for k in row if k not in ("t", "throttle_reasons")})
     for name in fields:
         pool = busy if name in CLOCK_FIELDS and busy else rows
         values = [row.get(name) for row in pool]
-        if all(isinstance(v, (int, float)) or v is None for v in values):
-            summary[name] = _range(values)
+        numbers = [v for v in values if isinstance(v, (int, float)) or v is None]
+        if len(numbers) == len(values):
+            summary[name] = _range(numbers)
     counts: dict[str, int] = {}
     throttled = 0
     for _, mask in known:
@@ -349,7 +358,7 @@ def summarize_telemetry(records: Sequence[Mapping[str, Any] | None]) -> JsonDict
     if not known:
         summary["clock_lock"] = "unknown"
     else:
-        pool_masks = [int(row["throttle_reasons"]) for row in busy] or [m for _, m in known]
+        pool_masks = [m for _, m in busy_known] or [m for _, m in known]
         summary["clock_lock"] = "locked" if all(m & LOCKED_BIT for m in pool_masks) else "unlocked"
     return summary
 

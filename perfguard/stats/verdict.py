@@ -33,8 +33,9 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from perfguard import jsonfields as f
 from perfguard.jsonfields import JsonDict
 from perfguard.stats.estimators import t_quantile
 
@@ -114,16 +115,44 @@ class Comparison:
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> Comparison:
-        """The inverse of :meth:`to_json`: a null float is NaN again (``mde``: infinity)."""
-        values: dict[str, Any] = {}
-        for item in dataclasses.fields(cls):
-            if item.name not in data:
-                continue  # a default (statistic, alpha, confidence)
-            value = data[item.name]
-            if value is None and item.type in ("float", float):
-                value = math.inf if item.name == "mde" else math.nan
-            values[item.name] = value
-        return cls(**values)
+        """The inverse of :meth:`to_json`: a null float is NaN again (``mde``: infinity). A field
+        missing or of the wrong type is a ``FieldError``; an absent default keeps its default."""
+        defaults: dict[str, object] = {item.name: item.default for item in dataclasses.fields(cls)}
+
+        def real(key: str) -> float:
+            default = defaults[key]
+            if key not in data and isinstance(default, float):
+                return default  # a default (alpha, confidence)
+            if data.get(key, 0) is None:
+                return math.inf if key == "mde" else math.nan
+            return f.number(data, key, _KIND)
+
+        def word(key: str) -> str:
+            default = defaults[key]
+            return default if key not in data and isinstance(default, str) else f.string(data, key, _KIND)
+
+        return cls(_decision(f.string(data, "decision", _KIND)), _direction(f.string(data, "direction", _KIND)),
+                   real("ratio"), real("ci_low"), real("ci_high"), real("p_value"), real("mde"),
+                   f.integer(data, "n_pairs", _KIND), real("baseline_median"), real("candidate_median"),
+                   real("floor"), word("reason"), word("method"), word("statistic"), real("alpha"),
+                   real("confidence"))
+
+
+_KIND = "comparison"
+_DECISIONS: dict[str, Decision] = {"same": "same", "different": "different", "unknown": "unknown"}
+_DIRECTIONS: dict[str, Direction] = {"regression": "regression", "improvement": "improvement", "none": "none"}
+
+
+def _decision(value: str) -> Decision:
+    if value not in _DECISIONS:
+        raise f.wrong_type(_KIND, "decision", " or ".join(_DECISIONS), value)
+    return _DECISIONS[value]
+
+
+def _direction(value: str) -> Direction:
+    if value not in _DIRECTIONS:
+        raise f.wrong_type(_KIND, "direction", " or ".join(_DIRECTIONS), value)
+    return _DIRECTIONS[value]
 
 
 def under_floor(c: Comparison) -> bool:
