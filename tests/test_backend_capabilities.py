@@ -309,3 +309,19 @@ def test_no_stage_outside_runners_compares_a_runner_name() -> None:
             continue
         found += [f"{path.relative_to(REPO)}:{place}" for place in runner_name_tests(path.read_text())]
     assert found == []
+
+
+def test_setting_readers_return_typed_settings_or_name_the_bad_one() -> None:
+    """A backend reads its ``Artifact.settings`` (free-form JSON it wrote) through these: a
+    setting missing or of another type is a BackendError naming the artifact and the key."""
+    from perfguard.backends.base import setting_str, setting_str_map, setting_strs
+    from perfguard.errors import BackendError
+
+    settings = {"target": "llvm-cpu", "inputs": ["x", "y"], "flags": {"iree-opt-data-tiling": "true"}}
+    assert setting_str(settings, "target", "a") == "llvm-cpu"
+    assert setting_strs(settings, "inputs", "a") == ["x", "y"]
+    assert setting_str_map(settings, "flags", "a") == {"iree-opt-data-tiling": "true"}
+    for reader, key, bad in [(setting_str, "target", 3), (setting_strs, "inputs", ["x", 1]),
+                             (setting_str_map, "flags", {"a": 1}), (setting_strs, "inputs", None)]:
+        with pytest.raises(BackendError, match=f"^artifact a.vmfb: setting '{key}' must be"):
+            reader({**settings, key: bad}, key, "artifact a.vmfb")

@@ -444,6 +444,22 @@ def test_comparison_to_json_is_strict_json() -> None:
     }
 
 
+def test_comparison_from_json_reads_its_json_back_and_names_a_bad_field() -> None:
+    from perfguard.errors import FieldError
+    from perfguard.stats.verdict import Comparison
+
+    one = compare_paired([[1.0]], [[2.0]])  # a single pair: an infinite interval and mde, written as null
+    back = Comparison.from_json(json.loads(json.dumps(one.to_json(), allow_nan=False)))
+    assert back.decision == one.decision and back.ratio == one.ratio and back.n_pairs == one.n_pairs
+    assert math.isnan(back.ci_high) and back.mde == math.inf
+    defaults = {k: v for k, v in one.to_json().items() if k not in ("alpha", "confidence", "statistic")}
+    assert Comparison.from_json(defaults).alpha == 0.05
+    with pytest.raises(FieldError, match="'decision' must be same or different or unknown"):
+        Comparison.from_json({**one.to_json(), "decision": "worse"})
+    with pytest.raises(FieldError, match="missing field 'ratio'"):
+        Comparison.from_json({k: v for k, v in one.to_json().items() if k != "ratio"})
+
+
 # --------------------------------------------------------------------------------------------
 # compare_unpaired
 
