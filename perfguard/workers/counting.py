@@ -273,7 +273,7 @@ class CountBatchRequest:
 
     @property
     def backends(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(backend for item in self.items for backend in item.backends))
+        return self.imports  # the process imports them, and each sets its thread environment
 
     def to_json(self) -> JsonDict:
         return {"mode": self.mode, "items": [item.to_json() for item in self.items], "imports": list(self.imports),
