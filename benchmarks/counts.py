@@ -5,17 +5,18 @@ For every model of the smoke suite (pipeline ``none``), on the product's own pat
 compile, then ``perfguard.measure.counts.count_targets``: one counted process per call, a child
 forked from it per count, as a counted check does):
 
-* **A/A**: ``--runs`` counts of the same artifact, each in its own counted process (a separate
-  ``count_targets`` call, as separate checks would be); the second call counts the detection
-  pipelines' variants first, so a variant counted after others is in the spread too (and it is
-  printed beside the median of those counted alone: the order effect). The spread ((max - min) / median) of
-  instructions and estimated cycles per inference for both per-inference methods (``window``:
-  N-inference window / N; ``difference``: (window of N - window of 1) / (N - 1)), and the exact
-  verdict of every run against the first at the default floor (SAME expected every time).
-* **Detection**: a pass that appends k Transpose pairs (each dimension order reversed and back) to
-  the model's output, k sized from a calibration count to +0.5 %, +1 % and +2 % of the
-  instructions, and a pass that puts two Transposes after every Conv: each counted once and
-  compared with the A/A median at the default floor (REGRESSION expected).
+* **Calibration** (one counted process): ``none``, a pass that appends 20 Transpose pairs (each
+  dimension order reversed and back) to the model's output, and a pass that puts two Transposes
+  after every Conv, counted once each. The pairs give k, the number of pairs for +0.5 %, +1 % and
+  +2 % of the model's instructions; the Conv pass is compared with ``none`` at the default floor
+  (REGRESSION expected).
+* **Runs** (``--runs`` counted processes, as separate checks would be): ``none`` and the three
+  sized variants of every model, ``none`` counted first in even runs and last in odd ones.
+  A/A: the spread ((max - min) / median) of ``none``'s instructions and estimated cycles per
+  inference over the runs, and each run's exact verdict against the calibration's count at the
+  default floor (SAME expected every time); the order effect (``none`` counted first against
+  last). Detection: each run's sized variant against the same run's ``none`` (REGRESSION
+  expected every time).
 * **Cost**: wall time of ``perfguard check suites/smoke.toml --against-pipeline none`` with and
   without ``--counts`` (``--cost``; it runs two real checks, one after the other; ``--cost-case``
   limits both to one case).
@@ -36,10 +37,14 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from perfguard.measure.counts import Counted, Target, count_targets  # noqa: E402
+
+if TYPE_CHECKING:
+    from perfguard.compile.case import CompiledCase
 from perfguard.measure.job import Job  # noqa: E402
 from perfguard.progress import Progress  # noqa: E402
 from perfguard.results.counts import Counts  # noqa: E402
@@ -142,36 +147,37 @@ def _toml(params: Mapping[str, object]) -> str:
     return "{ " + ", ".join(f"{k} = {v}" for k, v in params.items()) + " }"
 
 
-def _count_all(suite_path: Path, folder: Path, runs: int) -> dict[str, list[tuple[bool, dict[str, Counts]]]]:
-    """Compile every case of the suite once; then ``runs`` counts of each ``none`` variant, one
-    counted process per run, the other pipelines' variants counted first in the second run (once
-    each). By case id: (counted after others?, counts by method) per count."""
+def _count_runs(suite_path: Path, folder: Path, runs: int) -> list[dict[str, Counts]]:
+    """Compile every case of the suite once, then count all its variants ``runs`` times, one
+    counted process per run, ``none`` first in even runs and last in odd ones. Per run: the
+    ``window`` counts by case id (a failed count is left out and printed)."""
     suite = load_suite(suite_path)
     job = Job(suite, list(suite.cases), workdir=folder / "job", progress=Progress())
     try:
         job.compile(memory=False)
         base = [c for c in job.compiled if c.case.pipeline.name == "none"]
         others = [c for c in job.compiled if c.case.pipeline.name != "none"]
-        out: dict[str, list[tuple[bool, dict[str, Counts]]]] = {}
-        for run in range(max(1, runs)):
-            after = run == 1 or runs == 0
-            members = [*others, *base] if after else base
+        out: list[dict[str, Counts]] = []
+        for run in range(runs):
+            members = [*base, *others] if run % 2 == 0 else [*others, *base]
             counted = count_targets(suite, [Target(c, compile=False) for c in members], folder / "ipc")
-            for compiled, result in zip(members, counted, strict=True):
-                _keep(out, compiled.case.id, after and compiled.case.pipeline.name == "none", result)
-            others = [] if after else others
+            out.append(_kept(members, counted))
+            print(f"    run {run + 1}/{runs}: " + ", ".join(
+                f"{case} {counts.instructions:,.0f}" for case, counts in sorted(out[-1].items())))
         return out
     finally:
         job.close()
 
 
-def _keep(out: dict[str, list[tuple[bool, dict[str, Counts]]]], case: str, after: bool, result: Counted) -> None:
-    if result.run.failure:
-        print(f"  {case}: {result.run.failure}", file=sys.stderr)
-        return
-    out.setdefault(case, []).append((after, dict(result.run.counts)))
-    window = result.run.counts.get("window")
-    print(f"    count {case}{' (after others)' if after else ''}: {window.instructions if window else '-'}")
+def _kept(members: list[CompiledCase], counted: list[Counted]) -> dict[str, Counts]:
+    out: dict[str, Counts] = {}
+    for compiled, result in zip(members, counted, strict=True):
+        window = result.run.counts.get("window")
+        if window is None:
+            print(f"  {compiled.case.id}: {result.run.failure}", file=sys.stderr)
+        else:
+            out[compiled.case.id] = window
+    return out
 
 
 def _spread(values: list[float]) -> float:
@@ -212,46 +218,62 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="counts-bench-") as tmp:
             folder = Path(tmp)
-            first = _suite(folder, models, {"calib": str(CALIBRATION_PAIRS), "tp2": "two_transposes"})
-            counted = _count_all(first, folder / "a", args.runs)
-            print(f"A/A over {args.runs} counts per model, one core busy "
-                  f"({'stress-ng --cpu 1' if shutil.which('stress-ng') else 'a Python busy loop'})")
-            effects: dict[str, int] = {}
+            calibration = _count_runs(_suite(folder, models, {"calib": str(CALIBRATION_PAIRS),
+                                                              "tp2": "two_transposes"}), folder / "a", 1)[0]
+            sizes = _sizes(models, calibration)
+            ks = sorted({k for per_model in sizes.values() for k in per_model.values()})
+            runs = _count_runs(_suite(folder, models, {f"k{k}": str(k) for k in ks}), folder / "b", args.runs)
+            print(f"{args.runs} counted processes, one core busy "
+                  f"({'stress-ng --cpu 1' if shutil.which('stress-ng') else 'a Python busy loop'}); "
+                  f"floor {METRICS['instructions'].default} (instructions), "
+                  f"{METRICS['estimated_cycles'].default} (estimated cycles)")
             for model in models:
-                runs = [r for _, r in counted[f"{model}/none/cpu"]]
-                for method in ("window", "difference"):
-                    for metric in ("instructions", "estimated_cycles"):
-                        values = [r[method].value(metric) for r in runs]
-                        verdicts = [_verdict(values[0], v, metric) for v in values[1:]]
-                        print(f"  {model:9s} {method:10s} {metric:16s} median {statistics.median(values):14,.0f} "
-                              f"spread {_spread(values) * 100:.4f} %  SAME {verdicts.count('SAME')}/{len(verdicts)}")
-                _order(model, counted[f"{model}/none/cpu"])
-                base = statistics.median(r["window"].instructions for r in runs)
-                calib = counted[f"{model}/calib/cpu"][0][1]["window"].instructions
-                per_pair = (calib - base) / CALIBRATION_PAIRS
-                for effect in EFFECTS:
-                    effects[f"{model}:{effect}"] = max(1, round(effect * base / per_pair))
-                tp2 = counted[f"{model}/tp2/cpu"][0][1]["window"].instructions
-                print(f"  {model:9s} two Transposes per Conv: {tp2 / base - 1:+.2%} -> "
-                      f"{_verdict(base, tp2, 'instructions')}; one output Transpose pair {per_pair:,.0f} instr")
-            pipelines = {f"k{k}": str(k) for k in sorted(set(effects.values()))}
-            second = _suite(folder, models, pipelines)
-            sized = _count_all(second, folder / "b", 0)
-            print("Detection (one count each against the A/A median, default floor "
-                  f"{METRICS['instructions'].default}):")
-            for model in models:
-                base = statistics.median(r["window"].instructions for _, r in counted[f"{model}/none/cpu"])
-                for effect in EFFECTS:
-                    k = effects[f"{model}:{effect}"]
-                    value = sized[f"{model}/k{k}/cpu"][0][1]["window"].instructions
-                    print(f"  {model:9s} target +{effect:.1%}: {k} pairs, measured {value / base - 1:+.3%} -> "
-                          f"{_verdict(base, value, 'instructions')}")
+                _report(model, calibration, runs, sizes[model])
             print(f"counting took {time.time() - started:.0f} s")
             if args.cost:
                 _cost(folder, args.cost_case)
     finally:
         busy.terminate()
         busy.wait()
+
+
+def _sizes(models: list[str], calibration: Mapping[str, Counts]) -> dict[str, dict[float, int]]:
+    """By model and effect: the Transpose pairs that add that share of ``none``'s instructions;
+    prints the two-Transposes-per-Conv verdict on the way."""
+    out: dict[str, dict[float, int]] = {}
+    print("Calibration (one count each):")
+    for model in models:
+        base = calibration[f"{model}/none/cpu"].instructions
+        per_pair = (calibration[f"{model}/calib/cpu"].instructions - base) / CALIBRATION_PAIRS
+        tp2 = calibration[f"{model}/tp2/cpu"].instructions
+        print(f"  {model:9s} one output Transpose pair {per_pair:,.0f} instructions; two Transposes per Conv "
+              f"{tp2 / base - 1:+.2%} -> {_verdict(base, tp2, 'instructions')}")
+        out[model] = {effect: max(1, round(effect * base / per_pair)) for effect in EFFECTS}
+    return out
+
+
+def _report(model: str, calibration: Mapping[str, Counts], runs: list[dict[str, Counts]],
+            sizes: Mapping[float, int]) -> None:
+    """One model's A/A spread and verdicts, order effect, and detection over the runs."""
+    case = f"{model}/none/cpu"
+    base = [r[case] for r in runs if case in r]
+    for metric in ("instructions", "estimated_cycles"):
+        values = [c.value(metric) for c in base]
+        verdicts = [_verdict(calibration[case].value(metric), v, metric) for v in values]
+        print(f"  {model:9s} A/A {metric:16s} median {statistics.median(values):14,.0f} "
+              f"spread {_spread(values) * 100:.4f} %  SAME {verdicts.count('SAME')}/{len(verdicts)}")
+    first = [r[case].instructions for i, r in enumerate(runs) if case in r and i % 2 == 0]
+    last = [r[case].instructions for i, r in enumerate(runs) if case in r and i % 2 == 1]
+    if first and last:
+        print(f"  {model:9s} order: none counted first {statistics.median(first):14,.0f} ({len(first)}), last "
+              f"{statistics.median(last):14,.0f} ({len(last)}): {statistics.median(last) / statistics.median(first) - 1:+.4%}")
+    for effect, k in sorted(sizes.items()):
+        pairs = [(r[case].instructions, r[f"{model}/k{k}/cpu"].instructions) for r in runs
+                 if case in r and f"{model}/k{k}/cpu" in r]
+        verdicts = [_verdict(a, b, "instructions") for a, b in pairs]
+        changes = [b / a - 1 for a, b in pairs]
+        print(f"  {model:9s} target +{effect:.1%} ({k} pairs): measured median {statistics.median(changes):+.3%} "
+              f"[{min(changes):+.3%}, {max(changes):+.3%}], REGRESSION {verdicts.count('REGRESSION')}/{len(verdicts)}")
 
 
 def _compile_aa(runs: int, models: list[str]) -> None:
@@ -277,16 +299,6 @@ def _compile_aa(runs: int, models: list[str]) -> None:
                           f"spread {_spread(values) * 100:.4f} %")
         finally:
             job.close()
-
-
-def _order(model: str, runs: list[tuple[bool, dict[str, Counts]]]) -> None:
-    """The order effect: the median count of the variant counted alone against counted after the
-    other pipelines' variants in the same counted process."""
-    alone = [r["window"].instructions for after, r in runs if not after]
-    after = [r["window"].instructions for after, r in runs if after]
-    if alone and after:
-        print(f"  {model:9s} order: alone median {statistics.median(alone):14,.0f} ({len(alone)}), after others "
-              f"{statistics.median(after):14,.0f} ({len(after)}): {statistics.median(after) / statistics.median(alone) - 1:+.4%}")
 
 
 def _cost(folder: Path, case: str | None) -> None:

@@ -239,13 +239,11 @@ def test_estimated_cycles_is_l1_hits_plus_5_ll_hits_plus_35_ram_hits() -> None:
     assert estimated_cycles(events) == 1340 + 5 * 54 + 35 * 6
 
 
-def test_per_inference_by_window_and_by_difference() -> None:
-    one = {"Ir": 1200, "Dr": 0, "Dw": 0}
+def test_per_inference_is_the_window_over_its_inferences_and_nothing_without_it() -> None:
     many = {"Ir": 5200, "Dr": 0, "Dw": 0}
-    windows = {window_label("v", 1): one, window_label("v", 5): many}
-    counts = per_inference(windows, "v", 5, "valgrind-3.19.0")
-    assert counts["window"].instructions == 5200 / 5
-    assert counts["difference"].instructions == (5200 - 1200) / 4
+    counts = per_inference({window_label("v", 5): many}, "v", 5, "valgrind-3.19.0")
+    assert counts["window"].instructions == 5200 / 5 and counts["window"].inferences == 5
+    assert per_inference({window_label("v", 4): many}, "v", 5, "valgrind-3.19.0") == {}
 
 
 def _counted(instructions: float | None, case: str = "m/p/cpu"):

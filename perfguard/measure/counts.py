@@ -46,11 +46,14 @@ if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase
     from perfguard.suite import Suite
 
-#: Inferences in the counted window (and warm-up runs before and after instrumentation starts).
-COUNT_INFERENCES = 5
-COUNT_WARMUP = 2
-#: How the per-inference figure is made (``benchmarks/counts.py`` measured both: see
-#: ``docs/measured.md``, "Counted evidence"): ``window`` = the window of N / N.
+#: Inferences in the counted window, and warm-up runs before and after instrumentation starts:
+#: the instrumented work of a count is (COUNT_WARMUP + COUNT_INFERENCES) inferences at ~100x
+#: native time (it was 2 + 1 + 5 before 2026-12-06; the A/A spread of the smaller window is on
+#: docs/measured.md, "Counted evidence").
+COUNT_INFERENCES = 3
+COUNT_WARMUP = 1
+#: How the per-inference figure is made: ``window`` = the window of N / N (``benchmarks/counts.py``
+#: measured the alternative, the difference of two windows, and it spread 20x more).
 DEFAULT_METHOD = "window"
 #: A counted worker runs the model about 50-100x slower than natively (cache simulation on).
 TIMEOUT_FACTOR = 20.0
@@ -87,17 +90,10 @@ class CountOutcome:
 
 def per_inference(windows: Mapping[str, Mapping[str, int]], variant: str, inferences: int,
                   tool: str) -> dict[str, Counts]:
-    """Per-inference counts of ``variant`` from its two windows, by method: ``window`` (the N
-    window / N) and ``difference`` ((N window - 1 window) / (N - 1)); a method whose windows are
-    missing is left out."""
-    one, many = windows.get(window_label(variant, 1)), windows.get(window_label(variant, inferences))
-    out: dict[str, Counts] = {}
-    if many is not None:
-        out["window"] = Counts.from_events(many, inferences, "window", tool)
-    if one is not None and many is not None:
-        delta = {name: max(0, many[name] - one.get(name, 0)) for name in many}
-        out["difference"] = Counts.from_events(delta, inferences - 1, "difference", tool)
-    return out
+    """Per-inference counts of ``variant`` from its window, by method (``window``: the N window
+    / N); empty when its window is missing."""
+    many = windows.get(window_label(variant, inferences))
+    return {} if many is None else {DEFAULT_METHOD: Counts.from_events(many, inferences, DEFAULT_METHOD, tool)}
 
 
 @dataclass(frozen=True)
@@ -219,7 +215,7 @@ def _count_batch(suite: Suite, backend: str, targets: Sequence[Target], workdir:
             return [Counted(failed, None, failed.failure if t.compile else None) for t in targets]
         answers = iter(outcome.response.items)
         tool = valgrind_version(valgrind)
-        return [_counted(t, scratch, [next(answers) for _ in group], max(2, inferences), tool)
+        return [_counted(t, scratch, [next(answers) for _ in group], inferences, tool)
                 for t, group in zip(targets, per_target, strict=True)]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -2,14 +2,14 @@
 ``count_batch`` request, every count of a job, each in a child forked from it (see
 :func:`do_count_batch` for why). A ``count`` item: load
 one artifact, warm it up uninstrumented, switch instrumentation on, run ``warmup`` more
-inferences so the simulated caches hold the model, then count two windows, each dumped as its
-own profile: ``ID|1`` (one inference) and ``ID|N`` (``inferences`` of them). The parent turns
-them into per-inference counts (``perfguard.measure.counts``).
+inferences so the simulated caches hold the model, then count one window, dumped as its own
+profile ``ID|N`` (``inferences`` of them). The parent turns it into per-inference counts
+(``perfguard.measure.counts``).
 
-Why two windows: the per-inference figure can be the window of N over N (it keeps the fixed
-cost of opening a window, a few thousand instructions) or the difference of the windows over
-N - 1 (it cancels that cost and adds the spread of two windows); both are recorded so the
-benchmark (``benchmarks/counts.py``) can say which spreads less.
+Why one window: the per-inference figure is the window of N over N (it keeps the fixed cost of
+opening a window, a few thousand instructions). A second window of one inference, for the
+difference of the two over N - 1, spread 20x more in the A/A (docs/measured.md, "Counted
+evidence") and cost a fifth of a count's instrumented work, so it is gone.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class CountResponse:
 @dataclass(frozen=True)
 class CountRequest:
     """Count ``variant`` on ``runner``: ``warmup`` inferences before and after instrumentation
-    starts, then a window of one inference and one of ``inferences``; inputs seeded ``seed``."""
+    starts, then a window of ``inferences``; inputs seeded ``seed``."""
 
     mode: ClassVar[str] = MODE
     variant: MeasureVariant
@@ -126,13 +126,12 @@ def do_count(request: CountRequest) -> CountResponse:
         client.start()
         for _ in range(warmup):
             executable.run(feeds)
-        for count in (1, max(2, request.inferences)):
-            label = window_label(request.variant.id, count)
-            client.zero()
-            for _ in range(count):
-                executable.run(feeds)
-            client.dump(label)
-            labels.append(label)
+        label = window_label(request.variant.id, request.inferences)
+        client.zero()
+        for _ in range(request.inferences):
+            executable.run(feeds)
+        client.dump(label)
+        labels.append(label)
         client.stop()
     finally:
         gc.enable()
