@@ -7,8 +7,8 @@ forked from it per count, as a counted check does):
 
 * **Calibration** (one counted process): ``none``, a pass that appends 20 Transpose pairs (each
   dimension order reversed and back) to the model's output, and a pass that puts two Transposes
-  after every Conv, counted once each. The pairs give k, the number of pairs for +0.5 %, +1 % and
-  +2 % of the model's instructions; the Conv pass is compared with ``none`` at the default floor
+  after every Conv and MatMul, counted once each. The pairs give k, the number of pairs for +0.5 %, +1 % and
+  +2 % of the model's instructions; the Conv/MatMul pass is compared with ``none`` at the default floor
   (REGRESSION expected).
 * **Runs** (``--runs`` counted processes, as separate checks would be): ``none`` and the three
   sized variants of every model, ``none`` counted first in even runs and last in odd ones.
@@ -84,16 +84,20 @@ def _pairs(model, k):
 
 
 def two_transposes(model):
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
+    """Two Transposes (the last two axes swapped and back) after every Conv and MatMul: the
+    per-layer change a BERT without convolutions shows too."""
+    out = onnx.shape_inference.infer_shapes(model)
+    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in (*out.graph.value_info, *out.graph.output)}
     nodes = []
     for node in out.graph.node:
         nodes.append(node)
-        if node.op_type == "Conv":
+        rank = ranks.get(node.output[0], 0)
+        if node.op_type in ("Conv", "MatMul") and rank >= 2:
+            perm = [*range(rank - 2), rank - 1, rank - 2]
             original = node.output[0]
-            node.output[0] = original + "_conv"
-            nodes.append(helper.make_node("Transpose", [original + "_conv"], [original + "_t"], perm=[0, 1, 3, 2]))
-            nodes.append(helper.make_node("Transpose", [original + "_t"], [original], perm=[0, 1, 3, 2]))
+            node.output[0] = original + "_op"
+            nodes.append(helper.make_node("Transpose", [original + "_op"], [original + "_t"], perm=perm))
+            nodes.append(helper.make_node("Transpose", [original + "_t"], [original], perm=perm))
     del out.graph.node[:]
     out.graph.node.extend(nodes)
     return out
@@ -221,6 +225,8 @@ def main() -> None:
             calibration = _count_runs(_suite(folder, models, {"calib": str(CALIBRATION_PAIRS),
                                                               "tp2": "two_transposes"}), folder / "a", 1)[0]
             sizes = _sizes(models, calibration)
+            if not args.runs:
+                return
             ks = sorted({k for per_model in sizes.values() for k in per_model.values()})
             runs = _count_runs(_suite(folder, models, {f"k{k}": str(k) for k in ks}), folder / "b", args.runs)
             print(f"{args.runs} counted processes, one core busy "
@@ -246,7 +252,7 @@ def _sizes(models: list[str], calibration: Mapping[str, Counts]) -> dict[str, di
         base = calibration[f"{model}/none/cpu"].instructions
         per_pair = (calibration[f"{model}/calib/cpu"].instructions - base) / CALIBRATION_PAIRS
         tp2 = calibration[f"{model}/tp2/cpu"].instructions
-        print(f"  {model:9s} one output Transpose pair {per_pair:,.0f} instructions; two Transposes per Conv "
+        print(f"  {model:9s} one output Transpose pair {per_pair:,.0f} instructions; two Transposes per Conv/MatMul "
               f"{tp2 / base - 1:+.2%} -> {_verdict(base, tp2, 'instructions')}")
         out[model] = {effect: max(1, round(effect * base / per_pair)) for effect in EFFECTS}
     return out

@@ -300,6 +300,22 @@ def test_edit_script_and_ddmin_on_known_answers():
     assert sorted(ddmin(list(range(8)), test)) == [2, 5]
 
 
+def test_ddmin_reads_an_undecided_removal_as_no_evidence_and_asks_again():
+    """Leave-one-out over [0, 1, 2] where only {1, 2} fails: the first probe of {1, 2} (edit 0
+    removed) is undecided, as on a loaded machine. Read as a pass it made 0 "necessary" and the
+    answer [0, 1, 2]; now the search asks about {1, 2} again and gets the minimal set."""
+    asked: list[frozenset[int]] = []
+
+    def test(chosen: frozenset[int]) -> str:
+        asked.append(chosen)
+        if chosen == frozenset({1, 2}) and asked.count(chosen) == 1:
+            return "undecided"
+        return "fail" if {1, 2} <= chosen else "pass"
+
+    assert sorted(ddmin([0, 1, 2], test)) == [1, 2]
+    assert asked.count(frozenset({1, 2})) == 2
+
+
 def test_an_undecided_step_is_marked_uncertain_in_its_probe_row():
     """The search with fake probes (no measurement): versions 0..4, a slowdown that only the
     endpoints show, every inner comparison undecided. Each step taken by distance is marked

@@ -179,6 +179,11 @@ def apply_edits(good: list[str], bad: list[str], edits: list[Edit], chosen: froz
     return out
 
 
+#: How often one candidate pipeline is measured when its verdict stays undecided and the search
+#: asks about it again (a fresh probe each time, with its own state key).
+UNDECIDED_TRIES = 2
+
+
 def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipeline: str, settings: CheckSettings,
                      progress: Progress, state: BisectState, explain: ProfileSettings | None = None) -> BisectResult:
     """ddmin over the edit script from ``good_pipeline`` to ``bad_pipeline`` on ``case``'s model;
@@ -192,11 +197,14 @@ def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipel
     memo: dict[tuple[str, ...], str] = {}
     probes: list[PipelineProbe] = []
 
+    tries: dict[tuple[str, ...], int] = {}
+
     def test(chosen: frozenset[int]) -> str:
         passes = tuple(apply_edits(good, bad, edits, chosen))
-        if passes in memo:
+        if passes in memo and (memo[passes] != "undecided" or tries[passes] >= UNDECIDED_TRIES):
             return memo[passes]
-        key = f"pipeline:{good_pipeline}:" + "|".join(passes)
+        tries[passes] = attempt = tries.get(passes, 0) + 1  # an undecided pipeline asked again is measured again
+        key = f"pipeline:{good_pipeline}:" + "|".join(passes) + (f"#{attempt}" if attempt > 1 else "")
         result = state.get(key)
         if result is None:
             variants = [Variant("good", side, tuple(good)), Variant("candidate", side, passes)]
@@ -206,8 +214,10 @@ def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipel
         verdict = result.verdicts.get("good->candidate")
         if not result.ok:
             outcome = "unresolved"
-        else:
-            outcome = "fail" if result.verdicts["good->candidate"].is_regression else "pass"
+        elif result.verdicts["good->candidate"].is_regression:
+            outcome = "fail"
+        else:  # a loaded machine can leave a real regression undecided: not evidence of a pass
+            outcome = "undecided" if result.verdicts["good->candidate"].decision == "unknown" else "pass"
         memo[passes] = outcome
         probes.append(PipelineProbe(sorted(chosen), list(passes), outcome, verdict, result.reason))
         progress.log(f"  {{{', '.join(edits[i].describe for i in sorted(chosen)) or 'no edits'}}}: {outcome}")
@@ -243,12 +253,17 @@ def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipel
 def ddmin(items: list[int], test: Callable[[frozenset[int]], str]) -> list[int]:
     """Zeller's ddmin: a 1-minimal subset of ``items`` for which ``test`` says "fail".
 
-    Short scripts (<= 4 edits) start with leave-one-out: an edit whose removal stops the failure is
-    necessary; if the necessary edits alone fail, that is the answer. "unresolved" (does not
-    compile) counts as neither pass nor fail."""
+    Short scripts (<= 4 edits) start with leave-one-out: an edit whose removal stops the failure
+    (a decided "pass") is necessary; if every removal decided and the necessary edits alone fail,
+    that is the answer. A removal that is "unresolved" (does not compile) or "undecided" (timing
+    could not tell) proves nothing, so then the search is ddmin's own, which needs a "fail" for
+    every step it takes: an undecided probe read as a pass once kept a do-nothing pass in the
+    answer on a loaded machine."""
     if len(items) <= 4:
-        necessary = [i for i in items if test(frozenset(x for x in items if x != i)) != "fail"]
-        if necessary and test(frozenset(necessary)) == "fail":
+        outcomes = {i: test(frozenset(x for x in items if x != i)) for i in items}
+        necessary = [i for i in items if outcomes[i] == "pass"]
+        decided = all(outcome in ("pass", "fail") for outcome in outcomes.values())
+        if decided and necessary and test(frozenset(necessary)) == "fail":
             return necessary
     current, n = list(items), 2
     while len(current) >= 2:
