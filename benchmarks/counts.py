@@ -5,9 +5,9 @@ For every model of the smoke suite (pipeline ``none``), on the product's own pat
 compile, then ``perfguard.measure.counts.count_targets``: one counted process per call, a child
 forked from it per count, as a counted check does):
 
-* **Calibration** (one counted process): ``none``, a pass that appends 20 Transpose pairs (each
-  dimension order reversed and back) to the model's output, and a pass that puts two Transposes
-  after every Conv and MatMul, counted once each. The pairs give k, the number of pairs for +0.5 %, +1 % and
+* **Calibration** (one counted process): ``none``, a pass that puts 20 Transpose pairs (each
+  dimension order reversed and back) after the model's smallest computed tensor, and a pass that
+  puts two Transposes after every Conv and MatMul, counted once each. The pairs give k, the number of pairs for +0.5 %, +1 % and
   +2 % of the model's instructions; the Conv/MatMul pass is compared with ``none`` at the default floor
   (REGRESSION expected).
 * **Runs** (``--runs`` counted processes, as separate checks would be): ``none`` and the three
@@ -28,6 +28,7 @@ forked from it per count, as a counted check does):
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -62,24 +63,45 @@ import onnx
 from onnx import helper
 
 
+def _smallest(model):
+    """The name, rank and producer index of the graph's smallest computed tensor of rank >= 2
+    (all dimensions known): Transpose pairs there cost little each, so k sizes an effect finely."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    sizes = {}
+    for value in inferred.graph.value_info:
+        dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        if len(dims) >= 2 and all(d > 0 for d in dims):
+            size = 1
+            for d in dims:
+                size *= d
+            sizes[value.name] = (size, len(dims))
+    best = None
+    for index, node in enumerate(model.graph.node):
+        if node.op_type == "Constant":
+            continue
+        for name in node.output:
+            if name in sizes and (best is None or sizes[name][0] < sizes[best[0]][0]):
+                best = (name, sizes[name][1], index)
+    return best
+
+
 def _pairs(model, k):
+    """k Transpose pairs (every axis reversed and back) after the smallest computed tensor."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    graph = out.graph
-    output = graph.output[0].name
-    rank = len(graph.output[0].type.tensor_type.shape.dim)
+    name, rank, index = _smallest(out)
     perm = list(reversed(range(rank)))
-    for node in graph.node:
-        for i, name in enumerate(node.output):
-            if name == output:
-                node.output[i] = "bench_t0"
-    current = "bench_t0"
+    producer = out.graph.node[index]
+    producer.output[list(producer.output).index(name)] = "bench_t0"
+    chain = []
     for i in range(2 * k):
-        target = output if i == 2 * k - 1 else "bench_t" + str(i + 1)
-        graph.node.append(helper.make_node("Transpose", [current], [target], perm=perm))
-        current = target
+        target = name if i == 2 * k - 1 else "bench_t" + str(i + 1)
+        chain.append(helper.make_node("Transpose", ["bench_t" + str(i)], [target], perm=perm))
     if k == 0:
-        graph.node.append(helper.make_node("Identity", [current], [output]))
+        chain.append(helper.make_node("Identity", ["bench_t0"], [name]))
+    nodes = list(out.graph.node)
+    del out.graph.node[:]
+    out.graph.node.extend(nodes[:index + 1] + chain + nodes[index + 1:])
     return out
 
 
@@ -151,10 +173,12 @@ def _toml(params: Mapping[str, object]) -> str:
     return "{ " + ", ".join(f"{k} = {v}" for k, v in params.items()) + " }"
 
 
-def _count_runs(suite_path: Path, folder: Path, runs: int) -> list[dict[str, Counts]]:
+def _count_runs(suite_path: Path, folder: Path, runs: int, keep: Path | None = None) -> list[dict[str, Counts]]:
     """Compile every case of the suite once, then count all its variants ``runs`` times, one
     counted process per run, ``none`` first in even runs and last in odd ones. Per run: the
-    ``window`` counts by case id (a failed count is left out and printed)."""
+    ``window`` counts by case id (a failed count is left out and printed); ``keep``: a folder
+    that gets each run's counts as JSON (with their largest functions: what to diff when one
+    count stands out)."""
     suite = load_suite(suite_path)
     job = Job(suite, list(suite.cases), workdir=folder / "job", progress=Progress())
     try:
@@ -166,6 +190,10 @@ def _count_runs(suite_path: Path, folder: Path, runs: int) -> list[dict[str, Cou
             members = [*base, *others] if run % 2 == 0 else [*others, *base]
             counted = count_targets(suite, [Target(c, compile=False) for c in members], folder / "ipc")
             out.append(_kept(members, counted))
+            if keep is not None:
+                keep.mkdir(parents=True, exist_ok=True)
+                (keep / f"{folder.name}-run{run + 1}.json").write_text(
+                    json.dumps({case: c.to_json() for case, c in out[-1].items()}, indent=1))
             print(f"    run {run + 1}/{runs}: " + ", ".join(
                 f"{case} {counts.instructions:,.0f}" for case, counts in sorted(out[-1].items())))
         return out
@@ -201,6 +229,7 @@ def main() -> None:
     parser.add_argument("--cost", action="store_true", help="also time a check with and without --counts")
     parser.add_argument("--cost-only", action="store_true", help="only the cost (two checks of the smoke suite)")
     parser.add_argument("--cost-case", default=None, help="the check's --case for the cost (default: every case)")
+    parser.add_argument("--keep", type=Path, default=None, help="write every run's counts (JSON) to this folder")
     parser.add_argument("--compile-runs", type=int, default=0, help="only the A/A of counted compiles, N runs")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a log file sees each line
@@ -223,12 +252,12 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="counts-bench-") as tmp:
             folder = Path(tmp)
             calibration = _count_runs(_suite(folder, models, {"calib": str(CALIBRATION_PAIRS),
-                                                              "tp2": "two_transposes"}), folder / "a", 1)[0]
+                                                              "tp2": "two_transposes"}), folder / "a", 1, args.keep)[0]
             sizes = _sizes(models, calibration)
             if not args.runs:
                 return
             ks = sorted({k for per_model in sizes.values() for k in per_model.values()})
-            runs = _count_runs(_suite(folder, models, {f"k{k}": str(k) for k in ks}), folder / "b", args.runs)
+            runs = _count_runs(_suite(folder, models, {f"k{k}": str(k) for k in ks}), folder / "b", args.runs, args.keep)
             print(f"{args.runs} counted processes, one core busy "
                   f"({'stress-ng --cpu 1' if shutil.which('stress-ng') else 'a Python busy loop'}); "
                   f"floor {METRICS['instructions'].default} (instructions), "
@@ -252,7 +281,7 @@ def _sizes(models: list[str], calibration: Mapping[str, Counts]) -> dict[str, di
         base = calibration[f"{model}/none/cpu"].instructions
         per_pair = (calibration[f"{model}/calib/cpu"].instructions - base) / CALIBRATION_PAIRS
         tp2 = calibration[f"{model}/tp2/cpu"].instructions
-        print(f"  {model:9s} one output Transpose pair {per_pair:,.0f} instructions; two Transposes per Conv/MatMul "
+        print(f"  {model:9s} one Transpose pair {per_pair:,.0f} instructions; two Transposes per Conv/MatMul "
               f"{tp2 / base - 1:+.2%} -> {_verdict(base, tp2, 'instructions')}")
         out[model] = {effect: max(1, round(effect * base / per_pair)) for effect in EFFECTS}
     return out

@@ -22,7 +22,7 @@ import pytest
 
 from perfguard.compare.check import Pair, compare_pair
 from perfguard.measure.counts import per_inference
-from perfguard.results.counts import Counts, estimated_cycles
+from perfguard.results.counts import COUNT_PROTOCOL, Counts, estimated_cycles
 from perfguard.suite.gates import ThresholdSet
 from perfguard.workers.callgrind import parse_dump
 from perfguard.workers.counting import window_label
@@ -246,13 +246,14 @@ def test_per_inference_is_the_window_over_its_inferences_and_nothing_without_it(
     assert per_inference({window_label("v", 4): many}, "v", 5, "valgrind-3.19.0") == {}
 
 
-def _counted(instructions: float | None, case: str = "m/p/cpu"):
-    counts = None if instructions is None else Counts(instructions, 0, 0, 0, 0, instructions, 5, "window", "v")
+def _counted(instructions: float | None, case: str = "m/p/cpu", protocol: int = COUNT_PROTOCOL):
+    counts = None if instructions is None else Counts(instructions, 0, 0, 0, 0, instructions, 3, "window", "v",
+                                                       protocol=protocol)
     return case_entry([[1.0, 1.0, 1.0]] * 6, case=case, compile_time_s=0.1, counts=counts)
 
 
-def _instruction_row(before: float | None, after: float | None):
-    pair = Pair("m/p/cpu", _counted(before), _counted(after), True, "base", "head")
+def _instruction_row(before: float | None, after: float | None, before_protocol: int = COUNT_PROTOCOL):
+    pair = Pair("m/p/cpu", _counted(before, protocol=before_protocol), _counted(after), True, "base", "head")
     rows = {r.metric: r for r in compare_pair(pair, ThresholdSet(), alpha=0.05, confidence=0.95)}
     return rows.get("instructions")
 
@@ -271,6 +272,35 @@ def test_a_pair_nobody_counted_has_no_counted_row_and_a_one_sided_count_is_undec
     assert _instruction_row(None, None) is None
     one_sided = _instruction_row(1_000_000, None)
     assert one_sided is not None and one_sided.decision == "unknown"
+
+
+def test_counts_taken_by_another_protocol_are_not_compared_and_older_documents_are_protocol_1() -> None:
+    """A baseline counted before the protocol changed (2026-12-06: the same artifact read +0.8 %)
+    against a count of today: no verdict on a change that is the counting's, one line saying
+    so; and a counts record without ``protocol`` (every older document) reads as protocol 1."""
+    row = _instruction_row(1_000_000, 1_008_000, before_protocol=1)
+    assert row is not None and row.decision == "unknown"
+    assert "counted differently (v, window of 3, protocol 1 against v, window of 3, protocol 2)" in row.comparison.reason
+    old = Counts(1.0, 0, 0, 0, 0, 1.0, 5, "window", "valgrind-3.19.0").to_json()
+    del old["protocol"]
+    assert Counts.from_json(old).protocol == 1
+    assert Counts.from_json(Counts(1.0, 0, 0, 0, 0, 1.0, 3, "window", "v", protocol=2).to_json()).protocol == 2
+
+
+def test_a_new_counting_protocol_starts_a_counted_series_of_its_own() -> None:
+    """History: instructions counted by two protocols are two series (a step between them would
+    be an alert on the counting, not the compiler); latency stays one series."""
+    from perfguard.history.store.extract import absolute_points
+    from perfguard.results.result import ResultDocument, SuiteInfo
+
+    keys = {}
+    for protocol in (1, 2):
+        document = ResultDocument(SuiteInfo("s", "s.toml", "0" * 64), "2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z",
+                                  {"cpu": {}}, {}, (_counted(1_000_000, protocol=protocol),), "0")
+        keys[protocol] = {p.key.metric: p.key for p in absolute_points(document)}
+    assert keys[1]["instructions"] != keys[2]["instructions"]
+    assert "protocol 2" in keys[2]["instructions"].runner_class
+    assert keys[1]["latency"] == keys[2]["latency"]
 
 
 def test_bisection_on_counts_probes_each_version_once_in_at_most_ceil_log2_n_probes() -> None:

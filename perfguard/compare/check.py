@@ -197,8 +197,12 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
         else:
             key = {"artifact_size": "artifact_size_bytes", "memory": "peak_rss_bytes"}.get(metric, metric)
             before, after = base_m.value(key), cand_m.value(key)
+            differently = (base_m.counts.incomparable(cand_m.counts)
+                           if spec.counted and base_m.counts and cand_m.counts else None)
             if before is None or after is None:
                 comparison = _unknown(f"no {metric} on one side")
+            elif differently is not None:  # a perfguard or Valgrind upgrade between the two sides
+                comparison = _unknown(differently, before, after)
             else:
                 comparison = compare_deterministic(before, after, gate.threshold())
         rows.append(Verdict(pair.case, metric, spec.unit, spec.noisy, gate.text, pair.baseline_label,

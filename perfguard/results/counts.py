@@ -27,6 +27,12 @@ from perfguard.results.counted_functions import FunctionCount, functions_from_js
 EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
 #: The figures of ``Counts`` that are metrics of their own (compared, gated, stored in the history).
 COUNTED_FIGURES = ("instructions", "estimated_cycles")
+#: How a count is taken (``perfguard.workers.counting``): counts of two protocols are not compared
+#: (a figure includes the window's fixed cost over N and the state warm-up leaves). 1: a warm-up
+#: of 2 inferences each side of the instrumentation switch, windows of 1 and 5 (until
+#: 2026-12-06; documents without ``protocol`` are of 1). 2: one warm-up inference each side, one
+#: window of 3: the same artifact read +0.8 % more instructions per inference (resnet_s).
+COUNT_PROTOCOL = 2
 #: The weights of ``estimated_cycles``: an L1 hit, a last-level hit, a RAM access.
 L1_WEIGHT, LL_WEIGHT, RAM_WEIGHT = 1, 5, 35
 
@@ -48,7 +54,8 @@ class Counts:
 
     ``inferences`` is the N of the counted window; ``method`` how the per-inference figure was
     made (``window``: a window of N inferences after warm-up, divided by N; ``difference``: the
-    window of N minus a window of 1, over N - 1); ``tool`` the Valgrind that counted.
+    window of N minus a window of 1, over N - 1); ``tool`` the Valgrind that counted;
+    ``protocol`` how the count was taken (:data:`COUNT_PROTOCOL`; 1 in documents without it).
     ``functions`` (optional, absent in older documents): the largest functions of the window
     by their own instructions per inference (``perfguard.results.counted_functions``)."""
 
@@ -62,6 +69,19 @@ class Counts:
     method: str
     tool: str
     functions: tuple[FunctionCount, ...] = ()
+    protocol: int = 1
+
+    @property
+    def taken(self) -> str:
+        """How it was counted, as a line names it: ``valgrind-3.19.0, window of 3, protocol 2``."""
+        return f"{self.tool}, {self.method} of {self.inferences}, protocol {self.protocol}"
+
+    def incomparable(self, other: Counts) -> str | None:
+        """Why this count and ``other`` cannot be compared (taken by different Valgrinds, methods,
+        windows or protocols), or None."""
+        if self.taken == other.taken:
+            return None
+        return f"counted differently ({self.taken} against {other.taken}): count both sides with one perfguard"
 
     @classmethod
     def from_events(cls, events: Mapping[str, float], inferences: int, method: str, tool: str) -> Counts:
@@ -71,7 +91,7 @@ class Counts:
             return sum(float(events.get(name, 0)) for name in names) / inferences
 
         return cls(per("Ir"), per("Dr"), per("Dw"), per("I1mr", "D1mr", "D1mw"), per("ILmr", "DLmr", "DLmw"),
-                   estimated_cycles(events) / inferences, inferences, method, tool)
+                   estimated_cycles(events) / inferences, inferences, method, tool, protocol=COUNT_PROTOCOL)
 
     def value(self, metric: str) -> float:
         """The figure of a counted metric by its name (``instructions``, ``estimated_cycles``)."""
@@ -80,7 +100,7 @@ class Counts:
     def to_json(self) -> JsonDict:
         return {"instructions": self.instructions, "data_reads": self.data_reads, "data_writes": self.data_writes,
                 "l1_misses": self.l1_misses, "ll_misses": self.ll_misses, "estimated_cycles": self.estimated_cycles,
-                "inferences": self.inferences, "method": self.method, "tool": self.tool,
+                "inferences": self.inferences, "method": self.method, "tool": self.tool, "protocol": self.protocol,
                 **({"functions": functions_json(self.functions)} if self.functions else {})}
 
     @classmethod
@@ -95,4 +115,5 @@ class Counts:
 
         return cls(figure("instructions"), figure("data_reads"), figure("data_writes"), figure("l1_misses"),
                    figure("ll_misses"), figure("estimated_cycles"), f.count(data, "inferences", kind),
-                   f.string(data, "method", kind), f.string(data, "tool", kind), functions_from_json(data, kind))
+                   f.string(data, "method", kind), f.string(data, "tool", kind), functions_from_json(data, kind),
+                   f.count(data, "protocol", kind) if "protocol" in data else 1)

@@ -285,8 +285,22 @@ def absolute_points(result: ResultDocument, commit: str | None = None) -> Iterab
             measured.append((counted, m.value(counted), ()))
         for metric, value, values in measured:
             if value is not None and math.isfinite(value):
-                yield PointRow(_key(result, entry, metric, "absolute"), time, commit, float(value),
+                runner_class = _counted_runner(result, entry) if metric in COUNTED_FIGURES else None
+                yield PointRow(_key(result, entry, metric, "absolute", runner_class=runner_class), time, commit,
+                               float(value),
                                tuple(float(v) for v in values if math.isfinite(v)))
+
+
+def _counted_runner(result: ResultDocument, entry: CaseEntry) -> str | None:
+    """The runner class of ``entry``'s counted series: its runner's, and how the count was taken
+    (``Counts.taken``), so that counts of another protocol or Valgrind start a series of their own
+    instead of a step in this one."""
+    counts = entry.metrics.counts
+    if counts is None:
+        return None
+    from perfguard.runners.fingerprint import fingerprint_hash
+
+    return f"{entry.runner}:{fingerprint_hash(result.environment.get(entry.runner) or {})} ({counts.taken})"
 
 
 def worker_ratios(baseline: CaseEntry | None, candidate: CaseEntry) -> tuple[float, ...]:
