@@ -30,8 +30,8 @@ COUNTED_FIGURES = ("instructions", "estimated_cycles")
 #: How a count is taken (``perfguard.workers.counting``): counts of two protocols are not compared
 #: (a figure includes the window's fixed cost over N and the state warm-up leaves). 1: a warm-up
 #: of 2 inferences each side of the instrumentation switch, windows of 1 and 5 (until
-#: 2026-12-06; documents without ``protocol`` are of 1). 2: one warm-up inference each side, one
-#: window of 3: the same artifact read +0.8 % more instructions per inference (resnet_s).
+#: 2026-12-06; documents without ``protocol`` are of 1). 2: three warm-up inferences before the
+#: switch and one after, one window of 3.
 COUNT_PROTOCOL = 2
 #: The weights of ``estimated_cycles``: an L1 hit, a last-level hit, a RAM access.
 L1_WEIGHT, LL_WEIGHT, RAM_WEIGHT = 1, 5, 35

@@ -1,8 +1,9 @@
 """The counted worker (``perfguard.workers.callgrind``): one process under callgrind serves a
 ``count_batch`` request, every count of a job, each in a child forked from it (see
 :func:`do_count_batch` for why). A ``count`` item: load
-one artifact, warm it up uninstrumented, switch instrumentation on, run ``warmup`` more
-inferences so the simulated caches hold the model, then count one window, dumped as its own
+one artifact, warm it up uninstrumented (``warmup`` inferences, cheap: ~10x native), switch
+instrumentation on, run one more inference so the simulated caches hold the model (~100x
+native), then count one window, dumped as its own
 profile ``ID|N`` (``inferences`` of them). The parent turns it into per-inference counts
 (``perfguard.measure.counts``).
 
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from perfguard.models.inputs import InputSpec
 
 MODE = "count"
+#: Inferences run instrumented before the window: the simulated caches then hold the model.
+INSTRUMENTED_WARMUP = 1
 COMPILE_MODE = "count_compile"
 BATCH_MODE = "count_batch"
 
@@ -66,8 +69,8 @@ class CountResponse:
 
 @dataclass(frozen=True)
 class CountRequest:
-    """Count ``variant`` on ``runner``: ``warmup`` inferences before and after instrumentation
-    starts, then a window of ``inferences``; inputs seeded ``seed``."""
+    """Count ``variant`` on ``runner``: ``warmup`` inferences before instrumentation starts and
+    :data:`INSTRUMENTED_WARMUP` after, then a window of ``inferences``; inputs seeded ``seed``."""
 
     mode: ClassVar[str] = MODE
     variant: MeasureVariant
@@ -124,7 +127,7 @@ def do_count(request: CountRequest) -> CountResponse:
     gc.disable()  # a collection inside a window would count the heap, not the model
     try:
         client.start()
-        for _ in range(warmup):
+        for _ in range(INSTRUMENTED_WARMUP):
             executable.run(feeds)
         label = window_label(request.variant.id, request.inferences)
         client.zero()
