@@ -231,6 +231,8 @@ def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipel
                             explanations=explanations or [])
 
     everything = frozenset(e.index for e in edits)
+    if edits and test(everything) == "undecided":
+        test(everything)  # the ends undecided once (a loaded machine): measured again before giving up
     if not edits or test(everything) != "fail":
         return document("no-regression", [], None)
     minimal = ddmin(sorted(everything), test)
