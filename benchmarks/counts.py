@@ -151,7 +151,11 @@ def _busy() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
-def _suite(folder: Path, models: list[str], pipelines: dict[str, str]) -> Path:
+def _suite(folder: Path, models: list[str], pipelines: dict[str, str],
+           per_model: Mapping[str, list[str]] | None = None) -> Path:
+    """The benchmark's suite: ``models`` under ``none`` and ``pipelines`` (name: a pass of
+    ``PASSES`` or a number of Transpose pairs), each model under ``per_model[model]`` of them
+    when given (else all)."""
     smoke = load_suite(ROOT / "suites" / "smoke.toml")
     compiler = folder / "compiler"
     compiler.mkdir(parents=True, exist_ok=True)
@@ -163,7 +167,8 @@ def _suite(folder: Path, models: list[str], pipelines: dict[str, str]) -> Path:
     pipe_tables = "\n[pipelines.none]\npasses = []\n" + "".join(
         f"\n[pipelines.{name}]\npasses = [\"bench_passes:{name if k.isdigit() else k}\"]\n"
         for name, k in pipelines.items())
-    cases = "".join(f"\n[[cases]]\nmodel = \"{m}\"\n" for m in models)
+    cases = "".join(f"\n[[cases]]\nmodel = \"{m}\"\n" + (
+        f"pipelines = {json.dumps(['none', *per_model[m]])}\n" if per_model is not None else "") for m in models)
     path = folder / f"suite-{len(pipelines)}.toml"
     path.write_text(SUITE.format(compiler=compiler, models=model_tables, pipelines=pipe_tables, cases=cases))
     return path
@@ -257,7 +262,9 @@ def main() -> None:
             if not args.runs:
                 return
             ks = sorted({k for per_model in sizes.values() for k in per_model.values()})
-            runs = _count_runs(_suite(folder, models, {f"k{k}": str(k) for k in ks}), folder / "b", args.runs, args.keep)
+            own = {m: sorted({f"k{k}" for k in sizes[m].values()}) for m in models}  # a model's own sizes only
+            runs = _count_runs(_suite(folder, models, {f"k{k}": str(k) for k in ks}, own), folder / "b", args.runs,
+                               args.keep)
             print(f"{args.runs} counted processes, one core busy "
                   f"({'stress-ng --cpu 1' if shutil.which('stress-ng') else 'a Python busy loop'}); "
                   f"floor {METRICS['instructions'].default} (instructions), "
