@@ -23,6 +23,7 @@ forked from it per count, as a counted check does):
 
     python benchmarks/counts.py [--runs 20] [--models resnet_s,bert_s,yolo_s] [--cost]
     python benchmarks/counts.py --compile-runs 20 [--models ...]   # the A/A of counted compiles
+    python benchmarks/counts.py --from-kept DIR [--models ...]     # the report of a --keep DIR's runs
 """
 
 from __future__ import annotations
@@ -235,6 +236,8 @@ def main() -> None:
     parser.add_argument("--cost-only", action="store_true", help="only the cost (two checks of the smoke suite)")
     parser.add_argument("--cost-case", default=None, help="the check's --case for the cost (default: every case)")
     parser.add_argument("--keep", type=Path, default=None, help="write every run's counts (JSON) to this folder")
+    parser.add_argument("--from-kept", type=Path, default=None,
+                        help="count nothing: report the runs a --keep folder holds (an interrupted benchmark's too)")
     parser.add_argument("--compile-runs", type=int, default=0, help="only the A/A of counted compiles, N runs")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a log file sees each line
@@ -242,6 +245,9 @@ def main() -> None:
     if args.cost_only:
         with tempfile.TemporaryDirectory(prefix="counts-cost-") as tmp:
             _cost(Path(tmp), args.cost_case)
+        return
+    if args.from_kept:
+        _from_kept(args.from_kept, models)
         return
     if args.compile_runs:
         busy = _busy()
@@ -266,17 +272,33 @@ def main() -> None:
             runs = _count_runs(_suite(folder, models, {f"k{k}": str(k) for k in ks}, own), folder / "b", args.runs,
                                args.keep)
             print(f"{args.runs} counted processes, one core busy "
-                  f"({'stress-ng --cpu 1' if shutil.which('stress-ng') else 'a Python busy loop'}); "
-                  f"floor {METRICS['instructions'].default} (instructions), "
-                  f"{METRICS['estimated_cycles'].default} (estimated cycles)")
-            for model in models:
-                _report(model, calibration, runs, sizes[model])
+                  f"({'stress-ng --cpu 1' if shutil.which('stress-ng') else 'a Python busy loop'})")
+            _reports(models, calibration, runs, sizes)
             print(f"counting took {time.time() - started:.0f} s")
             if args.cost:
                 _cost(folder, args.cost_case)
     finally:
         busy.terminate()
         busy.wait()
+
+
+def _reports(models: list[str], calibration: Mapping[str, Counts], runs: list[dict[str, Counts]],
+             sizes: Mapping[str, Mapping[float, int]]) -> None:
+    print(f"floors: {METRICS['instructions'].default} (instructions), "
+          f"{METRICS['estimated_cycles'].default} (estimated cycles); {len(runs)} runs")
+    for model in models:
+        _report(model, calibration, runs, sizes[model])
+
+
+def _from_kept(folder: Path, models: list[str]) -> None:
+    """The report of the runs a ``--keep`` folder holds: the calibration (``a-run1.json``) and
+    every ``b-runN.json`` written so far."""
+    def read(path: Path) -> dict[str, Counts]:
+        return {case: Counts.from_json(data) for case, data in json.loads(path.read_text()).items()}
+
+    calibration = read(folder / "a-run1.json")
+    runs = [read(path) for path in sorted(folder.glob("b-run*.json"), key=lambda p: int(p.stem.split("run")[1]))]
+    _reports(models, calibration, runs, _sizes(models, calibration))
 
 
 def _sizes(models: list[str], calibration: Mapping[str, Counts]) -> dict[str, dict[float, int]]:
