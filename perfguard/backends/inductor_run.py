@@ -1,4 +1,4 @@
-"""One ``torch.compile`` of a zoo module under an ``inductor`` pipeline, with the caches in hand.
+"""One ``torch.compile`` of a zoo or user module under an ``inductor`` pipeline, with the caches in hand.
 
 ``compile_model`` builds the module, compiles it inside ``temporary_cache_dir`` (Inductor's own
 context: ``TORCHINDUCTOR_CACHE_DIR`` set and the in-process caches cleared on entry and exit),
@@ -98,6 +98,11 @@ class CompiledModel:
     hooks: dict[str, list[JsonDict]] = field(default_factory=dict)
     _arguments: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
+    @classmethod
+    def eager(cls, module: Any, inputs: list[str]) -> CompiledModel:
+        """``module`` run as it is, not compiled, on the CPU: a PyTorch callable's reference."""
+        return cls(module, inputs, "cpu", [], "", 0, 0, [], [], {}, 0, 0.0, None)
+
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         import numpy as np
         import torch
@@ -141,7 +146,10 @@ def _feeds(model_path: Path) -> dict[str, np.ndarray]:
     import onnx
 
     from perfguard.models.inputs import input_specs, make_feeds
+    from perfguard.models.torch_callable import TorchModel, is_torch_model
 
+    if is_torch_model(model_path):
+        return make_feeds(list(TorchModel.read(model_path).inputs), 0)
     return make_feeds(input_specs(onnx.load(str(model_path), load_external_data=False)), 0)
 
 
@@ -151,7 +159,7 @@ UserPasses = tuple[tuple[str, str], ...]
 def compile_model(model_path: Path, settings: InductorSettings, passes: UserPasses, cache_dir: Path,
                   device: str, *, check_eager: bool, traced_from: int = 0,
                   hooks: Mapping[str, UserPasses] | None = None) -> CompiledModel:
-    """Compile the zoo model at ``model_path`` on ``device`` with its Inductor cache in ``cache_dir``;
+    """Compile the zoo model (or PyTorch callable) at ``model_path`` on ``device`` with its Inductor cache in ``cache_dir``;
     ``passes`` (post-grad) and each hook's passes (``options.hooks``) are ``(name, sys.path root)``.
     ``traced_from``: the trace leaves out the first passes (a hybrid's stage 2: its prefix's compile
     traced them)."""

@@ -39,7 +39,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard.errors import BackendError, UserError, did_you_mean, first_line
@@ -254,14 +253,11 @@ def import_from(root: str, module_name: str) -> None:
 
 def pass_root(name: str) -> str:
     """The ``sys.path`` entry the module of pass ``name`` imports from here ("" when it has no file)."""
+    from perfguard.models.torch_callable import module_root
+
     module_name = name.partition(":")[0]
     load_pass(name)
-    file = getattr(sys.modules.get(module_name), "__file__", None)
-    if not file:
-        return ""
-    path = Path(file).resolve()
-    depth = module_name.count(".") + (2 if path.name == "__init__.py" else 1)
-    return str(path.parents[depth - 1])
+    return module_root(module_name, sys.modules.get(module_name))
 
 
 def pipeline_pass(passes: tuple[tuple[str, str], ...]) -> Any:

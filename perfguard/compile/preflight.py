@@ -3,7 +3,7 @@ model files and their inputs, the compiler path, and that user passes import."""
 
 from __future__ import annotations
 
-from perfguard.backends import check_case_runner, get_backend
+from perfguard.backends import available_backends, check_case_runner, get_backend
 from perfguard.compile.user_passes import UserPassCheck
 from perfguard.errors import UserError
 from perfguard.models.inputs import input_specs
@@ -39,6 +39,8 @@ def start_check_suite(suite: Suite, cases: list[CaseSpec], *, runners: bool = Tr
         for case in cases:
             backend = get_backend(case.pipeline.backend)
             backend.check_pipeline(case.pipeline)
+            if case.model.torch is not None and not backend.capabilities.torch_models:
+                raise UserError(_torch_model_refused(suite, case))
             if runners:
                 check_case_runner(backend, get_runner(case.runner, options=suite.runner_options(case.runner)))
         for model in {c.model.name: c.model for c in cases}.values():
@@ -52,3 +54,20 @@ def start_check_suite(suite: Suite, cases: list[CaseSpec], *, runners: bool = Tr
         raise
     return pending
 
+
+
+def _torch_model_refused(suite: Suite, case: CaseSpec) -> str:
+    """The line for a PyTorch-callable model on a backend that compiles ONNX models, naming the
+    backends that would compile it (``Capabilities.torch_models``)."""
+    able = []
+    for name in available_backends():
+        try:
+            if get_backend(name).capabilities.torch_models:
+                able.append(name)
+        except UserError:  # a third-party backend that does not load here
+            continue
+    only = f"only the {', '.join(able)} backend{'s' if len(able) > 1 else ''} compile{'' if len(able) > 1 else 's'}" \
+        if able else "no backend installed here compiles"
+    return (f"{suite.path}: [models.{case.model.name}]: model {case.model.name!r} is a PyTorch callable "
+            f"(torch = {case.model.torch!r}); {only} those, and pipeline {case.pipeline.name!r} is on backend "
+            f"{case.pipeline.backend!r}")
