@@ -172,9 +172,10 @@ def build(name: str, search: str = "") -> BuiltModel:
     function = getattr(python_module, function_name, None)
     if not callable(function):
         own = [k for k, v in vars(python_module).items() if callable(v) and not k.startswith("_")]
-        what = "no callable" if function is None else f"{function_name!r} is a {type(function).__name__}, not a"
-        raise UserError(f"module {module_name} has {what} {function_name!r}{did_you_mean(function_name, own)}; "
-                        f"{RETURNS}")
+        if function is None:
+            raise UserError(f"module {module_name} has no callable {function_name!r}"
+                            f"{did_you_mean(function_name, own)}; {RETURNS}")
+        raise UserError(f"{module_name}.{function_name} is {_kind(function)}, not a callable; {RETURNS}")
     torch.manual_seed(WEIGHT_SEED)
     try:
         returned = function()
