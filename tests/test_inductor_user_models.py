@@ -10,7 +10,6 @@ once), plus one CLI run for the exit code. Skipped without torch as ``tests/test
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from perfguard.models.torch_callable import TorchModel, build
 from perfguard.suite import ModelSpec, load_suite
 
 from .conftest import REPO, run_cli, smallest_measure
-from .test_inductor import _torch_missing
+from .test_inductor import _torch_installed  # noqa: F401  (autouse: skipped without torch, as there)
 
 MODEL_SOURCE = '''
 import torch
@@ -73,15 +72,6 @@ def drop_relu(graph):
             node.replace_all_uses_with(node.args[0])
             graph.erase_node(node)
 '''
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _torch_installed() -> None:
-    missing = _torch_missing()
-    if missing and os.environ.get("CI"):
-        pytest.fail(f"CI=true but {missing}; .ci/run must install it")
-    if missing:
-        pytest.skip(missing)
 
 
 def _compiler(folder: Path, scale: int = 4) -> Path:
