@@ -33,6 +33,7 @@ from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
     import numpy as np
+    import torch
 
 #: Inductor's compilation-metrics fields (seconds or µs) reported as phase times, by phase name.
 PHASES_S = {"dynamo": "entire_frame_compile_time_s", "aot_autograd": "backend_compile_time_s",
@@ -99,7 +100,7 @@ class CompiledModel:
     _arguments: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     @classmethod
-    def eager(cls, module: Any, inputs: list[str]) -> CompiledModel:
+    def eager(cls, module: torch.nn.Module, inputs: list[str]) -> CompiledModel:
         """``module`` run as it is, not compiled, on the CPU: a PyTorch callable's reference."""
         return cls(module, inputs, "cpu", [], "", 0, 0, [], [], {}, 0, 0.0, None)
 

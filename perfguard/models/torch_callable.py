@@ -44,13 +44,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from perfguard import children
 from perfguard.errors import UserError, did_you_mean, first_line
 from perfguard.models.inputs import InputSpec
 from perfguard.names import safe_filename
 from perfguard.suite import ModelSpec
+
+if TYPE_CHECKING:
+    import torch
 
 #: The descriptor's file name ends so: a compile's ``model_path`` that is a PyTorch callable.
 SUFFIX = ".torch.json"
@@ -91,9 +94,12 @@ class TorchModel:
                 "seed": self.seed}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TorchModel:
+    def from_json(cls, data: Mapping[str, object]) -> TorchModel:
+        inputs = data["inputs"]
+        if not isinstance(inputs, list) or not all(isinstance(s, dict) for s in inputs):
+            raise ValueError(f"'inputs' must be a list of input specs, found {inputs!r}")
         return cls(str(data["callable"]), str(data["root"]), str(data["source_sha256"]), str(data["torch"]),
-                   tuple(InputSpec.from_json(s) for s in data["inputs"]), int(data["node_count"]), int(data["seed"]))
+                   tuple(InputSpec.from_json(s) for s in inputs), _integer(data, "node_count"), _integer(data, "seed"))
 
     @classmethod
     def read(cls, path: Path) -> TorchModel:
@@ -106,6 +112,13 @@ class TorchModel:
             return cls.from_json(data)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UserError(f"{path}: not a perfguard torch model descriptor ({first_line(exc)})") from None
+
+
+def _integer(data: Mapping[str, object], key: str) -> int:
+    value = data[key]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{key!r} must be an integer, found {value!r}")
+    return value
 
 
 def is_torch_model(path: Path) -> bool:
@@ -154,8 +167,8 @@ class BuiltModel:
     """What the callable returned, checked: the eval-mode module, its example inputs and their
     names, and where its Python module came from."""
 
-    module: Any
-    inputs: tuple[Any, ...]
+    module: torch.nn.Module
+    inputs: tuple[torch.Tensor, ...]
     names: tuple[str, ...]
     source_sha256: str
     root: str
@@ -208,7 +221,7 @@ def _imported(module_name: str, search: str) -> ModuleType:
         raise UserError(f"module {module_name} does not import: {type(exc).__name__}: {first_line(exc)}") from None
 
 
-def _checked(returned: object, name: str) -> tuple[Any, tuple[Any, ...]]:
+def _checked(returned: object, name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     import torch
 
     if not isinstance(returned, (tuple, list)) or len(returned) != 2:
@@ -245,7 +258,7 @@ def _kind(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-def _input_names(module: Any, count: int) -> tuple[str, ...]:
+def _input_names(module: torch.nn.Module, count: int) -> tuple[str, ...]:
     """``forward``'s positional parameter names, or ``input0``... where it has too few."""
     try:
         parameters = inspect.signature(module.forward).parameters.values()
@@ -286,7 +299,7 @@ def input_specs(built: BuiltModel) -> tuple[InputSpec, ...]:
     return tuple(specs)
 
 
-def node_count(module: Any) -> int:
+def node_count(module: torch.nn.Module) -> int:
     """The operations of the module's FX graph, or its leaf modules where it does not trace symbolically."""
     import torch
 
