@@ -55,6 +55,7 @@ from perfguard.backends.inductor_settings import (
     load_pass,
     pass_root,
     torch_module,
+    tuning_edits,
 )
 from perfguard.errors import BackendError, RunnerUnavailable, UserError, first_line
 from perfguard.jsonfields import json_object
@@ -68,8 +69,6 @@ if TYPE_CHECKING:
     from perfguard.suite import PipelineSpec
 
 RECIPE = "inductor.json"
-#: Boolean Inductor switches ``perfguard tune`` may flip (each a one-edit neighbour).
-TUNING_SWITCHES = ("freezing", "epilogue_fusion", "pattern_matcher", "aggressive_fusion")
 
 
 def _device(runner: Runner) -> str:
@@ -121,19 +120,10 @@ class InductorBackend(Backend):
         check_pass_names(pipeline.passes, where)
 
     def tuning_moves(self, options: Mapping[str, Any]) -> list[OptionEdit]:
-        """Each switch of ``TUNING_SWITCHES`` flipped from its current value (the pipeline's, or
-        the installed torch's default)."""
-        defaults, _ = config_defaults()
-        moves = []
-        for key in TUNING_SWITCHES:
-            table = dict(options.get("inductor", {}))
-            current = options.get("freezing", defaults["freezing"]) if key == "freezing" else table.get(key, defaults[key])
-            if key == "freezing":
-                edited = {**options, "freezing": not current}
-            else:
-                edited = {**options, "inductor": {**table, key: not current}}
-            moves.append(OptionEdit(f"{key} {current} -> {not current}", edited))
-        return moves
+        """``freezing`` flipped, the other ``torch.compile`` modes of the pipeline's device, and each
+        config key of ``inductor_settings.TUNING_KEYS`` the installed torch has moved to each other
+        value (``inductor_settings.tuning_edits``)."""
+        return [OptionEdit(describe, edited) for describe, edited in tuning_edits(options)]
 
     def reference(self, model_path: Path) -> InductorExecutable | None:
         """A PyTorch callable's reference: its module run eagerly on the CPU in float32 as its

@@ -175,6 +175,63 @@ def _version() -> str:
     return str(torch_module().__version__)
 
 
+# -- what perfguard tune moves -----------------------------------------------------------------------
+
+#: ``torch._inductor.config`` keys ``perfguard tune`` moves, each with the values it tries: a boolean
+#: flips, an enum moves to each other value. Chosen for the CPU, where each changes the generated C++
+#: or what Inductor hands to oneDNN: fusion (``epilogue_fusion``, ``aggressive_fusion``), the pattern
+#: matcher (conv/linear + pointwise fusions, ``pattern_matcher``), channels-last convolutions
+#: (``layout_optimization``), oneDNN weight prepacking under freezing (``cpp.weight_prepack``),
+#: vectorized loop tails and tiling (``cpp.enable_loop_tail_vec``, ``cpp.enable_tiling_heuristics``)
+#: and the C++ compiler's floating-point contraction (``cpp.enable_floating_point_contract_flag``:
+#: FMA; a result outside the suite's tolerance fails correctness like any other). A key the installed
+#: torch lacks, or whose default is of another type than the values, is left out (``tuning_keys``).
+TUNING_KEYS: dict[str, tuple[object, ...]] = {
+    "epilogue_fusion": (True, False),
+    "pattern_matcher": (True, False),
+    "aggressive_fusion": (True, False),
+    "layout_optimization": (True, False),
+    "cpp.weight_prepack": (True, False),
+    "cpp.enable_loop_tail_vec": (True, False),
+    "cpp.enable_tiling_heuristics": (True, False),
+    "cpp.enable_floating_point_contract_flag": ("off", "on", "fast"),
+}
+#: ``torch.compile`` modes ``perfguard tune`` moves between, by device (CUDA graphs only on a GPU),
+#: those ``torch._inductor.list_mode_options()`` lists.
+TUNING_MODES = {"cpu": ("default", "max-autotune-no-cudagraphs"),
+                "cuda": ("default", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead")}
+
+
+def tuning_keys() -> dict[str, tuple[object, ...]]:
+    """``TUNING_KEYS`` checked against the installed torch's config: present, and every value of
+    its default's kind."""
+    defaults, _ = config_defaults()
+    return {key: values for key, values in TUNING_KEYS.items()
+            if key in defaults and all(defaults[key] is None or _same_kind(defaults[key], v) for v in values)}
+
+
+def tuning_edits(options: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Each one-edit neighbour of a pipeline's ``options``: ``freezing`` flipped, every other mode
+    of ``TUNING_MODES`` for its device, and each key of ``tuning_keys`` moved from its current
+    value (the pipeline's, or torch's default) to each other value; ``(what changed, options)``."""
+    defaults, _ = config_defaults()
+    edits = []
+    freezing = options.get("freezing", defaults["freezing"])
+    edits.append((f"freezing {freezing} -> {not freezing}", {**options, "freezing": not freezing}))
+    mode = options.get("mode", "default")
+    listed = set(torch_module()._inductor.list_mode_options())
+    for other in TUNING_MODES.get(str(options.get("device", "cpu")), ()):
+        if other != mode and other in listed:
+            edits.append((f"mode {mode} -> {other}", {**options, "mode": other}))
+    table = dict(options.get("inductor", {}))
+    for key, values in tuning_keys().items():
+        current = table.get(key, defaults[key])
+        for value in values:
+            if value != current:
+                edits.append((f"{key} {current} -> {value}", {**options, "inductor": {**table, key: value}}))
+    return edits
+
+
 # -- user FX passes ---------------------------------------------------------------------------------
 
 
