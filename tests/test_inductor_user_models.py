@@ -177,6 +177,14 @@ def test_a_bad_callable_in_a_run_exits_2_naming_the_model(tmp_path: Path) -> Non
     assert "Traceback" not in proc.stderr
 
 
+def test_validate_imports_the_callable_with_the_user_passes(tmp_path: Path) -> None:
+    _compiler(tmp_path / "compiler")
+    proc = run_cli("validate", str(_suite(tmp_path, model='torch = "user_models:tiyn"')))
+    assert proc.returncode == ExitCode.USAGE, proc.stderr
+    assert ("[models.mine] torch: model callable 'user_models:tiyn': module user_models has no function 'tiyn' "
+            "(did you mean 'tiny'?)") in proc.stderr and "Traceback" not in proc.stderr
+
+
 @pytest.mark.parametrize("backend", ["ort", "tvm", "iree"])
 def test_another_backend_refuses_a_torch_model_in_one_line(tmp_path: Path, backend: str) -> None:
     _compiler(tmp_path / "compiler")

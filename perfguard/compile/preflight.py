@@ -34,7 +34,13 @@ def start_check_suite(suite: Suite, cases: list[CaseSpec], *, runners: bool = Tr
             names = [name for name in pipeline.passes if ":" in name]
             if names:
                 user[f"{suite.path}: [pipelines.{pipeline.name}] passes"] = names
-    pending = UserPassCheck(user, suite.compiler.path)
+    # A model's callable (``[models.NAME] torch``) imports from the same path: checked with them.
+    nouns = {}
+    for model in {c.model.name: c.model for c in cases}.values():
+        if model.torch is not None:
+            where = f"{suite.path}: [models.{model.name}] torch"
+            user[where], nouns[where] = [model.torch], "model callable"
+    pending = UserPassCheck(user, suite.compiler.path, nouns)
     try:
         for case in cases:
             backend = get_backend(case.pipeline.backend)
