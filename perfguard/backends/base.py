@@ -19,7 +19,8 @@ Everything else a stage may ask of a backend is declared by the backend, with de
 not: ``capabilities`` (profiling, hybrid compiles, user passes: ``Capabilities``),
 ``load_profiled`` (the profiler the profile worker runs), ``tuning_moves`` (the option edits
 ``perfguard tune`` may try), ``execution_identity`` (what makes two artifacts run the same
-code) and ``check_runner`` (what its artifacts need from a runner beyond the device: ORT's
+code), ``reference`` (what the correctness check compares against, for a model ONNX Runtime cannot
+run: ``Capabilities.torch_models``) and ``check_runner`` (what its artifacts need from a runner beyond the device: ORT's
 execution provider, IREE's HAL driver). Stages ask these, never the backend's name: a stage that tested ``backend == "ort"`` kept
 a third-party backend from profiling or tuning however much it implemented.
 """
