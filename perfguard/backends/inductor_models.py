@@ -51,7 +51,8 @@ def build_module(model_path: Path) -> tuple[torch.nn.Module, list[str]]:
     if arch not in ARCHITECTURES:
         found = f"architecture {arch!r}" if arch else "no perfguard.arch record (not a zoo model)"
         raise BackendError(f"the inductor backend builds zoo models ({', '.join(ARCHITECTURES)}) as PyTorch "
-                           f"modules; {model_path.name} has {found}")
+                           f"modules; {model_path.name} has {found}; give your own module as [models.NAME] torch = "
+                           "\"package.module:callable\"")
     params = json.loads(meta["perfguard.params"])
     module = _BUILDERS[arch](params)
     weights = {_SUFFIX.sub("", t.name): numpy_helper.to_array(t) for t in model.graph.initializer}
