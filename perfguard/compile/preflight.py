@@ -45,8 +45,7 @@ def start_check_suite(suite: Suite, cases: list[CaseSpec], *, runners: bool = Tr
         for case in cases:
             backend = get_backend(case.pipeline.backend)
             backend.check_pipeline(case.pipeline)
-            if case.model.torch is not None and not backend.capabilities.torch_models:
-                raise UserError(_torch_model_refused(suite, case))
+            check_model_backend(suite, case)
             if runners:
                 check_case_runner(backend, get_runner(case.runner, options=suite.runner_options(case.runner)))
         for model in {c.model.name: c.model for c in cases}.values():
@@ -61,10 +60,11 @@ def start_check_suite(suite: Suite, cases: list[CaseSpec], *, runners: bool = Tr
     return pending
 
 
-
-def _torch_model_refused(suite: Suite, case: CaseSpec) -> str:
-    """The line for a PyTorch-callable model on a backend that compiles ONNX models, naming the
-    backends that would compile it (``Capabilities.torch_models``)."""
+def check_model_backend(suite: Suite, case: CaseSpec) -> None:
+    """Refuse a PyTorch-callable model on a backend that compiles ONNX models only, in one line
+    naming the backends that would compile it (``Capabilities.torch_models``)."""
+    if case.model.torch is None or get_backend(case.pipeline.backend).capabilities.torch_models:
+        return
     able = []
     for name in available_backends():
         try:
@@ -74,6 +74,6 @@ def _torch_model_refused(suite: Suite, case: CaseSpec) -> str:
             continue
     only = f"only the {', '.join(able)} backend{'s' if len(able) > 1 else ''} compile{'' if len(able) > 1 else 's'}" \
         if able else "no backend installed here compiles"
-    return (f"{suite.path}: [models.{case.model.name}]: model {case.model.name!r} is a PyTorch callable "
-            f"(torch = {case.model.torch!r}); {only} those, and pipeline {case.pipeline.name!r} is on backend "
-            f"{case.pipeline.backend!r}")
+    raise UserError(f"{suite.path}: [models.{case.model.name}]: model {case.model.name!r} is a PyTorch callable "
+                    f"(torch = {case.model.torch!r}); {only} those, and pipeline {case.pipeline.name!r} is on "
+                    f"backend {case.pipeline.backend!r}")
