@@ -65,21 +65,26 @@ def kernel_count(code: str) -> int:
     return len(re.findall(r"async_compile\.(?:cpp_pybinding|cpp|triton)\(", code))
 
 
-#: What ``freezing`` puts in the output code that is an address in the compiling process: the
-#: comment after each frozen parameter ends with its tensor's address (``_frozen_param52 = None  #
+#: What the output code holds of the compiling process rather than of the graph: the header's AOT ID
+#: counts the compiles of that process (``# AOT ID: ['1_inference']``); under ``freezing`` the comment
+#: after each frozen parameter ends with its tensor's address (``_frozen_param52 = None  #
 #: device(type='cpu') torch.float32 (4, 3, 7, 7) (1, 0, 0, 0) 7ff1dc953700``), and the messages of
 #: the pattern matcher's size asserts quote a function's repr (``<function ... at 0x7f7ca5bc2160>``).
-_ADDRESSES = (re.compile(r"^(_frozen_param\d+ = None  # .*) [0-9a-f]{6,16}$", re.MULTILINE),
-              re.compile(r"( at 0x)[0-9a-f]{6,16}(>)"))
+_PROCESS_STATE = ((re.compile(r"^(# AOT ID: ).*$", re.MULTILINE), r"\1…"),
+                  (re.compile(r"^(_frozen_param\d+ = None  # .*) [0-9a-f]{6,16}$", re.MULTILINE), r"\1"),
+                  (re.compile(r"( at 0x)[0-9a-f]{6,16}(>)"), r"\1…\2"))
 
 
 def without_addresses(code: str) -> str:
-    """An output code module without the addresses of the compiling process (``_ADDRESSES``):
-    with them a ``freezing`` pipeline got a new identity on every compile and a measuring worker's
-    compile never matched its artifact's (measured 2026-12-06, torch 2.13: two compiles of a
-    frozen ResNet differed in those addresses only)."""
-    code = _ADDRESSES[0].sub(r"\1", code)
-    return _ADDRESSES[1].sub(r"\1…\2", code)
+    """An output code module without what it holds of the compiling process (``_PROCESS_STATE``).
+    Inductor's FX graph cache serves a measuring worker the artifact's own code, but a ``freezing``
+    compile is not served from it: its code is generated again, and with those parts in the hash a
+    frozen pipeline got a new identity on every compile and never matched its artifact in a
+    measuring worker (measured 2026-12-06, torch 2.13: two compiles of a frozen ResNet differed in
+    those parts only)."""
+    for pattern, replacement in _PROCESS_STATE:
+        code = pattern.sub(replacement, code)
+    return code
 
 
 def library_call_count(code: str) -> int:
