@@ -210,12 +210,12 @@ def tuning_keys() -> dict[str, tuple[object, ...]]:
             if key in defaults and all(defaults[key] is None or _same_kind(defaults[key], v) for v in values)}
 
 
-def tuning_edits(options: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def tuning_edits(options: Mapping[str, object]) -> list[tuple[str, dict[str, object]]]:
     """Each one-edit neighbour of a pipeline's ``options``: ``freezing`` flipped, every other mode
     of ``TUNING_MODES`` for its device, and each key of ``tuning_keys`` moved from its current
     value (the pipeline's, or torch's default) to each other value; ``(what changed, options)``."""
     defaults, _ = config_defaults()
-    edits = []
+    edits: list[tuple[str, dict[str, object]]] = []
     freezing = options.get("freezing", defaults["freezing"])
     edits.append((f"freezing {freezing} -> {not freezing}", {**options, "freezing": not freezing}))
     mode = options.get("mode", "default")
@@ -223,7 +223,8 @@ def tuning_edits(options: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]
     for other in TUNING_MODES.get(str(options.get("device", "cpu")), ()):
         if other != mode and other in listed:
             edits.append((f"mode {mode} -> {other}", {**options, "mode": other}))
-    table = dict(options.get("inductor", {}))
+    given = options.get("inductor", {})
+    table = dict(given) if isinstance(given, Mapping) else {}
     for key, values in tuning_keys().items():
         current = table.get(key, defaults[key])
         for value in values:
