@@ -185,6 +185,34 @@ def test_tuning_moves_flip_each_switch_from_the_pipelines_value():
         get_backend("inductor").check_pipeline(PipelineSpec("t", "inductor", (), move.options))
 
 
+def test_tuning_moves_cover_the_listed_config_keys_modes_and_enums():
+    from perfguard.backends.inductor_settings import TUNING_KEYS, tuning_keys
+
+    moves = [m.describe for m in get_backend("inductor").tuning_moves({})]
+    assert set(tuning_keys()) == set(TUNING_KEYS)  # torch 2.13 has every listed key, of the listed kinds
+    assert "mode default -> max-autotune-no-cudagraphs" in moves and "mode default -> reduce-overhead" not in moves
+    assert {"cpp.enable_floating_point_contract_flag off -> on",
+            "cpp.enable_floating_point_contract_flag off -> fast"} <= set(moves)
+    gpu = [m.describe for m in get_backend("inductor").tuning_moves({"device": "cuda", "mode": "max-autotune"})]
+    assert "mode max-autotune -> reduce-overhead" in gpu and "mode max-autotune -> default" in gpu
+
+
+def test_tuning_moves_leave_out_keys_the_installed_torch_lacks_or_types_otherwise(monkeypatch):
+    from perfguard.backends import inductor_settings
+
+    real = inductor_settings.config_defaults
+
+    def older_torch():
+        inductor, dynamo = real()
+        del inductor["layout_optimization"]
+        inductor["cpp.enable_floating_point_contract_flag"] = False  # a bool in this imagined torch
+        return inductor, dynamo
+
+    monkeypatch.setattr(inductor_settings, "config_defaults", older_torch)
+    moves = " ".join(m.describe for m in get_backend("inductor").tuning_moves({}))
+    assert "layout_optimization" not in moves and "contract_flag" not in moves and "epilogue_fusion" in moves
+
+
 def test_a_measuring_worker_imports_each_artifacts_pass_from_its_own_checkout(tmp_path, monkeypatch):
     """``check --base-ref`` and bisection load the artifacts of two checkouts in one worker; their
     passes share module names, and the first checkout's cached module must not stand in for the
@@ -323,6 +351,44 @@ def test_a_pass_that_changes_code_changes_the_identity(tiny, tmp_path, default_c
     assert out.trace.fx_graph_cache_hits == 0
     recipe = json.loads(Path(out.artifact.path).read_text())
     assert recipe["passes"][0]["root"] == str(ROOT / "suites" / "inductor_passes")
+
+
+def test_the_output_code_hash_leaves_out_the_compiling_processs_addresses():
+    from perfguard.backends.inductor_run import without_addresses
+
+    def code(address: str, function: str) -> str:
+        return (f"# AOT ID: ['{address[-1]}_inference']\n"
+                f"_frozen_param52 = None  # device(type='cpu') torch.float32 (4, 3, 7, 7) (1, 0, 0, 0) {address}\n"
+                f'assert_size_stride(buf3, (1, 4), (4, 1), "partial(<function fn at 0x{function}>, Match(...))")\n'
+                "float bits = 0x7f800000;\n")
+
+    assert without_addresses(code("7ff1dc953700", "7f7ca5bc2160")) == without_addresses(code("7ff1dc7c3110", "7f65c9b32160"))
+    assert "0x7f800000" in without_addresses(code("7ff1dc953700", "7f7ca5bc2160"))  # C++ constants stay
+
+
+@pytest.mark.slow
+def test_a_frozen_artifact_loads_in_another_process(tiny, tmp_path, default_compile):
+    """``freezing`` compiles are not served from the FX graph cache, and their code holds addresses
+    and the process's compile count; the measuring worker's compile must still be recognised as the
+    artifact's (before: never, so every frozen pipeline failed), here after another compile in the
+    compiling process and twice in the loading one."""
+    out = get_backend("inductor").compile(tiny, PipelineSpec("frozen", "inductor", (), {"freezing": True}), tmp_path / "a")
+    (tmp_path / "artifact.json").write_text(json.dumps(out.artifact.to_json()))
+    probe = textwrap.dedent("""
+        import json, sys
+        import torch
+        from perfguard.backends import get_backend
+        from perfguard.backends.base import Artifact
+        from perfguard.runners import get_runner
+        torch.set_num_threads(1)
+        artifact = Artifact.from_json(json.load(open(sys.argv[1])))
+        for _ in range(2):  # a measuring worker loads several artifacts: the second compile's AOT ID is 1
+            get_backend("inductor").load(artifact, get_runner("cpu"), 1)
+        print("loaded")
+        """)
+    proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "artifact.json")], capture_output=True,
+                          text=True, timeout=600, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.stdout.strip() == "loaded", proc.stderr[-2000:]
 
 
 def test_hook_passes_run_at_their_hooks_and_are_pinned(tiny, tmp_path, default_compile, monkeypatch):

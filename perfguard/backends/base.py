@@ -19,7 +19,8 @@ Everything else a stage may ask of a backend is declared by the backend, with de
 not: ``capabilities`` (profiling, hybrid compiles, user passes: ``Capabilities``),
 ``load_profiled`` (the profiler the profile worker runs), ``tuning_moves`` (the option edits
 ``perfguard tune`` may try), ``execution_identity`` (what makes two artifacts run the same
-code) and ``check_runner`` (what its artifacts need from a runner beyond the device: ORT's
+code), ``reference`` (what the correctness check compares against, for a model ONNX Runtime cannot
+run: ``Capabilities.torch_models``) and ``check_runner`` (what its artifacts need from a runner beyond the device: ORT's
 execution provider, IREE's HAL driver). Stages ask these, never the backend's name: a stage that tested ``backend == "ort"`` kept
 a third-party backend from profiling or tuning however much it implemented.
 """
@@ -210,6 +211,7 @@ ABILITIES = {
     "counts": "be counted under Valgrind (--counts: its inferences do not run in the calling thread)",
     "compile_counts": "count its compile per pass under Valgrind (--counts: its compiler's work does not run in "
                       "the calling thread)",
+    "torch_models": "compile a model given as a PyTorch callable ([models.NAME] torch)",
 }
 
 
@@ -240,6 +242,11 @@ class Capabilities:
         each piece of it (``onnx_passes.counted``: a pass, or a step of the backend's own), so a
         counted compile gives instructions per pass and ``compile_instructions``. A compiler run
         as a subprocess (IREE's ``iree-compile``) is not counted by the calling thread.
+    ``torch_models``
+        ``compile`` takes a model given as a PyTorch callable (``[models.NAME] torch``: the
+        descriptor ``perfguard.models.torch_callable`` writes, its ``model_path``), and
+        ``Backend.reference`` runs it eagerly for the correctness check; preflight refuses such a
+        model for any other backend.
 
     The option edits ``perfguard tune`` may try are ``Backend.tuning_moves`` (none by default)
     and what makes two artifacts run the same code is ``Backend.execution_identity``.
@@ -250,6 +257,7 @@ class Capabilities:
     user_passes: bool = False
     counts: bool = False
     compile_counts: bool = False
+    torch_models: bool = False
 
     def to_json(self) -> dict[str, bool]:
         return asdict(self)
@@ -352,6 +360,13 @@ class Backend(ABC):
     @abstractmethod
     def compile(self, model_path: Path, pipeline: PipelineSpec, out_dir: Path) -> CompileOutput:
         """Compile under the pinned pipeline; raise ``BackendError`` naming the failing pass."""
+
+    def reference(self, model_path: Path) -> Executable | None:
+        """What the correctness check runs for the expected outputs of the model at ``model_path``:
+        None (the default) for ONNX Runtime with every optimization off on the ONNX file. A backend
+        that compiles models ONNX Runtime cannot run (``Capabilities.torch_models``) returns their
+        eager run here."""
+        return None
 
     def recompile_time(self, model_path: Path, pipeline: PipelineSpec, out_dir: Path) -> float:
         """Compile again for the time only (a compile-time repeat, after :meth:`compile` succeeded

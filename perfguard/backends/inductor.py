@@ -1,4 +1,5 @@
-"""The ``inductor`` backend: a zoo model as a ``torch.nn.Module`` -> ``torch.compile`` (TorchDynamo +
+"""The ``inductor`` backend: a zoo model as a ``torch.nn.Module``, or the user's own module from a
+PyTorch callable (``[models.NAME] torch``, ``Capabilities.torch_models``) -> ``torch.compile`` (TorchDynamo +
 AOTAutograd + Inductor: C++/OpenMP kernels on the CPU, Triton on the GPU) under a pinned pipeline.
 Install with ``pip install 'perfguard[torch]'``; what a pipeline pins is
 ``perfguard.backends.inductor_settings`` (user FX passes, ``mode``, ``dynamic``, ``freezing``,
@@ -42,6 +43,7 @@ from perfguard.backends.base import (
     OptionEdit,
     PassInfo,
 )
+from perfguard.backends.inductor_models import build_module
 from perfguard.backends.inductor_run import CompiledModel, InductorTrace, compile_model, kernel_count
 from perfguard.backends.inductor_settings import (
     INSTALL_HINT,
@@ -53,9 +55,11 @@ from perfguard.backends.inductor_settings import (
     load_pass,
     pass_root,
     torch_module,
+    tuning_edits,
 )
 from perfguard.errors import BackendError, RunnerUnavailable, UserError, first_line
 from perfguard.jsonfields import json_object
+from perfguard.models.torch_callable import SUFFIX as TORCH_SUFFIX, is_torch_model
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,8 +69,6 @@ if TYPE_CHECKING:
     from perfguard.suite import PipelineSpec
 
 RECIPE = "inductor.json"
-#: Boolean Inductor switches ``perfguard tune`` may flip (each a one-edit neighbour).
-TUNING_SWITCHES = ("freezing", "epilogue_fusion", "pattern_matcher", "aggressive_fusion")
 
 
 def _device(runner: Runner) -> str:
@@ -92,7 +94,7 @@ class InductorBackend(Backend):
     """PyTorch's ``torch.compile`` with Inductor (``capabilities``: user FX passes)."""
 
     name = "inductor"
-    capabilities = Capabilities(profile=True, hybrid_compile=True, user_passes=True)
+    capabilities = Capabilities(profile=True, hybrid_compile=True, user_passes=True, torch_models=True)
     user_pass_signature = "torch.fx.Graph -> None, run in order at Inductor's post-grad hook"
 
     def versions(self) -> dict[str, str]:
@@ -118,22 +120,24 @@ class InductorBackend(Backend):
         check_pass_names(pipeline.passes, where)
 
     def tuning_moves(self, options: Mapping[str, Any]) -> list[OptionEdit]:
-        """Each switch of ``TUNING_SWITCHES`` flipped from its current value (the pipeline's, or
-        the installed torch's default)."""
-        defaults, _ = config_defaults()
-        moves = []
-        for key in TUNING_SWITCHES:
-            table = dict(options.get("inductor", {}))
-            current = options.get("freezing", defaults["freezing"]) if key == "freezing" else table.get(key, defaults[key])
-            if key == "freezing":
-                edited = {**options, "freezing": not current}
-            else:
-                edited = {**options, "inductor": {**table, key: not current}}
-            moves.append(OptionEdit(f"{key} {current} -> {not current}", edited))
-        return moves
+        """``freezing`` flipped, the other ``torch.compile`` modes of the pipeline's device, and each
+        config key of ``inductor_settings.TUNING_KEYS`` the installed torch has moved to each other
+        value (``inductor_settings.tuning_edits``)."""
+        return [OptionEdit(describe, edited) for describe, edited in tuning_edits(options)]
+
+    def reference(self, model_path: Path) -> InductorExecutable | None:
+        """A PyTorch callable's reference: its module run eagerly on the CPU in float32 as its
+        callable built it (seeded weights), no compile. A zoo model's is ONNX Runtime's (None),
+        whose ONNX file holds the same weights."""
+        from perfguard.models.torch_callable import is_torch_model
+
+        if not is_torch_model(model_path):
+            return None
+        torch_module()  # the install hint when torch is missing
+        return InductorExecutable(CompiledModel.eager(*build_module(model_path)))
 
     def compile(self, model_path: Path, pipeline: PipelineSpec, out_dir: Path) -> CompileOutput:
-        """Compile the zoo model at ``model_path``; or, when ``model_path`` is another inductor
+        """Compile the zoo model (or PyTorch callable) at ``model_path``; or, when ``model_path`` is another inductor
         artifact (``inductor.json``: stage 1 of a hybrid compile), its model with its passes, each
         from the checkout it came from, then this pipeline's passes."""
         where = f"pipeline {pipeline.name!r}"
@@ -145,13 +149,14 @@ class InductorBackend(Backend):
         if out_dir.exists():
             shutil.rmtree(out_dir)
         out_dir.mkdir(parents=True)
-        shutil.copyfile(model_path, out_dir / "model.onnx")
+        model_copy = out_dir / ("model" + TORCH_SUFFIX if is_torch_model(model_path) else "model.onnx")
+        shutil.copyfile(model_path, model_copy)
         if settings.device == "cuda" and not torch_module().cuda.is_available():
             raise BackendError(f"{where} compiles for device 'cuda' (Triton kernels), but torch "
                                f"{torch_module().__version__} sees no CUDA device here; compile it on the GPU machine")
-        compiled = compile_model(out_dir / "model.onnx", settings, prefix + own, out_dir / "cache",
+        compiled = compile_model(model_copy, settings, prefix + own, out_dir / "cache",
                                  settings.device, check_eager=True, traced_from=len(prefix), hooks=hooks)
-        recipe = self._write_recipe(out_dir, pipeline, settings, compiled)
+        recipe = self._write_recipe(out_dir, pipeline, settings, compiled, model_copy.name)
         identity = {k: recipe[k] for k in ("options", "output_code_sha256", "torch")}
         passes = [(n, d) for n, d, _ in compiled.pass_sources]
         identity["passes"] = passes
@@ -167,13 +172,13 @@ class InductorBackend(Backend):
         return CompileOutput(artifact=artifact, trace=compiled.trace(), work_time_s=compiled.compile_time_s)
 
     def _write_recipe(self, out_dir: Path, pipeline: PipelineSpec, settings: InductorSettings,
-                      compiled: CompiledModel) -> Mapping[str, object]:
+                      compiled: CompiledModel, model: str) -> Mapping[str, object]:
         """``output_code/graphN.py`` and ``inductor.json``: what a measuring worker compiles again."""
         code_dir = out_dir / "output_code"
         code_dir.mkdir()
         for index, text in enumerate(compiled.output_code):
             (code_dir / f"graph{index}.py").write_text(text)
-        recipe = {"version": 1, "model": "model.onnx", "pipeline_options": dict(pipeline.options),
+        recipe = {"version": 1, "model": model, "pipeline_options": dict(pipeline.options),
                   "inputs": compiled.inputs, "options": settings.to_json(),
                   "passes": [{"name": n, "source_sha256": d, "root": r} for n, d, r in compiled.pass_sources],
                   "hooks": {hook: [{k: e[k] for k in ("name", "source_sha256", "root")} for e in entries]

@@ -9,7 +9,11 @@ weights rather than freshly seeded ones: the compile worker checks every artifac
 Runtime running the unoptimized ONNX model, so the reference, eager PyTorch and Inductor's code
 compute one function and a wrong pass is caught like any other backend's.
 
-A model file without the record (a user's ``.onnx``) is refused with a one-line error.
+A model file without the record (a user's ``.onnx``) is refused with a one-line error. A model
+given as a PyTorch callable (``[models.NAME] torch``, the descriptor of
+``perfguard.models.torch_callable``) is the user's own module, built again here from the
+``sys.path`` root its descriptor records, with torch seeded as when it was described; its
+reference is its own eager run (``InductorBackend.reference``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfguard.errors import BackendError
+from perfguard.errors import BackendError, UserError
 
 if TYPE_CHECKING:
     import torch
@@ -31,9 +35,14 @@ _SUFFIX = re.compile(r"_\d+$")
 
 
 def build_module(model_path: Path) -> tuple[torch.nn.Module, list[str]]:
-    """The eval-mode module of the zoo model at ``model_path`` with its ONNX weights, and the
-    names of its graph inputs in call order."""
+    """The eval-mode module of the zoo model at ``model_path`` with its ONNX weights (or of the
+    PyTorch callable it describes), and the names of its graph inputs in call order."""
     import onnx
+
+    from perfguard.models.torch_callable import is_torch_model
+
+    if is_torch_model(model_path):
+        return user_module(model_path)
     from onnx import numpy_helper
 
     model = onnx.load(str(model_path))
@@ -42,7 +51,8 @@ def build_module(model_path: Path) -> tuple[torch.nn.Module, list[str]]:
     if arch not in ARCHITECTURES:
         found = f"architecture {arch!r}" if arch else "no perfguard.arch record (not a zoo model)"
         raise BackendError(f"the inductor backend builds zoo models ({', '.join(ARCHITECTURES)}) as PyTorch "
-                           f"modules; {model_path.name} has {found}")
+                           f"modules; {model_path.name} has {found}; give your own module as [models.NAME] torch = "
+                           "\"package.module:callable\"")
     params = json.loads(meta["perfguard.params"])
     module = _BUILDERS[arch](params)
     weights = {_SUFFIX.sub("", t.name): numpy_helper.to_array(t) for t in model.graph.initializer}
@@ -50,6 +60,24 @@ def build_module(model_path: Path) -> tuple[torch.nn.Module, list[str]]:
     initializers = {t.name for t in model.graph.initializer}
     inputs = [i.name for i in model.graph.input if i.name not in initializers]
     return module.eval(), inputs
+
+
+def user_module(descriptor: Path) -> tuple[torch.nn.Module, list[str]]:
+    """The module of a PyTorch-callable model: its callable imported from the recorded root and
+    called with torch seeded; ``BackendError`` when its module's source changed since it was described."""
+    from perfguard.backends.inductor_settings import import_from
+    from perfguard.models.torch_callable import TorchModel, build
+
+    model = TorchModel.read(descriptor)
+    import_from(model.root, model.callable.partition(":")[0])
+    try:
+        built = build(model.callable, model.root)
+    except UserError as exc:
+        raise BackendError(f"torch model {model.callable!r}: {exc}") from None
+    if built.source_sha256 != model.source_sha256:
+        raise BackendError(f"torch model {model.callable!r}: its module changed since the model was described "
+                           f"({built.root}); run again")
+    return built.module, [spec.name for spec in model.inputs]
 
 
 def _load_weights(module: torch.nn.Module, weights: Mapping[str, Any], where: str) -> None:

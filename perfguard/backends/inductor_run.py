@@ -1,4 +1,4 @@
-"""One ``torch.compile`` of a zoo module under an ``inductor`` pipeline, with the caches in hand.
+"""One ``torch.compile`` of a zoo or user module under an ``inductor`` pipeline, with the caches in hand.
 
 ``compile_model`` builds the module, compiles it inside ``temporary_cache_dir`` (Inductor's own
 context: ``TORCHINDUCTOR_CACHE_DIR`` set and the in-process caches cleared on entry and exit),
@@ -33,6 +33,7 @@ from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
     import numpy as np
+    import torch
 
 #: Inductor's compilation-metrics fields (seconds or µs) reported as phase times, by phase name.
 PHASES_S = {"dynamo": "entire_frame_compile_time_s", "aot_autograd": "backend_compile_time_s",
@@ -62,6 +63,28 @@ class InductorTrace(PassTrace):
 def kernel_count(code: str) -> int:
     """Kernels in one output code module: C++ (``async_compile.cpp_pybinding``) or Triton."""
     return len(re.findall(r"async_compile\.(?:cpp_pybinding|cpp|triton)\(", code))
+
+
+#: What the output code holds of the compiling process rather than of the graph: the header's AOT ID
+#: counts the compiles of that process (``# AOT ID: ['1_inference']``); under ``freezing`` the comment
+#: after each frozen parameter ends with its tensor's address (``_frozen_param52 = None  #
+#: device(type='cpu') torch.float32 (4, 3, 7, 7) (1, 0, 0, 0) 7ff1dc953700``), and the messages of
+#: the pattern matcher's size asserts quote a function's repr (``<function ... at 0x7f7ca5bc2160>``).
+_PROCESS_STATE = ((re.compile(r"^(# AOT ID: ).*$", re.MULTILINE), r"\1…"),
+                  (re.compile(r"^(_frozen_param\d+ = None  # .*) [0-9a-f]{6,16}$", re.MULTILINE), r"\1"),
+                  (re.compile(r"( at 0x)[0-9a-f]{6,16}(>)"), r"\1…\2"))
+
+
+def without_addresses(code: str) -> str:
+    """An output code module without what it holds of the compiling process (``_PROCESS_STATE``).
+    Inductor's FX graph cache serves a measuring worker the artifact's own code, but a ``freezing``
+    compile is not served from it: its code is generated again, and with those parts in the hash a
+    frozen pipeline got a new identity on every compile and never matched its artifact in a
+    measuring worker (measured 2026-12-06, torch 2.13: two compiles of a frozen ResNet differed in
+    those parts only)."""
+    for pattern, replacement in _PROCESS_STATE:
+        code = pattern.sub(replacement, code)
+    return code
 
 
 def library_call_count(code: str) -> int:
@@ -97,6 +120,11 @@ class CompiledModel:
     #: ``options.hooks``' passes per hook: name, source sha256, root and steps (``_hook_records``)
     hooks: dict[str, list[JsonDict]] = field(default_factory=dict)
     _arguments: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def eager(cls, module: torch.nn.Module, inputs: list[str]) -> CompiledModel:
+        """``module`` run as it is, not compiled, on the CPU: a PyTorch callable's reference."""
+        return cls(module, inputs, "cpu", [], "", 0, 0, [], [], {}, 0, 0.0, None)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         import numpy as np
@@ -141,7 +169,10 @@ def _feeds(model_path: Path) -> dict[str, np.ndarray]:
     import onnx
 
     from perfguard.models.inputs import input_specs, make_feeds
+    from perfguard.models.torch_callable import TorchModel, is_torch_model
 
+    if is_torch_model(model_path):
+        return make_feeds(list(TorchModel.read(model_path).inputs), 0)
     return make_feeds(input_specs(onnx.load(str(model_path), load_external_data=False)), 0)
 
 
@@ -151,7 +182,7 @@ UserPasses = tuple[tuple[str, str], ...]
 def compile_model(model_path: Path, settings: InductorSettings, passes: UserPasses, cache_dir: Path,
                   device: str, *, check_eager: bool, traced_from: int = 0,
                   hooks: Mapping[str, UserPasses] | None = None) -> CompiledModel:
-    """Compile the zoo model at ``model_path`` on ``device`` with its Inductor cache in ``cache_dir``;
+    """Compile the zoo model (or PyTorch callable) at ``model_path`` on ``device`` with its Inductor cache in ``cache_dir``;
     ``passes`` (post-grad) and each hook's passes (``options.hooks``) are ``(name, sys.path root)``.
     ``traced_from``: the trace leaves out the first passes (a hybrid's stage 2: its prefix's compile
     traced them)."""
@@ -185,7 +216,7 @@ def compile_model(model_path: Path, settings: InductorSettings, passes: UserPass
         seconds = time.perf_counter() - start
         loaded = [m for m in PyCodeCache.modules if id(m) not in known and
                   str(getattr(m, "__file__", "")).startswith(str(cache_dir.resolve()))]
-    code = sorted(Path(str(m.__file__)).read_text() for m in loaded)
+    code = sorted(without_addresses(Path(str(m.__file__)).read_text()) for m in loaded)
     error = None
     if check_eager:
         with torch.no_grad():

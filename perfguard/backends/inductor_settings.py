@@ -39,7 +39,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard.errors import BackendError, UserError, did_you_mean, first_line
@@ -176,6 +175,64 @@ def _version() -> str:
     return str(torch_module().__version__)
 
 
+# -- what perfguard tune moves -----------------------------------------------------------------------
+
+#: ``torch._inductor.config`` keys ``perfguard tune`` moves, each with the values it tries: a boolean
+#: flips, an enum moves to each other value. Chosen for the CPU, where each changes the generated C++
+#: or what Inductor hands to oneDNN: fusion (``epilogue_fusion``, ``aggressive_fusion``), the pattern
+#: matcher (conv/linear + pointwise fusions, ``pattern_matcher``), channels-last convolutions
+#: (``layout_optimization``), oneDNN weight prepacking under freezing (``cpp.weight_prepack``),
+#: vectorized loop tails and tiling (``cpp.enable_loop_tail_vec``, ``cpp.enable_tiling_heuristics``)
+#: and the C++ compiler's floating-point contraction (``cpp.enable_floating_point_contract_flag``:
+#: FMA; a result outside the suite's tolerance fails correctness like any other). A key the installed
+#: torch lacks, or whose default is of another type than the values, is left out (``tuning_keys``).
+TUNING_KEYS: dict[str, tuple[object, ...]] = {
+    "epilogue_fusion": (True, False),
+    "pattern_matcher": (True, False),
+    "aggressive_fusion": (True, False),
+    "layout_optimization": (True, False),
+    "cpp.weight_prepack": (True, False),
+    "cpp.enable_loop_tail_vec": (True, False),
+    "cpp.enable_tiling_heuristics": (True, False),
+    "cpp.enable_floating_point_contract_flag": ("off", "on", "fast"),
+}
+#: ``torch.compile`` modes ``perfguard tune`` moves between, by device (CUDA graphs only on a GPU),
+#: those ``torch._inductor.list_mode_options()`` lists.
+TUNING_MODES = {"cpu": ("default", "max-autotune-no-cudagraphs"),
+                "cuda": ("default", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead")}
+
+
+def tuning_keys() -> dict[str, tuple[object, ...]]:
+    """``TUNING_KEYS`` checked against the installed torch's config: present, and every value of
+    its default's kind."""
+    defaults, _ = config_defaults()
+    return {key: values for key, values in TUNING_KEYS.items()
+            if key in defaults and all(defaults[key] is None or _same_kind(defaults[key], v) for v in values)}
+
+
+def tuning_edits(options: Mapping[str, object]) -> list[tuple[str, dict[str, object]]]:
+    """Each one-edit neighbour of a pipeline's ``options``: ``freezing`` flipped, every other mode
+    of ``TUNING_MODES`` for its device, and each key of ``tuning_keys`` moved from its current
+    value (the pipeline's, or torch's default) to each other value; ``(what changed, options)``."""
+    defaults, _ = config_defaults()
+    edits: list[tuple[str, dict[str, object]]] = []
+    freezing = options.get("freezing", defaults["freezing"])
+    edits.append((f"freezing {freezing} -> {not freezing}", {**options, "freezing": not freezing}))
+    mode = options.get("mode", "default")
+    listed = set(torch_module()._inductor.list_mode_options())
+    for other in TUNING_MODES.get(str(options.get("device", "cpu")), ()):
+        if other != mode and other in listed:
+            edits.append((f"mode {mode} -> {other}", {**options, "mode": other}))
+    given = options.get("inductor", {})
+    table = dict(given) if isinstance(given, Mapping) else {}
+    for key, values in tuning_keys().items():
+        current = table.get(key, defaults[key])
+        for value in values:
+            if value != current:
+                edits.append((f"{key} {current} -> {value}", {**options, "inductor": {**table, key: value}}))
+    return edits
+
+
 # -- user FX passes ---------------------------------------------------------------------------------
 
 
@@ -254,14 +311,11 @@ def import_from(root: str, module_name: str) -> None:
 
 def pass_root(name: str) -> str:
     """The ``sys.path`` entry the module of pass ``name`` imports from here ("" when it has no file)."""
+    from perfguard.models.torch_callable import module_root
+
     module_name = name.partition(":")[0]
     load_pass(name)
-    file = getattr(sys.modules.get(module_name), "__file__", None)
-    if not file:
-        return ""
-    path = Path(file).resolve()
-    depth = module_name.count(".") + (2 if path.name == "__init__.py" else 1)
-    return str(path.parents[depth - 1])
+    return module_root(module_name, sys.modules.get(module_name))
 
 
 def pipeline_pass(passes: tuple[tuple[str, str], ...]) -> Any:

@@ -3,7 +3,7 @@ model files and their inputs, the compiler path, and that user passes import."""
 
 from __future__ import annotations
 
-from perfguard.backends import check_case_runner, get_backend
+from perfguard.backends import available_backends, check_case_runner, get_backend
 from perfguard.compile.user_passes import UserPassCheck
 from perfguard.errors import UserError
 from perfguard.models.inputs import input_specs
@@ -34,11 +34,18 @@ def start_check_suite(suite: Suite, cases: list[CaseSpec], *, runners: bool = Tr
             names = [name for name in pipeline.passes if ":" in name]
             if names:
                 user[f"{suite.path}: [pipelines.{pipeline.name}] passes"] = names
-    pending = UserPassCheck(user, suite.compiler.path)
+    # A model's callable (``[models.NAME] torch``) imports from the same path: checked with them.
+    nouns = {}
+    for model in {c.model.name: c.model for c in cases}.values():
+        if model.torch is not None:
+            where = f"{suite.path}: [models.{model.name}] torch"
+            user[where], nouns[where] = [model.torch], "model callable"
+    pending = UserPassCheck(user, suite.compiler.path, nouns)
     try:
         for case in cases:
             backend = get_backend(case.pipeline.backend)
             backend.check_pipeline(case.pipeline)
+            check_model_backend(suite, case)
             if runners:
                 check_case_runner(backend, get_runner(case.runner, options=suite.runner_options(case.runner)))
         for model in {c.model.name: c.model for c in cases}.values():
@@ -52,3 +59,21 @@ def start_check_suite(suite: Suite, cases: list[CaseSpec], *, runners: bool = Tr
         raise
     return pending
 
+
+def check_model_backend(suite: Suite, case: CaseSpec) -> None:
+    """Refuse a PyTorch-callable model on a backend that compiles ONNX models only, in one line
+    naming the backends that would compile it (``Capabilities.torch_models``)."""
+    if case.model.torch is None or get_backend(case.pipeline.backend).capabilities.torch_models:
+        return
+    able = []
+    for name in available_backends():
+        try:
+            if get_backend(name).capabilities.torch_models:
+                able.append(name)
+        except UserError:  # a third-party backend that does not load here
+            continue
+    only = f"only the {', '.join(able)} backend{'s' if len(able) > 1 else ''} compile{'' if len(able) > 1 else 's'}" \
+        if able else "no backend installed here compiles"
+    raise UserError(f"{suite.path}: [models.{case.model.name}]: model {case.model.name!r} is a PyTorch callable "
+                    f"(torch = {case.model.torch!r}); {only} those, and pipeline {case.pipeline.name!r} is on "
+                    f"backend {case.pipeline.backend!r}")

@@ -127,8 +127,10 @@ class UserPassProbe:
         self.folder.cleanup()
 
 
-def user_pass_message(name: str, outcome: Mapping[str, object], path: Path | None) -> str | None:
-    """One line for a user pass that does not resolve (``None`` when it does)."""
+def user_pass_message(name: str, outcome: Mapping[str, object], path: Path | None,
+                      noun: str = "user pass") -> str | None:
+    """One line for a user pass (or another ``module:function`` of the compiler's path, ``noun``:
+    a model's callable) that does not resolve (``None`` when it does)."""
     if outcome.get("ok"):
         return None
     module_name, _, func_name = name.partition(":")
@@ -138,18 +140,18 @@ def user_pass_message(name: str, outcome: Mapping[str, object], path: Path | Non
         missing = str(outcome.get("missing") or module_name)
         candidates = _candidates(outcome)
         if candidates:
-            return f"user pass {name!r}: " + unknown_name_message("module", missing, candidates) + f" (in {where})"
-        return f"user pass {name!r}: no module {missing!r} in {where}"
+            return f"{noun} {name!r}: " + unknown_name_message("module", missing, candidates) + f" (in {where})"
+        return f"{noun} {name!r}: no module {missing!r} in {where}"
     if kind in ("no_function", "not_callable"):
         candidates = _candidates(outcome)
         if kind == "not_callable":
-            return (f"user pass {name!r}: {module_name}.{func_name} is not a function (its type is "
-                    f"{outcome.get('type')}); a user pass takes and returns an onnx.ModelProto")
+            return (f"{noun} {name!r}: {module_name}.{func_name} is not a function (its type is "
+                    f"{outcome.get('type')}); give a function")
         if candidates:
-            return f"user pass {name!r}: module {module_name} has no " + unknown_name_message(
+            return f"{noun} {name!r}: module {module_name} has no " + unknown_name_message(
                 "function", func_name, candidates).removeprefix("unknown ")
-        return f"user pass {name!r}: module {module_name} has no function {func_name!r} (it defines no public function)"
-    return f"user pass {name!r}: cannot import {module_name}: {str(outcome.get('message', ''))[:300]}"
+        return f"{noun} {name!r}: module {module_name} has no function {func_name!r} (it defines no public function)"
+    return f"{noun} {name!r}: cannot import {module_name}: {str(outcome.get('message', ''))[:300]}"
 
 
 def _candidates(outcome: Mapping[str, object]) -> list[str]:
@@ -163,21 +165,23 @@ class UserPassCheck:
     child that imports them starts at construction, :meth:`wait` refuses with the first bad one,
     :meth:`close` drops a check nobody waits for."""
 
-    def __init__(self, names_by_where: dict[str, list[str]], path: Path | None) -> None:
-        self.names_by_where, self.path = names_by_where, path
+    def __init__(self, names_by_where: dict[str, list[str]], path: Path | None,
+                 nouns: Mapping[str, str] | None = None) -> None:
+        # ``nouns``: what the names under a ``where`` are, when not user passes (a model's callable).
+        self.names_by_where, self.path, self.nouns = names_by_where, path, dict(nouns or {})
         self.probe = UserPassProbe([n for names in names_by_where.values() for n in names], path)
 
     def wait(self) -> None:
-        _refuse(self.names_by_where, self.probe.outcomes(), self.path)
+        _refuse(self.names_by_where, self.probe.outcomes(), self.path, self.nouns)
 
     def close(self) -> None:
         self.probe.close()
 
 
 def _refuse(names_by_where: dict[str, list[str]], outcomes: dict[str, Mapping[str, object]],
-            path: Path | None) -> None:
+            path: Path | None, nouns: Mapping[str, str]) -> None:
     for where, names in names_by_where.items():
         for name in names:
-            message = user_pass_message(name, outcomes.get(name, {"ok": True}), path)
+            message = user_pass_message(name, outcomes.get(name, {"ok": True}), path, nouns.get(where, "user pass"))
             if message:
                 raise UserError(f"{where}: {message}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from perfguard.backends import get_backend
 from perfguard.backends.tvm_tune import TuneSummary, build_database
+from perfguard.compile.preflight import check_model_backend
 from perfguard.models.loader import materialize
 from perfguard.suite import CaseSpec, Suite
 
@@ -23,6 +24,7 @@ def tune_database(suite: Suite, case: CaseSpec, out: Path, trials: int, seed: in
     pipelines = {c.pipeline.name: (c.pipeline.passes, c.pipeline.options) for c in suite.cases
                  if c.model.name == case.model.name and c.pipeline.backend == case.pipeline.backend}
     backend = get_backend(case.pipeline.backend)
+    check_model_backend(suite, case)
     for name in pipelines:
         backend.check_pipeline(suite.pipelines[name])  # names and options, before minutes of tuning
     with tempfile.TemporaryDirectory(prefix="perfguard-tvm-tune-") as folder:

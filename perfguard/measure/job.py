@@ -160,7 +160,7 @@ class Job:
         ctx.progress.start(len(model_specs) + len(ctx.cases) * len(ctx.sides) + group_count)
         for name, spec in model_specs.items():
             ctx.progress.advance(f"model {name}")
-            self.models[name] = materialize(spec, ctx.workdir / "models")
+            self.models[name] = materialize(spec, ctx.workdir / "models", ctx.suite.compiler.path)
 
     def compile(self, memory: bool = True) -> None:
         """Materialize the models (:meth:`prepare`) and compile every case for every side, as many

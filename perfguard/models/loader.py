@@ -26,8 +26,11 @@ class LoadedModel:
     opset: int
 
 
-def materialize(spec: ModelSpec, folder: Path) -> LoadedModel:
+def materialize(spec: ModelSpec, folder: Path, compiler_path: Path | None = None) -> LoadedModel:
     """Write (zoo) or check (file) the model and describe it; ``UserError`` for a broken model.
+    A PyTorch callable (``spec.torch``) is imported from ``compiler_path`` (the suite's
+    ``[compiler] path``) and called in a child process, which writes its descriptor
+    (``perfguard.models.torch_callable``).
 
     A file may keep its tensors in external data files next to it (``model.onnx`` +
     ``model.onnx.data``): they are found relative to the model, their bytes are part of the model
@@ -47,6 +50,11 @@ def materialize(spec: ModelSpec, folder: Path) -> LoadedModel:
     """
     import onnx
 
+    if spec.torch is not None:
+        from perfguard.models.torch_callable import describe
+
+        path, described = describe(spec, folder, compiler_path)
+        return LoadedModel(spec, path, described.sha256, list(described.inputs), described.node_count, 0)
     if spec.path is not None:
         model = read_model_file(spec.path, f"model {spec.name!r}")
         try:

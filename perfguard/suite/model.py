@@ -97,15 +97,20 @@ class InputSettings:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model: an architecture from the zoo with parameters, or a path to an ``.onnx`` file."""
+    """A model: an architecture from the zoo with parameters, a path to an ``.onnx`` file, or a
+    PyTorch callable ``package.module:callable`` returning ``(module, example_inputs)``
+    (``torch``: only a backend whose ``Capabilities.torch_models`` is set compiles it)."""
 
     name: str
     arch: str | None = None
     params: Mapping[str, object] = field(default_factory=dict)
     path: Path | None = None
     input_settings: InputSettings = field(default_factory=InputSettings)
+    torch: str | None = None
 
     def source(self) -> JsonDict:
+        if self.torch is not None:
+            return {"torch": self.torch}
         if self.path is not None:
             # Input settings decide what is measured: part of the model's identity (and case key)
             # when given; absent otherwise, so keys of suites without settings stay as they were.

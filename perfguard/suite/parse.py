@@ -258,22 +258,37 @@ def _models(reader: Reader, raw: object) -> dict[str, ModelSpec]:
 
 
 def _model(reader: Reader, name: str, raw: object) -> ModelSpec:
-    """``[models.NAME]``: a zoo architecture with params, or a model file with input settings."""
+    """``[models.NAME]``: a zoo architecture with params, a model file with input settings, or a
+    PyTorch callable (``torch = "package.module:callable"``)."""
     key = f"[models.{name}]"
-    spec = reader.table(raw, key, ("arch", "params", "path", "dims", "inputs"))
-    if ("arch" in spec) == ("path" in spec):
-        raise reader.fail(key, "give exactly one of 'arch' (a zoo architecture) or 'path' (an .onnx file)")
+    spec = reader.table(raw, key, ("arch", "params", "path", "dims", "inputs", "torch"))
+    if sum(kind in spec for kind in ("arch", "path", "torch")) != 1:
+        raise reader.fail(key, "give exactly one of 'arch' (a zoo architecture), 'path' (an .onnx file) or "
+                          "'torch' (a PyTorch callable package.module:callable)")
     if "path" in spec:
         model_path = (reader.path.parent / reader.string(spec["path"], f"{key} path")).resolve()
         return ModelSpec(name=name, path=model_path, input_settings=_input_settings(reader, spec, key))
-    for setting in ("dims", "inputs"):
+    fixed = ("zoo models have fixed input shapes; set them with the architecture's params (e.g. batch, seq_len, "
+             "image_size)" if "arch" in spec else "a torch model's inputs are the example inputs its callable returns")
+    for setting in ("dims", "inputs", *(("params",) if "torch" in spec else ())):
         if setting in spec:
-            raise reader.fail(f"{key} {setting}", "zoo models have fixed input shapes; set them with the "
-                              "architecture's params (e.g. batch, seq_len, image_size); "
-                              "'dims' and 'inputs' apply to model files ('path')")
+            raise reader.fail(f"{key} {setting}", f"{fixed}; 'dims' and 'inputs' apply to model files ('path'), "
+                              "'params' to zoo architectures ('arch')")
+    if "torch" in spec:
+        return ModelSpec(name=name, torch=_torch_callable(reader, spec["torch"], f"{key} torch"))
     arch = reader.string(spec["arch"], f"{key} arch")
     params = reader.table(spec.get("params", {}), f"{key} params")
     return ModelSpec(name=name, arch=arch, params=dict(params))
+
+
+def _torch_callable(reader: Reader, raw: object, key: str) -> str:
+    """``package.module:callable``, importable from the ``[compiler] path`` (checked when the model is built)."""
+    value = reader.string(raw, key)
+    module, sep, function = value.partition(":")
+    if not sep or not module or not function or ":" in function:
+        raise reader.fail(key, f"expected package.module:callable (a function returning a torch.nn.Module and "
+                          f"its example inputs), found {value!r}")
+    return value
 
 
 def _pipelines(reader: Reader, raw: object, default_backend: str) -> dict[str, PipelineSpec]:

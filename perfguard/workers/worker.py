@@ -5,7 +5,7 @@ Compiling and timing happen in fresh child processes, so a compiler or runtime t
 hangs costs one case (or one worker), never the run, and process-level effects (allocation, layout,
 caches) become part of the measured spread instead of a hidden bias.
 
-``compile`` requests compile one case, run the reference (ORT, all optimizations off) and check the
+``compile`` requests compile one case, run the reference (``Backend.reference``; by default ORT, all optimizations off) and check the
 artifact's outputs against it. ``measure`` requests load every variant of a case group and time
 them interleaved: in each round every variant runs its ``loops`` times, in blocks whose order is
 shuffled afresh (short runs in 10 blocks a round, each after one untimed run), so drift hits all
@@ -126,11 +126,12 @@ def _probe_cache(cache: str | None) -> str | None:
     return (cache[:-len(".npz")] if cache.endswith(".npz") else cache) + "-probe.npz"
 
 
-def _reference_outputs(model_path: str, feeds: dict[str, np.ndarray], cache: str | None,
+def _reference_outputs(backend: Backend, model_path: str, feeds: dict[str, np.ndarray], cache: str | None,
                        probe_feeds: dict[str, np.ndarray] | None = None
                        ) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
-    """Outputs of the unoptimized model under ONNX Runtime with every optimization off, on
-    ``feeds`` and (when given) on the differently seeded ``probe_feeds`` of the blindness probe.
+    """Outputs of the unoptimized model on ``feeds`` and (when given) on the differently seeded
+    ``probe_feeds`` of the blindness probe: ``backend.reference`` (eager PyTorch for a PyTorch
+    callable), or by default ONNX Runtime with every optimization off.
 
     The reference file ``cache`` keeps its format (``out0``, ``out1``...: shipped with artifacts);
     the probe's outputs sit beside it (``...-probe.npz``)."""
@@ -139,20 +140,30 @@ def _reference_outputs(model_path: str, feeds: dict[str, np.ndarray], cache: str
     have_probe = probe_feeds is None or bool(probe_path and os.path.exists(probe_path))
     if have_ref and have_probe:
         return _load_outputs(str(cache)), _load_outputs(str(probe_path)) if probe_feeds is not None else None
-    from perfguard.backends.ort import create_session
-
-    settings = {"graph_optimization_level": "disabled", "disabled_optimizers": []}
+    executable = backend.reference(Path(model_path))
+    runtime = "ONNX Runtime" if executable is None else f"the {backend.name} backend's reference"
     try:
-        session = create_session(model_path, settings, 1, ["CPUExecutionProvider"])
-        outputs = [np.asarray(o) for o in session.run(None, feeds)]
-        probe = [np.asarray(o) for o in session.run(None, probe_feeds)] if probe_feeds is not None else None
+        if executable is None:
+            executable = _ort_reference(model_path)
+        outputs = [np.asarray(o) for o in executable.run(feeds)]
+        probe = [np.asarray(o) for o in executable.run(probe_feeds)] if probe_feeds is not None else None
+    except PerfguardError:
+        raise
     except Exception as exc:
-        raise BackendError(f"the model itself does not run in ONNX Runtime: {first_line(exc)}") from None
+        raise BackendError(f"the model itself does not run in {runtime}: {first_line(exc)}") from None
     if cache:
         _save_outputs(cache, outputs)
         if probe is not None and probe_path:
             _save_outputs(probe_path, probe)
     return outputs, probe
+
+
+def _ort_reference(model_path: str) -> Executable:
+    """The ONNX file under ONNX Runtime with every optimization off, on the CPU."""
+    from perfguard.backends.ort import OrtExecutable, create_session
+
+    settings = {"graph_optimization_level": "disabled", "disabled_optimizers": []}
+    return OrtExecutable(create_session(model_path, settings, 1, ["CPUExecutionProvider"]))
 
 
 def probe_inputs(specs: list[InputSpec], seed: int, feeds: dict[str, np.ndarray],
@@ -234,7 +245,7 @@ def do_compile(request: CompileRequest) -> tuple[CompileResponse | None, WorkerE
     stage = "reference"
     try:
         _status("reference")
-        reference, probe_outputs = _reference_outputs(request.model_path, feeds, request.reference_cache,
+        reference, probe_outputs = _reference_outputs(backend, request.model_path, feeds, request.reference_cache,
                                                       probe[1] if probe else None)
         stage = "compile"
         _status("compile")
