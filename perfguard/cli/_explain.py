@@ -1,7 +1,8 @@
 """The terminal form of an explanation (``perfguard profile``, ``perfguard check --explain``):
-the op table of the profile diff, then the dimension with its evidence, and on ``cuda`` a short
+the op table of the profile diff, then the dimension with its evidence, on ``cuda`` a short
 GPU block (launches and kernel time before -> after, the top kernels, the Nsight metrics or why
-they were skipped)."""
+they were skipped), and for a counted pair the functions whose instructions moved most ("why,
+counted", ``perfguard.report.counted_why``)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,12 @@ def print_explanation(explanation: Explanation) -> None:
 
         for line in gpu_lines(explanation.gpu, us):
             console.print(literal(line), highlight=False)
+    pair = explanation.counted_pair
+    if pair is not None:  # why, counted (--counts): the lines the reports and the alerts show
+        from perfguard.report.counted_why import pair_view
+
+        for line in pair_view(pair).text_lines():
+            console.print(literal(line), highlight=False)
     for failure in explanation.failures:
         console.print(Text("warning:", "yellow"), literal(failure), highlight=False)
     if explanation.trace_file:
@@ -100,6 +107,5 @@ def print_counted_why(documents: Sequence[VerdictsDocument]) -> None:
 
     console = cli_console(min_width=130)
     for view in counted_why_views(documents):
-        console.print(literal(f"why, counted, {view.case}: {view.headline}"))
-        for line in view.lines():
-            console.print(literal(f"  {line}"))
+        for line in view.text_lines():
+            console.print(literal(line), highlight=False)

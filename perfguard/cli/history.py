@@ -396,6 +396,10 @@ def _alerts_table(title: str, alerts: Sequence[Alert]) -> Table:
         changes = Text("\n").join(literal(f"{c.case} {c.metric} ({c.kind}) {c.ratio - 1:+.1%}") for c in a.changes)
         culprit = " ".join(x for x in ((a.culprit_commit or "")[:10], a.culprit_pass or "") if x)
         why = "" if a.explanation is None else f"{a.explanation.dimension}: {a.explanation.headline}"
+        if a.explanation is not None and a.explanation.counted is not None:  # why, counted: its headline
+            from perfguard.report.counted_why import pair_view
+
+            why += "\n" + pair_view(a.explanation.counted).text_lines()[0]
         status = literal(a.status, "bold red" if a.is_open else "")
         if a.fixed_by:  # the commit (and pass) the nightly's bisection of the fixing range found
             status.append("\n")

@@ -5,6 +5,9 @@ session initialization) and the bottleneck dimension (compute, memory, schedulin
 compile-overhead, unclear) with the evidence that named it.
 
 --trace-out DIR writes both sides as one Perfetto / chrome://tracing file (DIR/CASE/profile-trace.json).
+--counts (or the suite's ``[measure] counts``) also counts both sides' inferences once under Valgrind
+and lists the functions whose instructions moved most ("why, counted"), when the change of
+instructions is past the suite's floor.
 Exit codes: 0 explained (whatever the dimension), 2 bad input.
 """
 
@@ -30,6 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_profile_arguments(parser)
     parser.add_argument("--json", metavar="PATH", help="write the explanation as JSON")
     parser.add_argument("--trace-out", metavar="DIR", help="write a Perfetto trace of both sides into DIR")
+    parser.add_argument("--counts", action="store_true",
+                        help="also count both sides once under Valgrind (callgrind) and attribute their change of "
+                             "instructions per inference to functions: why, counted (needs valgrind; also on with the "
+                             "suite's [measure] counts)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 

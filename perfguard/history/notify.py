@@ -362,6 +362,11 @@ def _details(alert: Alert, site_url: str | None, facts: IssueFacts) -> list[str]
             lines += ["| op type | nodes before | nodes after |", "|---|---|---|"]
             lines += [f"| {md_code(n.op_type)} | {n.before} | {n.after} |" for n in why.node_changes]
             lines.append("")
+        if why.counted is not None:  # why, counted: as the nightly's summary and the history site say it
+            from perfguard.report.counted_why import pair_view
+
+            lines += ["**Why, counted**: the culprit's inferences under Valgrind against its parent's, by function", "",
+                      *pair_view(why.counted).markdown(), ""]
     if site_url:
         lines += [f"The alert on the history site: {site_url.rstrip('/')}/alert-{alert.id}.html", ""]
     return lines

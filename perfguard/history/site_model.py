@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from perfguard.compare.verdicts import Verdict
     from perfguard.history.changepoints import ChangePoint
     from perfguard.report.bisect import BisectView
+    from perfguard.report.counted_why import CountedWhyView
 
 #: The filter dimensions of the index, in display order.
 DIMENSIONS = ("model", "pipeline", "runner", "metric", "backend")
@@ -136,6 +137,14 @@ class AlertView:
         """The linked issue's URL when it may be a link (http or https), else None (shown as text)."""
         url = (self.alert.issue_url or "").strip()
         return url if url.lower().startswith(("https://", "http://")) else None
+
+    @property
+    def counted(self) -> CountedWhyView | None:
+        """Why, counted: its culprit's instruction change by function, where the night counted it."""
+        from perfguard.report.counted_why import pair_view
+
+        explanation = self.alert.explanation
+        return None if explanation is None or explanation.counted is None else pair_view(explanation.counted)
 
     @property
     def series(self) -> list[SeriesView]:

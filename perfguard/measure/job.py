@@ -251,16 +251,16 @@ class Job:
         if self.counts:  # after all the timing: one counted process for the whole job
             self.count(measured)
 
-    def count(self, members: Sequence[CompiledCase]) -> None:
+    def count(self, members: Sequence[CompiledCase], compile: bool = True) -> None:
         """Count every member not counted yet under Valgrind (``perfguard.measure.counts``): one
-        counted process for all of them, its run and its compile (not a hybrid compile of pass
-        bisection: its passes come from two compilers). A failed count is logged and leaves the
-        variant without counts."""
+        counted process for all of them, its run and, when ``compile``, its compile (not a hybrid
+        compile of pass bisection: its passes come from two compilers). A failed count is logged
+        and leaves the variant without counts."""
         todo = [m for m in members if m.artifact is not None and m.entry.metrics.counts is None and m.entry.ok]
         if not todo:
             return
         sides = {s.label: s for s in self.ctx.sides}
-        targets = [Target(m, sides[m.side].prefix_len == 0, sides[m.side].compiler_path) for m in todo]
+        targets = [Target(m, compile and sides[m.side].prefix_len == 0, sides[m.side].compiler_path) for m in todo]
         self.ctx.progress.log(f"count {len(todo)} variant(s) under Valgrind")
         for member, counted in zip(todo, count_targets(self.ctx.suite, targets, self.ctx.workdir / "ipc"), strict=True):
             counts = counted.run.counts.get(DEFAULT_METHOD)

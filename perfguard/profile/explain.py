@@ -14,7 +14,9 @@ bisect document under the optional key ``explanations``):
    diff or null, compile or null, failures, trace_file or null). An explanation of a ``cuda``
    pair adds the optional key ``gpu`` (``perfguard.results.explanation.GpuSection``: diff,
    nsight, skipped); one without it (the CPU, older documents) reads as before, so the
-   version stays 1.
+   version stays 1. A pair counted on both sides (``profile --counts``, a counted bisection's
+   culprit) adds the optional key ``counted`` (``perfguard.results.counted_functions.CountedWhy``:
+   total_delta, functions[], stripped[]), read the same way.
 """
 
 from __future__ import annotations
@@ -34,14 +36,15 @@ from perfguard.runners import runner_class
 if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase
     from perfguard.results import CaseEntry
+    from perfguard.results.counted_functions import CountedWhy
     from perfguard.suite import Suite
 
 PROFILE_VERSION = 1
 
 # ``Explanation`` is a document type of ``perfguard.results.explanation``; the name stays
 # importable from here for the callers of ``explain_pair``.
-__all__ = ["PROFILE_VERSION", "Explanation", "ProfileSettings", "compile_change", "explain_pair", "profile_document",
-           "unavailable"]
+__all__ = ["PROFILE_VERSION", "Explanation", "ProfileSettings", "compile_change", "counted_attribution", "explain_pair",
+           "profile_document", "unavailable"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,24 @@ def compile_change(baseline: CaseEntry, candidate: CaseEntry, ci_low: float | No
     if before is None or after is None:
         return None
     return CompileChange(float(before), float(after), ci_low)
+
+
+def counted_attribution(suite: Suite, case: str, baseline: CaseEntry, candidate: CaseEntry) -> CountedWhy | None:
+    """Why, counted: the instruction change of a pair attributed to functions, when both sides
+    were counted with their functions and the change is DIFFERENT past the suite's
+    ``instructions`` floor (as ``check`` decides it: within the floor the functions' moves are
+    the A/A spread, not a cause); else None."""
+    from perfguard.results.counted_functions import attribute
+    from perfguard.stats import compare_deterministic
+
+    before, after = baseline.metrics.counts, candidate.metrics.counts
+    if before is None or after is None or not before.functions or not after.functions:
+        return None
+    gate = suite.thresholds.gate(case, "instructions")
+    if compare_deterministic(before.instructions, after.instructions, gate.threshold()).decision != "different":
+        return None
+    why = attribute(before.functions, after.functions, after.instructions - before.instructions)
+    return why if why.functions else None
 
 
 def explain_pair(suite: Suite, case: str, baseline: CompiledCase, candidate: CompiledCase, labels: tuple[str, str],

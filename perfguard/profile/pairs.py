@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from perfguard.profile.explain import ProfileSettings, compile_change, explain_pair
+from perfguard.profile.explain import ProfileSettings, compile_change, counted_attribution, explain_pair
 from perfguard.results.explanation import Explanation
 
 if TYPE_CHECKING:
@@ -45,15 +45,26 @@ def _explain_job(suite: Suite, cases: list[CaseSpec], sides: list[Side] | None, 
 def _explain_compiled(suite: Suite, job: Job, case: str, baseline: CompiledCase, candidate: CompiledCase,
                       labels: tuple[str, str], settings: ProfileSettings, progress: Progress) -> Explanation:
     """Profile a pair compiled in ``job`` (still open: its artifacts are on disk); a side that did
-    not compile is a ``UserError`` naming it."""
+    not compile is a ``UserError`` naming it. A counted job (``--counts``, ``[measure] counts``)
+    also counts both sides' inferences once and attributes their instruction change to functions
+    (``counted_attribution``)."""
+    from dataclasses import replace
+
     from perfguard.errors import UserError
 
     for compiled, label in ((baseline, labels[0]), (candidate, labels[1])):
         if compiled.entry.error is not None:
             raise UserError(f"{label}: {compiled.case.id} did not compile: {compiled.entry.error.message}")
     progress.log(f"profiling {case}: {settings.workers} workers per side")
-    return explain_pair(suite, case, baseline, candidate, labels, settings, job.ctx.workdir,
-                        compile_change(baseline.entry, candidate.entry))
+    explanation = explain_pair(suite, case, baseline, candidate, labels, settings, job.ctx.workdir,
+                               compile_change(baseline.entry, candidate.entry))
+    if not job.counts:
+        return explanation
+    job.count([baseline, candidate], compile=False)
+    counted = counted_attribution(suite, case, baseline.entry, candidate.entry)
+    if counted is None:
+        progress.log(f"why, counted: {case}: no attribution (a side not counted, or its instructions within the floor)")
+    return replace(explanation, counted=counted)
 
 
 def explain_versions(suite: Suite, case: CaseSpec, before: Variant, after: Variant, settings: ProfileSettings,

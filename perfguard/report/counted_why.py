@@ -1,7 +1,9 @@
 """Why, counted, as the reports show it: for each pair whose ``instructions`` verdict is
 DIFFERENT and whose two counts carry their largest functions (``Counts.functions``), the change
 attributed to functions (``perfguard.results.counted_functions.attribute``), in lines the
-terminal, the PR comment and the HTML report share."""
+terminal, the PR comment and the HTML report share. The same view renders the attribution an
+explanation carries (``perfguard profile --counts``, a counted bisection's culprit) and the one
+an alert keeps of its culprit's (the nightly's summary, its GitHub issue, the history site)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfguard.report import format as fmt
-from perfguard.results.counted_functions import NO_SYMBOL, CountedWhy, FunctionDelta, attribute
+from perfguard.report.escape import md_text
+from perfguard.results.counted_functions import NO_SYMBOL, CountedPair, CountedWhy, FunctionDelta, attribute
 
 if TYPE_CHECKING:
     from perfguard.results import CaseEntry
@@ -33,6 +36,23 @@ class CountedWhyView:
         """The headline's detail: one line per function that moved most, then the stripped objects."""
         return [*(function_line(d) for d in self.why.functions if d.name != NO_SYMBOL),
                 *(stripped_line(d) for d in self.why.functions if d.name == NO_SYMBOL)]
+
+    def text_lines(self) -> list[str]:
+        """Plain text (terminal, CI log): ``why, counted, CASE: headline``, then each line indented."""
+        return [f"why, counted, {self.case}: {self.headline}", *(f"  {line}" for line in self.lines())]
+
+    def markdown(self, shown: int = 5) -> list[str]:
+        """A Markdown list item (PR comment, nightly summary, GitHub issue), names escaped as data;
+        the stripped-library line is always kept, after the ``shown`` largest functions."""
+        functions = [function_line(d) for d in self.why.functions if d.name != NO_SYMBOL][:shown]
+        stripped = [stripped_line(d) for d in self.why.functions if d.name == NO_SYMBOL]
+        return [f"- why, counted, {md_text(self.case)}: {md_text(self.headline)}",
+                *(f"  - {md_text(line)}" for line in [*functions, *stripped])]
+
+
+def pair_view(pair: CountedPair) -> CountedWhyView:
+    """The view of an attribution kept with its case and sides (an explanation's, an alert's)."""
+    return CountedWhyView(pair.case, pair.baseline or "baseline", pair.candidate or "candidate", pair.why)
 
 
 def function_line(delta: FunctionDelta) -> str:

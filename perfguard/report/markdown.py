@@ -236,10 +236,7 @@ def _why_lines(report: Report) -> list[str]:
 
 def _counted_why_lines(report: Report, shown: int = 5) -> list[str]:
     """Why, counted (``--counts``): per pair whose instructions changed, the functions that moved."""
-    lines = []
-    for view in report.counted_why:
-        lines.append(f"- why, counted, {md_text(view.case)}: {md_text(view.headline)}")
-        lines += [f"  - {md_text(line)}" for line in view.lines()[:shown]]
+    lines = [line for view in report.counted_why for line in view.markdown(shown)]
     return [*lines, ""] if lines else []
 
 

@@ -155,6 +155,7 @@ def markdown_summary(report: NightOutcome) -> str:
                   "| alert | status | changes | commits | culprit | why |", "|---|---|---|---|---|---|"]
         lines += [_alert_row(report, a) for a in regressions]
         lines.append("")
+        lines += _counted_why_lines(regressions)
     pending = [f for f in report.findings if f.change.status == "pending"]
     if pending:
         lines += ["### Seen tonight, not yet confirmed", ""]
@@ -182,6 +183,19 @@ def markdown_summary(report: NightOutcome) -> str:
     if previous is not None and not (report.alerts or pending or dropped):
         lines += ["Nothing new since the previous night.", ""]
     return "\n".join(lines)
+
+
+def _counted_why_lines(alerts: Sequence[Alert]) -> list[str]:
+    """Why, counted: per alert whose culprit was counted against its parent, the functions whose
+    instructions moved most (the lines of the check's PR comment, the issue and the site)."""
+    from perfguard.report.counted_why import pair_view
+
+    lines = []
+    for alert in alerts:
+        if alert.explanation is not None and alert.explanation.counted is not None:
+            lines += [f"Alert {alert.id}, its culprit counted against its parent:", "",
+                      *pair_view(alert.explanation.counted).markdown(), ""]
+    return lines
 
 
 def _fixed_by(alert: Alert) -> str:

@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from perfguard.profile.dimension import us
 from perfguard.report import svg
+from perfguard.report.counted_why import CountedWhyView, pair_view
 from perfguard.results.explanation import Change, Explanation, OpDelta, ProfileDiff, StoredExplanation
 
 #: Op types drawn as bars; the smaller rest is summed into one row (as in the terminal table).
@@ -61,6 +62,7 @@ class WhyView:
     run: str = ""
     workers: str = ""
     failures: list[str] = field(default_factory=list)
+    counted: CountedWhyView | None = None  # why, counted: the pair's instruction change by function
 
     @property
     def unclear(self) -> bool:
@@ -99,7 +101,8 @@ def why_view(explanation: Explanation, anchor: str) -> WhyView:
     dimension = explanation.dimension
     view = WhyView(anchor, explanation.case, explanation.baseline or "baseline", explanation.candidate or "candidate",
                    dimension.label, dimension.rule, dimension.headline, list(dimension.evidence),
-                   failures=list(explanation.failures))
+                   failures=list(explanation.failures),
+                   counted=None if explanation.counted_pair is None else pair_view(explanation.counted_pair))
     diff = explanation.diff
     if diff is None:
         return view

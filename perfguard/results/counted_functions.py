@@ -32,6 +32,8 @@ MAX_FUNCTIONS = 20
 NO_SYMBOL = "(no symbols)"
 #: Functions shown per attribution.
 SHOWN = 8
+#: How a function moved between two counted windows (``FunctionDelta.kind``).
+DELTA_KINDS = ("added", "removed", "changed")
 
 _COMPRESSED = re.compile(r"^\((\d+)\)(?:\s+(.*))?$")
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
@@ -166,6 +168,16 @@ class FunctionDelta:
         return {"name": self.name, "object": self.object, "baseline": self.baseline, "candidate": self.candidate,
                 "delta": self.delta, "share": self.share, "kind": self.kind}
 
+    @classmethod
+    def from_json(cls, data: _Fields) -> FunctionDelta:
+        kind = "function delta"
+        change = f.string(data, "kind", kind)
+        if change not in DELTA_KINDS:
+            raise f.wrong_type(kind, "kind", f"one of {', '.join(DELTA_KINDS)}", change)
+        return cls(f.string(data, "name", kind), f.string(data, "object", kind), f.opt_number(data, "baseline", kind),
+                   f.opt_number(data, "candidate", kind), f.number(data, "delta", kind),
+                   f.opt_number(data, "share", kind), change)
+
 
 @dataclass(frozen=True)
 class CountedWhy:
@@ -180,6 +192,33 @@ class CountedWhy:
     def to_json(self) -> JsonDict:
         return {"total_delta": self.total_delta, "functions": [d.to_json() for d in self.functions],
                 "stripped": list(self.stripped)}
+
+    @classmethod
+    def from_json(cls, data: _Fields) -> CountedWhy:
+        kind = "counted why"
+        return cls(f.number(data, "total_delta", kind),
+                   tuple(FunctionDelta.from_json(d) for d in f.objects(data, "functions", kind)),
+                   f.string_list(data, "stripped", kind))
+
+
+@dataclass(frozen=True)
+class CountedPair:
+    """One compared pair's counted attribution with who was compared: the case, the labels of its
+    two sides and the attribution (what an alert keeps of its culprit's explanation)."""
+
+    case: str
+    baseline: str
+    candidate: str
+    why: CountedWhy
+
+    def to_json(self) -> JsonDict:
+        return {"case": self.case, "baseline": self.baseline, "candidate": self.candidate, "why": self.why.to_json()}
+
+    @classmethod
+    def from_json(cls, data: _Fields) -> CountedPair:
+        kind = "counted pair"
+        return cls(f.string(data, "case", kind), f.string(data, "baseline", kind), f.string(data, "candidate", kind),
+                   CountedWhy.from_json(f.obj(data, "why", kind)))
 
 
 def attribute(baseline: Sequence[FunctionCount], candidate: Sequence[FunctionCount], total_delta: float,

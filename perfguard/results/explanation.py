@@ -8,7 +8,8 @@ section, the Nsight parsers) stays in ``perfguard.profile``. Each class owns its
 ``to_json(from_json(d)) == d`` for every explanation perfguard writes (``tests/golden/explained``).
 
 Format history: see ``perfguard.profile.explain.PROFILE_VERSION`` (version 1; the optional
-``gpu`` key of a ``cuda`` pair was added without a version change: older readers ignore it).
+``gpu`` key of a ``cuda`` pair and the optional ``counted`` key of a counted pair were added
+without a version change: older readers ignore them).
 
 An explanation inside a verdicts or bisect document that does not read (hand-edited, cut, a
 dimension this perfguard does not know) does not fail the document: it loads as an
@@ -25,6 +26,7 @@ from typing import TypeAlias
 from perfguard import jsonfields as f
 from perfguard.errors import FieldError
 from perfguard.jsonfields import JsonDict
+from perfguard.results.counted_functions import CountedPair, CountedWhy
 
 #: The bottleneck dimensions the rules of ``perfguard.profile.dimension`` name.
 DIMENSIONS = ("compute", "memory", "scheduling", "compile-overhead", "unclear")
@@ -364,8 +366,10 @@ class GpuSection:
 @dataclass(frozen=True)
 class Explanation:
     """Why one case changed: the dimension with its evidence, the profile diff it read (None
-    when a side could not be profiled: ``failures`` says why), the compile-time change, and on
-    the ``cuda`` runner the GPU section (kernels, Nsight metrics, what was skipped and why)."""
+    when a side could not be profiled: ``failures`` says why), the compile-time change, on
+    the ``cuda`` runner the GPU section (kernels, Nsight metrics, what was skipped and why), and
+    where both sides were counted (``--counts``) and their instructions moved past the floor,
+    the change attributed to functions (``counted``: "why, counted")."""
 
     case: str
     baseline: str
@@ -376,6 +380,14 @@ class Explanation:
     failures: tuple[str, ...] = ()
     trace_file: str | None = None
     gpu: GpuSection | None = None
+    counted: CountedWhy | None = None
+
+    @property
+    def counted_pair(self) -> CountedPair | None:
+        """The counted attribution with this explanation's case and sides (None: not counted)."""
+        if self.counted is None:
+            return None
+        return CountedPair(self.case, self.baseline, self.candidate, self.counted)
 
     def to_json(self) -> JsonDict:
         data: JsonDict = {"case": self.case, "baseline": self.baseline, "candidate": self.candidate,
@@ -385,6 +397,8 @@ class Explanation:
                           "failures": list(self.failures), "trace_file": self.trace_file}
         if self.gpu is not None:
             data["gpu"] = self.gpu.to_json()
+        if self.counted is not None:
+            data["counted"] = self.counted.to_json()
         return data
 
     @classmethod
@@ -394,7 +408,7 @@ class Explanation:
         is written back in full); a field of the wrong type is a one-line ``FieldError``."""
         kind = "explanation"
         diff, change = f.opt_obj(data, "diff", kind), f.opt_obj(data, "compile", kind)
-        gpu = f.opt_obj(data, "gpu", kind)
+        gpu, counted = f.opt_obj(data, "gpu", kind), f.opt_obj(data, "counted", kind)
 
         def text(key: str) -> str:
             return f.opt_string(data, key, kind) or ""
@@ -403,7 +417,8 @@ class Explanation:
                    None if diff is None else ProfileDiff.from_json(diff),
                    None if change is None else CompileChange.from_json(change),
                    f.string_list(data, "failures", kind) if data.get("failures") is not None else (),
-                   f.opt_string(data, "trace_file", kind), None if gpu is None else GpuSection.from_json(gpu))
+                   f.opt_string(data, "trace_file", kind), None if gpu is None else GpuSection.from_json(gpu),
+                   None if counted is None else CountedWhy.from_json(counted))
 
 
 @dataclass(frozen=True)

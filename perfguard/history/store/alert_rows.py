@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from perfguard import jsonfields as f
 from perfguard.errors import FieldError
 from perfguard.jsonfields import JsonDict
+from perfguard.results.counted_functions import CountedPair
 
 if TYPE_CHECKING:
     from perfguard.history.store.rows import Change
@@ -47,7 +48,8 @@ if TYPE_CHECKING:
 #: Format of :meth:`Alert.to_json` (``history alerts --json``, the notify helper's input).
 #: History: 1 (2026-12) first version; 2 (2026-12) ``fix_commit``, ``fix_pass`` and
 #: ``fix_bisect_document`` (the nightly's bisection of the fixing range; a version-1 alert reads
-#: them as null).
+#: them as null). The explanation's optional ``counted`` (why, counted: the culprit's instruction
+#: change by function) came without a version change: an older reader ignores it.
 ALERT_VERSION = 2
 
 KINDS = ("regression", "improvement", "broken")
@@ -84,23 +86,32 @@ class NodeChange:
 @dataclass(frozen=True)
 class AlertExplanation:
     """The culprit's "why", from its bisection: the dimension (``memory``, ``compute``...) with
-    its one-line headline, the op types that changed most, and their node counts."""
+    its one-line headline, the op types that changed most, their node counts, and where the
+    culprit was counted against its parent (a counted night: ``--counts``, ``[measure] counts``)
+    the instruction change attributed to functions (``counted``)."""
 
     dimension: str
     headline: str
     top_op_types: tuple[str, ...] = ()
     node_changes: tuple[NodeChange, ...] = ()
+    counted: CountedPair | None = None
 
     def to_json(self) -> JsonDict:
-        return {"dimension": self.dimension, "headline": self.headline, "top_op_types": list(self.top_op_types),
-                "node_changes": [n.to_json() for n in self.node_changes]}
+        data: JsonDict = {"dimension": self.dimension, "headline": self.headline,
+                          "top_op_types": list(self.top_op_types),
+                          "node_changes": [n.to_json() for n in self.node_changes]}
+        if self.counted is not None:
+            data["counted"] = self.counted.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> AlertExplanation:
         kind = "alert explanation"
+        counted = f.opt_obj(data, "counted", kind)
         return cls(f.string(data, "dimension", kind), f.string(data, "headline", kind),
                    f.string_list(data, "top_op_types", kind),
-                   tuple(NodeChange.from_json(n) for n in f.objects(data, "node_changes", kind)))
+                   tuple(NodeChange.from_json(n) for n in f.objects(data, "node_changes", kind)),
+                   None if counted is None else CountedPair.from_json(counted))
 
 
 @dataclass(frozen=True)
@@ -325,7 +336,8 @@ def alert_change(change: Change) -> AlertChange:
 
 def explanation_of(bisect_document: object) -> AlertExplanation | None:
     """The first explanation of a stored bisect document (its JSON), summarised: the dimension,
-    the headline, the op types with the largest change in nodes (up to five) and their counts.
+    the headline, the op types with the largest change in nodes (up to five) and their counts,
+    and its counted attribution where it has one.
     None when the bisection explained nothing or the document is not one perfguard can read."""
     from perfguard.errors import DecodeError
     from perfguard.results.explanation import Explanation
@@ -346,7 +358,8 @@ def explanation_of(bisect_document: object) -> AlertExplanation | None:
         counts[1] += op.nodes_after
     moved = sorted(((op, b, a) for op, (b, a) in nodes.items() if a != b), key=lambda t: (-abs(t[2] - t[1]), t[0]))[:5]
     return AlertExplanation(explanation.dimension.label, explanation.dimension.headline,
-                            tuple(op for op, _, _ in moved), tuple(NodeChange(op, b, a) for op, b, a in moved))
+                            tuple(op for op, _, _ in moved), tuple(NodeChange(op, b, a) for op, b, a in moved),
+                            explanation.counted_pair)
 
 
 # --- who ------------------------------------------------------------------------------------------
