@@ -61,7 +61,7 @@ def test_profile_counts_says_why_counted_with_the_stripped_runtime(profiled) -> 
     assert f"why, counted, {CASE}: +" in proc.stdout
     assert "instructions per inference (transposes vs none), by function" in proc.stdout
     # ONNX Runtime's library is stripped: said once, not shown as addresses
-    assert "libonnxruntime" in proc.stdout and "which has no symbols (stripped)" in proc.stdout
+    assert "in onnxruntime_pybind11_state" in proc.stdout and "which has no symbols (stripped)" in proc.stdout
     assert "0x0000" not in proc.stdout
     assert Explanation.from_json(explanation).to_json() == explanation  # the document reads back as written
 
@@ -117,7 +117,8 @@ def test_a_counted_culprits_alert_says_why_counted_in_the_summary_the_issue_the_
     assert 'id="why-counted"' in page and "instructions per inference (transposes vs none)" in page
 
     listed = run_cli("history", "alerts", "--store", url)
-    assert listed.returncode == 0 and headline.strip() in listed.stdout, listed.stdout + listed.stderr
+    assert listed.returncode == 0 and "why, counted," in listed.stdout, listed.stdout + listed.stderr
+    assert "instructions per inference" in listed.stdout
 
 
 # --- the documents (pure) -------------------------------------------------------------------------

@@ -395,11 +395,11 @@ def _alerts_table(title: str, alerts: Sequence[Alert]) -> Table:
         # One line per change; each name is escaped on its own, so a newline in a case id stays visible.
         changes = Text("\n").join(literal(f"{c.case} {c.metric} ({c.kind}) {c.ratio - 1:+.1%}") for c in a.changes)
         culprit = " ".join(x for x in ((a.culprit_commit or "")[:10], a.culprit_pass or "") if x)
-        why = "" if a.explanation is None else f"{a.explanation.dimension}: {a.explanation.headline}"
+        why = literal("" if a.explanation is None else f"{a.explanation.dimension}: {a.explanation.headline}")
         if a.explanation is not None and a.explanation.counted is not None:  # why, counted: its headline
             from perfguard.report.counted_why import pair_view
 
-            why += "\n" + pair_view(a.explanation.counted).text_lines()[0]
+            why = Text("\n").join([why, literal(pair_view(a.explanation.counted).text_lines()[0])])
         status = literal(a.status, "bold red" if a.is_open else "")
         if a.fixed_by:  # the commit (and pass) the nightly's bisection of the fixing range found
             status.append("\n")
@@ -407,7 +407,7 @@ def _alerts_table(title: str, alerts: Sequence[Alert]) -> Table:
         table.add_row(str(a.id), status, literal(a.kind),
                       literal(a.suite), literal(a.runner_class),
                       literal(f"{(a.first_commit or '?')[:10]}..{(a.last_commit or '?')[:10]}"), changes,
-                      literal(culprit), literal(why), literal(a.assignee or ""))
+                      literal(culprit), why, literal(a.assignee or ""))
     return table
 
 
