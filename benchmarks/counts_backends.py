@@ -5,7 +5,14 @@ of a real change per backend (TVM: the CPU pipeline without fusion; IREE: the mo
 generic x86-64, SSE2, instead of AVX2), compared with the A/A median. Both pin an AVX2 CPU:
 Valgrind runs no AVX-512.
 
+``--compile-runs N`` (IREE): N counted compiles of the A/A pipeline instead, each its own counted
+batch (the run and the compile, two children side by side, as ``--counts`` does it): the wall
+time of each batch, ``compile_instructions`` and its two steps (``iree-import-onnx`` and
+``iree-compile``, each run whole under cachegrind without cache simulation), and their A/A
+spread. ``--model smoke`` uses the smoke suite's ResNet (``resnet_s``) instead of the smallest.
+
     python benchmarks/counts_backends.py [--runs 5] [--backends tvm,iree]
+    python benchmarks/counts_backends.py --backends iree --compile-runs 3 [--model smoke]
 """
 
 from __future__ import annotations
@@ -38,10 +45,15 @@ PIPELINES = {
 }
 
 
-def _suite(folder: Path, backend: str) -> Path:
+#: The model of each ``--model``: the smallest zoo ResNet, the smoke suite's ``resnet_s``.
+MODELS = {"tiny": "{ depth = 1, width = 4, image_size = 16, num_classes = 4 }",
+          "smoke": "{ depth = 4, width = 16, image_size = 64, num_classes = 100 }"}
+
+
+def _suite(folder: Path, backend: str, model: str = "tiny") -> Path:
     (same, changed) = PIPELINES[backend]
     text = (f'[suite]\nname = "aa-{backend}"\nbackend = "{backend}"\nrunners = ["cpu"]\n\n'
-            '[models.r]\narch = "resnet"\nparams = { depth = 1, width = 4, image_size = 16, num_classes = 4 }\n\n'
+            f'[models.r]\narch = "resnet"\nparams = {MODELS[model]}\n\n'
             f"[pipelines.aa]\npasses = {json.dumps(same[0])}\noptions = {same[1]}\n\n"
             f"[pipelines.changed]\npasses = {json.dumps(changed[0])}\noptions = {changed[1]}\n")
     path = folder / f"{backend}.toml"
@@ -78,14 +90,51 @@ def measure(backend: str, runs: int, folder: Path) -> None:
             print(f"{backend}: changed {value:,.1f} ({value / median - 1:+.2%} against the A/A median)")
 
 
+def measure_compiles(backend: str, runs: int, model: str, folder: Path) -> None:
+    """``runs`` counted compiles of the A/A pipeline's variant, each a counted batch of its own."""
+    suite = load_suite(_suite(folder, backend, model))
+    cases = [c for c in suite.cases if c.pipeline.name == "aa"]
+    job = Job(suite, cases, workdir=folder / f"job-compile-{backend}", progress=Progress())
+    totals: list[int] = []
+    steps: dict[str, list[int]] = {}
+    try:
+        job.compile(memory=False)
+        (compiled,) = job.compiled
+        for _ in range(runs):
+            start = time.perf_counter()
+            (counted,) = count_targets(suite, [Target(compiled)], folder / "ipc")
+            wall = time.perf_counter() - start
+            if counted.compile is None:
+                print(f"  {backend}: compile not counted: {counted.compile_failure}", file=sys.stderr)
+                continue
+            totals.append(counted.compile.total)
+            for name, value in counted.compile.steps.items():
+                steps.setdefault(name, []).append(value)
+            print(f"  {backend} {model}: compile_instructions {counted.compile.total:,} "
+                  f"({', '.join(f'{k} {v:,}' for k, v in counted.compile.steps.items())}); counted batch {wall:.0f} s",
+                  flush=True)
+    finally:
+        job.close()
+    for name, values in [("compile_instructions", totals), *steps.items()]:
+        if len(values) >= 2:
+            median = statistics.median(values)
+            print(f"{backend} {model}: {name}: {len(values)} counts, median {median:,.0f}, spread (max - min) / median "
+                  f"{(max(values) - min(values)) / median:.4%}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--backends", default="tvm,iree")
+    parser.add_argument("--compile-runs", type=int, default=0, help="counted compiles instead (IREE)")
+    parser.add_argument("--model", choices=sorted(MODELS), default="tiny")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="counts-backends-") as folder:
         for backend in args.backends.split(","):
-            measure(backend, args.runs, Path(folder))
+            if args.compile_runs:
+                measure_compiles(backend, args.compile_runs, args.model, Path(folder))
+            else:
+                measure(backend, args.runs, Path(folder))
 
 
 if __name__ == "__main__":

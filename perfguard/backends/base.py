@@ -241,7 +241,9 @@ class Capabilities:
         ``compile`` does its real work in the calling thread and opens a counted window around
         each piece of it (``onnx_passes.counted``: a pass, or a step of the backend's own), so a
         counted compile gives instructions per pass and ``compile_instructions``. A compiler run
-        as a subprocess (IREE's ``iree-compile``) is not counted by the calling thread.
+        as a subprocess, which no window of the calling thread sees, runs through
+        ``onnx_passes.counted_process`` and is counted whole as one step (IREE's
+        ``iree-import-onnx`` and ``iree-compile``).
     ``torch_models``
         ``compile`` takes a model given as a PyTorch callable (``[models.NAME] torch``: the
         descriptor ``perfguard.models.torch_callable`` writes, its ``model_path``), and

@@ -89,8 +89,10 @@ from perfguard.backends.iree_trace import (
     timing_records,
 )
 from perfguard.backends.iree_valgrind import count_blocker, keep_off_io_uring
+from perfguard.backends.onnx_passes import counted_process, counting_compile
 from perfguard.errors import (
     BackendError,
+    CountedCompileDone,
     RunnerUnavailable,
     UserError,
     did_you_mean,
@@ -339,12 +341,14 @@ def _runtime_error(exc: BaseException) -> str:
 
 class IreeBackend(Backend):
     """IREE's compiler and runtime. ``--counts`` counts an inference of a module run by the
-    ``local-sync`` driver (its dispatches run in the calling thread; ``iree_valgrind``), not its
-    compile: ``iree-import-onnx`` and ``iree-compile`` run as subprocesses, outside the calling
-    thread's windows."""
+    ``local-sync`` driver (its dispatches run in the calling thread; ``iree_valgrind``), and its
+    compile as two steps: ``iree-import-onnx`` and ``iree-compile`` run as subprocesses, outside
+    the calling thread's windows, so a counted compile runs each whole under Valgrind
+    (``onnx_passes.counted_process``): ``step|iree-import-onnx``, ``step|iree-compile``. IREE's
+    own passes are not counted one by one (they run inside ``iree-compile``)."""
 
     name = "iree"
-    capabilities = Capabilities(counts=True)
+    capabilities = Capabilities(counts=True, compile_counts=True)
 
     def count_wording(self) -> CountWording:
         """The dispatch count of IREE's scheduling statistics (``node_count``)."""
@@ -400,6 +404,10 @@ class IreeBackend(Backend):
                    **({"target_cpu": settings["target_cpu"]} if settings["target_cpu"] else {})}
         out_dir.mkdir(parents=True, exist_ok=True)
         vmfb = out_dir / "module.vmfb"
+        if counting_compile():  # the tools run whole under Valgrind; not cached, not kept
+            keep_off_io_uring()  # inherited by the tools: iree-compile starts IREE's proactor too
+            self._compile(model_path, settings, out_dir, vmfb)
+            raise CountedCompileDone
         key = self._cache_key(model_path, settings)
         cache_store = ArtifactCache()
         # A second compile of one key in one process is a deliberate repeat (compile-time
@@ -445,7 +453,8 @@ class IreeBackend(Backend):
     def _compile(self, model_path: Path, settings: Mapping[str, Any], out_dir: Path,
                  vmfb: Path) -> tuple[IreeTrace, int | None]:
         start = time.perf_counter()
-        imported = run_tool([tool_path("iree-import-onnx"), str(model_path), "-o", "-"], timeout=3600)
+        imported = run_tool(counted_process("step|iree-import-onnx",
+                                            [tool_path("iree-import-onnx"), str(model_path), "-o", "-"]), timeout=3600)
         import_time = time.perf_counter() - start
         if imported.returncode != 0:
             raise BackendError(f"iree-import-onnx cannot import the model: "
@@ -463,7 +472,8 @@ class IreeBackend(Backend):
             args += ["--mlir-print-ir-after-all", "--mlir-print-ir-after-change", f"--mlir-print-ir-tree-dir={dump_dir}",
                      "--mlir-elide-elementsattrs-if-larger=16", "--mlir-elide-resource-strings-if-larger=16"]
         try:
-            stderr, compile_time = self._run_compiler(args, mlir, out_dir, dump_dir, settings["ir_dump_limit"])
+            stderr, compile_time = self._run_compiler(counted_process("step|iree-compile", args), mlir, out_dir,
+                                                      dump_dir, settings["ir_dump_limit"])
             timing, _ = parse_timing(stderr)
             times = [("iree-import-onnx", import_time), *timing]
             node_count = _dispatch_count(stats)

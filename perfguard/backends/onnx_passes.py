@@ -200,6 +200,21 @@ COUNT_WINDOW: contextvars.ContextVar[Callable[[str], AbstractContextManager[obje
     contextvars.ContextVar("perfguard_count_window", default=None)
 
 
+#: Where a counted compile counts a tool the backend runs as a subprocess (IREE's
+#: ``iree-import-onnx`` and ``iree-compile``), whose work no window of the calling thread sees:
+#: ``tool(label, argv)`` is the command that runs ``argv`` whole under Valgrind, its instructions
+#: reported as the step ``label`` (``step|NAME``); None (the default) counts nothing.
+COUNT_PROCESS: contextvars.ContextVar[Callable[[str, list[str]], list[str]] | None] = \
+    contextvars.ContextVar("perfguard_count_process", default=None)
+
+
+def counted_process(label: str, argv: list[str]) -> list[str]:
+    """``argv`` counted whole as the step ``label`` when a counted compile set ``COUNT_PROCESS``,
+    else ``argv`` as it is."""
+    tool = COUNT_PROCESS.get()
+    return argv if tool is None else tool(label, argv)
+
+
 def counting_compile() -> bool:
     """True inside a counted compile (``COUNT_WINDOW`` set)."""
     return COUNT_WINDOW.get() is not None

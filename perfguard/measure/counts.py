@@ -223,13 +223,14 @@ def _count_batch(suite: Suite, backend: str, targets: Sequence[Target], workdir:
 
 
 def _windows(scratch: Path, answer: ItemOutcome) -> tuple[dict[str, Mapping[str, int]], str | None]:
-    """The labelled windows an item's child dumped, or why there are none."""
+    """The labelled windows an item's child dumped (and the tools it counted whole), or why there
+    are none."""
     if answer.response is None:
         return {}, answer.failure or "no response"
     if answer.response.valgrind < 1:
         return {}, "the counted worker did not run under Valgrind"
-    try:
-        return read_dumps(scratch, answer.response.pid), None
+    try:  # with the tools a counted compile ran whole (IREE's), as its steps
+        return {**read_dumps(scratch, answer.response.pid), **answer.response.processes}, None
     except (OSError, ValueError) as exc:
         return {}, f"unreadable callgrind profile: {exc}"
 

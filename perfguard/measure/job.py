@@ -276,10 +276,12 @@ class Job:
 
     @staticmethod
     def _with_compile_counts(member: CompiledCase, figures: CompileCounts) -> None:
-        """The compile's instructions, in total and per pass of its trace."""
+        """The compile's instructions, in total and per pass of its trace (a record named as one of
+        its steps, IREE's ``iree-import-onnx``, takes that step's figure)."""
         entry = member.entry.with_metrics(compile_instructions=figures.total)
         if entry.trace is not None:
-            passes = tuple(dataclasses.replace(p, instructions=figures.per_pass.get(p.index)) for p in entry.trace.passes)
+            passes = tuple(dataclasses.replace(p, instructions=figures.per_pass.get(p.index, figures.steps.get(p.name)))
+                           for p in entry.trace.passes)
             entry = dataclasses.replace(entry, trace=dataclasses.replace(entry.trace, passes=passes))
         member.entry = entry
 

@@ -131,6 +131,16 @@ def counted_command(valgrind: str, out_dir: Path, worker: Sequence[str]) -> list
     return command
 
 
+def tool_command(valgrind: str, out_file: Path, argv: Sequence[str]) -> list[str]:
+    """``argv``, a tool a counted compile runs as a subprocess (IREE's ``iree-compile``), counted
+    whole: its instructions, all threads, from exec to exit, written to ``out_file``. Cachegrind
+    without its cache simulation, the cheapest tool that counts instructions exactly: one counted
+    ``iree-compile`` of the smallest zoo ResNet took 44 s of CPU under it and 67 s under callgrind
+    without cache simulation (docs/measured.md). The counted worker's environment (threads
+    pinned, hash seed fixed) and its ``setarch -R`` are inherited."""
+    return [valgrind, "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out_file}", *argv]
+
+
 #: The environment variable that pads a counted worker's environment (:func:`counted_env`).
 PAD_ENV = "PERFGUARD_PAD"
 #: The block the strings of a counted worker's arguments and environment are padded to.
@@ -158,8 +168,9 @@ def counted_env(worker: Sequence[str], base: Mapping[str, str]) -> dict[str, str
 
 @dataclass(frozen=True)
 class Dump:
-    """One profile callgrind wrote: the label of the client request that dumped it (None for
-    the dump at exit) and its event totals."""
+    """One profile callgrind (or cachegrind: the same ``events:`` and ``summary:`` lines) wrote:
+    the label of the client request that dumped it (None for the dump at exit) and its event
+    totals."""
 
     label: str | None
     events: Mapping[str, int]

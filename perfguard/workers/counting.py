@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from perfguard.jsonfields import (
@@ -51,20 +51,28 @@ def window_label(variant: str, inferences: int) -> str:
 @dataclass(frozen=True)
 class CountResponse:
     """What a counted worker did: ``valgrind`` (how many Valgrinds it ran under: 0 means the
-    windows counted nothing) and its ``pid`` (its profiles are ``callgrind.out.PID.N``)."""
+    windows counted nothing), its ``pid`` (its profiles are ``callgrind.out.PID.N``), and the
+    events of the tools a counted compile ran as subprocesses, counted whole, by step label
+    (``processes``: ``onnx_passes.COUNT_PROCESS``)."""
 
     valgrind: int
     pid: int
     windows: tuple[str, ...]
+    processes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> JsonDict:
-        return {"valgrind": self.valgrind, "pid": self.pid, "windows": list(self.windows)}
+        return {"valgrind": self.valgrind, "pid": self.pid, "windows": list(self.windows),
+                "processes": {label: dict(events) for label, events in self.processes.items()}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> CountResponse:
         kind = "count response"
+        found = data.get("processes") or {}
+        if not isinstance(found, Mapping) or not all(isinstance(e, Mapping) for e in found.values()):
+            raise ValueError(f"{kind}: processes is not an object of event objects")
+        processes = {str(label): {str(k): int(v) for k, v in events.items()} for label, events in found.items()}
         return cls(_int(data, "valgrind", kind), _int(data, "pid", kind),
-                   tuple(str(w) for w in _list(data, "windows", kind)))
+                   tuple(str(w) for w in _list(data, "windows", kind)), processes)
 
 
 @dataclass(frozen=True)
@@ -176,7 +184,7 @@ def do_count_compile(request: CountCompileRequest) -> CountResponse:
     from pathlib import Path
 
     from perfguard.backends import get_backend
-    from perfguard.backends.onnx_passes import COUNT_WINDOW
+    from perfguard.backends.onnx_passes import COUNT_PROCESS, COUNT_WINDOW
     from perfguard.errors import CountedCompileDone
     from perfguard.suite import PipelineSpec
     from perfguard.workers.callgrind import ClientRequests
@@ -202,7 +210,8 @@ def do_count_compile(request: CountCompileRequest) -> CountResponse:
         client.stop()
         labels.append(label)
 
-    token = COUNT_WINDOW.set(window)
+    tools = _CountedTools()
+    token, tool_token = COUNT_WINDOW.set(window), COUNT_PROCESS.set(tools.command)
     gc.collect()
     gc.disable()
     try:
@@ -212,7 +221,47 @@ def do_count_compile(request: CountCompileRequest) -> CountResponse:
     finally:
         gc.enable()
         COUNT_WINDOW.reset(token)
-    return CountResponse(client.running(), os.getpid(), tuple(labels))
+        COUNT_PROCESS.reset(tool_token)
+    return CountResponse(client.running(), os.getpid(), tuple(labels), tools.collect())
+
+
+class _CountedTools:
+    """The tools a counted compile ran as subprocesses (``onnx_passes.COUNT_PROCESS``), each
+    under Valgrind whole (``callgrind.tool_command``), its profile in a scratch folder; their
+    events by step label (a label run twice: summed)."""
+
+    def __init__(self) -> None:
+        self.folder: Path | None = None
+        self.profiles: list[tuple[str, Path]] = []
+
+    def command(self, label: str, argv: list[str]) -> list[str]:
+        import tempfile
+        from pathlib import Path
+
+        from perfguard.workers.callgrind import tool_command, valgrind_path
+
+        if self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="count-tools-"))
+        path = self.folder / f"tool-{len(self.profiles)}.out"
+        self.profiles.append((label, path))
+        return tool_command(valgrind_path(), path, argv)
+
+    def collect(self) -> dict[str, Mapping[str, int]]:
+        import shutil
+
+        from perfguard.workers.callgrind import parse_dump
+
+        events: dict[str, dict[str, int]] = {}
+        try:
+            for label, path in self.profiles:
+                counted = parse_dump(path.read_text(errors="replace")).events  # a tool that left none: an error
+                total = events.setdefault(label, {})
+                for name, value in counted.items():
+                    total[name] = total.get(name, 0) + value
+        finally:
+            if self.folder is not None:
+                shutil.rmtree(self.folder, ignore_errors=True)
+        return dict(events)
 
 
 CountItem = CountRequest | CountCompileRequest
