@@ -13,6 +13,11 @@ spread. ``--model smoke`` uses the smoke suite's ResNet (``resnet_s``) instead o
 
     python benchmarks/counts_backends.py [--runs 5] [--backends tvm,iree]
     python benchmarks/counts_backends.py --backends iree --compile-runs 3 [--model smoke]
+    python benchmarks/counts_backends.py --tools [--model smoke]
+
+``--tools``: one ``iree-compile`` of the model's MLIR natively, under callgrind without cache
+simulation and under cachegrind without cache simulation, one after the other: the wall and CPU
+time of each and the instructions each tool counted (why a counted compile uses cachegrind).
 """
 
 from __future__ import annotations
@@ -46,14 +51,18 @@ PIPELINES = {
 
 
 #: The model of each ``--model``: the smallest zoo ResNet, the smoke suite's ``resnet_s``.
-MODELS = {"tiny": "{ depth = 1, width = 4, image_size = 16, num_classes = 4 }",
-          "smoke": "{ depth = 4, width = 16, image_size = 64, num_classes = 100 }"}
+MODELS = {"tiny": {"depth": 1, "width": 4, "image_size": 16, "num_classes": 4},
+          "smoke": {"depth": 4, "width": 16, "image_size": 64, "num_classes": 100}}
+
+
+def _params(model: str) -> str:
+    return "{ " + ", ".join(f"{key} = {value}" for key, value in MODELS[model].items()) + " }"
 
 
 def _suite(folder: Path, backend: str, model: str = "tiny") -> Path:
     (same, changed) = PIPELINES[backend]
     text = (f'[suite]\nname = "aa-{backend}"\nbackend = "{backend}"\nrunners = ["cpu"]\n\n'
-            f'[models.r]\narch = "resnet"\nparams = {MODELS[model]}\n\n'
+            f'[models.r]\narch = "resnet"\nparams = {_params(model)}\n\n'
             f"[pipelines.aa]\npasses = {json.dumps(same[0])}\noptions = {same[1]}\n\n"
             f"[pipelines.changed]\npasses = {json.dumps(changed[0])}\noptions = {changed[1]}\n")
     path = folder / f"{backend}.toml"
@@ -122,14 +131,65 @@ def measure_compiles(backend: str, runs: int, model: str, folder: Path) -> None:
                   f"{(max(values) - min(values)) / median:.4%}")
 
 
+def compare_tools(model: str, folder: Path) -> None:
+    """``iree-compile`` natively, under callgrind and under cachegrind (both ``--cache-sim=no``)."""
+    import resource
+    import subprocess
+
+    import onnx
+
+    from perfguard.backends.iree_tools import tool_path
+    from perfguard.backends.iree_valgrind import filter_program
+    from perfguard.models.zoo import build_resnet
+    from perfguard.workers.callgrind import parse_dump
+
+    onnx.save(build_resnet(**MODELS[model]), str(folder / "model.onnx"))
+    mlir = folder / "model.mlir"
+    subprocess.run([tool_path("iree-import-onnx"), str(folder / "model.onnx"), "-o", str(mlir)], check=True)
+    compile_args = [tool_path("iree-compile"), str(mlir), "--iree-hal-target-device=local",
+                    "--iree-hal-local-target-device-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=haswell",
+                    "--mlir-disable-threading", "-o", str(folder / "model.vmfb")]
+    seccomp = [sys.executable, "-c", _NO_IO_URING.format(program=filter_program().hex())]
+    for name, prefix in (("native", []),
+                         ("callgrind --cache-sim=no", ["valgrind", "--tool=callgrind", "--cache-sim=no",
+                                                       f"--callgrind-out-file={folder / 'callgrind.out'}"]),
+                         ("cachegrind --cache-sim=no", ["valgrind", "--tool=cachegrind", "--cache-sim=no",
+                                                        f"--cachegrind-out-file={folder / 'cachegrind.out'}"])):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run([*seccomp, *prefix, *compile_args], check=True, capture_output=True)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        out = folder / ("callgrind.out" if "callgrind" in name else "cachegrind.out")
+        counted = f", {parse_dump(out.read_text()).events['Ir']:,} instructions" if prefix else ""
+        print(f"iree-compile {model} {name}: {wall:.1f} s wall, {cpu:.1f} s CPU{counted}", flush=True)
+
+
+#: Run the rest of the command line with io_uring_setup failing (IREE hangs on it under Valgrind).
+_NO_IO_URING = """
+import ctypes, os, sys
+from perfguard.backends.iree_valgrind import _Program
+libc = ctypes.CDLL(None, use_errno=True)
+code = ctypes.create_string_buffer(bytes.fromhex("{program}"))
+program = _Program(len(code.raw) // 8, ctypes.addressof(code))
+assert libc.prctl(38, 1, 0, 0, 0) == 0 and libc.prctl(22, 2, ctypes.byref(program), 0, 0) == 0
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--backends", default="tvm,iree")
     parser.add_argument("--compile-runs", type=int, default=0, help="counted compiles instead (IREE)")
     parser.add_argument("--model", choices=sorted(MODELS), default="tiny")
+    parser.add_argument("--tools", action="store_true", help="iree-compile under callgrind and cachegrind")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="counts-backends-") as folder:
+        if args.tools:
+            compare_tools(args.model, Path(folder))
+            return
         for backend in args.backends.split(","):
             if args.compile_runs:
                 measure_compiles(backend, args.compile_runs, args.model, Path(folder))

@@ -134,10 +134,11 @@ def counted_command(valgrind: str, out_dir: Path, worker: Sequence[str]) -> list
 def tool_command(valgrind: str, out_file: Path, argv: Sequence[str]) -> list[str]:
     """``argv``, a tool a counted compile runs as a subprocess (IREE's ``iree-compile``), counted
     whole: its instructions, all threads, from exec to exit, written to ``out_file``. Cachegrind
-    without its cache simulation, the cheapest tool that counts instructions exactly: one counted
-    ``iree-compile`` of the smallest zoo ResNet took 44 s of CPU under it and 67 s under callgrind
-    without cache simulation (docs/measured.md). The counted worker's environment (threads
-    pinned, hash seed fixed) and its ``setarch -R`` are inherited."""
+    without its cache simulation, the cheapest tool that counts instructions exactly: one
+    ``iree-compile`` of the smallest zoo ResNet took 40.5 s of CPU under it and 56.1 s under
+    callgrind without cache simulation, 1.3 s natively (``benchmarks/counts_backends.py --tools``,
+    docs/measured.md). The counted worker's environment (threads pinned, hash seed fixed) and its
+    ``setarch -R`` are inherited."""
     return [valgrind, "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out_file}", *argv]
 
 
