@@ -77,9 +77,9 @@ def test_the_built_in_backends_declare_what_the_stages_ask() -> None:
                                                           counts=True, compile_counts=True)
     assert get_backend("mock").capabilities == Capabilities(profile=True, hybrid_compile=True, user_passes=True)
     # IREE has no runtime profiler here (a pair is explained from its dispatch counts), and its
-    # artifact is a .vmfb no compile starts from. Its inferences are counted (local-sync), its
-    # compile is not (iree-compile is a subprocess); TVM's are both.
-    assert get_backend("iree").capabilities == Capabilities(counts=True)
+    # artifact is a .vmfb no compile starts from. Its inferences are counted (local-sync), and its
+    # compile as its two tools, each run whole under Valgrind; TVM's are both, pass by pass.
+    assert get_backend("iree").capabilities == Capabilities(counts=True, compile_counts=True)
     assert get_backend("tvm").capabilities == Capabilities(counts=True, compile_counts=True)
     assert get_backend("ort").tuning_moves({"graph_optimization_level": "all"}) == []
 
