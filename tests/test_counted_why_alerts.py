@@ -6,7 +6,9 @@ One module-scoped real ``profile --counts`` (slow): the counted suite of ``tests
 (a tiny ResNet under ONNX Runtime; the user pass that inserts two Transposes per Conv against no
 pass), one profiled worker per side and one Valgrind process counting both. Its explanation is
 then what a bisection stored for its culprit: the golden bisect document with that explanation
-in place of its own, ingested into a real store (SQLite) whose alert links it. The rest are pure:
+in place of its own, ingested into a real store (SQLite) whose alert links it. One more slow test
+explains that pair as a bisection's culprit (``explain_pipelines``, counted), the path the
+nightly's explanation takes. The rest are pure:
 the documents' JSON, and hostile function names through the Markdown and HTML writers (a fake:
 the counted functions are typed in).
 """
@@ -64,6 +66,30 @@ def test_profile_counts_says_why_counted_with_the_stripped_runtime(profiled) -> 
     assert "in onnxruntime_pybind11_state" in proc.stdout and "which has no symbols (stripped)" in proc.stdout
     assert "0x0000" not in proc.stdout
     assert Explanation.from_json(explanation).to_json() == explanation  # the document reads back as written
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1300)
+def test_a_counted_culprit_is_explained_with_its_counted_attribution_as_the_nightly_does(tmp_path: Path) -> None:
+    """The nightly and ``bisect`` explain a culprit through ``explain_versions`` (here its pipeline
+    form, the pass list that isolates a regression): counted (``--counts``), both sides are counted
+    too and the explanation, and so the alert, carries the attribution."""
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
+    from perfguard.flows.bisect_explain import explain_pipelines
+    from perfguard.measure.counts import counting
+    from perfguard.profile.explain import ProfileSettings
+    from perfguard.progress import Progress
+    from perfguard.suite import load_suite
+
+    suite = load_suite(_suite(tmp_path))
+    (case,) = suite.select("r/none/cpu")
+    with counting():
+        explanation = explain_pipelines(suite, case, [], ["tp_passes:two_transposes"], ("good", "culprit"),
+                                        ProfileSettings(workers=1, runs=3), Progress())
+    assert explanation.counted is not None and explanation.counted.total_delta > 0, explanation.failures
+    found = explanation_of({"explanations": [explanation.to_json()]})
+    assert found is not None and found.counted == CountedPair(case.id, "good", "culprit", explanation.counted)
 
 
 def _alert_store(url: str, explanation: dict) -> Alert:

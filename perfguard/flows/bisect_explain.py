@@ -3,7 +3,9 @@ are compiled again and profiled (``perfguard.profile.pairs.explain_versions``, t
 ``check --explain``), and the explanation goes into the bisect document.
 
 Commits (``bisect commits``, ``bisect passes --good --bad``): the culprit's parent against the
-culprit. Pipelines: the good pipeline against the good one with the smallest reproducing set of
+culprit. A counted command (``--counts``, ``[measure] counts``) also counts both sides once and
+attributes their instruction change to functions (the explanation's ``counted``, which the
+nightly's alert keeps: "why, counted"). Pipelines: the good pipeline against the good one with the smallest reproducing set of
 edits applied, the pipeline that isolates the regression.
 
 The bisection's answer is already decided when this runs: a failure here (a side that no longer
