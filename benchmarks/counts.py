@@ -146,10 +146,19 @@ memory_probes = 0
 
 
 def _busy() -> subprocess.Popen[bytes]:
-    """One core kept busy for the whole benchmark."""
-    if shutil.which("stress-ng"):
-        return subprocess.Popen(["stress-ng", "--cpu", "1", "--quiet"], stdout=subprocess.DEVNULL)
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    """One core kept busy for the whole benchmark, and not a moment longer: the busy process dies
+    with the benchmark even when it is killed (``PR_SET_PDEATHSIG``; a killed benchmark once left
+    five ``stress-ng`` behind)."""
+    command = (["stress-ng", "--cpu", "1", "--quiet"] if shutil.which("stress-ng")
+               else [sys.executable, "-c", "while True: pass"])
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, preexec_fn=_end_with_benchmark)
+
+
+def _end_with_benchmark() -> None:
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG; stress-ng stops its workers on TERM
 
 
 def _suite(folder: Path, models: list[str], pipelines: dict[str, str],
