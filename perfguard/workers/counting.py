@@ -3,9 +3,8 @@
 :func:`do_count_batch` for why). A ``count`` item: load
 one artifact, warm it up uninstrumented (``warmup`` inferences, cheap: ~10x native), switch
 instrumentation on, run one more inference so the simulated caches hold the model (~100x
-native), then count one window, dumped as its own
-profile ``ID|N`` (``inferences`` of them). The parent turns it into per-inference counts
-(``perfguard.measure.counts``).
+native), then count one window, dumped as its own profile ``ID|N`` (``inferences`` of them).
+The parent turns it into per-inference counts (``perfguard.measure.counts``).
 
 Why one window: the per-inference figure is the window of N over N (it keeps the fixed cost of
 opening a window, a few thousand instructions). A second window of one inference, for the
@@ -37,10 +36,10 @@ if TYPE_CHECKING:
     from perfguard.models.inputs import InputSpec
 
 MODE = "count"
-#: Inferences run instrumented before the window: the simulated caches then hold the model.
-INSTRUMENTED_WARMUP = 1
 COMPILE_MODE = "count_compile"
 BATCH_MODE = "count_batch"
+#: Inferences run instrumented before the window: the simulated caches then hold the model.
+INSTRUMENTED_WARMUP = 1
 
 
 def window_label(variant: str, inferences: int) -> str:

@@ -5,8 +5,8 @@ Compiling and timing happen in fresh child processes, so a compiler or runtime t
 hangs costs one case (or one worker), never the run, and process-level effects (allocation, layout,
 caches) become part of the measured spread instead of a hidden bias.
 
-``compile`` requests compile one case, run the reference (``Backend.reference``; by default ORT, all optimizations off) and check the
-artifact's outputs against it. ``measure`` requests load every variant of a case group and time
+``compile`` requests compile one case, run the reference (``Backend.reference``; by default ORT,
+all optimizations off) and check the artifact's outputs against it. ``measure`` requests load every variant of a case group and time
 them interleaved: in each round every variant runs its ``loops`` times, in blocks whose order is
 shuffled afresh (short runs in 10 blocks a round, each after one untimed run), so drift hits all
 variants alike. The worker reports progress on stderr (``perfguard-worker: loading ID``) so the parent can
