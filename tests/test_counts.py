@@ -280,7 +280,7 @@ def test_counts_taken_by_another_protocol_are_not_compared_and_older_documents_a
     so; and a counts record without ``protocol`` (every older document) reads as protocol 1."""
     row = _instruction_row(1_000_000, 1_008_000, before_protocol=1)
     assert row is not None and row.decision == "unknown"
-    assert "counted differently (v, window of 3, protocol 1 against v, window of 3, protocol 2)" in row.comparison.reason
+    assert f"counted differently (v, window of 3, protocol 1 against v, window of 3, protocol {COUNT_PROTOCOL})" in row.comparison.reason
     old = Counts(1.0, 0, 0, 0, 0, 1.0, 5, "window", "valgrind-3.19.0").to_json()
     del old["protocol"]
     assert Counts.from_json(old).protocol == 1

@@ -382,6 +382,14 @@ class Backend(ABC):
     def load(self, artifact: Artifact, runner: Runner, threads: int) -> Executable:
         """Load an artifact for timed runs on ``runner`` with ``threads`` threads."""
 
+    def preload(self) -> None:
+        """Import what :meth:`load` needs, once, in a counted process before it forks a child per
+        count (``workers.counting.do_count_batch``): every child then starts with the runtime
+        imported, so its import is paid once per job, not once per count under Valgrind, and
+        what the import allocates lies in one state for every child (an import in each child
+        left each a heap of its own, and counts moved with it). Nothing that starts a thread or
+        opens a device belongs here: a fork keeps neither. The default imports nothing."""
+
     def require(self, ability: str) -> None:
         """Raise the one-line ``UserError`` naming this backend and ``ability`` (a key of
         ``ABILITIES``) unless its ``capabilities`` declare it."""

@@ -219,6 +219,10 @@ class OrtBackend(Backend):
         """An ONNX Runtime session on the runner's execution provider (``Runner.check_ort``)."""
         runner.check_ort()
 
+    def preload(self) -> None:
+        """ONNX Runtime's Python module (its import starts no thread; a session does)."""
+        import onnxruntime  # noqa: F401
+
     def load(self, artifact: Artifact, runner: Runner, threads: int,
              profile_prefix: str | None = None) -> OrtExecutable:
         """Load for ``runner``; ``profile_prefix``: with the profiler on (``create_session``)."""

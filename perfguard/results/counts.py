@@ -31,8 +31,9 @@ COUNTED_FIGURES = ("instructions", "estimated_cycles")
 #: (a figure includes the window's fixed cost over N and the state warm-up leaves). 1: a warm-up
 #: of 2 inferences each side of the instrumentation switch, windows of 1 and 5 (until
 #: 2026-12-06; documents without ``protocol`` are of 1). 2: three warm-up inferences before the
-#: switch and one after, one window of 3.
-COUNT_PROTOCOL = 2
+#: switch and one after, one window of 3. 3 (2026-12-06): as 2, with the runtime imported once in
+#: the counted process before its children fork (``Backend.preload``), not in each child.
+COUNT_PROTOCOL = 3
 #: The weights of ``estimated_cycles``: an L1 hit, a last-level hit, a RAM access.
 L1_WEIGHT, LL_WEIGHT, RAM_WEIGHT = 1, 5, 35
 

@@ -348,9 +348,12 @@ def do_count_batch(request: CountBatchRequest) -> CountBatchResponse:
     per item (at most ``parallel`` at a time) and collect what each wrote.
 
     Why a child per item: Python's and the runtime's start-up under Valgrind are paid once per job
-    instead of once per count, and yet every item starts from the same state, the parent's at the
-    fork, whatever was counted before it (no allocator or cache state carried from one variant
-    to the next). Callgrind follows a fork: the child writes its own profiles
+    instead of once per count (the parent imports each backend's runtime, ``Backend.preload``,
+    and what the children's path imports), and yet every item starts from the same state, the
+    parent's at the fork, whatever was counted before it (no allocator or cache state carried
+    from one variant to the next). The parent does nothing but fork and wait until the last
+    child ends (it reads their outcomes after): reading one child's outcome before forking the
+    next made the next child's heap depend on which child ended first, i.e. on the load. Callgrind follows a fork: the child writes its own profiles
     (``callgrind.out.CHILDPID.N-01``). Instructions of the calling thread and the simulated caches
     are the child's own, so children counted side by side do not disturb each other's counts.
     """
@@ -359,16 +362,21 @@ def do_count_batch(request: CountBatchRequest) -> CountBatchResponse:
     import tempfile
     from pathlib import Path
 
+    import numpy.random  # noqa: F401 - the children's feeds (make_feeds), imported once here
+
+    import perfguard.models.inputs  # noqa: F401
+    import perfguard.runners  # noqa: F401
+    import perfguard.workers.callgrind  # noqa: F401
     from perfguard.backends import get_backend
 
     for name in request.imports:
-        get_backend(name)
+        get_backend(name).preload()
     scratch = Path(tempfile.mkdtemp(prefix="count-items-"))
-    outcomes: dict[int, ItemOutcome] = {}
+    statuses: dict[int, int] = {}
     running: dict[int, int] = {}
     pending = list(range(len(request.items)))
     gc.collect()
-    try:
+    try:  # nothing but fork and wait until the last child ends: each forks from one state
         while pending or running:
             while pending and len(running) < request.parallel:
                 index = pending.pop(0)
@@ -377,11 +385,11 @@ def do_count_batch(request: CountBatchRequest) -> CountBatchResponse:
                     _serve_child(request.items[index], scratch / f"{index}.json")
                 running[pid] = index
             pid, status = os.wait()
-            index = running.pop(pid)
-            outcomes[index] = _collected(status, scratch / f"{index}.json", json.loads)
+            statuses[running.pop(pid)] = status
+        outcomes = [_collected(statuses[i], scratch / f"{i}.json", json.loads) for i in range(len(request.items))]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return CountBatchResponse(tuple(outcomes[i] for i in range(len(request.items))))
+    return CountBatchResponse(tuple(outcomes))
 
 
 def _serve_child(item: CountItem, path: Path) -> None:
