@@ -375,13 +375,18 @@ def _compile_aa(runs: int, models: list[str]) -> None:
 
 
 def _cost(folder: Path, case: str | None) -> None:
-    """Wall time of one timed check of the smoke suite (or of ``case``) and of the same check with
-    --counts, one after the other."""
+    """Wall and CPU time of a timed check of the smoke suite (or of ``case``) and of the same check
+    with --counts, one after the other; then both again with an artifact cache, once to fill it and
+    once served from it (a counted check whose variants were all counted before)."""
     import resource
 
     times, cpu = {}, {}
     where = ["--case", case] if case else []
-    for label, extra in (("timed", []), ("counted", ["--counts"])):
+    cache = ["--artifact-cache", str(folder / "cache")]
+    checks = (("timed", []), ("counted", ["--counts"]), ("timed, filling the cache", cache),
+              ("counted, filling the cache", ["--counts", *cache]), ("timed, cache warm", cache),
+              ("counted, cache warm", ["--counts", *cache]))
+    for label, extra in checks:
         start, used = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run([sys.executable, "-m", "perfguard", "check", str(ROOT / "suites" / "smoke.toml"),
                                "--against-pipeline", "none", *where, "--quiet", *extra],
@@ -392,9 +397,11 @@ def _cost(folder: Path, case: str | None) -> None:
         if proc.returncode not in (0, 1):
             print(f"  {label} check exited {proc.returncode}: {proc.stderr.strip()[-300:]}", file=sys.stderr)
     load = os.getloadavg()[0]
-    print(f"cost ({case or 'the smoke suite'}): timed check {times['timed']:.0f} s, counted check "
-          f"{times['counted']:.0f} s (x{times['counted'] / times['timed']:.2f}); CPU time {cpu['timed']:.0f} s and "
-          f"{cpu['counted']:.0f} s (x{cpu['counted'] / cpu['timed']:.2f}); load average now {load:.1f}")
+    print(f"cost ({case or 'the smoke suite'}), wall and CPU seconds, load average now {load:.1f}:")
+    for label, _ in checks:
+        base = label.replace("counted", "timed")  # a counted check against the timed one beside it
+        print(f"  {label:28} {times[label]:6.0f} s wall (x{times[label] / times[base]:.2f})  "
+              f"{cpu[label]:6.0f} s CPU (x{cpu[label] / cpu[base]:.2f})")
 
 
 if __name__ == "__main__":

@@ -118,7 +118,8 @@ def counted_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.
     suite = _suite(folder)
     out = folder / "verdicts.json"
     proc = _perfguard("check", str(suite), "--against-pipeline", "none", "--counts", "--measure-identical",
-                      "--json", str(out), "--quiet", cwd=folder, env={**os.environ, "COLUMNS": "200"})
+                      "--artifact-cache", str(folder / "cache"), "--json", str(out), "--quiet", cwd=folder,
+                      env={**os.environ, "COLUMNS": "200"})
     assert out.exists(), proc.stderr[-2000:]
     return proc, json.loads(out.read_text()), out
 
@@ -182,6 +183,39 @@ def test_the_report_and_the_pr_comment_show_instructions_beside_latency(counted_
     assert "instructions" in comment  # the regression on instructions needs attention
     assert summary.count("instructions") >= 2  # the SAME A/A row too, beside latency
     assert "instructions" in html and "compile_instructions" in html
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_a_second_counted_check_takes_the_counts_the_artifact_cache_can_name(counted_check, tmp_path: Path) -> None:
+    """The same check again with the same ``--artifact-cache``: ``none`` and ``none_again`` (no
+    user pass: their compiles have a key) are served, run and compile; ``transposes`` names user
+    passes in a folder outside git, so its compile has no key and the variant is counted again.
+    ``none`` and ``none_again`` are one artifact (one key): counted side by side in the first
+    check they differ by a few instructions (where in the counted process each ran), and the
+    cache keeps the first stored, so both are served that one value."""
+    _, first, verdicts = counted_check
+    folder = verdicts.parent
+    out = tmp_path / "again.json"
+    proc = _perfguard("check", str(folder / "suite.toml"), "--against-pipeline", "none", "--counts",
+                      "--measure-identical", "--artifact-cache", str(folder / "cache"), "--json", str(out),
+                      cwd=folder, env={**os.environ, "COLUMNS": "200"})
+    assert out.exists(), proc.stderr[-2000:]
+    log = proc.stdout + proc.stderr
+    assert "count 1 variant(s) under Valgrind (2 more from the artifact cache)" in log, log[-3000:]
+    # The counted one stores nothing: its run's document is kept from the first check (the first
+    # stored stays) and a compile without a key is not stored.
+    assert "counts: 2 served, 0 stored" in log
+
+    def figures(document: dict) -> dict[str, tuple[float, int]]:
+        return {c["id"]: (c["metrics"]["counts"]["instructions"], c["metrics"]["compile_instructions"])
+                for result in document["results"].values() for c in result["cases"]}
+
+    before, after = figures(first), figures(json.loads(out.read_text()))
+    assert after["r/none/cpu"] == after["r/none_again/cpu"]
+    assert after["r/none/cpu"] in (before["r/none/cpu"], before["r/none_again/cpu"])
+    assert after["r/transposes/cpu"][1] > 0
+    assert _rows(json.loads(out.read_text()), "instructions")["r/transposes/cpu"]["decision"] == "different"
 
 
 def test_without_valgrind_a_counted_run_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -18,6 +18,11 @@ record) and every file of the artifact folder, in ``<root>/<key[:2]>/<key>/``:
 ``files/``), ``manifest.json`` (the key record, the sha256 of every file, ``record.json``
 included) and ``used`` (its mtime: when the entry last served a compile).
 
+Counts (``--counts``) are kept beside the entries, one JSON document per key in
+``<root>/counts/<sha256>.json`` (:meth:`CompileCache.put_counts`, :meth:`CompileCache.get_counts`;
+the keys and documents are ``perfguard.measure.counts_cache``'s): written the same way, read
+bounded without following a link, sized and evicted with the entries.
+
 Guarantees. An entry is built in ``<root>/tmp/`` (same file system), every file fsynced, then
 renamed into place: readers never see half an entry; of concurrent writers of one key the first
 rename wins and the others discard theirs. Readers copy the files out under a shared
@@ -60,9 +65,11 @@ from typing import Any
 
 from perfguard import __version__
 from perfguard.compile.cache_files import (
+    COUNTS,
     claim,
     copy_bounded,
     links_in,
+    own_counts,
     own_entries,
     own_temporaries,
     read_bounded,
@@ -178,10 +185,14 @@ class CacheStats:
     stored: int = 0
     dropped: int = 0
     evicted: int = 0
+    counts_served: int = 0  # variants whose counts came from the cache (not counted again)
+    counts_stored: int = 0
 
     def describe(self) -> str:
+        counts = (f"; counts: {self.counts_served} served, {self.counts_stored} stored"
+                  if self.counts_served or self.counts_stored else "")
         return (f"{self.hits} hit(s), {self.misses} miss(es), {self.uncached} not cacheable; {self.stored} stored, "
-                f"{self.dropped} dropped (corrupt), {self.evicted} evicted")
+                f"{self.dropped} dropped (corrupt), {self.evicted} evicted{counts}")
 
 
 def _fsync(path: Path) -> None:
@@ -521,6 +532,84 @@ class CompileCache:
             self.warn(f"warning: artifact cache {self.root} cannot be written ({exc.strerror or exc}); compiling "
                       "without storing")
 
+    # --- counts (perfguard.measure.counts_cache) ----------------------------------------------
+
+    def _counts_file(self, digest: str) -> Path:
+        return self.root / COUNTS / f"{digest}.json"
+
+    def get_counts(self, digest: str) -> bytes | None:
+        """The counts document stored as ``digest`` (a sha256), read bounded and without following
+        a link; None when there is none. One that cannot be read is dropped."""
+        path = self._counts_file(digest)
+        with self._locked(fcntl.LOCK_SH):
+            if not os.path.lexists(path):
+                return None
+            try:
+                data = read_bounded(path, f"{COUNTS}/{path.name}")
+            except (CorruptEntry, OSError) as exc:
+                problem = str(exc)
+            else:
+                try:
+                    os.utime(path, follow_symlinks=False)  # its last use, for eviction
+                except OSError:
+                    pass
+                return data
+        self.drop_counts(digest, problem)
+        return None
+
+    def drop_counts(self, digest: str, problem: str) -> None:
+        """Remove the counts document ``digest`` (one that does not parse or names another key);
+        a link is unlinked, its target untouched."""
+        path = self._counts_file(digest)
+        with self._locked(fcntl.LOCK_EX):
+            if os.path.islink(path.parent):
+                return  # never the cache's: nothing is read or written through it
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        self._count(dropped=1)
+        if self._first("dropped") and self.warn is not None:
+            self.warn(f"warning: artifact cache counts {digest[:16]} failed verification ({problem}); dropped, "
+                      "counting again")
+
+    def put_counts(self, digest: str, data: bytes) -> bool:
+        """Store the counts document ``data`` as ``digest``, atomically (written in ``tmp/``,
+        fsynced, linked into place: a reader sees no document or a whole one; of two writers of
+        one key the first wins, as for entries); then evict down to ``max_bytes``. False when it
+        was not stored (one is there already, ``counts`` is not a real folder, or the folder
+        cannot be written)."""
+        folder = self.root / COUNTS
+        if os.path.islink(folder) or (os.path.lexists(folder) and not folder.is_dir()):
+            return False
+        try:
+            folder.mkdir(exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix="new-", dir=self.root / "tmp"))
+        except OSError as exc:
+            self._warn_write(exc)
+            return False
+        try:
+            written = staging / "counts.json"
+            written.write_bytes(data)
+            _fsync(written)
+            try:
+                os.link(written, self._counts_file(digest))  # link(2) refuses an existing name: the first writer wins
+            except FileExistsError:
+                return False
+            _fsync(folder)
+        except OSError as exc:
+            self._warn_write(exc)
+            return False
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        self._count(counts_stored=1)
+        self.evict()
+        return True
+
+    def counted_from_cache(self) -> None:
+        """Note a variant whose counts the cache served (``CacheStats.counts_served``)."""
+        self._count(counts_served=1)
+
     # --- the bound ---------------------------------------------------------------------------
 
     def size_bytes(self) -> int:
@@ -528,8 +617,14 @@ class CompileCache:
         return sum(size for _, size, _ in self._entries())
 
     def _entries(self) -> list[tuple[float, int, Path]]:
-        """(last use, bytes, folder) of every entry."""
+        """(last use, bytes, folder or file) of every entry and counts document."""
         found = []
+        for document in own_counts(self.root):
+            try:
+                seen = os.lstat(document)
+            except OSError:  # removed meanwhile
+                continue
+            found.append((seen.st_mtime, seen.st_size, document))
         for entry in own_entries(self.root):
             try:
                 used = os.lstat(entry / "used") if os.path.lexists(entry / "used") else os.lstat(entry)

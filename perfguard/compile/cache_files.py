@@ -13,6 +13,8 @@ an entry can be replaced by anyone who can write there. So:
 * **What is the cache's.** Eviction and sizing see only entries (:func:`own_entries`: a real
   folder named by a sha256 under a real folder named by its first two digits, holding a
   ``manifest.json``) and the temporary folders it makes in ``tmp/`` (:data:`TMP_PREFIXES`).
+* **Counts.** Counts of a variant (``perfguard.measure.counts_cache``) are one JSON file each,
+  ``counts/<sha256>.json`` (:func:`own_counts`); eviction sees them beside the entries.
 * **No link followed.** Everything is checked with ``lstat``; a link anywhere in an entry makes
   it corrupt (:func:`links_in`); files open with ``O_NOFOLLOW`` and ``O_NONBLOCK`` (a FIFO does
   not hang the open) and must be regular files.
@@ -44,7 +46,11 @@ _TMP_NAME = re.compile(r"^(?:new|gone)-[a-z0-9_]{8}$")
 #: The most a manifest is read: it names files and hashes, far below this.
 MAX_DOCUMENT_BYTES = 16 << 20
 
+#: The folder of counts documents (``counts/<sha256>.json``).
+COUNTS = "counts"
+
 _PREFIX = re.compile(r"^[0-9a-f]{2}$")
+_COUNTS_NAME = re.compile(r"^[0-9a-f]{64}\.json$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -138,6 +144,23 @@ def own_entries(root: Path) -> Iterator[Path]:
             manifest = _lstat(entry / "manifest.json") if _is_entry_name(shard.name, entry) else None
             if manifest is not None and stat.S_ISREG(manifest.st_mode):
                 yield entry
+
+
+def own_counts(root: Path) -> Iterator[Path]:
+    """The counts documents of the cache in ``root``: regular files named by a sha256 in a real
+    ``counts`` folder (nothing when it is a link or not a folder)."""
+    folder = root / COUNTS
+    found = _lstat(folder)
+    if found is None or not stat.S_ISDIR(found.st_mode):
+        return
+    try:
+        children = list(folder.iterdir())
+    except OSError:
+        return
+    for child in children:
+        kind = _lstat(child)
+        if _COUNTS_NAME.match(child.name) and kind is not None and stat.S_ISREG(kind.st_mode):
+            yield child
 
 
 def own_temporaries(tmp: Path) -> Iterator[Path]:

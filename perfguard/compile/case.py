@@ -36,6 +36,9 @@ class CompiledCase:
     #: The artifact cache's part (``perfguard.compile.cache``): "hit" (served, not compiled),
     #: "miss" (compiled and offered), "uncached" (not cacheable); None without a cache.
     cache: str | None = None
+    #: The artifact cache's key of this compile (None: no cache, or not cacheable): what its
+    #: counted compile is stored under (``perfguard.measure.counts_cache``).
+    cache_key: CacheKey | None = None
 
     @property
     def variant_id(self) -> str:
@@ -195,6 +198,7 @@ def _cached(ctx: RunContext, request: CompileRequest, model: LoadedModel, versio
                           prefix_path=side.prefix_path)
     cached = None if cache_key is None else cache.get(cache_key, Path(request.out_dir))
     compiled.cache = "uncached" if cache_key is None else "hit" if cached is not None else "miss"
+    compiled.cache_key = cache_key
     return cache_key, cached
 
 

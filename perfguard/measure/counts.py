@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfguard.children import available_cores
+from perfguard.jsonfields import JsonDict, integer, obj
 from perfguard.results.counted_functions import window_functions
 from perfguard.results.counts import Counts
 from perfguard.workers.callgrind import (
@@ -105,6 +106,25 @@ class CompileCounts:
     total: int
     per_pass: Mapping[int, int]
     steps: Mapping[str, int]
+
+    def to_json(self) -> JsonDict:
+        return {"total": self.total, "per_pass": {str(k): v for k, v in self.per_pass.items()},
+                "steps": dict(self.steps)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> CompileCounts:
+        kind = "compile counts"
+        per_pass: dict[int, int] = {}
+        for key, value in obj(data, "per_pass", kind).items():
+            if not key.isdigit() or isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{kind}: per_pass is not a count by pass index")
+            per_pass[int(key)] = value
+        steps: dict[str, int] = {}
+        for key, value in obj(data, "steps", kind).items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{kind}: steps is not a count by step")
+            steps[key] = value
+        return cls(integer(data, "total", kind), per_pass, steps)
 
 
 def compile_counts(windows: Mapping[str, Mapping[str, int]]) -> CompileCounts:

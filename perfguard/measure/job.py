@@ -27,7 +27,16 @@ from perfguard.compile.case import (
     mark_failed,
 )
 from perfguard.compile.preflight import start_check_suite
-from perfguard.measure.counts import DEFAULT_METHOD, CompileCounts, Target, count_targets, counts_wanted
+from perfguard.measure.counts import (
+    COUNT_INFERENCES,
+    DEFAULT_METHOD,
+    CompileCounts,
+    Counted,
+    Target,
+    count_targets,
+    counts_wanted,
+)
+from perfguard.measure.counts_cache import served, store
 from perfguard.measure.groups import VariantValues, measure_group
 from perfguard.measure.memory import probe_memory, with_memory
 from perfguard.models.loader import LoadedModel, materialize
@@ -37,7 +46,7 @@ from perfguard.results.result import CacheUse
 from perfguard.runners import get_runner
 from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
 from perfguard.suite import CaseSpec, Suite
-from perfguard.workers.callgrind import valgrind_path
+from perfguard.workers.callgrind import valgrind_path, valgrind_version
 from perfguard.workers.protocol import MeasureVariant, variant_id
 from perfguard.workers.requests import measure_request
 
@@ -261,8 +270,7 @@ class Job:
             return
         sides = {s.label: s for s in self.ctx.sides}
         targets = [Target(m, compile and sides[m.side].prefix_len == 0, sides[m.side].compiler_path) for m in todo]
-        self.ctx.progress.log(f"count {len(todo)} variant(s) under Valgrind")
-        for member, counted in zip(todo, count_targets(self.ctx.suite, targets, self.ctx.workdir / "ipc"), strict=True):
+        for member, counted in zip(todo, self._counted(targets), strict=True):
             counts = counted.run.counts.get(DEFAULT_METHOD)
             if counts is None:
                 self.ctx.progress.log(f"NOT COUNTED {member.variant_id}: {counted.run.failure}", style="yellow")
@@ -273,6 +281,23 @@ class Job:
             elif counted.compile_failure is not None:
                 self.ctx.progress.log(f"COMPILE NOT COUNTED {member.variant_id}: {counted.compile_failure}",
                                       style="yellow")
+
+    def _counted(self, targets: Sequence[Target]) -> list[Counted]:
+        """What counting ``targets`` gives: from the artifact cache where it holds their counts
+        (``perfguard.measure.counts_cache``), else counted (and then stored there)."""
+        cache = self.ctx.cache
+        tool = valgrind_version(valgrind_path()) if cache is not None else ""
+        found = served(cache, targets, COUNT_INFERENCES, tool) if cache is not None else [None] * len(targets)
+        todo = [target for target, hit in zip(targets, found, strict=True) if hit is None]
+        served_count = len(targets) - len(todo)
+        self.ctx.progress.log(f"count {len(todo)} variant(s) under Valgrind"
+                              + (f" ({served_count} more from the artifact cache)" if served_count else ""))
+        counted = iter(count_targets(self.ctx.suite, todo, self.ctx.workdir / "ipc") if todo else [])
+        if cache is not None and todo:
+            counted_list = list(counted)
+            store(cache, todo, counted_list, COUNT_INFERENCES, tool)
+            counted = iter(counted_list)
+        return [hit if hit is not None else next(counted) for hit in found]
 
     @staticmethod
     def _with_compile_counts(member: CompiledCase, figures: CompileCounts) -> None:
