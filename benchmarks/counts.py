@@ -17,9 +17,10 @@ forked from it per count, as a counted check does):
   default floor (SAME expected every time); the order effect (``none`` counted first against
   last). Detection: each run's sized variant against the same run's ``none`` (REGRESSION
   expected every time).
-* **Cost**: wall time of ``perfguard check suites/smoke.toml --against-pipeline none`` with and
-  without ``--counts`` (``--cost``; it runs two real checks, one after the other; ``--cost-case``
-  limits both to one case).
+* **Cost**: wall and CPU time of ``perfguard check suites/smoke.toml --against-pipeline none``
+  with and without ``--counts`` (``--cost``; real checks, one after the other; ``--cost-case``
+  limits them to one case), then both again with a fresh ``--artifact-cache``, once filling it
+  and once served from it; each counted check against the timed one beside it.
 
     python benchmarks/counts.py [--runs 20] [--models resnet_s,bert_s,yolo_s] [--cost]
     python benchmarks/counts.py --compile-runs 20 [--models ...]   # the A/A of counted compiles
@@ -365,7 +366,8 @@ def _compile_aa(runs: int, models: list[str]) -> None:
                 done = [c.compile for c in counted if c.compile is not None]
                 totals = [float(f.total) for f in done]
                 print(f"  {compiled.case.model.name:9s} total median {statistics.median(totals):14,.0f} "
-                      f"spread {_spread(totals) * 100:.4f} % over {len(done)}")
+                      f"spread {_spread(totals) * 100:.4f} % over {len(done)} ({len(set(totals))} distinct, "
+                      f"{min(totals):,.0f} to {max(totals):,.0f})")
                 for index in sorted(done[0].per_pass):
                     values = [float(f.per_pass[index]) for f in done]
                     print(f"    pass {index}: median {statistics.median(values):14,.0f} "
