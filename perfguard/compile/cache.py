@@ -467,10 +467,8 @@ class CompileCache:
         entry = self._entry(key)
         if os.path.islink(entry.parent):  # never stored through a link; the next get drops it
             return False
-        try:
-            staging = Path(tempfile.mkdtemp(prefix="new-", dir=self.root / "tmp"))
-        except OSError as exc:
-            self._warn_write(exc)
+        staging = self._new_staging()
+        if staging is None:
             return False
         try:
             stored = self._stage(staging, key, response, out_dir, relative)
@@ -493,6 +491,14 @@ class CompileCache:
         self._count(stored=1)
         self.evict(keep=entry if stored <= self.max_bytes else None)
         return True
+
+    def _new_staging(self) -> Path | None:
+        """A new folder in ``tmp/`` to build in; None (warned) when the cache cannot be written."""
+        try:
+            return Path(tempfile.mkdtemp(prefix="new-", dir=self.root / "tmp"))
+        except OSError as exc:
+            self._warn_write(exc)
+            return None
 
     def _stage(self, staging: Path, key: CacheKey, response: CompileResponse, out_dir: Path, relative: Path) -> int:
         """Write the entry into ``staging``; return its size in bytes."""
@@ -584,9 +590,11 @@ class CompileCache:
             return False
         try:
             folder.mkdir(exist_ok=True)
-            staging = Path(tempfile.mkdtemp(prefix="new-", dir=self.root / "tmp"))
         except OSError as exc:
             self._warn_write(exc)
+            return False
+        staging = self._new_staging()
+        if staging is None:
             return False
         try:
             written = staging / "counts.json"

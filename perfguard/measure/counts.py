@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfguard.children import available_cores
-from perfguard.jsonfields import JsonDict, integer, obj
+from perfguard.jsonfields import JsonDict, int_map, integer
 from perfguard.results.counted_functions import window_functions
 from perfguard.results.counts import Counts
 from perfguard.workers.callgrind import (
@@ -114,17 +114,11 @@ class CompileCounts:
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> CompileCounts:
         kind = "compile counts"
-        per_pass: dict[int, int] = {}
-        for key, value in obj(data, "per_pass", kind).items():
-            if not key.isdigit() or isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{kind}: per_pass is not a count by pass index")
-            per_pass[int(key)] = value
-        steps: dict[str, int] = {}
-        for key, value in obj(data, "steps", kind).items():
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{kind}: steps is not a count by step")
-            steps[key] = value
-        return cls(integer(data, "total", kind), per_pass, steps)
+        per_pass = int_map(data, "per_pass", kind)
+        if not all(index.isdigit() for index in per_pass):
+            raise ValueError(f"{kind}: per_pass is not a count by pass index")
+        return cls(integer(data, "total", kind), {int(index): value for index, value in per_pass.items()},
+                   int_map(data, "steps", kind))
 
 
 def compile_counts(windows: Mapping[str, Mapping[str, int]]) -> CompileCounts:

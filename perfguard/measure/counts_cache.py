@@ -155,19 +155,19 @@ def served(cache: CompileCache, targets: Sequence[Target], inferences: int, tool
     ``Target.compile``), or None: it must be counted."""
     out: list[Counted | None] = []
     for target in targets:
-        run_key = _key(target, "run", inferences, tool)
-        run = _read(cache, run_key) if run_key is not None else None
-        compile_doc = None
-        if run is not None and target.compile:
-            compile_key = _key(target, "compile", inferences, tool)
-            compile_doc = _read(cache, compile_key) if compile_key is not None else None
-        if run is None or run.counts is None or (target.compile and compile_doc is None):
+        run = _stored(cache, target, "run", inferences, tool)
+        compiled = _stored(cache, target, "compile", inferences, tool) if run is not None and target.compile else None
+        if run is None or run.counts is None or (target.compile and compiled is None):
             out.append(None)
             continue
         cache.counted_from_cache()
-        out.append(Counted(CountOutcome({DEFAULT_METHOD: run.counts}),
-                           compile_doc.compile if compile_doc is not None else None))
+        out.append(Counted(CountOutcome({DEFAULT_METHOD: run.counts}), compiled.compile if compiled else None))
     return out
+
+
+def _stored(cache: CompileCache, target: Target, kind: str, inferences: int, tool: str) -> CountsDocument | None:
+    key = _key(target, kind, inferences, tool)
+    return _read(cache, key) if key is not None else None
 
 
 def store(cache: CompileCache, targets: Sequence[Target], counted: Sequence[Counted], inferences: int,

@@ -290,14 +290,16 @@ class Job:
         found = served(cache, targets, COUNT_INFERENCES, tool) if cache is not None else [None] * len(targets)
         todo = [target for target, hit in zip(targets, found, strict=True) if hit is None]
         served_count = len(targets) - len(todo)
-        self.ctx.progress.log(f"count {len(todo)} variant(s) under Valgrind"
-                              + (f" ({served_count} more from the artifact cache)" if served_count else ""))
-        counted = iter(count_targets(self.ctx.suite, todo, self.ctx.workdir / "ipc") if todo else [])
-        if cache is not None and todo:
-            counted_list = list(counted)
-            store(cache, todo, counted_list, COUNT_INFERENCES, tool)
-            counted = iter(counted_list)
-        return [hit if hit is not None else next(counted) for hit in found]
+        if not todo:
+            self.ctx.progress.log(f"count nothing under Valgrind: {served_count} variant(s) from the artifact cache")
+        else:
+            self.ctx.progress.log(f"count {len(todo)} variant(s) under Valgrind"
+                                  + (f" ({served_count} more from the artifact cache)" if served_count else ""))
+        counted = count_targets(self.ctx.suite, todo, self.ctx.workdir / "ipc") if todo else []
+        if cache is not None and counted:
+            store(cache, todo, counted, COUNT_INFERENCES, tool)
+        fresh = iter(counted)
+        return [hit if hit is not None else next(fresh) for hit in found]
 
     @staticmethod
     def _with_compile_counts(member: CompiledCase, figures: CompileCounts) -> None:
