@@ -66,8 +66,10 @@ from typing import Any
 from perfguard import __version__
 from perfguard.compile.cache_files import (
     COUNTS,
+    MAX_COUNTS_BYTES,
     claim,
     copy_bounded,
+    counts_folder,
     links_in,
     own_counts,
     own_entries,
@@ -548,10 +550,10 @@ class CompileCache:
         a link; None when there is none. One that cannot be read is dropped."""
         path = self._counts_file(digest)
         with self._locked(fcntl.LOCK_SH):
-            if not os.path.lexists(path):
-                return None
+            if not counts_folder(self.root) or not os.path.lexists(path):
+                return None  # a ``counts`` that is a link or a file is not the cache's: never read through
             try:
-                data = read_bounded(path, f"{COUNTS}/{path.name}")
+                data = read_bounded(path, f"{COUNTS}/{path.name}", MAX_COUNTS_BYTES, real_folder=True)
             except (CorruptEntry, OSError) as exc:
                 problem = str(exc)
             else:
@@ -568,7 +570,7 @@ class CompileCache:
         a link is unlinked, its target untouched."""
         path = self._counts_file(digest)
         with self._locked(fcntl.LOCK_EX):
-            if os.path.islink(path.parent):
+            if not counts_folder(self.root):
                 return  # never the cache's: nothing is read or written through it
             try:
                 os.unlink(path)
@@ -586,8 +588,10 @@ class CompileCache:
         was not stored (one is there already, ``counts`` is not a real folder, or the folder
         cannot be written)."""
         folder = self.root / COUNTS
-        if os.path.islink(folder) or (os.path.lexists(folder) and not folder.is_dir()):
+        if os.path.lexists(folder) and not counts_folder(self.root):
             return False
+        if len(data) > MAX_COUNTS_BYTES:
+            return False  # a reader would drop it: not stored
         try:
             folder.mkdir(exist_ok=True)
         except OSError as exc:

@@ -14,7 +14,9 @@ an entry can be replaced by anyone who can write there. So:
   folder named by a sha256 under a real folder named by its first two digits, holding a
   ``manifest.json``) and the temporary folders it makes in ``tmp/`` (:data:`TMP_PREFIXES`).
 * **Counts.** Counts of a variant (``perfguard.measure.counts_cache``) are one JSON file each,
-  ``counts/<sha256>.json`` (:func:`own_counts`); eviction sees them beside the entries.
+  ``counts/<sha256>.json`` (:func:`own_counts`), read and written only when ``counts`` is a real
+  folder (:func:`counts_folder`, reads included) and at most :data:`MAX_COUNTS_BYTES`; eviction
+  sees them beside the entries.
 * **No link followed.** Everything is checked with ``lstat``; a link anywhere in an entry makes
   it corrupt (:func:`links_in`); files open with ``O_NOFOLLOW`` and ``O_NONBLOCK`` (a FIFO does
   not hang the open) and must be regular files.
@@ -48,6 +50,9 @@ MAX_DOCUMENT_BYTES = 16 << 20
 
 #: The folder of counts documents (``counts/<sha256>.json``).
 COUNTS = "counts"
+#: The most a counts document is read or stored: a key and at most 20 functions (long C++
+#: names included) take a few kilobytes; a larger one is not perfguard's and is dropped.
+MAX_COUNTS_BYTES = 256 << 10
 
 _PREFIX = re.compile(r"^[0-9a-f]{2}$")
 _COUNTS_NAME = re.compile(r"^[0-9a-f]{64}\.json$")
@@ -146,12 +151,18 @@ def own_entries(root: Path) -> Iterator[Path]:
                 yield entry
 
 
+def counts_folder(root: Path) -> bool:
+    """Whether the cache in ``root`` has a real ``counts`` folder (``lstat``: a link to a folder
+    is not one, so nothing is read, written or evicted through it)."""
+    found = _lstat(root / COUNTS)
+    return found is not None and stat.S_ISDIR(found.st_mode)
+
+
 def own_counts(root: Path) -> Iterator[Path]:
     """The counts documents of the cache in ``root``: regular files named by a sha256 in a real
     ``counts`` folder (nothing when it is a link or not a folder)."""
     folder = root / COUNTS
-    found = _lstat(folder)
-    if found is None or not stat.S_ISDIR(found.st_mode):
+    if not counts_folder(root):
         return
     try:
         children = list(folder.iterdir())
@@ -204,9 +215,9 @@ def links_in(entry: Path) -> str | None:
     return None
 
 
-def _open_regular(path: Path, name: str) -> int:
+def _open_regular(path: Path, name: str, folder: int | None = None) -> int:
     try:
-        fd = os.open(path, _READ_FLAGS)
+        fd = os.open(path if folder is None else path.name, _READ_FLAGS, dir_fd=folder)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise CorruptEntry(f"{name} is a symbolic link") from None
@@ -217,10 +228,27 @@ def _open_regular(path: Path, name: str) -> int:
     return fd
 
 
-def read_bounded(path: Path, name: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+def _open_folder(path: Path, name: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise CorruptEntry(f"{name}: {path.name} is not a real folder (a link is never followed)") from None
+        raise CorruptEntry(f"{name}: {exc.strerror or exc}") from None
+
+
+def read_bounded(path: Path, name: str, limit: int = MAX_DOCUMENT_BYTES, *, real_folder: bool = False) -> bytes:
     """The bytes of the regular file ``path`` (no link followed), at most ``limit``; a
-    ``CorruptEntry`` for a link, a non-regular file or a larger one."""
-    fd = _open_regular(path, name)
+    ``CorruptEntry`` for a link, a non-regular file or a larger one. ``real_folder``: the folder
+    holding ``path`` is opened without following a link too (a link there is a ``CorruptEntry``),
+    and the file opened inside that very folder, so swapping the folder for a link between a
+    check and the read gains nothing."""
+    folder = _open_folder(path.parent, name) if real_folder else None
+    try:
+        fd = _open_regular(path, name, folder)
+    finally:
+        if folder is not None:
+            os.close(folder)
     chunks: list[bytes] = []
     total = 0
     try:

@@ -21,7 +21,10 @@ The key (:class:`CountsKey`) is everything that decides a count:
 
 The value is a :class:`CountsDocument`, one JSON file per key (``counts/<sha256>.json`` in the
 cache folder, written atomically; see :meth:`perfguard.compile.cache.CompileCache.put_counts`).
-A document that does not parse or names another key is dropped and the variant counted again.
+A document that does not parse, names another key, or holds what the reader of result and
+verdicts files would refuse (:func:`_refused`: ``inferences: 0``, more than 20 ``functions``, a
+negative count) is dropped and the variant counted again, never served; a document is at most
+``cache_files.MAX_COUNTS_BYTES`` and nested no deeper than any document perfguard reads.
 Of two documents for one key (two copies of one artifact counted in one job differ by a few
 instructions) the first stored stays and serves both.
 A target is served only when everything it asks for is stored (its run, and its compile when
@@ -36,7 +39,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-from perfguard.jsonfields import JsonDict, integer, obj, string
+from perfguard.errors import FieldError, StorageError
+from perfguard.jsonfields import JsonDict, count, integer, obj, string
 from perfguard.measure.counts import (
     COUNT_WARMUP,
     DEFAULT_METHOD,
@@ -46,6 +50,7 @@ from perfguard.measure.counts import (
     Target,
 )
 from perfguard.results.counts import COUNT_PROTOCOL, Counts
+from perfguard.results.documents import parse_json
 
 if TYPE_CHECKING:
     from perfguard.compile.cache import CompileCache
@@ -139,15 +144,46 @@ def _read(cache: CompileCache, key: CountsKey) -> CountsDocument | None:
     if raw is None:
         return None
     try:
-        document = CountsDocument.from_json(json.loads(raw))
+        data = parse_json(raw.decode("utf-8"), f"counts/{key.digest[:16]}")
+        if not isinstance(data, dict):
+            raise ValueError("it is not a JSON object")
+        document = CountsDocument.from_json(data)
         if document.key != key:
             raise ValueError("it names another key")
         if (document.counts if key.kind == "run" else document.compile) is None:
             raise ValueError(f"it holds no {key.kind} counts")
-    except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
+        refused = _refused(document)
+        if refused:
+            raise ValueError(refused)
+    except (ValueError, KeyError, TypeError, StorageError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueErrors
         cache.drop_counts(key.digest, str(exc))
         return None
     return document
+
+
+def _refused(document: CountsDocument) -> str | None:
+    """Why a result holding ``document``'s figures would be refused by the reader of result and
+    verdicts files (the result schema's ``metrics.counts``; ``compile_instructions`` and a pass
+    record's ``instructions`` as ``jsonfields.count`` reads them), or None. A stored document is
+    anyone's who can write the cache: what perfguard would not read back is never served."""
+    import jsonschema
+
+    from perfguard.results.documents import load_schema
+
+    if document.counts is not None:
+        rules = load_schema("result")["$defs"]["case"]["properties"]["metrics"]["properties"]["counts"]
+        for error in jsonschema.Draft202012Validator(rules).iter_errors(document.counts.to_json()):
+            message = error.message if len(error.message) <= 160 else f"{error.message[:160]}..."  # it quotes the value
+            return f"counts: {'/'.join(str(p) for p in error.absolute_path) or '(top)'}: {message}"
+    if document.compile is not None:
+        figures = {"total": document.compile.total, **{f"per_pass.{i}": v for i, v in document.compile.per_pass.items()},
+                   **{f"steps.{name}": v for name, v in document.compile.steps.items()}}
+        for where, value in figures.items():
+            try:
+                count({"instructions": value}, "instructions", "compile counts")
+            except FieldError:
+                return f"compile counts: {where} must be a count from 0 to 2**63 - 1, found {value!r}"
+    return None
 
 
 def served(cache: CompileCache, targets: Sequence[Target], inferences: int, tool: str) -> list[Counted | None]:

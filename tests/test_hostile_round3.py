@@ -1,0 +1,104 @@
+"""Hostile input, third round (issue 44): the counts cache read through a link or serving what
+perfguard's own readers refuse, nested JSON, hand-edited merge parts, a misbehaving Valgrind,
+a mistyped store URL, two nights at one commit. Each test failed on the main of 2026-12-07."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from perfguard.compile.cache import CompileCache
+from perfguard.measure.counts import CompileCounts
+from perfguard.measure.counts_cache import CountsDocument, CountsKey, _read
+from perfguard.results.counted_functions import FunctionCount
+from perfguard.results.counts import COUNT_PROTOCOL, Counts
+
+
+def _key(kind: str = "run") -> CountsKey:
+    return CountsKey(kind, "e" * 16, "c" * 64 if kind == "compile" else "", "[]", 0, 3, 3, COUNT_PROTOCOL,
+                     "valgrind-3.19.0", "0.1+abc")
+
+
+def _run(**changed: object) -> Counts:
+    counts = Counts(5_000_000.0, 1.0, 2.0, 3.0, 4.0, 5_000_100.0, 3, "window", "valgrind-3.19.0",
+                    protocol=COUNT_PROTOCOL)
+    return Counts(**{**{name: getattr(counts, name) for name in counts.__dataclass_fields__}, **changed})
+
+
+def _plant(cache_root: Path, key: CountsKey, data: bytes) -> Path:
+    folder = cache_root / "counts"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{key.digest}.json"
+    path.write_bytes(data)
+    return path
+
+
+# --- 1. the counts folder obeys the ownership rules on reads too ------------------------------
+
+def test_a_counts_folder_that_is_a_link_is_not_read_through(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path / "cache")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    key = _key()
+    planted = elsewhere / f"{key.digest}.json"
+    planted.write_text(json.dumps(CountsDocument(key, counts=_run()).to_json()))
+    os.symlink(elsewhere, tmp_path / "cache" / "counts")
+    assert cache.get_counts(key.digest) is None
+    assert _read(cache, key) is None
+    assert planted.exists()  # what lies behind the link is not the cache's to drop either
+    assert cache.stats.dropped == 0
+
+
+# --- 2. a stored document is read as the verdicts file will be read ---------------------------
+
+def _compile_document(total: int, per_pass: dict[int, int], steps: dict[str, int]) -> bytes:
+    return json.dumps(CountsDocument(_key("compile"), compile=CompileCounts(total, per_pass, steps)).to_json()).encode()
+
+
+@pytest.mark.parametrize("name, data", [
+    ("no inferences", json.dumps(CountsDocument(_key(), counts=_run(inferences=0)).to_json()).encode()),
+    ("21 functions", json.dumps(CountsDocument(_key(), counts=_run(
+        functions=tuple(FunctionCount(f"f{i}", "lib.so", 10.0) for i in range(21)))).to_json()).encode()),
+    ("another method", json.dumps(CountsDocument(_key(), counts=_run(method="guess")).to_json()).encode()),
+    ("nested lists", b"[" * 200_000 + b"]" * 200_000),
+    ("nested in an object", b'{"version": 1, "key": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"),
+    ("a huge document", json.dumps({**CountsDocument(_key(), counts=_run()).to_json(),
+                                    "padding": "x" * (1 << 20)}).encode()),
+    ("not UTF-8", b'{"version": 1, "key": "\xff"}'),
+])
+def test_a_run_document_perfguard_would_not_read_back_is_dropped(tmp_path: Path, name: str, data: bytes) -> None:
+    warnings: list[str] = []
+    cache = CompileCache(tmp_path / "cache", warn=warnings.append)
+    path = _plant(tmp_path / "cache", _key(), data)
+    assert _read(cache, _key()) is None, name
+    assert not path.exists() and cache.stats.dropped == 1
+    assert len(warnings) == 1 and len(warnings[0]) < 400 and "\n" not in warnings[0]
+
+
+@pytest.mark.parametrize("total, per_pass, steps", [
+    (-5, {0: 1}, {}),
+    (5, {0: -1}, {}),
+    (5, {0: 1}, {"step|ort": -2}),
+])
+def test_a_compile_document_with_a_negative_count_is_dropped(tmp_path: Path, total: int, per_pass: dict[int, int],
+                                                              steps: dict[str, int]) -> None:
+    cache = CompileCache(tmp_path / "cache")
+    key = _key("compile")
+    path = _plant(tmp_path / "cache", key, _compile_document(total, per_pass, steps))
+    assert _read(cache, key) is None
+    assert not path.exists()
+
+
+def test_a_sound_document_is_still_served_and_an_oversized_one_never_stored(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path / "cache")
+    run = CountsDocument(_key(), counts=_run(functions=tuple(FunctionCount(f"f{i}", "lib.so", 10.0) for i in range(20))))
+    assert cache.put_counts(run.key.digest, json.dumps(run.to_json()).encode())
+    assert _read(cache, run.key) == run
+    compiled = CountsDocument(_key("compile"), compile=CompileCounts(0, {}, {"step|session": 0}))
+    assert cache.put_counts(compiled.key.digest, json.dumps(compiled.to_json()).encode())
+    assert _read(cache, compiled.key) == compiled
+    other = CountsKey(**{**_key().to_json(), "seed": 7})
+    assert not cache.put_counts(other.digest, b" " * (1 << 20))
