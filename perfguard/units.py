@@ -109,17 +109,19 @@ def parse_size(value: object, where: str) -> int:
 
 
 def format_duration(seconds: float) -> str:
-    """Human form with three significant digits: 4.21 ms, 812 us, 1.50 s."""
+    """Human form with three significant digits: 4.21 ms, 812 us, 1.50 s; never an exponent
+    (999.6 us rounds to ``1 ms``, not ``1e+03 us``; 1234 s is ``1234 s``)."""
     if seconds != seconds:  # NaN
         return "n/a"
-    magnitude = abs(seconds)
-    if magnitude >= 1.0:
-        return f"{seconds:.3g} s"
-    if magnitude >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    if magnitude >= 1e-6:
-        return f"{seconds * 1e6:.3g} us"
-    return f"{seconds * 1e9:.3g} ns"
+    if abs(seconds) == math.inf:
+        return f"{seconds} s"
+    scales = ((1e-9, "ns"), (1e-6, "us"), (1e-3, "ms"), (1.0, "s"))
+    index = max((i for i, (scale, _) in enumerate(scales) if abs(seconds) >= scale), default=0)
+    scale, unit = scales[index]
+    if abs(float(f"{seconds / scale:.3g}")) >= 1000 and unit != "s":  # rounded up into the next unit
+        scale, unit = scales[index + 1]
+    value = seconds / scale
+    return f"{value:.0f} {unit}" if abs(float(f"{value:.3g}")) >= 1000 else f"{value:.3g} {unit}"
 
 
 def format_bytes(size: float) -> str:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from perfguard.history.store import Store
 from perfguard.report.escape import md_code, md_text
 from perfguard.report.plain import plain_text
@@ -116,3 +118,80 @@ def test_an_exact_change_in_the_nightly_summary_has_no_zero_width_interval() -> 
     text = _alert_changes(alert, "; ")
     assert "node\\_count (absolute) +78.5% (exact)" in text and "[+78.5%, +78.5%]" not in text
     assert "**+5.4%** [+3.0%, +8.0%]" in text
+
+
+# --- issue 43: tables fit 120 columns, titles are lines of their own, words and numbers read -----------
+
+def _fits(lines: list[str], width: int = 120) -> None:
+    long = [line for line in lines if len(line) > width]
+    assert not long, f"{len(long)} line(s) over {width} columns:\n" + "\n".join(long)
+
+
+def _check_document(case_name: str = LONG_MODEL[:60]) -> object:
+    """The hand-built check of ``tests/test_report`` (a latency and a node-count regression, an
+    undecided compile time, an improvement, a failed case), its hostile case renamed long."""
+    import json
+
+    from perfguard.report import parse_document
+
+    from .test_report import HOSTILE_MODEL, make_verdicts
+
+    return parse_document(json.loads(json.dumps(make_verdicts()).replace(HOSTILE_MODEL, case_name)))
+
+
+def test_the_check_table_fits_a_log_with_its_title_and_reasons_on_lines_of_their_own(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfguard.cli._verdicts import print_verdicts
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    print_verdicts(_check_document())  # type: ignore[arg-type]
+    lines = capsys.readouterr().out.splitlines()
+    _fits(lines)
+    assert lines[0] == "perfguard check: head vs main (1234567890) (base-ref)"  # not wrapped, not centred
+    case = f"{LONG_MODEL[:60]}/fast|`x`/cpu"
+    assert any(line.startswith("│ " + case[:30]) for line in lines), "\n".join(lines)
+    assert f"{case} node_count: 20 -> 26 (+6, +30.00 %), floor 2 %" in lines  # the why, plain words
+    assert any(line.startswith(f"{case} latency: 1 ms -> 1.25 ms: regression +25.00%") for line in lines)
+    assert "2 regressions, 1 improvement, 2 same, 1 undecided, 1 failed" in "\n".join(lines)
+    assert "1 improvements" not in "\n".join(lines)
+
+
+def test_medians_and_detectable_changes_read_without_exponents_or_absurd_percentages() -> None:
+    from perfguard.compare.check import detectable
+    from perfguard.report.format import plural
+    from perfguard.units import format_duration
+
+    assert format_duration(0.0009996) == "1 ms"  # was 1e+03 us
+    assert format_duration(999.7) == "1000 s" and format_duration(1234.5) == "1234 s"
+    assert format_duration(812e-6) == "812 us" and format_duration(9.9996e-7) == "1 us"
+    assert detectable(1507.95, 3) == "over 100%, far beyond what 3 samples resolve"  # was 150795%
+    assert detectable(0.25, 3) == "25%"
+    assert (plural(1, "regression"), plural(2, "regression"), plural(0, "case")) == (
+        "1 regression", "2 regressions", "0 cases")
+
+
+def test_history_list_show_and_alerts_fit_a_log_with_unpadded_titles(tmp_path: Path) -> None:
+    built = build_store(tmp_path)
+    _fill(built.url)
+    printed = {}
+    for command in ("list", "show", "alerts", "changes"):
+        args = (command, "resnet_s/bn_fused_folded") if command == "show" else (command,)
+        code, lines, err = _piped(tmp_path, "history", *args, "--store", built.url)
+        assert code == 0, err
+        _fits(lines)
+        titles = [line for line in lines if " in sqlite:" in line or "night(s)" in line]
+        assert titles, lines
+        assert all(line == line.strip() for line in titles), titles  # never padded or centred
+        printed[command] = lines
+    assert "  why: memory: +285 us in Transpose, +24 nodes: memory" in printed["alerts"]  # under its alert
+
+
+def test_the_nightly_summary_as_plain_text_fits_a_log() -> None:
+    row = " | ".join(["3", "regression", "untriaged", "a" * 10 + ".." + "b" * 10, "; ".join(
+        f"resnet_s/bn_fused_folded_{i}/cpu latency (ratio) **+5.0%** [+3.0%, +8.0%]" for i in range(4))])
+    markdown = "\n".join(["## perfguard nightly: smoke", "", "| alert | state | triage | commits | changes |",
+                          "|---|---|---|---|---|", f"| {row} |", "", "x " * 100])
+    lines = plain_text(markdown).splitlines()
+    _fits(lines)
+    assert lines[0] == "perfguard nightly: smoke"
+    assert "resnet_s/bn_fused_folded_3/cpu" in " ".join(lines)

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 #: are not terminals) and files scroll sideways, and Rich's default of 80 columns wrapped table
 #: rows mid-hash (``da70fe1a79..183705`` / ``3d1d``). Tables take their natural width, not this.
 LOG_WIDTH = 10_000
+#: The widest a verdict, history or alert table may be off a terminal with no ``COLUMNS`` (issue 43:
+#: 178-column tables and 408-character lines in a GitHub log). Its cells fold inside their
+#: columns; long reasons go on their own lines under the table; titles are lines of their own.
+LOG_TABLE_WIDTH = 120
 
 
 def literal(value: object, style: str = "", *, keep_newlines: bool = False) -> Text:
@@ -36,10 +40,11 @@ def literal(value: object, style: str = "", *, keep_newlines: bool = False) -> T
     return Text(visible(str(value), keep_newlines=keep_newlines), style=style, overflow="fold")
 
 
-def cli_console(*, stderr: bool = False, min_width: int = 0) -> Console:
+def cli_console(*, stderr: bool = False, min_width: int = 0, log_width: int = LOG_WIDTH) -> Console:
     """The Rich console a command prints on (stdout, or stderr): ``COLUMNS`` wide when it is set; on
-    a terminal its width, at least ``min_width``; off a terminal :data:`LOG_WIDTH`, so no table row
-    or progress line wraps in a CI log or a file."""
+    a terminal its width, at least ``min_width``; off a terminal ``log_width``: by default
+    :data:`LOG_WIDTH`, so no table row or progress line wraps in a CI log or a file, or
+    :data:`LOG_TABLE_WIDTH` for a command whose tables fold to fit a log."""
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
@@ -47,4 +52,26 @@ def cli_console(*, stderr: bool = False, min_width: int = 0) -> Console:
     if columns.isdigit() and int(columns) > 0:
         return Console(file=stream, width=int(columns))
     probe = Console(file=stream)
-    return Console(file=stream, width=max(min_width, probe.width) if probe.is_terminal else LOG_WIDTH)
+    return Console(file=stream, width=max(min_width, probe.width) if probe.is_terminal else log_width)
+
+
+def print_title(console: Console, title: str) -> None:
+    """A table's title as a line of its own: never wrapped, never centred or padded to the table's
+    width (Rich's table titles were both in a CI log)."""
+    console.print(literal(title, "bold"), soft_wrap=True, highlight=False)
+
+
+def print_wrapped(console: Console, line: str, width: int = LOG_TABLE_WIDTH, first: Text | None = None) -> None:
+    """``line`` as lines of at most ``width`` characters, the ones after the first indented (Rich
+    wraps at the console's width, which off a terminal is :data:`LOG_WIDTH`). ``first``: a
+    styled prefix (``warning:``) in place of the line's first characters."""
+    import textwrap
+
+    from rich.text import Text
+
+    parts = textwrap.wrap(line, min(width, console.width), subsequent_indent="    ", break_on_hyphens=False)
+    for index, part in enumerate(parts or [""]):
+        text = literal(part)
+        if index == 0 and first is not None and part.startswith(first.plain):
+            text = Text.assemble(first, literal(part[len(first.plain):]))
+        console.print(text, soft_wrap=True, highlight=False)

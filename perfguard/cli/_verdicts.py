@@ -29,17 +29,29 @@ def _pct(value: float | None, digits: int = 1) -> str:
 ALWAYS_SHOWN = ("latency", "instructions")
 
 
+#: The longest reason printed under the table (a failed compile's message can be a traceback).
+REASON_CHARS = 600
+
+
 def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
-    """Latency rows of every case, plus every other row that is not 'same'."""
+    """Latency rows of every case, plus every other row that is not 'same'; under the table, the
+    reason of each row that is not 'same' (before -> after, floor), on lines of its own so the
+    table fits a CI log (``perfguard.cli._text.LOG_TABLE_WIDTH``)."""
     from rich.table import Table
     from rich.text import Text
 
-    from perfguard.cli._text import cli_console, literal
+    from perfguard.cli._text import LOG_TABLE_WIDTH, cli_console, literal, print_title, print_wrapped
+    from perfguard.report.format import plural
+    from perfguard.report.model import verdict_reasons
+    from perfguard.report.reasons import latency_out_of_reach
 
     mode = document.mode
-    table = Table(title=literal(f"perfguard check: {mode.candidate} vs {mode.baseline} ({mode.kind})"))
+    reasons = verdict_reasons(document)
+    table = Table()
     for column in ("case", "metric", "change", "interval", "p", "mde", "verdict"):
-        table.add_column(column, justify="left" if column in ("case", "metric", "verdict") else "right")
+        table.add_column(column, justify="left" if column in ("case", "metric", "verdict") else "right",
+                         overflow="fold")
+    why = []
     for row in document.verdicts:
         quiet = row.decision == "same" and not row.comparison.under_floor
         if not verbose and row.metric not in ALWAYS_SHOWN and (quiet or not row.gated):
@@ -50,28 +62,37 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
         mde = f"{c.mde * 100:.1f}%" if math.isfinite(c.mde) and row.noisy else ""
         change = _pct(c.ratio, 1 if row.noisy else 2)  # a counted 0.5 % floor shows in the second decimal
         table.add_row(literal(row.case), literal(row.metric), change, interval, p_value, mde, badge(row))
-        if row.decision in ("failed", "unknown") or (row.decision == "different" and verbose):
-            table.add_row("", "", "", "", "", "", literal(c.reason[:150], "dim"))
-    console = cli_console(min_width=130)
+        if row.decision in ("failed", "unknown", "different"):
+            reason = reasons[(row.case, row.metric)]
+            reason = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS - 1] + "…"
+            why.append(f"{row.case} {row.metric}: {reason}")
+    console = cli_console(min_width=130, log_width=LOG_TABLE_WIDTH)
+    print_title(console, f"perfguard check: {mode.candidate} vs {mode.baseline} ({mode.kind})")
     console.print(table)
+    for line in why:
+        print_wrapped(console, line)
     s = document.summary
     geo = s.latency_geomean
     geo_text = (f"; latency geometric mean {_pct(geo.ratio)} [{_pct(geo.ci_low)}, {_pct(geo.ci_high)}] "
-                f"over {geo.cases} cases") if geo else ""
-    console.print(f"{s.regressions} regressions, {s.improvements} improvements, {s.same} same, "
-                  f"{s.unknown} undecided, {s.failed} failed{geo_text}", highlight=False)
+                f"over {plural(geo.cases, 'case')}") if geo else ""
+    print_wrapped(console, f"{plural(s.regressions, 'regression')}, {plural(s.improvements, 'improvement')}, "
+                            f"{s.same} same, {s.unknown} undecided, {s.failed} failed{geo_text}")
+    out_of_reach = latency_out_of_reach(document)
+    if out_of_reach:
+        print_wrapped(console, out_of_reach)
     identical = sorted({r.case for r in document.verdicts if r.comparison.method == "identity"})
     if identical:
-        console.print(f"{len(identical)} of {len({r.case for r in document.verdicts})} comparisons had identical "
-                      "artifacts on both sides: SAME without timing (--measure-identical times them)", highlight=False)
+        print_wrapped(console, f"{len(identical)} of {len({r.case for r in document.verdicts})} comparisons had "
+                                "identical artifacts on both sides: SAME without timing (--measure-identical "
+                                "times them)")
     ungated = [r for r in document.verdicts if not r.gated]
     if ungated:
         metrics = ", ".join(sorted({r.metric.replace("_", " ") for r in ungated}))
-        console.print(literal(f"{metrics} not gated in {len(ungated)} case(s): too few or too noisy samples to "
-                              f"decide the floor ({ungated[0].comparison.reason.rpartition('not gated: ')[2]}); "
-                              "--verbose shows them"), highlight=False)
+        print_wrapped(console, f"{metrics} not gated in {plural(len(ungated), 'case')}: too few or too noisy samples "
+                                "to decide the floor "
+                                f"({ungated[0].comparison.reason.rpartition('not gated: ')[2]}); --verbose shows them")
     for warning in document.warnings:
-        console.print(Text("warning:", "yellow"), literal(warning), highlight=False)
+        print_wrapped(console, f"warning: {warning}", first=Text("warning:", "yellow"))
 
 
 def write_verdicts(path: str | None, document: VerdictsDocument) -> None:

@@ -31,7 +31,7 @@ from perfguard.exit_codes import ExitCode
 from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from rich.console import Console
 
     from perfguard.history.store import Change, Point, Series, Store
     from perfguard.history.store.alert_rows import Alert
@@ -248,16 +248,19 @@ def _ingest_foreign(args: argparse.Namespace) -> ExitCode:
 def _list(args: argparse.Namespace) -> ExitCode:
     from rich.table import Table
 
-    from perfguard.cli._text import cli_console, literal
+    from perfguard.cli._text import LOG_TABLE_WIDTH, cli_console, literal, print_title
     from perfguard.history.site_model import levels
 
     _check_json(getattr(args, "json", None))
     with open_store(args.store, create=False) as store:
         found = store.series(suite=args.suite, case=args.case, metric=args.metric, kind=args.kind)
-        table = Table(title=literal(f"history in {store.url}: {len(found)} series"), title_justify="left",
-                      caption=LIST_CAPTION, caption_justify="left")
+        title = f"history in {store.url}: {len(found)} series"
+        table = Table(caption=LIST_CAPTION, caption_justify="left")
+        longest = max((len(series.key.case) for series in found), default=4)
         for column in ("case", "metric", "kind", "runner", "nights", "latest", "trend", "last nights"):
-            table.add_column(column, justify="right" if column in ("nights", "latest", "trend") else "left")
+            # the case keeps its width where it can (a folded case id reads as two cases)
+            table.add_column(column, justify="right" if column in ("nights", "latest", "trend") else "left",
+                             overflow="fold", min_width=min(longest, 48) if column == "case" else None)
         out = []
         every = store.all_points(kind=args.kind)  # one query, not one per series
         for series in found:
@@ -271,7 +274,9 @@ def _list(args: argparse.Namespace) -> ExitCode:
                           "" if change is None else f"{change:+.1%}", sparkline(level))
             out.append({**_key_json(series), "points": len(points), "latest": latest, "trend": change,
                         "last_time": series.last_time})
-    cli_console(min_width=130).print(table)
+    console = cli_console(min_width=130, log_width=LOG_TABLE_WIDTH)
+    print_title(console, title)
+    console.print(table)
     _write_json(args.json, {"series": out})
     return ExitCode.OK
 
@@ -280,13 +285,13 @@ def _show(args: argparse.Namespace) -> ExitCode:
     from rich.table import Table
     from rich.text import Text
 
-    from perfguard.cli._text import cli_console, literal
+    from perfguard.cli._text import LOG_TABLE_WIDTH, cli_console, literal, print_title
     from perfguard.errors import UserError
     from perfguard.history.series_changes import series_changes
     from perfguard.history.site_model import levels
 
     _check_json(args.json)
-    console = cli_console(min_width=130)
+    console = cli_console(min_width=130, log_width=LOG_TABLE_WIDTH)
     out = []
     with open_store(args.store, create=False) as store:
         found = store.series(suite=args.suite, case=args.case, metric=args.metric, kind=args.kind)
@@ -304,13 +309,14 @@ def _show(args: argparse.Namespace) -> ExitCode:
             at = {c.index: c for c in series_changes(series, points)}
             recorded = recorded_by_series.get(series.id, {})
             k = series.key
-            table = Table(title=literal(f"{k.case} {k.metric} ({k.kind}, runner {k.runner_class}): "
-                                        f"{len(points)} night(s)"), title_justify="left")
+            title = (f"{k.case} {k.metric} ({k.kind}, runner {k.runner_class}): "
+                     f"{len(points)} night(s)")
+            table = Table()
             columns = ["time", "commit", "level" if k.kind == "ratio" else "value"]
             columns += ["ratio", "interval", "decision"] if k.kind == "ratio" else ["workers"]
             columns.append("change point")
             for column in columns:
-                table.add_column(column)
+                table.add_column(column, overflow="fold")
             rows = []
             for i, (point, value) in enumerate(zip(points, level, strict=True)):
                 cp = at.get(i)
@@ -337,6 +343,7 @@ def _show(args: argparse.Namespace) -> ExitCode:
                                                                        "direction": cp.direction},
                              "change": None if change is None else {"id": change.id, "status": change.status,
                                                                     "ratio": change.ratio}})
+            print_title(console, title)
             console.print(table)
             out.append({**_key_json(series), "points": rows})
     _write_json(args.json, {"series": out})
@@ -346,7 +353,7 @@ def _show(args: argparse.Namespace) -> ExitCode:
 def _changes(args: argparse.Namespace) -> ExitCode:
     from rich.table import Table
 
-    from perfguard.cli._text import cli_console, literal
+    from perfguard.cli._text import LOG_TABLE_WIDTH, cli_console, literal, print_title
 
     _check_json(args.json)
     with open_store(args.store, create=False) as store:
@@ -354,13 +361,14 @@ def _changes(args: argparse.Namespace) -> ExitCode:
             c for status in ("pending", "confirmed", "closed") for c in store.changes(status=status, suite=args.suite)]
         every = store.alerts(suite=args.suite)
         shown = every if args.all else [a for a in every if a.is_open or any(c.alert_id == a.id for c in found)]
-        console = cli_console(min_width=130)
+        console = cli_console(min_width=130, log_width=LOG_TABLE_WIDTH)
         if shown:
-            console.print(_alerts_table(f"alerts in {store.url}: {len(shown)}", shown))
-        table = Table(title=literal(f"changes in {store.url}: {len(found)}"), title_justify="left")
+            print_alerts(console, f"alerts in {store.url}: {len(shown)}", shown)
+        title = f"changes in {store.url}: {len(found)}"
+        table = Table()
         for column in ("id", "alert", "status", "case", "metric", "kind", "change", "interval", "commits", "culprit",
                        "note"):
-            table.add_column(column)
+            table.add_column(column, overflow="fold")
         out = []
         for c in found:
             interval = "" if c.ci_low is None or c.ci_high is None else f"[{c.ci_low - 1:+.1%}, {c.ci_high - 1:+.1%}]"
@@ -376,49 +384,64 @@ def _changes(args: argparse.Namespace) -> ExitCode:
                         "bad_commit": c.bad_commit, "time": c.time, "culprit_commit": c.culprit_commit,
                         "culprit_pass": c.culprit_pass, "bisect_document": c.bisect_document_id, "note": c.note,
                         "alert": c.alert_id})
+    print_title(console, title)
     console.print(table)
     _write_json(args.json, {"alerts": [a.to_json() for a in shown], "changes": out})
     return ExitCode.OK
 
 
-def _alerts_table(title: str, alerts: Sequence[Alert]) -> Table:
-    """One row per alert: its changes inside, the shared culprit, the explanation's headline."""
+def print_alerts(console: Console, title: str, alerts: Sequence[Alert]) -> None:
+    """One row per alert (commits, culprit); under the table, each alert's changes, the
+    explanation's headline and who holds it, on lines of their own, so the table fits a CI log."""
     from rich.table import Table
-    from rich.text import Text
 
-    from perfguard.cli._text import literal
+    from perfguard.cli._text import literal, print_title, print_wrapped
 
-    table = Table(title=literal(title), title_justify="left")
-    for column in ("alert", "status", "kind", "suite", "runner", "commits", "changes", "culprit", "why", "assignee"):
-        table.add_column(column)
+    table = Table()
+    for column in ("alert", "status", "kind", "suite/runner", "commits", "changes", "culprit"):
+        table.add_column(column, overflow="fold", no_wrap=column == "commits")
+    details = []
     for a in alerts:
-        # One line per change; each name is escaped on its own, so a newline in a case id stays visible.
-        changes = Text("\n").join(literal(f"{c.case} {c.metric} ({c.kind}) {c.ratio - 1:+.1%}") for c in a.changes)
         culprit = " ".join(x for x in ((a.culprit_commit or "")[:10], a.culprit_pass or "") if x)
-        why = literal("" if a.explanation is None else f"{a.explanation.dimension}: {a.explanation.headline}")
-        if a.explanation is not None and a.explanation.counted is not None:  # why, counted: its headline
+        table.add_row(str(a.id), literal(a.status, "bold red" if a.is_open else ""), literal(a.kind),
+                      literal(f"{a.suite}/{a.runner_class}" if a.runner_class else a.suite),
+                      literal(f"{(a.first_commit or '?')[:10]}..{(a.last_commit or '?')[:10]}"),
+                      str(len(a.changes)), literal(culprit))
+        details.append((a.id, alert_details(a)))
+    print_title(console, title)
+    console.print(table)
+    for alert_id, lines in details:
+        if lines:
+            console.print(literal(f"alert {alert_id}:"), highlight=False)
+            for line in lines:
+                print_wrapped(console, f"  {line}")
+
+
+def alert_details(alert: Alert) -> list[str]:
+    """An alert's lines under the table: one per change (the case whole), why, why counted, fixed
+    by, assignee. Each name is escaped where it is printed, so a newline in a case id stays visible."""
+    lines = [f"{c.case} {c.metric} ({c.kind}) {c.ratio - 1:+.1%}" for c in alert.changes]
+    if alert.explanation is not None:
+        lines.append(f"why: {alert.explanation.dimension}: {alert.explanation.headline}")
+        if alert.explanation.counted is not None:  # why, counted: its headline
             from perfguard.report.counted_why import pair_view
 
-            why = Text("\n").join([why, literal(pair_view(a.explanation.counted).text_lines()[0])])
-        status = literal(a.status, "bold red" if a.is_open else "")
-        if a.fixed_by:  # the commit (and pass) the nightly's bisection of the fixing range found
-            status.append("\n")
-            status.append_text(literal(f"fixed by {a.fixed_by}"))
-        table.add_row(str(a.id), status, literal(a.kind),
-                      literal(a.suite), literal(a.runner_class),
-                      literal(f"{(a.first_commit or '?')[:10]}..{(a.last_commit or '?')[:10]}"), changes,
-                      literal(culprit), why, literal(a.assignee or ""))
-    return table
+            lines.append(f"why, counted: {pair_view(alert.explanation.counted).text_lines()[0]}")
+    if alert.fixed_by:  # the commit (and pass) the nightly's bisection of the fixing range found
+        lines.append(f"fixed by {alert.fixed_by}")
+    if alert.assignee:
+        lines.append(f"assignee: {alert.assignee}")
+    return lines
 
 
 def _alerts(args: argparse.Namespace) -> ExitCode:
-    from perfguard.cli._text import cli_console
+    from perfguard.cli._text import LOG_TABLE_WIDTH, cli_console
 
     _check_json(args.json)
     with open_store(args.store, create=False) as store:
         found = store.alerts(suite=args.suite, status=args.status)
         title = f"alerts in {store.url}: {len(found)}" + (f" {args.status}" if args.status else "")
-    cli_console(min_width=130).print(_alerts_table(title, found))
+    print_alerts(cli_console(min_width=130, log_width=LOG_TABLE_WIDTH), title, found)
     _write_json(args.json, {"version": 1, "kind": "alerts", "alerts": [a.to_json() for a in found]})
     return ExitCode.OK
 

@@ -98,6 +98,16 @@ def decidable(comparison: Comparison) -> bool:
     return math.isfinite(comparison.mde) and comparison.mde <= comparison.floor
 
 
+def detectable(mde: float, samples: int | None = None) -> str:
+    """The smallest detectable change in words: ``25%``. Past 100 % the number says nothing
+    ("smallest detectable: 150795%" from three compiles a side), so it is capped: ``over 100%, far
+    beyond what 3 samples resolve``."""
+    if not math.isfinite(mde) or mde > 1.0:
+        what = f"{samples} sample{'' if samples == 1 else 's'}" if samples else "these samples"
+        return f"over 100%, far beyond what {what} resolve"
+    return f"{mde:.0%}"
+
+
 def _identical(gate_floor: float, identity: str | None) -> Comparison:
     return Comparison(decision="same", direction="none", ratio=1.0, ci_low=1.0, ci_high=1.0, p_value=math.nan,
                       mde=math.nan, n_pairs=0, baseline_median=math.nan, candidate_median=math.nan,
@@ -192,7 +202,7 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
             if not gated:
                 why = ("compile time was not measured on one side (an artifact served from a cache)" if not a or not b
                        else f"{len(a)} and {len(b)} compiles cannot detect a change of the {comparison.floor:.0%} "
-                            f"floor (smallest detectable: {comparison.mde:.0%})")
+                            f"floor (smallest detectable: {detectable(comparison.mde, min(len(a), len(b)))})")
                 comparison = dataclasses.replace(comparison, reason=f"{comparison.reason}; not gated: {why}")
         else:
             key = {"artifact_size": "artifact_size_bytes", "memory": "peak_rss_bytes"}.get(metric, metric)

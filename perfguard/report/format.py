@@ -32,6 +32,11 @@ def interval(low: object, high: object) -> str:
     return f"[{change(low)}, {change(high)}]"
 
 
+def plural(count: int, word: str) -> str:
+    """``1 regression``, ``2 regressions``, ``0 regressions``."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def p_value(value: object) -> str:
     number = finite(value)
     if number is None:

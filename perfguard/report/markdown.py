@@ -33,16 +33,12 @@ ALWAYS_LISTED = ("latency", "instructions")
 QUIET = ("same", "ungated")
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
-
-
 def _counts(report: Report) -> str:
     h = report.headline
     if not h.comparisons:
-        return f"{_plural(h.cases_ok, 'case')} ok, {h.cases_failed} failed"
-    parts = [f"**{_plural(h.regressions, 'regression')}**" if h.regressions else "0 regressions",
-             _plural(h.improvements, "improvement"), f"{h.same} unchanged", f"{h.unknown} undecided"]
+        return f"{fmt.plural(h.cases_ok, 'case')} ok, {h.cases_failed} failed"
+    parts = [f"**{fmt.plural(h.regressions, 'regression')}**" if h.regressions else "0 regressions",
+             fmt.plural(h.improvements, "improvement"), f"{h.same} unchanged", f"{h.unknown} undecided"]
     if h.failed:
         parts.append(f"**{h.failed} failed**")
     if h.not_gated:
@@ -51,14 +47,14 @@ def _counts(report: Report) -> str:
     if h.geomean:
         g = h.geomean
         text += (f" — latency geometric mean **{fmt.change(g.ratio)}** "
-                 f"{fmt.interval(g.ci_low, g.ci_high)} over {_plural(g.cases, 'case')}")
+                 f"{fmt.interval(g.ci_low, g.ci_high)} over {fmt.plural(g.cases, 'case')}")
     return text
 
 
 def headline_text(report: Report) -> str:
     h = report.headline
     state = h.state
-    regressions = f"🔴 {_plural(h.regressions, 'regression')}"
+    regressions = f"🔴 {fmt.plural(h.regressions, 'regression')}"
     if state == "failed":
         failed = f"❌ {h.failed or h.cases_failed} failed"
         return f"{regressions} · {failed}" if h.regressions else failed
@@ -151,7 +147,7 @@ def job_summary(report: Report, report_url: str | None = None, max_rows: int = 4
         lines += _verdict_table(rows[:max_rows], full=True)
         hidden = len(comparison.rows) - len(rows[:max_rows])
         if hidden:
-            lines += ["", f"{_plural(hidden, 'more row')} (unchanged, or past the first {max_rows}) in the full report."]
+            lines += ["", f"{fmt.plural(hidden, 'more row')} (unchanged, or past the first {max_rows}) in the full report."]
         lines.append("")
     if report.run:
         lines += _run_lines(report, max_rows)
@@ -208,10 +204,11 @@ def pr_comment(report: Report, report_url: str | None = None, worst: int = 5) ->
         if len(attention) > worst:
             lines += ["", f"…and {len(attention) - worst} more that need attention."]
         lines.append("")
-        for row in attention[:worst]:
-            if row.state == "failed":
-                lines.append(f"- {md_text(row.case)}: {md_text(row.reason, limit=300)}")
-        if any(row.state == "failed" for row in attention[:worst]):
+        explained = [row for row in attention[:worst] if row.state in ("failed", "regression") and row.reason]
+        for row in explained:  # the why of each: before -> after and the floor, or the failure
+            metric = "" if row.state == "failed" else f" {row.metric}"
+            lines.append(f"- {md_text(row.case)}{metric}: {md_text(row.reason, limit=300)}")
+        if explained:
             lines.append("")
     elif report.run and report.headline.cases_failed:
         failed = [r.case for r in report.run.rows if r.cells[0]["status"] not in ("ok", "absent")]

@@ -28,6 +28,7 @@ from perfguard.report import format as fmt, svg
 from perfguard.report.bisect import BisectView, bisect_view
 from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fingerprint
 from perfguard.report.counted_why import CountedWhyView, counted_why
+from perfguard.report.reasons import row_reason
 from perfguard.report.rows import SEVERITY, VerdictRow, state_of
 from perfguard.report.tune import TuneView, tune_view
 from perfguard.report.why import WhyView, why_views
@@ -160,7 +161,7 @@ def _side_documents(document: VerdictsDocument) -> list[tuple[str, ResultDocumen
     return [] if document.results is None else list(document.results.sides())
 
 
-def _pair_entries(document: VerdictsDocument, row: Verdict) -> tuple[CaseEntry | None, CaseEntry | None, int, int]:
+def pair_entries(document: VerdictsDocument, row: Verdict) -> tuple[CaseEntry | None, CaseEntry | None, int, int]:
     """The baseline and candidate entries of a verdict row and the indices of their documents."""
     sides = _side_documents(document)
     case = row.case
@@ -181,7 +182,7 @@ def _pair_entries(document: VerdictsDocument, row: Verdict) -> tuple[CaseEntry |
 
 # --- verdict documents ----------------------------------------------------------------------------
 
-def _verdict_row(row: Verdict, candidate: CaseEntry | None) -> VerdictRow:
+def _verdict_row(row: Verdict, baseline: CaseEntry | None, candidate: CaseEntry | None) -> VerdictRow:
     c = row.comparison
     case_label, runner = _case_parts(candidate, row.case)
     noisy = row.noisy
@@ -193,7 +194,18 @@ def _verdict_row(row: Verdict, candidate: CaseEntry | None) -> VerdictRow:
         ci_high=fmt.finite(c.ci_high) if noisy else None, p_value=fmt.finite(c.p_value) if noisy else None,
         # Not timed (identical artifacts): nothing was detectable or undetectable.
         mde=(c.mde if not math.isnan(c.mde) else math.inf) if noisy and c.method != "identity" else None,
-        floor=fmt.finite(c.floor), gate=row.gate, reason=c.reason, floor_note=c.floor_note if row.gated else "")
+        floor=fmt.finite(c.floor), gate=row.gate, reason=row_reason(row, baseline, candidate),
+        floor_note=c.floor_note if row.gated else "")
+
+
+def verdict_reasons(document: VerdictsDocument) -> dict[tuple[str, str], str]:
+    """Each verdict row's reason as every view shows it (``perfguard.report.reasons``), by
+    (case, metric): the terminal table reads them here."""
+    reasons = {}
+    for row in document.verdicts:
+        base, cand, _, _ = pair_entries(document, row)
+        reasons[(row.case, row.metric)] = row_reason(row, base, cand)
+    return reasons
 
 
 def _comparison_title(document: VerdictsDocument) -> str:
@@ -228,7 +240,7 @@ def counted_why_views(documents: Sequence[VerdictsDocument]) -> list[CountedWhyV
         for row in document.verdicts:
             if row.metric != "instructions" or row.decision != "different":
                 continue
-            base, cand, _, _ = _pair_entries(document, row)
+            base, cand, _, _ = pair_entries(document, row)
             view = counted_why(row.case, (row.baseline, row.candidate), base, cand)
             if view is not None:
                 views.append(view)
@@ -243,8 +255,8 @@ def comparison_view(document: VerdictsDocument, details: list[CaseDetail]) -> Co
     pairs: dict[str, tuple[CaseEntry | None, CaseEntry | None, int, int, str, str]] = {}
     rows = []
     for raw in document.verdicts:
-        base, cand, base_doc, cand_doc = _pair_entries(document, raw)
-        row = _verdict_row(raw, cand)
+        base, cand, base_doc, cand_doc = pair_entries(document, raw)
+        row = _verdict_row(raw, base, cand)
         rows.append(row)
         by_case.setdefault(row.case, []).append(row)
         pairs.setdefault(row.case, (base, cand, base_doc, cand_doc, row.baseline_label, row.candidate_label))

@@ -5,11 +5,13 @@ The nightly's summary is Markdown for ``$GITHUB_STEP_SUMMARY``; its names are es
 a CI log showed those escapes. :func:`plain_text` reads the Markdown with a CommonMark parser
 (markdown-it-py, which Rich already depends on), so every escape and entity is undone the way
 GitHub undoes it, and writes each block as lines: a heading underlined, a list item after ``-``,
-a table row's cells joined by `` | ``, emphasis and code fences dropped. Nothing is wrapped.
+a table row's cells joined by `` | ``, emphasis and code fences dropped. A row or paragraph
+longer than a CI log's 120 columns continues on indented lines; a heading is never wrapped.
 """
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
 from perfguard.names import visible
@@ -21,6 +23,9 @@ __all__ = ["plain_text"]
 
 _ZWSP = "\u200b"  # md_text's guard against mentions and autolinks, meaningless off GitHub
 _UNDERLINE = {"h1": "=", "h2": "=", "h3": "-"}
+#: The longest line written (``perfguard.cli._text.LOG_TABLE_WIDTH``): a longer table row or
+#: paragraph continues on indented lines.
+WIDTH = 120
 
 
 def _inline(token: Token) -> str:
@@ -32,6 +37,15 @@ def _inline(token: Token) -> str:
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
     return visible("".join(parts).replace(_ZWSP, ""))
+
+
+def _fitted(text: str, first: str = "") -> list[str]:
+    """``text`` after ``first`` in lines of at most :data:`WIDTH` characters, the later ones
+    indented under the first: a table row or a paragraph too long for a CI log."""
+    if len(first) + len(text) <= WIDTH:
+        return [first + text]
+    indent = " " * (len(first) + 4)
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent, break_on_hyphens=False)
 
 
 def plain_text(markdown: str) -> str:
@@ -55,7 +69,7 @@ def plain_text(markdown: str) -> str:
         elif kind == "tr_open":
             row = []
         elif kind == "tr_close" and row is not None:
-            lines.append(" | ".join(row))
+            lines += _fitted(" | ".join(row))
             row = None
         elif kind == "table_close":
             lines.append("")
@@ -69,9 +83,9 @@ def plain_text(markdown: str) -> str:
                 lines += [text, _UNDERLINE.get(heading, "-") * len(text), ""]
                 heading = None
             elif depth:
-                lines.append("  " * (depth - 1) + "- " + text)
+                lines += _fitted(text, "  " * (depth - 1) + "- ")
             else:
-                lines += [text, ""]
+                lines += [*_fitted(text), ""]
     while lines and not lines[-1]:
         lines.pop()
     return "\n".join(lines) + "\n"

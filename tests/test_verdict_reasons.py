@@ -1,0 +1,116 @@
+"""Every verdict explained where it is read (issue 43): a REGRESSION row carries its reason
+(before -> after, the floor in plain words) in the terminal, the pull-request comment and the
+workflow annotations; a compile that got cheaper because a pass stopped changing the graph says
+so; a latency verdict that cannot reach its floor says what would decide it.
+
+The documents are ``tests/test_report``'s hand-built check (fixed numbers), changed where a test
+needs another shape."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from perfguard.report import build_report, parse_document
+from perfguard.report.markdown import pr_comment, workflow_annotations
+from perfguard.report.reasons import floor_words, latency_out_of_reach
+
+from .test_report import HOSTILE_MODEL, _pass, _row, make_verdicts
+
+CASE = f"{HOSTILE_MODEL}/fast|`x`/cpu"
+
+
+def _report(document: dict[str, Any]) -> Any:
+    return build_report([parse_document(document)])
+
+
+def test_an_exact_regression_says_its_floor_in_words_not_median() -> None:
+    verdicts = make_verdicts()
+    node_count = next(r for r in verdicts["verdicts"] if r["metric"] == "node_count")
+    node_count["gate"] = "median:5%"
+    lines = workflow_annotations(_report(verdicts))
+    line = next(line for line in lines if "node_count regression" in line)
+    assert line.endswith("20 -> 26 (+6, +30.00 %25), floor 5 %25")  # %25: the workflow command's escape
+    assert "median" not in line and "exceeds" not in line
+    assert (floor_words("median:5%", "nodes"), floor_words("max:0", "nodes"), floor_words("max:3", "nodes"),
+            floor_words("p90:0.5ms", "s")) == ("floor 5 %", "any change", "floor 3 nodes", "floor 500 us")
+
+
+def test_every_regression_in_the_comment_and_the_terminal_carries_its_reason(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfguard.cli._verdicts import print_verdicts
+
+    verdicts = make_verdicts()
+    comment = pr_comment(_report(verdicts))
+    assert "/cpu node_count: 20 -&gt; 26 (+6, +30.00 %), floor 2 %" in comment
+    assert "/cpu latency: 1 ms -&gt; 1.25 ms: regression +25.00%" in comment
+    monkeypatch.setenv("COLUMNS", "200")
+    print_verdicts(parse_document(verdicts))  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert f"{CASE} node_count: 20 -> 26 (+6, +30.00 %), floor 2 %" in out
+    assert f"{CASE} latency: 1 ms -> 1.25 ms: regression +25.00%" in out
+
+
+def _stopped_pass_check() -> dict[str, Any]:
+    """compile_instructions -92.3 % because fuse_bn_into_conv no longer fires on the head side."""
+    verdicts = make_verdicts()
+    head = verdicts["results"]["candidate"]["cases"][0]
+    head["trace"]["passes"] = [_pass(0, "fuse_bn_into_conv", 0.0001, 40, 40, "aaaa1111"),
+                               _pass(1, "constant_folding", 0.031, 40, 26, "cccc3333")]
+    verdicts["verdicts"].append(_row(CASE, "compile_instructions", "different", "improvement", 0.077, unit="instr",
+                                     noisy=False, base=1.3e9, cand=1.0e8,
+                                     reason="improvement: 1.3e+09 -> 1e+08 exceeds 0.5%"))
+    verdicts["verdicts"][-1]["gate"] = "median:0.5%"
+    return verdicts
+
+
+def test_a_pass_that_stopped_changing_the_graph_is_not_a_plain_improvement(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfguard.cli._verdicts import print_verdicts
+
+    report = _report(_stopped_pass_check())
+    row = next(r for r in report.verdict_rows if r.metric == "compile_instructions")
+    assert row.state == "improvement"
+    assert row.reason == ("1.3 G -> 100 M (-1.2 G, -92.31 %), floor 0.5 %; not a plain improvement: pass "
+                          "fuse_bn_into_conv (40 -> 30 nodes before, now unchanged) stopped changing the graph")
+    monkeypatch.setenv("COLUMNS", "300")
+    print_verdicts(parse_document(_stopped_pass_check()))  # type: ignore[arg-type]
+    assert "pass fuse_bn_into_conv (40 -> 30 nodes before, now unchanged) stopped changing the graph" in (
+        capsys.readouterr().out)
+    plain = next(r for r in _report(make_verdicts()).verdict_rows if r.metric == "latency" and r.state == "improvement")
+    assert "stopped" not in plain.reason  # a time that improved with the same passes firing stays one
+
+
+def _undecided_latency(mde: float) -> dict[str, Any]:
+    """Every latency row undecided: the ~100 us model of the issue on a loaded 2-core runner."""
+    verdicts = make_verdicts()
+    for row in verdicts["verdicts"]:
+        if row["metric"] == "latency":
+            row["decision"] = row["comparison"]["decision"] = "unknown"
+            row["direction"] = row["comparison"]["direction"] = "none"
+            row["comparison"]["mde"] = mde
+            row["comparison"]["reason"] = "+17.00% [-10.10%, +310.30%]: p=0.4 > 0.05"
+    return verdicts
+
+
+def test_latency_that_cannot_reach_its_floor_says_so_with_the_way_out(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfguard.cli._verdicts import print_verdicts
+
+    line = latency_out_of_reach(parse_document(_undecided_latency(0.41)))  # type: ignore[arg-type]
+    assert line is not None
+    assert line.startswith("latency undecided in 3 of 3 cases: this runner cannot resolve the 2 % floor "
+                           "(smallest detectable 41 %, measured noise (cv) ")
+    assert "--counts" in line and "--workers" in line and "quieter runner" in line
+    far = latency_out_of_reach(parse_document(_undecided_latency(1507.95)))  # type: ignore[arg-type]
+    assert far is not None and "(smallest detectable over 100%, far beyond what 4 samples resolve, " in far
+    assert latency_out_of_reach(parse_document(make_verdicts())) is None  # type: ignore[arg-type]
+    decidable = copy.deepcopy(_undecided_latency(0.015))  # undecided, but within reach: nothing to say
+    assert latency_out_of_reach(parse_document(decidable)) is None  # type: ignore[arg-type]
+    monkeypatch.delenv("COLUMNS", raising=False)
+    print_verdicts(parse_document(_undecided_latency(0.41)))  # type: ignore[arg-type]
+    printed = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("latency undecided in 3 of 3 cases") for line in printed) == 1
+    assert all(len(line) <= 120 for line in printed)
