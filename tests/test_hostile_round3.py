@@ -102,3 +102,81 @@ def test_a_sound_document_is_still_served_and_an_oversized_one_never_stored(tmp_
     assert _read(cache, compiled.key) == compiled
     other = CountsKey(**{**_key().to_json(), "seed": 7})
     assert not cache.put_counts(other.digest, b" " * (1 << 20))
+
+
+# --- 3. every JSON reader bounded in depth before parsing -------------------------------------
+
+NESTED = "[" * 200_000 + "]" * 200_000
+
+
+def _entry(tmp_path: Path) -> tuple[CompileCache, object, Path, list[str]]:
+    from .test_artifact_cache import _fake_response, _request
+
+    warnings: list[str] = []
+    cache = CompileCache(tmp_path / "cache", warn=warnings.append)
+    key = cache.key(_request(), "4" * 64, {"onnxruntime": "1.0"})
+    assert key is not None
+    assert cache.put(key, _fake_response(tmp_path / "out", b"model" * 100), tmp_path / "out")
+    return cache, key, tmp_path / "cache" / key.digest[:2] / key.digest, warnings
+
+
+def test_a_nested_manifest_drops_its_entry(tmp_path: Path) -> None:
+    cache, key, entry, warnings = _entry(tmp_path)
+    (entry / "manifest.json").write_text(NESTED)
+    assert cache.get(key, tmp_path / "read") is None  # type: ignore[arg-type]
+    assert not entry.exists() and "nested deeper" in warnings[0]
+
+
+def test_a_nested_record_that_its_manifest_vouches_for_drops_its_entry(tmp_path: Path) -> None:
+    import hashlib
+
+    cache, key, entry, warnings = _entry(tmp_path)
+    record = ('{"a": ' + NESTED + "}").encode()
+    (entry / "record.json").write_bytes(record)
+    manifest = json.loads((entry / "manifest.json").read_text())
+    manifest["files"]["record.json"] = hashlib.sha256(record).hexdigest()
+    manifest["sizes"]["record.json"] = len(record)
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+    assert cache.get(key, tmp_path / "read") is None  # type: ignore[arg-type]
+    assert not entry.exists() and "nested deeper" in warnings[0]
+
+
+def test_a_nested_reported_marker_is_no_marker() -> None:
+    from perfguard.history.notify import last_reported
+
+    assert last_reported(["<!-- perfguard-reported:" + "%5B" * 50_000 + " -->"]) is None
+    assert last_reported(["<!-- perfguard-reported:" + "%7B%22a%22%3A" * 5_000 + " -->"]) is None
+
+
+def test_a_nested_stored_document_is_a_one_line_store_error(tmp_path: Path) -> None:
+    import zlib
+
+    import sqlalchemy as sa
+
+    from perfguard.errors import StoreError
+    from perfguard.history.store import Store
+
+    from .test_history_store import small_result
+
+    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    with Store.open(url) as store:
+        ingested = store.ingest_json(small_result(1), source="one.json")
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE documents SET body = ?", (zlib.compress(NESTED.encode()),))
+    engine.dispose()
+    with Store.open(url) as store:
+        with pytest.raises(StoreError, match="nested deeper"):
+            store.document(ingested.document_id)
+        with pytest.raises(StoreError, match="nested deeper"):
+            store.latest_results("golden")
+
+
+def test_a_nested_torch_descriptor_is_exit_2(tmp_path: Path) -> None:
+    from perfguard.errors import UserError
+    from perfguard.models.torch_callable import TorchModel
+
+    path = tmp_path / "model.torch.json"
+    path.write_text('{"version": ' + NESTED + "}")
+    with pytest.raises(UserError, match="nested deeper"):
+        TorchModel.read(path)

@@ -77,9 +77,10 @@ from perfguard.compile.cache_files import (
     read_bounded,
     tree_bytes,
 )
-from perfguard.errors import CorruptEntry
+from perfguard.errors import CorruptEntry, StorageError
 from perfguard.jsonfields import JsonDict
 from perfguard.results import utc_now
+from perfguard.results.documents import parse_json
 from perfguard.units import format_bytes
 from perfguard.workers.protocol import CompileRequest, CompileResponse
 
@@ -387,7 +388,7 @@ class CompileCache:
         """Copy and verify; returns (what is wrong with the entry, None), ("", the response), or
         ("", None) when this job's ``out_dir`` cannot take the copy."""
         try:
-            manifest = EntryManifest.from_json(json.loads(raw))
+            manifest = EntryManifest.from_json(_document(raw, "manifest.json"))
         except (ValueError, KeyError, TypeError) as exc:
             return f"manifest.json does not parse ({exc})", None
         if manifest.version != CACHE_VERSION or manifest.key != key:
@@ -413,7 +414,7 @@ class CompileCache:
             record_bytes = read_bounded(entry / "record.json", "record.json", manifest.sizes["record.json"])
             if hashlib.sha256(record_bytes).hexdigest() != manifest.files["record.json"]:
                 return "record.json: sha256 differs from the manifest", None
-            response = CompileResponse.from_json(json.loads(record_bytes))
+            response = CompileResponse.from_json(_document(record_bytes, "record.json"))
         except CorruptEntry as exc:
             return str(exc), None
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -675,6 +676,19 @@ class CompileCache:
     def describe(self) -> str:
         """One line for the end of a command: the folder, what it did, its size."""
         return f"artifact cache {self.root}: {self.stats.describe()}; {format_bytes(self.size_bytes())} held"
+
+
+def _document(raw: bytes, name: str) -> dict[str, Any]:
+    """The JSON object of a stored file, read as every perfguard document is (``parse_json``: no
+    nesting deeper than ``MAX_DEPTH``, no NaN, no integer beyond 2**63); a ``ValueError`` for
+    anything else, so a hostile or corrupt file drops its entry and is never exit 70."""
+    try:
+        data = parse_json(raw.decode("utf-8"), name)
+    except StorageError as exc:
+        raise ValueError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{name}: not a JSON object")
+    return data
 
 
 def _regular_files(folder: Path) -> list[Path]:

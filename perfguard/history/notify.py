@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
-from perfguard.errors import ApiError, PerfguardError
+from perfguard.errors import ApiError, PerfguardError, StorageError
 from perfguard.history.github import GitHub
 from perfguard.history.notify_issues import LABEL, IssueIndex
 from perfguard.history.store.alert_rows import OPEN_STATUSES, Alert, AlertChange, current_user
@@ -409,15 +409,19 @@ _REPORTED_MARKER = re.compile(r"<!-- perfguard-reported:([^\s>]*) -->")
 def last_reported(texts: list[str]) -> Reported | None:
     """The state the last of ``texts`` (an issue body, then its comments, oldest first) with a
     ``perfguard-reported`` marker reported; None when none has one (an issue of an older perfguard)."""
+    from perfguard.results.documents import parse_json
+
     for text in reversed(texts):
         found = _REPORTED_MARKER.findall(text)
         if not found:
             continue
         try:
-            data = json.loads(unquote(found[-1]))
+            data = parse_json(unquote(found[-1]), "the perfguard-reported marker")
+            if not isinstance(data, dict):
+                return None
             return Reported(str(data["status"]), None if data["assignee"] is None else str(data["assignee"]),
                             int(data["notes_length"]), int(data["changes"]))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, StorageError):  # nested 50,000 deep: StorageError
             return None  # a marker someone edited: say the current state, not a difference
     return None
 

@@ -104,8 +104,12 @@ class TorchModel:
     @classmethod
     def read(cls, path: Path) -> TorchModel:
         """The descriptor at ``path``; ``UserError`` for one this perfguard did not write."""
+        from perfguard.results.documents import parse_json
+
         try:
-            data = json.loads(path.read_text())
+            data = parse_json(path.read_text(), path)  # nested 100,000 deep: a one-line StorageError
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
             if int(data["version"]) > VERSION:
                 raise UserError(f"{path}: descriptor version {data['version']} is newer than this perfguard's "
                                 f"{VERSION}; upgrade perfguard")
