@@ -13,8 +13,8 @@ alpha = 0.05         # false-discovery level of each metric family over the chec
 latency = "median:2%"                  # or a list: ["median:2%", "median:20us"] (the larger wins)
 compile_time = "median:25%"
 memory = "5%"                          # peak RSS of fresh processes holding one artifact
-artifact_size = "5%"                   # deterministic metrics: any change is reported, the gate fails
-node_count = "5%"                      # when the change exceeds the threshold
+artifact_size = "5%"                   # exact metrics: any change is reported, the gate fails when the
+node_count = "5%"                      # change exceeds the threshold (the nightly's history too: one table)
 instructions = "0.25%"                 # counted (--counts): callgrind's instructions per inference
 estimated_cycles = "0.5%"              # counted: L1 hits + 5 x LL hits + 35 x RAM hits per inference
 compile_instructions = "0.5%"          # counted: instructions of the compile's passes and own steps
@@ -55,23 +55,33 @@ class MetricSpec:
     unit: str
     #: Counted under Valgrind (``--counts``): compared only when a side has it.
     counted: bool = False
+    #: No noise: the same compile gives the same number again, so a change past the floor is real
+    #: the night it appears (memory is compared as one value too, but varies between processes).
+    exact: bool = False
 
 
 METRICS: dict[str, MetricSpec] = {
     "latency": MetricSpec("latency", "time", True, "median:2%", "s"),
     "compile_time": MetricSpec("compile_time", "time", True, "median:25%", "s"),
     "memory": MetricSpec("memory", "memory", False, "5%", "B"),
-    "artifact_size": MetricSpec("artifact_size", "memory", False, "5%", "B"),
-    "node_count": MetricSpec("node_count", "count", False, "5%", "nodes"),
+    "artifact_size": MetricSpec("artifact_size", "memory", False, "5%", "B", exact=True),
+    "node_count": MetricSpec("node_count", "count", False, "5%", "nodes", exact=True),
     # Per inference; floors about 3x the widest A/A spread of benchmarks/counts.py over 10 counts
     # with one core busy (0.084 % instructions, 0.095 % cycles, 0.12 % a compile pass: docs/measured.md).
-    "instructions": MetricSpec("instructions", "count", False, "0.25%", "instr", counted=True),
-    "estimated_cycles": MetricSpec("estimated_cycles", "count", False, "0.5%", "cycles", counted=True),
+    "instructions": MetricSpec("instructions", "count", False, "0.25%", "instr", counted=True, exact=True),
+    "estimated_cycles": MetricSpec("estimated_cycles", "count", False, "0.5%", "cycles", counted=True, exact=True),
     # The compile's real work (passes, the backend's own steps), counted once: gateable compile time.
-    "compile_instructions": MetricSpec("compile_instructions", "count", False, "0.5%", "instr", counted=True),
+    "compile_instructions": MetricSpec("compile_instructions", "count", False, "0.5%", "instr", counted=True,
+                                       exact=True),
 }
 #: The counted metrics (``--counts``): exact, one value a side, like node count.
 COUNTED_METRICS = tuple(name for name, spec in METRICS.items() if spec.counted)
+#: The exact metrics. One table of floors decides them everywhere: the suite's gates (these
+#: defaults, its ``[thresholds]`` and overrides), read by ``check`` (``compare_deterministic``)
+#: and by the history's exact steps (``perfguard.history.series_changes``: the nightly, its
+#: alerts, ``history show``, the site), with the same comparison. Two floors for one metric made
+#: a +0.5 % instruction step a REGRESSION in the check and nothing in the history.
+EXACT_METRICS = tuple(name for name, spec in METRICS.items() if spec.exact)
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,10 @@ class ThresholdSet:
         return chosen
 
 
+#: The gates of a suite without ``[thresholds]``: what the history uses where it has no suite.
+DEFAULT_THRESHOLDS = ThresholdSet()
+
+
 _CHECK_KEYS = ("workers", "step_workers", "max_workers", "alpha", "measure_identical")
 
 
@@ -178,7 +192,7 @@ def parse_thresholds(reader: Reader, raw: object, key: str = "[thresholds]") -> 
     """The ``[thresholds]`` table: default gates, then the overrides of an ``include`` file (written
     by ``perfguard calibrate``, relative to the suite), then the suite's own overrides."""
     table = reader.table(raw, key, ("include", "overrides", "across_runs", *METRICS))
-    defaults = dict(ThresholdSet().defaults)
+    defaults = dict(DEFAULT_THRESHOLDS.defaults)
     for metric in METRICS:
         if metric in table:
             defaults[metric] = _read_gate(reader, table[metric], metric, key)
