@@ -114,3 +114,71 @@ def test_latency_that_cannot_reach_its_floor_says_so_with_the_way_out(
     printed = capsys.readouterr().out.splitlines()
     assert sum(line.startswith("latency undecided in 3 of 3 cases") for line in printed) == 1
     assert all(len(line) <= 120 for line in printed)
+
+
+def _exact_only() -> dict[str, Any]:
+    """The node count regressed, nothing else: latency same, no failed case, no undecided row."""
+    verdicts = make_verdicts()
+    verdicts["verdicts"] = [r for r in verdicts["verdicts"] if r["metric"] in ("node_count", "latency")
+                            and r["case"] != "resnet_t/fold/cpu"]
+    for row in verdicts["verdicts"]:
+        if row["metric"] == "latency":
+            row["decision"] = row["comparison"]["decision"] = "same"
+            row["direction"] = row["comparison"]["direction"] = "none"
+    return verdicts
+
+
+def _explain(document: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """``check --explain``'s output of a finished check (the command's own reporting step)."""
+    import argparse
+
+    from perfguard.cli.check import _report
+
+    args = argparse.Namespace(verbose=False, json=None, report=None, annotations=False, fail_on_unknown=False,
+                              explain=True)
+    _report(parse_document(document), args)  # type: ignore[arg-type]
+    return capsys.readouterr().out.splitlines()
+
+
+def test_explain_with_only_exact_regressions_shows_the_pass_trace_and_the_op_types(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    lines = _explain(_exact_only(), capsys)
+    at = lines.index(f"why, exactly, {CASE} (node_count): the pass traces of both sides")
+    assert lines[at + 1:at + 3] == [
+        "  the graphs differ from pass #1 constant_folding: 30 -> 20 nodes before, 30 -> 26 nodes now",
+        "  op types in the final graph: Conv 20 -> 26"]
+    comment = pr_comment(_report(_exact_only()))  # the PR comment shows the same
+    assert "the graphs differ from pass #\u200b1 constant\\_folding: 30 -&gt; 20 nodes before" in comment
+
+
+def test_explain_says_in_one_line_why_it_cannot_explain_or_that_nothing_regressed(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    untraced = _exact_only()
+    for side in ("baseline", "candidate"):  # a backend that compiles in one step records no pass
+        untraced["results"][side]["cases"][0]["trace"]["passes"] = []
+    lines = _explain(untraced, capsys)
+    assert f"--explain: {CASE}: neither side recorded a pass (no passes, or a backend that compiles in one step), " \
+           "so nothing to compare pass by pass" in " ".join(line.strip() for line in lines)
+    nothing = _exact_only()
+    nothing["verdicts"] = [r for r in nothing["verdicts"] if r["metric"] == "latency"]
+    assert _explain(nothing, capsys)[-1] == "--explain: no regression to explain"
+
+
+def test_a_pipeline_edit_is_named_in_the_trace_lines() -> None:
+    from perfguard.report.exact_why import ExactWhyView, exact_why
+
+    verdicts = make_verdicts()
+    head = verdicts["results"]["candidate"]["cases"][0]
+    head["trace"]["passes"] = [_pass(0, "constant_folding", 0.01, 40, 40, "dddd4444"),
+                               _pass(1, "fuse_bn_into_conv", 0.004, 40, 34, "eeee5555")]
+    document = parse_document(verdicts)
+    base, cand = (side.cases[0] for side in (document.results.baseline, document.results.candidate))  # type: ignore[union-attr]
+    view = exact_why(CASE, ("node_count",), base, cand)
+    assert isinstance(view, ExactWhyView)
+    assert view.passes[0] == "the pipeline changed: fuse_bn_into_conv, constant_folding -> constant_folding, " \
+                             "fuse_bn_into_conv"
+    assert view.passes[1].startswith("the graphs differ from pass #0: fuse_bn_into_conv (40 -> 30 nodes) before, "
+                                     "constant_folding (40 -> 40 nodes) now")
+    assert "stopped changing the graph: constant_folding" in view.passes

@@ -109,3 +109,25 @@ def print_counted_why(documents: Sequence[VerdictsDocument]) -> None:
     for view in counted_why_views(documents):
         for line in view.text_lines():
             console.print(literal(line), highlight=False)
+
+
+def print_exact_whys(document: VerdictsDocument) -> None:
+    """``check --explain`` for exact regressions, which a profile does not explain: per case whose
+    exact metrics regressed (node count, size), what the two pass traces say
+    (``perfguard.report.exact_why``), or one line saying why nothing can; one line when nothing
+    was explained at all. ``--explain`` never ends in silence."""
+    from perfguard.cli._text import LOG_TABLE_WIDTH, cli_console, print_wrapped
+    from perfguard.report.exact_why import exact_whys
+
+    console = cli_console(min_width=130, log_width=LOG_TABLE_WIDTH)
+    views, why_not = exact_whys(document)
+    for view in views:
+        for line in view.text_lines():
+            print_wrapped(console, line)
+    for line in why_not:
+        print_wrapped(console, f"--explain: {line}")
+    if not document.explanations and not views and not why_not:
+        regressed = sorted({r.case for r in document.verdicts if r.is_regression})
+        print_wrapped(console, "--explain: no regression to explain" if not regressed else
+                      f"--explain: {len(regressed)} regressed case{'' if len(regressed) == 1 else 's'} not profiled "
+                      "(see the warnings above)")

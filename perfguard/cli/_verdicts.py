@@ -48,9 +48,11 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
     mode = document.mode
     reasons = verdict_reasons(document)
     table = Table()
+    longest = max((len(row.case) for row in document.verdicts), default=4)
     for column in ("case", "metric", "change", "interval", "p", "mde", "verdict"):
+        # the case keeps its width where it can (a folded case id reads as two cases)
         table.add_column(column, justify="left" if column in ("case", "metric", "verdict") else "right",
-                         overflow="fold")
+                         overflow="fold", min_width=min(longest, 48) if column == "case" else None)
     why = []
     for row in document.verdicts:
         quiet = row.decision == "same" and not row.comparison.under_floor

@@ -49,9 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict-env", action="store_true", help="refuse a baseline from another environment")
     add_sampling_arguments(parser)
     parser.add_argument("--explain", action="store_true",
-                        help="after the verdicts, profile both sides of every regressed case and say why it got "
-                             "slower: the change per op type and the bottleneck dimension (see `perfguard profile`; "
-                             "--base-ref and --against-pipeline)")
+                        help="after the verdicts, profile both sides of every case whose latency regressed and say "
+                             "why it got slower: the change per op type and the bottleneck dimension (see `perfguard "
+                             "profile`; --base-ref and --against-pipeline); for exact regressions (node count, size) "
+                             "what the two pass traces say")
     parser.add_argument("--trace-out", metavar="DIR",
                         help="with --explain: a Perfetto / chrome://tracing file of both sides per explained case")
     parser.add_argument("--verbose", action="store_true", help="show every metric row")
@@ -156,6 +157,10 @@ def _report(document: VerdictsDocument, args: argparse.Namespace) -> ExitCode:
         from perfguard.cli._explain import print_explanations
 
         print_explanations(document.explanations)
+    if getattr(args, "explain", False):
+        from perfguard.cli._explain import print_exact_whys
+
+        print_exact_whys(document)
     from perfguard.cli._explain import print_counted_why
 
     print_counted_why([document])

@@ -152,6 +152,7 @@ def job_summary(report: Report, report_url: str | None = None, max_rows: int = 4
     if report.run:
         lines += _run_lines(report, max_rows)
     lines += _why_lines(report)
+    lines += _exact_why_lines(report)
     lines += _counted_why_lines(report)
     for view in report.bisections:
         lines += _bisect_lines(view) + [""]
@@ -217,6 +218,7 @@ def pr_comment(report: Report, report_url: str | None = None, worst: int = 5) ->
     if under:
         lines += ["Under the floor (real, too small to gate on):", "", *_verdict_table(under[:worst], full=False), ""]
     lines += _why_lines(report)
+    lines += _exact_why_lines(report)
     lines += _counted_why_lines(report)
     for view in report.bisections:
         lines += _bisect_lines(view)[:2] + [""]
@@ -229,6 +231,13 @@ def _why_lines(report: Report) -> list[str]:
     if not report.why:
         return []
     return [f"- why {md_text(case)}: {md_text(headline)}" for case, headline in report.why] + [""]
+
+
+def _exact_why_lines(report: Report, shown: int = 3) -> list[str]:
+    """Exact regressions: the pass trace's highlight and the op-type diff of each case (the first
+    ``shown``), as the nightly's alert shows them."""
+    lines = [line for view in report.exact_why[:shown] for line in view.markdown()]
+    return [*lines, ""] if lines else []
 
 
 def _counted_why_lines(report: Report, shown: int = 5) -> list[str]:

@@ -28,6 +28,7 @@ from perfguard.report import format as fmt, svg
 from perfguard.report.bisect import BisectView, bisect_view
 from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fingerprint
 from perfguard.report.counted_why import CountedWhyView, counted_why
+from perfguard.report.exact_why import ExactWhyView, exact_whys
 from perfguard.report.reasons import row_reason
 from perfguard.report.rows import SEVERITY, VerdictRow, state_of
 from perfguard.report.tune import TuneView, tune_view
@@ -138,6 +139,8 @@ class Report:
     # ``--counts``: each DIFFERENT ``instructions`` pair's change attributed to functions.
     counted_why: list[CountedWhyView] = field(default_factory=list)
     tunes: list[TuneView] = field(default_factory=list)
+    # exact regressions (node count, size): what the two pass traces say (``perfguard.report.exact_why``)
+    exact_why: list[ExactWhyView] = field(default_factory=list)
 
     @property
     def verdict_rows(self) -> list[VerdictRow]:
@@ -449,4 +452,5 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
     return Report(title=title, suite=suite, created_at=created, tool_version=__version__, headline=headline,
                   comparisons=comparisons, run=run, bisections=bisections, cases=details,
                   environments=environments, warnings=warnings, why=why, explanations=explanations, tunes=tunes,
-                  counted_why=counted_why_views(verdict_documents))
+                  counted_why=counted_why_views(verdict_documents),
+                  exact_why=[view for d in verdict_documents for view in exact_whys(d)[0]])
