@@ -1,8 +1,10 @@
 """What CI runs, and how it can be trusted: the workflows' supply chain and tokens, and tests that
 cannot skip silently under CI=true.
 
-The workflow checks read the real files (``.github/workflows/*.yml``, ``action.yml``, the runners
-guide docs/guides/runners.md, pyproject.toml); actionlint and the older least-privilege checks live in tests/test_report.py.
+The workflow checks read the real files (``.github/workflows/*.yml``, ``action.yml``, the example
+repository's workflows under examples/, the runners guide docs/guides/runners.md, pyproject.toml);
+actionlint and the older least-privilege checks live in tests/test_report.py, the action run step
+by step (and the example's command lines) in tests/test_action.py.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 
 from .conftest import REPO
+from .test_action import EXAMPLE_WORKFLOWS, FAKE_PERFGUARD, _render
 from .test_report import WORKFLOWS, _yaml
 
 ACTION = REPO / "action.yml"
@@ -32,7 +35,7 @@ REMOTE_GIT = re.compile(r"(?:^|[;&|]|\$\(|\b(?:then|do|else)\b)\s*git\s+(?:-c\s+
 
 
 def _sources() -> list[Path]:
-    return [*WORKFLOWS, ACTION]
+    return [*WORKFLOWS, ACTION, *EXAMPLE_WORKFLOWS]
 
 
 def _steps(document: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -53,12 +56,16 @@ def _logical_lines(script: str) -> list[str]:
 
 def test_every_action_is_pinned_by_a_commit_sha_with_its_tag_in_a_comment():
     """A tag can be moved to other code; a 40-hex commit cannot. Local actions (``./``) and docker
-    images are not fetched by ref, so they are exempt."""
+    images are not fetched by ref, so they are exempt; perfguard itself, in the example repository,
+    has no release tag yet: tests/test_action.py checks its commit is one of this repository's."""
     seen = 0
     for path in _sources():
         for number, line in enumerate(path.read_text().splitlines(), 1):
             match = re.match(r"\s*(?:-\s+)?uses:\s*(\S+)\s*(.*)$", line)
             if not match or match.group(1).startswith(("./", "docker://")):
+                continue
+            if match.group(1).split("@")[0].endswith("/perfguard"):
+                assert SHA_PIN.match(match.group(1)), f"{path.name}:{number}: pin perfguard by a commit"
                 continue
             seen += 1
             where = f"{path.name}:{number}: {line.strip()}"
@@ -115,7 +122,7 @@ def test_every_checkout_keeps_no_token_and_no_step_relies_on_one():
     bring its own credentials (a credential helper on its command line), or it would fail on a
     private repository and, for the history branch, start an empty store."""
     checkouts = 0
-    for path in WORKFLOWS:
+    for path in [*WORKFLOWS, *EXAMPLE_WORKFLOWS]:
         for name, step in _steps(_yaml(path)):
             if _is(step, "actions/checkout"):
                 checkouts += 1
@@ -123,7 +130,7 @@ def test_every_checkout_keeps_no_token_and_no_step_relies_on_one():
             for line in _logical_lines(step.get("run", "")):
                 if REMOTE_GIT.search(line):
                     assert "credential.helper" in line, f"{path.name}: job {name}: {line.strip()}"
-    assert checkouts >= 5, checkouts
+    assert checkouts >= 6, checkouts
 
 
 def test_history_branch_is_read_with_an_explicit_token_and_an_unreadable_branch_stops_the_job():
@@ -145,10 +152,14 @@ def test_action_uploads_whatever_it_wrote_even_when_the_check_failed():
     assert uploads, "action.yml uploads nothing"
     for step in uploads:
         condition = str(step.get("if", "")).replace("${{", "").replace("}}", "").strip()
-        assert condition == "always()", f"{step.get('name')}: if: {step.get('if')!r}"
-        assert step["with"]["path"] == "perfguard-out/"
+        # Always, unless the inputs were refused before there was a folder to upload.
+        assert condition == "always() && steps.paths.outputs.out-dir != ''", f"{step.get('name')}: if: {step.get('if')!r}"
+        assert step["with"]["path"] == "${{ steps.paths.outputs.out-dir }}/"
     check = next(step for step in steps if step.get("id") == "check")
-    assert "--json perfguard-out/verdicts.json" in check["run"]  # where the error document goes
+    assert check["env"]["OUT"] == "${{ steps.paths.outputs.out-dir }}"
+    assert '--json "$OUT/verdicts.json"' in check["run"]  # where the error document goes
+    paths = next(step for step in steps if step.get("id") == "paths")
+    assert 'root="$RUNNER_TEMP/perfguard"' in paths["run"] and 'echo "out-dir=$root/out/' in paths["run"]
 
 
 def _gpu_extra() -> str:
@@ -169,7 +180,7 @@ def test_gpu_wheel_is_installed_with_the_range_of_the_gpu_extra():
     for path in [*WORKFLOWS, ACTION, RUNNERS_GUIDE, REPO / "pyproject.toml", REPO / "perfguard/runners/cuda.py"]:
         # The runner's install hint is one string split over two source lines.
         for line in _logical_lines(re.sub(r'"\n\s*"', "", path.read_text())):
-            if "onnxruntime-gpu" not in line or not re.search(r"\bpip3?\s+install\b", line):
+            if "onnxruntime-gpu" not in line or not re.search(r"\bpip3?\"?\s+install\b", line):
                 continue
             for token in re.findall(r"onnxruntime-gpu[^\s'\"]*", line):
                 assert token == spec.replace(" ", ""), f"{path.name}: {line.strip()} (want {spec!r})"
@@ -275,3 +286,88 @@ def test_the_nightly_plan_splits_only_the_fleet_classes(tmp_path):
     assert [(c["label"], c["shards"]) for c in classes] == [("cpu", 1), ("gpu", 3)]
     assert [(p["label"], p["shard"], p["part"]) for p in parts] == [
         ("cpu", "", ""), ("gpu", "1/3", "-1"), ("gpu", "2/3", "-2"), ("gpu", "3/3", "-3")]
+
+
+# --- counts in CI, and nothing written into the checkout (issues 42 and 43) -------------------------------
+
+
+def test_the_action_installs_valgrind_only_for_counts_and_keeps_the_cache_under_a_scoped_key():
+    steps = {step.get("name"): step for step in _yaml(ACTION)["runs"]["steps"]}
+    inputs = _yaml(ACTION)["inputs"]
+    assert inputs["counts"]["default"] == "false" and inputs["cache"]["default"] == ""
+    valgrind = steps["Install Valgrind (counts)"]
+    assert valgrind["if"] == "inputs.counts == 'true'" and "apt-get install" in valgrind["run"]
+    restore, save = steps["Restore the artifact cache"], steps["Save the artifact cache"]
+    assert _is(restore, "actions/cache/restore") and _is(save, "actions/cache/save")
+    assert restore["if"] == "steps.paths.outputs.cache == 'true'" and "always()" in save["if"]
+    assert restore["with"]["key"] == save["with"]["key"] == "${{ steps.paths.outputs.cache-key }}"
+    # A pull request's scope is its own; a branch's is the branch; the default branch's is restored last.
+    paths = steps["Where perfguard writes"]["run"]
+    assert 'scope="pr-$PR_NUMBER"' in paths and 'echo "$base-ref-${DEFAULT_BRANCH//,/_}:"' in paths
+
+
+def test_the_pull_request_check_keeps_counts_and_compiles_in_the_action_s_cache_shared_with_the_nights():
+    """The PR check's default-branch restore key is a prefix of the key the nightly saves on main,
+    so the base side of a pull request is served from the night's compiles and counts."""
+    pull_request, nightly = _yaml(WORKFLOWS[0]), _yaml(WORKFLOWS[1])
+    assert pull_request["env"]["counts"] in ("true", "false")
+    (action,) = [s for s in pull_request["jobs"]["check"]["steps"] if s.get("uses") == "./"]
+    assert action["with"]["counts"] == "${{ env.counts }}" and action["with"]["cache"] == "true"
+    assert "env" not in action  # no PERFGUARD_ARTIFACT_CACHE in the checkout any more
+    (cache,) = [s for s in nightly["jobs"]["measure"]["steps"] if _is(s, "actions/cache")]
+    context = {"matrix.label": "cpu", "matrix.part": "", "runner.os": "Linux", "runner.arch": "X64",
+               "github.ref_name": "main", "github.run_id": "99", "github.run_attempt": "1", "runner.temp": "/t"}
+    night_key = _render(cache["with"]["key"], context)
+    assert night_key.startswith(f"{action['with']['cache-key']}-Linux-X64-ref-main:"), night_key
+    assert _render(cache["with"]["path"], context) == "/t/perfguard/artifact-cache"
+
+
+def test_the_nightly_writes_nothing_into_the_checkout():
+    """Every file perfguard writes in a job that compiles (its venv, the store, the artifact cache,
+    the night's documents) lies under the runner's temporary folder: an untracked file under the
+    compiler's path makes each of its compiles "not cacheable"."""
+    jobs = _yaml(WORKFLOWS[1])["jobs"]
+    for name in ("measure", "bisect"):
+        for step in jobs[name]["steps"]:
+            path = str((step.get("with") or {}).get("path", ""))
+            if path:
+                assert path.startswith("${{ runner.temp }}/"), f"{name}: {step.get('name')}: {path}"
+            script = step.get("run", "")
+            assert ".perfguard" not in script and "mkdir -p nightly" not in script, f"{name}: {step.get('name')}"
+            assert " -e ." not in script, f"{name}: an editable install follows the checkouts of the night"
+            for key, value in (step.get("env") or {}).items():
+                assert "github.workspace" not in str(value), f"{name}: {key}: {value}"
+        (install,) = [s for s in jobs[name]["steps"] if s.get("name") == "Install perfguard"]
+        assert 'venv="$RUNNER_TEMP/perfguard-venv"' in install["run"]
+
+
+def _nightly_step(job: str, marker: str) -> dict[str, Any]:
+    (step,) = [s for s in _yaml(WORKFLOWS[1])["jobs"][job]["steps"] if marker in s.get("run", "")]
+    return step
+
+
+@pytest.mark.parametrize(("counts", "job"), [("true", "measure"), ("false", "measure"), ("true", "bisect")])
+def test_the_nightly_counts_when_asked_and_installs_valgrind_for_it(tmp_path, counts, job):
+    """The nightly's own step run with bash and a fake perfguard: ``--counts`` on its command line
+    exactly when COUNTS is true, and a perfguard exit 1 (a new regression) is not the step's end."""
+    nightly = _yaml(WORKFLOWS[1])
+    assert nightly["env"]["COUNTS"] == "${{ inputs.counts || vars.PERFGUARD_COUNTS == 'true' }}"
+    assert nightly["on"]["workflow_dispatch"]["inputs"]["counts"]["type"] == "boolean"
+    (valgrind,) = [s for s in nightly["jobs"][job]["steps"] if s.get("name") == "Install Valgrind (counts)"]
+    assert valgrind["if"] == "env.COUNTS == 'true'" and "apt-get install" in valgrind["run"]
+    step = _nightly_step(job, "perfguard nightly")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "perfguard").write_text(FAKE_PERFGUARD.replace('case "$1" in check|merge)', 'case "$1" in nightly)'))
+    (fake / "perfguard").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "FAKE_LOG": str(tmp_path), "FAKE_EXIT": "1",
+           "RUNNER_TEMP": str(tmp_path / "temp"), "GITHUB_OUTPUT": str(tmp_path / "out"), "SUITE": "s.toml",
+           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"), "COUNTS": counts, "CASES": "*/*/cpu", "SHARD": "",
+           "LABEL": "cpu", "SHARDS": "1", "FLEET_STORE": "", "NIGHT": str(tmp_path / "temp" / "perfguard-nightly")}
+    proc = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    import shlex
+
+    nightly_line = shlex.split((tmp_path / "perfguard").read_text().splitlines()[0])
+    assert nightly_line[:2] == ["nightly", "s.toml"] and ("--counts" in nightly_line) is (counts == "true")
