@@ -395,6 +395,11 @@ def test_example_steps_command_lines(tmp_path, event):
     assert run.perfguard()[0] == [
         "check", "perf/suite.toml", "--json", f"{out}/verdicts.json", "--report", f"{out}/report", "--annotations",
         "--base-ref", base, "--case", "*/*/cpu", "--counts", "--artifact-cache", str(cache), "--cache-max", "2GB"]
+    if event == "pull_request":  # the README shows the same command line
+        readme = (EXAMPLE / "README.md").read_text().replace("\\\n", " ")
+        (shown,) = [line for line in readme.splitlines() if line.startswith("perfguard check ")]
+        shown = shown.replace("$RUNNER_TEMP", str(run.temp)).replace("<merge-base>", base)
+        assert shlex.split(shown) == ["perfguard", *run.perfguard()[0]]
     scope = "pr-7" if event == "pull_request" else "ref-main"
     assert run.used("actions/cache/save") == {"path": str(cache), "key": f"mycc-Linux-X64-{scope}:1234-1"}
     assert _untracked(run.workspace) == ""
