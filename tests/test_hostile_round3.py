@@ -180,3 +180,44 @@ def test_a_nested_torch_descriptor_is_exit_2(tmp_path: Path) -> None:
     path.write_text('{"version": ' + NESTED + "}")
     with pytest.raises(UserError, match="nested deeper"):
         TorchModel.read(path)
+
+
+# --- 5. merge validates every setting it uses ---------------------------------------------------
+
+def _edited(path: Path, change) -> Path:  # type: ignore[no-untyped-def]
+    data = json.loads(path.read_text())
+    change(data)
+    out = path.with_name("edited-" + path.name)
+    out.write_text(json.dumps(data))
+    return out
+
+
+def _drop_history(data: dict) -> None:  # type: ignore[type-arg]
+    del data["settings"]["history"]
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda d: d["settings"].update(alpha=-3), "settings.alpha must be a level between 0 and 1"),
+    (lambda d: d["settings"].update(alpha=2.0), "settings.alpha must be a level between 0 and 1"),
+    (_drop_history, "field 'history' is missing"),
+    (lambda d: d["settings"].update(step_workers=0), "must be at least 1"),
+    (lambda d: d["mode"].update(baseline="someone-else"), "its mode.baseline differs from"),
+    (lambda d: d["settings"].update(alpha=0.2), "its settings.alpha differs from"),
+])
+def test_merge_refuses_a_setting_it_cannot_use_in_one_line(tmp_path: Path, change, said: str) -> None:  # type: ignore[no-untyped-def]
+    from .test_hostile_shards import _one_line
+    from .test_shards import _merge, _write_shards
+
+    one, two, three = _write_shards(tmp_path)
+    proc = _merge(one, _edited(two, change), three, out=tmp_path / "m.json")
+    _one_line(proc, said)
+    assert "shard 2/3" in proc.stderr and not (tmp_path / "m.json").exists()
+
+
+def test_merge_refuses_a_first_part_without_history_in_one_line(tmp_path: Path) -> None:
+    from .test_hostile_shards import _one_line
+    from .test_shards import _merge, _write_shards
+
+    one, two, three = _write_shards(tmp_path)
+    _one_line(_merge(_edited(one, _drop_history), two, three, out=tmp_path / "m.json"),
+              "shard 1/3: settings: field 'history' is missing")

@@ -18,14 +18,14 @@ family let through but the whole family does not is UNKNOWN, and the other way r
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TypeVar
 
 from perfguard.compare.check import control_false_discoveries, uncorrected
 from perfguard.compare.mode import ComparedResults, VerdictsSettings
 from perfguard.compare.verdicts import Summary, Verdict, VerdictsDocument
-from perfguard.errors import UserError
+from perfguard.errors import FieldError, UserError
 from perfguard.results import ResultDocument
 from perfguard.results.shard import ShardInfo
 from perfguard.runners.fingerprint import fingerprint_differences
@@ -167,6 +167,42 @@ def corrected_union(rows: Sequence[Verdict], plan: SequentialPlan) -> list[Verdi
     return control_false_discoveries([uncorrected(r) for r in rows], plan)
 
 
+def _same_check(ordered: Sequence[tuple[str, VerdictsDocument, ShardInfo]]) -> None:
+    """Refuses, in one line naming the part, settings merge cannot use: a part whose ``alpha`` is
+    not a level (0 < alpha < 1), whose plan is absent or impossible (no ``history``, no workers,
+    ``step_workers`` 0: a hand-edited part, which the schema allows), or whose mode or plan
+    differs from the first part's (``settings_sha256`` says they agree, but a hand edit keeps it)."""
+    first_path, first, _ = ordered[0]
+    for path, document, info in ordered:
+        where = f"{path}: shard {info.label}"
+        settings = document.settings
+        if not 0 < settings.alpha < 1:
+            raise UserError(f"{where}: settings.alpha must be a level between 0 and 1 (exclusive), found "
+                            f"{settings.alpha!r}; merge the documents as `check --shard` wrote them")
+        try:
+            sampling = settings.sampling()
+        except FieldError as exc:  # "settings: field 'history' is missing"
+            raise UserError(f"{where}: {exc} (a part written by `check --shard` records its sampling plan and "
+                            "history); merge the documents as `check --shard` wrote them") from None
+        workers = (sampling.initial_workers, sampling.step_workers, sampling.max_workers)
+        if min(workers) < 1 or settings.looks_planned < 1:
+            raise UserError(f"{where}: settings.initial_workers, step_workers, max_workers and looks_planned must be "
+                            f"at least 1, found {', '.join(map(str, (*workers, settings.looks_planned)))}")
+        differs = _first_difference(first.mode.to_json(), document.mode.to_json())
+        if differs is None:
+            differs = _first_difference(_plan_json(first.settings), _plan_json(settings), "settings.")
+        if differs is not None:
+            raise UserError(f"{where}: its {differs} differs from {first_path}'s; merge the shards of one check")
+
+
+def _plan_json(settings: VerdictsSettings) -> dict[str, object]:
+    return {k: v for k, v in settings.to_json().items() if k not in ("history", "shard_history")}
+
+
+def _first_difference(first: Mapping[str, object], other: Mapping[str, object], prefix: str = "mode.") -> str | None:
+    return next((f"{prefix}{key}" for key in sorted({*first, *other}) if first.get(key) != other.get(key)), None)
+
+
 def merge_verdicts(shards: Sequence[tuple[str, VerdictsDocument]]) -> tuple[VerdictsDocument, list[str]]:
     """The verdicts document of the whole check and the warnings (see the module docstring)."""
     ordered = ordered_shards(shards)
@@ -174,6 +210,7 @@ def merge_verdicts(shards: Sequence[tuple[str, VerdictsDocument]]) -> tuple[Verd
     kinds = {d.kind for _, d, _ in ordered}
     if len(kinds) > 1:
         raise UserError(f"the shards are of different kinds of check ({', '.join(sorted(kinds))})")
+    _same_check(ordered)
     unchecked = [_holds_its_part(p, i, None, [(r.case, r.metric) for r in d.verdicts]) for p, d, i in ordered]
     _disjoint([(i.label, sorted({r.case for r in d.verdicts})) for _, d, i in ordered], info.cases)
     rank = {case: i for i, case in enumerate(info.cases)}
