@@ -11,6 +11,9 @@ exit-code page, docs/reference/exit-codes.md, is generated from the table below)
  4   ``CASE_FAILED``     the run completed but some cases failed (compile error, wrong
                          answer, every worker crashed)
  5   ``NO_REGRESSION``   ``bisect``: no reproducible regression between good and bad
+ 6   ``UNDECIDED``       ``bisect``: good -> bad stayed undecided (too noisy to say regression
+                         or none): nothing bisected; the output names the ``--metric`` that
+                         would decide it where an exact metric changed between the ends
 70   ``INTERNAL``        a bug in perfguard (``EX_SOFTWARE`` of sysexits.h); never a verdict
 125  ``STEP_SKIP``       ``bisect step``: this commit cannot be judged (``git bisect run`` skips it)
 128  ``STEP_ABORT``      ``bisect step``: every error of the tool, bad input or internal
@@ -42,6 +45,7 @@ class ExitCode(IntEnum):
     UNKNOWN = 3
     CASE_FAILED = 4
     NO_REGRESSION = 5
+    UNDECIDED = 6
     INTERNAL = 70
     STEP_SKIP = 125
     STEP_ABORT = 128

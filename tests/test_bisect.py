@@ -53,14 +53,15 @@ def _suite(tmp_path, repo, build=None):
 
 
 def _endpoints_undecided(proc, report):
-    """Whether the first probe (good against bad) did not decide, so the bisection stopped: exit 5,
-    "no reproducible regression". On a loaded machine a +38 % endpoint pair has ended UNKNOWN;
-    that honest answer is accepted in that form only: an undecided verdict that leans slower."""
-    if report["status"] != "no-regression":
+    """Whether the first probe (good against bad) did not decide, so the bisection stopped: exit 6,
+    "undecided". On a loaded machine a +38 % endpoint pair has ended UNKNOWN; that honest answer
+    is accepted in that form only: an undecided verdict that leans slower, said as undecided."""
+    if report["status"] != "undecided":
         return False
     (probe,) = report["probes"]
     (verdict,) = probe["verdicts"].values()
-    assert verdict["decision"] == "unknown" and verdict["ratio"] > 1.0 and proc.returncode == 5, report
+    assert verdict["decision"] == "unknown" and verdict["ratio"] > 1.0 and proc.returncode == 6, report
+    assert report["endpoints"]["decision"] == "unknown" and "undecided between good and bad" in proc.stdout
     return True
 
 

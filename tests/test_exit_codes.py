@@ -161,13 +161,13 @@ def test_exit_codes_are_distinct_and_documented():
     # The numbers are the interface: CI scripts and git bisect run read them.
     assert {code.name: int(code) for code in ExitCode} == {
         "OK": 0, "REGRESSION": 1, "USAGE": 2, "UNKNOWN": 3, "CASE_FAILED": 4, "NO_REGRESSION": 5,
-        "INTERNAL": 70, "STEP_SKIP": 125, "STEP_ABORT": 128, "HUNG_UP": 129, "INTERRUPTED": 130,
+        "UNDECIDED": 6, "INTERNAL": 70, "STEP_SKIP": 125, "STEP_ABORT": 128, "HUNG_UP": 129, "INTERRUPTED": 130,
         "BROKEN_PIPE": 141, "TERMINATED": 143}
     assert (ExitCode.FOUND, ExitCode.INCONCLUSIVE, ExitCode.STEP_GOOD, ExitCode.STEP_BAD) == (0, 3, 0, 1)
-    assert ExitCode.INTERNAL not in (3, 5, 125) and ExitCode.STEP_ABORT > 127
+    assert ExitCode.INTERNAL not in (3, 5, 6, 125) and ExitCode.STEP_ABORT > 127
     # The site's exit-code page: its per-command table is written by hand, the enum's is generated.
     page = (REPO / "docs" / "reference" / "exit-codes.md").read_text()
-    assert "| 70 |" in page and "| 128 |" in page and "<!-- perfguard:exit-codes -->" in page
+    assert "| 70 |" in page and "| 128 |" in page and "| 6 |" in page and "<!-- perfguard:exit-codes -->" in page
     assert "70" in (cli.__doc__ or "") and "128" in (cli.__doc__ or "")
 
 

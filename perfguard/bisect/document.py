@@ -10,13 +10,16 @@ Format history of the bisect result (``BISECT_VERSION``), written in every mode 
    one that does not read kept as found; one per culprit, absent under ``--no-explain`` or when
    nothing was found). ``metric`` (a bisection on an exact metric, ``bisect --metric node_count``:
    every probe compiles once and its row keeps each version's value in ``values``; absent: latency,
-   timed).
+   timed). Status ``undecided`` (commits mode: good -> bad stayed undecided, nothing bisected; its
+   ``endpoints`` is that undecided comparison) with ``exact_changes`` (each exact metric whose value
+   differs between the ends, ``{"node_count": [17, 77]}``: the ``--metric`` that decides it;
+   absent when none did).
 
 Each class owns its JSON: ``from_json`` reads it, ``to_json`` writes exactly the keys today's
 writers write (``to_json(from_json(d)) == d`` for every document perfguard writes; the golden files
 under ``tests/golden/v1/`` prove it). Which optional keys a result carries follows its mode and
 status, not whether a value is None: a commits-mode result always has ``endpoints`` (null when
-there is no regression), a pipelines-mode one never has.
+there is no regression; the undecided comparison when ``undecided``), a pipelines-mode one never has.
 
 ``from_json`` also reads what the report has always accepted from hand-written documents: absent
 keys read as their defaults, ``good``/``bad`` may be a bare ref, and probe rows may be flat
@@ -439,7 +442,8 @@ class BisectResult:
 
     * every mode: ``mode``, ``status`` (``found``, ``inconclusive``, ``no-regression``; passes mode
       also ``no-divergence``; a commits bisection of a fix, which the nightly runs, ``no-improvement``
-      instead of ``no-regression``), ``suite``, ``case``, ``total_probes``, ``wall_time_s``;
+      instead of ``no-regression``; commits mode ``undecided`` when good -> bad stayed undecided,
+      with ``exact_changes``), ``suite``, ``case``, ``total_probes``, ``wall_time_s``;
     * ``commits``: ``good``/``bad`` (with ``ref``), ``commits`` (range length), ``state_file``,
       ``endpoints`` (good -> bad), ``culprits``, ``probes``, ``measured_probes``, ``skipped`` (None
       when there was no regression to search);
@@ -475,6 +479,8 @@ class BisectResult:
     explanations: list[StoredExplanation] = field(default_factory=list)
     version: int = BISECT_VERSION
     metric: str = "latency"  # what the probes compared: latency (timed) or an exact metric (compiled)
+    # ``undecided``: exact metrics whose values differ between the ends, metric -> (good, bad)
+    exact_changes: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def found(self) -> bool:
@@ -501,7 +507,8 @@ class BisectResult:
             # a hand-written effect may be cut to its estimate; it reads as a summary without a decision
             effect=optional(effect, VerdictSummary.from_json),
             explanations=get_list(d, "explanations", lambda v: read_explanation(as_object(v, "explanations"))),
-            version=get_int(d, "version") or BISECT_VERSION, metric=get_str(d, "metric", "latency") or "latency")
+            version=get_int(d, "version") or BISECT_VERSION, metric=get_str(d, "metric", "latency") or "latency",
+            exact_changes=_exact_changes(d.get("exact_changes")))
 
     def to_json(self) -> Json:
         out: Json = {"version": self.version, "kind": "bisect", "mode": self.mode, "status": self.status,
@@ -527,9 +534,23 @@ class BisectResult:
     def _explained(self, out: Json) -> Json:
         if self.metric != "latency":
             out["metric"] = self.metric
+        if self.exact_changes:
+            out["exact_changes"] = {k: [int(x) if x.is_integer() else x for x in v]
+                                    for k, v in sorted(self.exact_changes.items())}
         if self.explanations:
             out["explanations"] = [e.to_json() for e in self.explanations]
         return out
+
+
+def _exact_changes(value: object) -> dict[str, tuple[float, float]]:
+    """``exact_changes``: metric -> [good, bad], each a number (absent: none)."""
+    out = {}
+    for metric, pair in as_object(value or {}, "exact_changes").items():
+        if not (isinstance(pair, list) and len(pair) == 2 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in pair)):
+            raise StorageError(f"exact_changes: {metric!r} must be [good, bad], two numbers, found {pair!r}")
+        out[str(metric)] = (float(pair[0]), float(pair[1]))
+    return out
 
 
 def bisect_from_json(document: object, source: str | Path) -> BisectResult:

@@ -50,6 +50,22 @@ def _changed(verdict: VerdictSummary | None, direction: SearchDirection = "regre
     return verdict.decision == "different" and verdict.direction == direction
 
 
+def undecided(verdict: VerdictSummary | None) -> bool:
+    """Whether a measured comparison stayed undecided (``unknown``): too noisy to say a change or
+    none, which is neither "regression" nor "no regression"."""
+    return verdict is not None and verdict.decision == "unknown"
+
+
+def exact_changes(good: ProbeEntry | None, bad: ProbeEntry | None) -> dict[str, tuple[float, float]]:
+    """The exact metrics a probe kept whose values differ between ``good`` and ``bad`` (node
+    count: one compile decides it, where time at this noise could not)."""
+    if good is None or bad is None:
+        return {}
+    pairs = {"node_count": (good.node_count, bad.node_count)}
+    return {metric: (float(before), float(after)) for metric, (before, after) in pairs.items()
+            if before is not None and after is not None and before != after}
+
+
 @dataclass(frozen=True)
 class SearchProbe:
     """One probe of the search: ``pair`` or ``triple``, the positions measured together, its
@@ -157,13 +173,21 @@ class SequenceBisector:
         return record
 
     def confirm_endpoints(self) -> VerdictSummary | None:
-        """good -> bad must be a change in the searched direction, else there is nothing to bisect."""
+        """good -> bad must be a change in the searched direction, else there is nothing to bisect
+        (:meth:`endpoints` then tells an undecided comparison from a decided "no change")."""
         record = self._pair(0, self.n)
         if not record.ok:
             raise UserError(f"cannot bisect: {record.reason or 'an endpoint failed'}")
         verdict = self._verdict(record, 0, self.n)
         self.narrate(f"endpoints {self.name(0)} -> {self.name(self.n)}: {_text(verdict)}")
         return verdict if self._regressed(verdict) else None
+
+    def endpoints(self) -> tuple[VerdictSummary | None, dict[str, tuple[float, float]]]:
+        """What the endpoint probe measured (after :meth:`confirm_endpoints`): the good -> bad
+        verdict, and the exact metrics whose values differ between the two ends
+        (:func:`exact_changes`)."""
+        verdict, entries = self.evidence.get((0, self.n), (None, {}))
+        return verdict, exact_changes(entries.get(self.name(0)), entries.get(self.name(self.n)))
 
     def run(self) -> SearchResult:
         self._search(0, self.n)

@@ -6,8 +6,8 @@ stderr, no traceback, nothing half written); 3 undecided cases with ``--fail-on-
 run completed but some cases failed (compile error, wrong answer, every worker crashed); 70
 internal error, a bug in perfguard (``EX_SOFTWARE``; one line on stderr naming the exception and
 the file holding its traceback, and the same in the ``--json`` output where one was asked for).
-An internal error is never reported as a regression. ``bisect`` adds 3 inconclusive and 5 no
-reproducible regression. ``bisect step`` speaks ``git bisect run``: 0 good, 1 bad, 125 skip, and
+An internal error is never reported as a regression. ``bisect`` adds 3 inconclusive, 5 no
+reproducible regression and 6 undecided (good -> bad too noisy to tell). ``bisect step`` speaks ``git bisect run``: 0 good, 1 bad, 125 skip, and
 128 for every error of the tool (bad input or internal), which makes ``git bisect run`` abort
 instead of blaming a commit. 130 interrupted (Ctrl-C), 143 stopped by SIGTERM (a cancelled CI
 job), 129 by SIGHUP, 141 stdout closed early (``| head``). A signal stops a command the way Ctrl-C

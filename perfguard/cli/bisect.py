@@ -13,7 +13,8 @@ the good pipeline and the smallest reproducing edit) are compiled again and prof
 a side that cannot be profiled is recorded as "explanation unavailable", never a failure).
 Exit codes: 0 culprit found and confirmed; 2 bad input; 3 inconclusive (a
 range bordered by versions that do not build, or a culprit timing did not confirm); 5 no
-reproducible regression between good and bad. `step`: 0 good (no regression; an undecided change
+reproducible regression between good and bad; 6 undecided (good -> bad too noisy to tell: the
+output names the --metric that decides it where an exact metric changed between the ends). `step`: 0 good (no regression; an undecided change
 that is not a slowdown beyond the floor counts as good), 1 bad, 125 skip (does not build or
 compile, or an undecided slowdown beyond the floor).
 """
@@ -141,8 +142,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     if args.json:
         write_json_atomic(args.json, report.to_json())
         print(f"bisection written to {args.json}")
-    return {"found": ExitCode.FOUND, "no-regression": ExitCode.NO_REGRESSION}.get(report.status,
-                                                                              ExitCode.INCONCLUSIVE)
+    return {"found": ExitCode.FOUND, "no-regression": ExitCode.NO_REGRESSION,
+            "undecided": ExitCode.UNDECIDED}.get(report.status, ExitCode.INCONCLUSIVE)
 
 
 def _bisect_exact(suite: Suite, case: CaseSpec, args: argparse.Namespace, narrator: Progress,
@@ -208,6 +209,26 @@ def _print_explanations(report: BisectResult) -> None:
     print_explanations(report.explanations, blank_line=True)
 
 
+def undecided_lines(report: BisectResult) -> list[str]:
+    """An undecided bisection in words: the ends' comparison, then what would decide it (the
+    ``--metric`` of each exact metric that changed between the ends, else more samples)."""
+    e = report.endpoints
+    measured = ""
+    if e is not None and e.ratio is not None:
+        interval = (f" [{(e.ci_low - 1) * 100:+.1f}%, {(e.ci_high - 1) * 100:+.1f}%]"
+                    if e.ci_low is not None and e.ci_high is not None else "")
+        measured = f" ({(e.ratio - 1) * 100:+.1f}%{interval})"
+    lines = [f"undecided between good and bad: {report.metric}{measured} could not be told from noise, so it is "
+             "neither a regression nor none: nothing bisected"]
+    for metric, (before, after) in sorted(report.exact_changes.items()):
+        lines.append(f"{metric} changed between the ends ({before:g} -> {after:g}): rerun with --metric {metric} "
+                     "to bisect it by compiling only")
+    if not report.exact_changes:
+        lines.append("no exact metric changed between the ends: to decide, add workers (--workers, --max-workers), "
+                     "count instead of timing (--metric instructions, under Valgrind) or use a quieter runner")
+    return lines
+
+
 def _print_summary(report: BisectResult) -> None:
     from perfguard.names import visible
 
@@ -220,6 +241,9 @@ def _print_summary(report: BisectResult) -> None:
     say()
     if report.status == "no-regression":
         say("no reproducible regression between good and bad: nothing to bisect")
+    if report.status == "undecided":
+        for line in undecided_lines(report):
+            say(line)
     for culprit in report.culprits:
         commit, effect = culprit.commit, culprit.effect
         where = (f"range {', '.join(c.sha[:10] for c in culprit.range)}" if culprit.range
@@ -238,5 +262,8 @@ def _print_summary(report: BisectResult) -> None:
         e = report.effect
         say(f"effect: {pct(e.ratio)} [{pct(e.ci_low)}, {pct(e.ci_high)}]")
     total = "?" if report.total_probes is None else report.total_probes
-    how = "" if report.metric == "latency" else f" ({report.metric}: each version compiled once, not timed)"
+    from perfguard.suite.gates import COUNTED_METRICS
+
+    once = "counted once under Valgrind" if report.metric in COUNTED_METRICS else "compiled once"
+    how = "" if report.metric == "latency" else f" ({report.metric}: each version {once}, not timed)"
     say(f"probes: {total}{how}, wall time {report.wall_time_s or 0:.1f} s")

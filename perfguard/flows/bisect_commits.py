@@ -22,7 +22,7 @@ from perfguard.bisect.document import (
     Probe,
     ProbeRow,
 )
-from perfguard.bisect.search import SearchDirection, SearchProbe, SequenceBisector
+from perfguard.bisect.search import SearchDirection, SearchProbe, SequenceBisector, undecided
 from perfguard.bisect.state import BisectState, ProbeRecord, StateHeader, state_key
 from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root, resolve_commit
 from perfguard.errors import UserError
@@ -120,6 +120,10 @@ def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: 
                             skipped=skipped, explanations=explanations or [])
 
     if endpoint is None:
+        measured, changed = search.endpoints()
+        if direction == "regression" and undecided(measured):  # not "no regression": too noisy to tell
+            endpoint = measured
+            return dataclasses.replace(document("undecided", [], search.result.probes, None), exact_changes=changed)
         return document("no-regression" if direction == "regression" else "no-improvement", [],
                         search.result.probes, None)
     result = search.run()

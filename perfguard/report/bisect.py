@@ -98,6 +98,8 @@ class BisectView:
     effect: Effect | None = None
     # The found culprit profiled on both sides (``perfguard.report.why``), one per culprit.
     explanations: list[WhyView] = field(default_factory=list)
+    # ``undecided``: "node_count 17 -> 77" per exact metric that changed between the ends
+    exact_changes: list[str] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -181,6 +183,8 @@ def bisect_view(result: BisectResult, anchor: str = "bisect-why", warnings: list
         probes=[view for probe in result.probes for view in _probe_views(probe)], total_probes=result.total_probes,
         wall_time=fmt.duration_long(result.wall_time_s),
         skipped=[view for view in (_commit(c) for c in result.skipped or []) if view],
+        exact_changes=[f"{metric} {before:g} -> {after:g}" for metric, (before, after)
+                       in sorted(result.exact_changes.items())],
         good_pipeline=result.good_pipeline, bad_pipeline=result.bad_pipeline, edits=list(result.edits),
         minimal=[m.describe for m in result.minimal], effect=_effect(result.effect),
         explanations=why_views(result.explanations, anchor, [] if warnings is None else warnings))

@@ -114,9 +114,7 @@ def _bisect_lines(view: BisectView) -> list[str]:
     span = ""
     if view.good and view.bad:
         span = f" between {md_code(view.good.short)} and {md_code(view.bad.short)}"
-    lines = [f"**Bisection{case}**{span}{probes}{wall}:"
-             + (" no regression between these commits." if view.status == "no-regression"
-                else "" if view.culprits else f" no culprit isolated ({md_text(view.status)}).")]
+    lines = [f"**Bisection{case}**{span}{probes}{wall}:" + _outcome(view)]
     for culprit in view.culprits:
         parts = []
         if culprit.commit:
@@ -131,6 +129,17 @@ def _bisect_lines(view: BisectView) -> list[str]:
         confirmed = "" if culprit.confirmed else " (not confirmed)"
         lines.append("- " + "; ".join(parts) + confirmed)
     return lines
+
+
+def _outcome(view: BisectView) -> str:
+    """What a commits bisection came to when it names no culprit (empty when it does)."""
+    if view.status == "no-regression":
+        return " no regression between these commits."
+    if view.status == "undecided":
+        deciding = "".join(f"; {md_text(change)}: {md_code('--metric ' + change.split()[0])} decides it"
+                           for change in view.exact_changes)
+        return f" undecided: the ends could not be told from noise, nothing bisected{deciding}."
+    return "" if view.culprits else f" no culprit isolated ({md_text(view.status)})."
 
 
 def _interesting(report: Report) -> list[VerdictRow]:
