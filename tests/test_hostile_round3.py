@@ -221,3 +221,81 @@ def test_merge_refuses_a_first_part_without_history_in_one_line(tmp_path: Path) 
     one, two, three = _write_shards(tmp_path)
     _one_line(_merge(_edited(one, _drop_history), two, three, out=tmp_path / "m.json"),
               "shard 1/3: settings: field 'history' is missing")
+
+
+# --- 6. a misbehaving valgrind ------------------------------------------------------------------
+
+PROFILE = """version: 1
+creator: callgrind-3.19.0
+pid: 123
+desc: Trigger: Client Request: w
+positions: line
+events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+summary: 1000 10 10 1 1 1 1 1 1
+ob=/lib/libx.so
+fn=foo
+16 600 5 5 0 0 0 0 0 0
++2 400 5 5 1 1 1 1 1 1
+"""
+
+
+def _profile(folder: Path, text: str, pid: int = 123) -> Path:
+    path = folder / f"callgrind.out.{pid}.1-01"
+    path.write_text(text)
+    return path
+
+
+def test_a_sound_profile_reads_its_window_and_functions(tmp_path: Path) -> None:
+    from perfguard.results.counted_functions import window_functions
+    from perfguard.workers.callgrind import read_dumps
+
+    _profile(tmp_path, PROFILE)
+    assert read_dumps(tmp_path, 123)["w"]["Ir"] == 1000
+    assert [f.name for f in window_functions(tmp_path, 123, "w", 1)] == ["foo"]
+
+
+def test_an_unparseable_cost_line_fails_the_count_not_the_job(tmp_path: Path) -> None:
+    from perfguard.results.counted_functions import window_functions
+    from perfguard.workers.callgrind import read_dumps
+
+    _profile(tmp_path, PROFILE + "+3 12abc 7\n")
+    with pytest.raises(ValueError, match="a cost line that is not a position and numbers"):
+        read_dumps(tmp_path, 123)  # measure.counts._windows: "unreadable callgrind profile: ..."
+    assert window_functions(tmp_path, 123, "w", 1) == ()
+
+
+def test_a_profile_that_is_a_link_or_too_large_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfguard.results import counted_functions
+    from perfguard.workers.callgrind import read_dumps
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    target = _profile(elsewhere, PROFILE)
+    os.symlink(target, tmp_path / target.name)
+    with pytest.raises(ValueError, match="symbolic link"):
+        read_dumps(tmp_path, 123)
+    assert counted_functions.window_functions(tmp_path, 123, "w", 1) == ()
+    monkeypatch.setattr(counted_functions, "MAX_PROFILE_BYTES", 100)
+    with pytest.raises(ValueError, match="larger than 100 bytes"):
+        read_dumps(elsewhere, 123)
+
+
+def test_the_tool_string_is_the_first_line_bounded(tmp_path: Path) -> None:
+    from perfguard.workers.callgrind import MAX_TOOL_CHARS, valgrind_version
+
+    wrapper = tmp_path / "valgrind"
+    wrapper.write_text("#!/bin/sh\nprintf 'valgrind-3.19.0\\033[31m%s\\n' \"$(head -c 3000000 /dev/zero | tr '\\0' x)\"\n"
+                       "echo second line\n")
+    wrapper.chmod(0o755)
+    tool = valgrind_version(str(wrapper))
+    assert tool.startswith("valgrind-3.19.0?[31m") and len(tool) == MAX_TOOL_CHARS
+
+
+def test_a_users_glibc_tunables_are_merged_not_replaced() -> None:
+    from perfguard.workers.callgrind import COUNTED_ENV, counted_env
+
+    env = counted_env(["python"], {"GLIBC_TUNABLES": "glibc.pthread.rseq=0:glibc.malloc.mxfast=64"})
+    tunables = env["GLIBC_TUNABLES"].split(":")
+    assert "glibc.pthread.rseq=0" in tunables and "glibc.malloc.mxfast=64" not in tunables
+    assert set(COUNTED_ENV["GLIBC_TUNABLES"].split(":")) <= set(tunables)
+    assert counted_env(["python"], {})["GLIBC_TUNABLES"] == COUNTED_ENV["GLIBC_TUNABLES"]

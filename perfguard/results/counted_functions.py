@@ -18,7 +18,10 @@ largest, per inference.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,13 +140,53 @@ def functions_of_profile(text: str, inferences: int) -> tuple[FunctionCount, ...
 
 def window_functions(out_dir: Path, pid: int, label: str, inferences: int) -> tuple[FunctionCount, ...]:
     """The largest functions per inference of the calling thread's window ``label`` (the profile
-    ``callgrind.out.PID.N-01`` whose trigger is that client request); empty when there is none."""
+    ``callgrind.out.PID.N-01`` whose trigger is that client request); empty when there is none,
+    or when a profile cannot be read (a link, too large, a cost line no reader reads: the count
+    that read these files first, ``callgrind.read_dumps``, failed on it already)."""
     trigger = f"desc: Trigger: Client Request: {label}\n"
-    for path in sorted(out_dir.glob(f"callgrind.out.{pid}.*-01")):
-        text = path.read_text(errors="replace")
-        if trigger in text:
-            return functions_of_profile(text, inferences)
+    try:
+        for path in sorted(out_dir.glob(f"callgrind.out.{pid}.*-01")):
+            text = read_profile(path)
+            if trigger in text:
+                return () if unreadable_cost_line(text) else functions_of_profile(text, inferences)
+    except (OSError, ValueError):
+        return ()
     return ()
+
+
+#: The largest profile read (``callgrind.out.*``): a counted window's, names uncompressed, is a
+#: few MB (5 MB for a whole ``import numpy``); a larger one (a link to ``/dev/zero``, a 3 GB file
+#: a misbehaving ``valgrind`` wrote) is refused after this many bytes.
+MAX_PROFILE_BYTES = 256 << 20
+_PROFILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# A line that starts as a cost line (a position: digits, +N, -N or *) but is not one position and
+# whole numbers.
+_BAD_COST_LINE = re.compile(r"^(?=[0-9+*-])(?!\S+(?:[ \t]+\d+)*[ \t]*$).*$", re.MULTILINE)
+
+
+def read_profile(path: Path) -> str:
+    """The text of the profile ``path``: a regular file, opened without following a link, at most
+    :data:`MAX_PROFILE_BYTES`; a ``ValueError`` otherwise (an ``OSError`` when it cannot be read)."""
+    try:
+        fd = os.open(path, _PROFILE_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{path.name} is a symbolic link") from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path.name} is not a regular file")
+        data = handle.read(MAX_PROFILE_BYTES + 1)
+    if len(data) > MAX_PROFILE_BYTES:
+        raise ValueError(f"{path.name} is larger than {MAX_PROFILE_BYTES} bytes")
+    return data.decode(errors="replace")
+
+
+def unreadable_cost_line(text: str) -> str | None:
+    """What is wrong with the first cost line of a profile that is not a position and whole
+    numbers (:func:`function_costs` could not read it), or None."""
+    bad = _BAD_COST_LINE.search(text)
+    return None if bad is None else f"a cost line that is not a position and numbers: {bad.group(0)[:80]!r}"
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,13 @@ import platform
 import re
 import shutil
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from perfguard.errors import UserError
+from perfguard.results.counted_functions import read_profile, unreadable_cost_line
 from perfguard.results.counts import EVENTS
 
 #: The environment of a counted worker: every thread pool pinned to one thread and Python's hash
@@ -108,13 +110,28 @@ def valgrind_path() -> str:
     return found
 
 
+#: The longest tool string a count records (``valgrind-3.19.0``): the first line of ``valgrind
+#: --version``, cut here, so a wrapper that prints megabytes does not travel in every count.
+MAX_TOOL_CHARS = 64
+
+
 def valgrind_version(valgrind: str) -> str:
-    """``valgrind-3.19.0``: what a count records as its tool."""
+    """``valgrind-3.19.0``: what a count records as its tool (the first line of its ``--version``,
+    printable, at most :data:`MAX_TOOL_CHARS` characters; at most 4 KiB of the output is read)."""
     try:
-        out = subprocess.run([valgrind, "--version"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        with subprocess.Popen([valgrind, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              stdin=subprocess.DEVNULL) as proc:
+            timer = threading.Timer(30.0, proc.kill)  # a wrapper that hangs: its pipe closes
+            timer.start()
+            try:
+                head = proc.stdout.read(4096) if proc.stdout is not None else b""
+            finally:
+                timer.cancel()
+                proc.kill()
+    except OSError:
         return "valgrind"
-    return out.stdout.strip() or "valgrind"
+    first = next(iter(head.decode(errors="replace").strip().splitlines()), "")[:MAX_TOOL_CHARS]
+    return "".join(c if c.isprintable() else "?" for c in first).strip() or "valgrind"
 
 
 def counted_command(valgrind: str, out_dir: Path, worker: Sequence[str]) -> list[str]:
@@ -156,6 +173,7 @@ def counted_env(worker: Sequence[str], base: Mapping[str, str]) -> dict[str, str
     by up to 0.06 % (CodSpeed fixes its stack layout for the same reason)."""
     pinned = {key: "1" for key in base if key.endswith("_NUM_THREADS")}
     env = {**base, **pinned, **COUNTED_ENV}
+    env["GLIBC_TUNABLES"] = merged_tunables(base.get("GLIBC_TUNABLES", ""), COUNTED_ENV["GLIBC_TUNABLES"])
     env.pop(PAD_ENV, None)
     from perfguard.children import PARENT_PID_ENV
 
@@ -165,6 +183,14 @@ def counted_env(worker: Sequence[str], base: Mapping[str, str]) -> dict[str, str
     size += len(PAD_ENV) + 2
     env[PAD_ENV] = "x" * (-size % PAD_BLOCK)
     return env
+
+
+def merged_tunables(user: str, ours: str) -> str:
+    """The user's ``GLIBC_TUNABLES`` (``name=value:name=value``) with perfguard's: the user's
+    tunables that perfguard does not set are kept, in their order, before perfguard's."""
+    names = {item.partition("=")[0] for item in ours.split(":")}
+    kept = [item for item in user.split(":") if item and item.partition("=")[0] not in names]
+    return ":".join([*kept, ours])
 
 
 @dataclass(frozen=True)
@@ -196,10 +222,15 @@ def parse_dump(text: str) -> Dump:
 
 def read_dumps(out_dir: Path, pid: int) -> dict[str, Mapping[str, int]]:
     """The labelled windows of the main thread of process ``pid`` (files
-    ``callgrind.out.PID.N-01``: ``--separate-threads=yes``), by label."""
+    ``callgrind.out.PID.N-01``: ``--separate-threads=yes``), by label; a ``ValueError`` for a
+    profile that is a link, too large (:func:`read_profile`) or holds a cost line no reader reads."""
     windows: dict[str, Mapping[str, int]] = {}
     for path in sorted(out_dir.glob(f"callgrind.out.{pid}.*-01")):
-        dump = parse_dump(path.read_text(errors="replace"))
+        text = read_profile(path)
+        bad = unreadable_cost_line(text)  # the window's functions are read from these lines
+        if bad is not None:
+            raise ValueError(f"{path.name}: {bad}")
+        dump = parse_dump(text)
         if dump.label is not None:
             windows[dump.label] = dump.events
     return windows
