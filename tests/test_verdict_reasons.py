@@ -114,6 +114,9 @@ def test_latency_that_cannot_reach_its_floor_says_so_with_the_way_out(
     printed = capsys.readouterr().out.splitlines()
     assert sum(line.startswith("latency undecided in 3 of 3 cases") for line in printed) == 1
     assert all(len(line) <= 120 for line in printed)
+    comment = pr_comment(_report(_undecided_latency(0.41)))  # the PR comment says it too, once
+    assert comment.count("> 🟡 latency undecided in 3 of 3 cases: this runner cannot resolve the 2 % floor") == 1
+    assert "latency undecided" not in pr_comment(_report(make_verdicts()))
 
 
 def _exact_only() -> dict[str, Any]:

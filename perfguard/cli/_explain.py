@@ -43,15 +43,15 @@ def print_explanation(explanation: Explanation) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from perfguard.cli._text import cli_console, literal
+    from perfguard.cli._text import LOG_TABLE_WIDTH, cli_console, literal, print_title, print_wrapped
     from perfguard.profile.dimension import us
 
-    console = cli_console(min_width=130)
+    console = cli_console(min_width=130, log_width=LOG_TABLE_WIDTH)
     diff = explanation.diff
     title = f"why {explanation.case} changed: {explanation.candidate} vs {explanation.baseline}"
     if diff is not None:
-        table = Table(title=literal(f"{title} (per inference, {diff.workers_before}+{diff.workers_after} profiled "
-                                    "workers)"))
+        print_title(console, f"{title} (per inference, {diff.workers_before}+{diff.workers_after} profiled workers)")
+        table = Table()
         for column in ("op type", "provider", "nodes", "kernel before", "kernel after", "change", "workers", "share"):
             table.add_column(column, justify="left" if column in ("op type", "provider") else "right")
         for row in diff.ops[:TOP_OPS]:
@@ -76,39 +76,39 @@ def print_explanation(explanation: Explanation) -> None:
                       us(init.delta), _interval(init), "")
         console.print(table)
     else:
-        console.print(literal(title), highlight=False)
+        print_title(console, title)
     dimension = explanation.dimension
-    console.print(Text.assemble(literal(f"dimension: {dimension.label}", "bold"),
-                                literal(f" ({dimension.rule}): {dimension.headline}")), highlight=False)
+    print_wrapped(console, f"dimension: {dimension.label} ({dimension.rule}): {dimension.headline}",
+                  first=Text(f"dimension: {dimension.label}", "bold"))
     for line in dimension.evidence:
-        console.print(literal(f"  - {line}"), highlight=False)
+        print_wrapped(console, f"  - {line}")
     if explanation.gpu is not None:
         from perfguard.profile.gpu_diff import gpu_lines
 
         for line in gpu_lines(explanation.gpu, us):
-            console.print(literal(line), highlight=False)
+            print_wrapped(console, line)
     pair = explanation.counted_pair
     if pair is not None:  # why, counted (--counts): the lines the reports and the alerts show
         from perfguard.report.counted_why import pair_view
 
         for line in pair_view(pair).text_lines():
-            console.print(literal(line), highlight=False)
+            print_wrapped(console, line)
     for failure in explanation.failures:
-        console.print(Text("warning:", "yellow"), literal(failure), highlight=False)
+        print_wrapped(console, f"warning: {failure}", first=Text("warning:", "yellow"))
     if explanation.trace_file:
-        console.print(literal(f"trace written to {explanation.trace_file} (open in ui.perfetto.dev)"), highlight=False)
+        print_wrapped(console, f"trace written to {explanation.trace_file} (open in ui.perfetto.dev)")
 
 
 def print_counted_why(documents: Sequence[VerdictsDocument]) -> None:
     """Why, counted (``--counts``): per pair whose instructions changed, the functions that moved
     most (``perfguard.report.counted_why``), as the PR comment lists them."""
-    from perfguard.cli._text import cli_console, literal
+    from perfguard.cli._text import LOG_TABLE_WIDTH, cli_console, print_wrapped
     from perfguard.report.model import counted_why_views
 
-    console = cli_console(min_width=130)
+    console = cli_console(min_width=130, log_width=LOG_TABLE_WIDTH)
     for view in counted_why_views(documents):
         for line in view.text_lines():
-            console.print(literal(line), highlight=False)
+            print_wrapped(console, line)
 
 
 def print_exact_whys(document: VerdictsDocument) -> None:

@@ -149,7 +149,7 @@ def _interesting(report: Report) -> list[VerdictRow]:
 
 def job_summary(report: Report, report_url: str | None = None, max_rows: int = 40) -> str:
     """Markdown for ``$GITHUB_STEP_SUMMARY``."""
-    lines = [f"## {_title(report)}", "", _counts(report), ""]
+    lines = [f"## {_title(report)}", "", _counts(report), "", *_out_of_reach_lines(report)]
     for comparison in report.comparisons:
         rows = [r for r in comparison.rows if r.metric in ALWAYS_LISTED or r.state not in QUIET or r.floor_note]
         lines += [f"**{md_text(comparison.title)}** ({md_text(comparison.kind)})", ""]
@@ -203,7 +203,7 @@ def _run_lines(report: Report, max_rows: int) -> list[str]:
 
 def pr_comment(report: Report, report_url: str | None = None, worst: int = 5) -> str:
     """A short pull-request comment: headline, the worst few rows, a link to the full report."""
-    lines = [COMMENT_MARKER, f"### {_title(report)}", "", _counts(report), ""]
+    lines = [COMMENT_MARKER, f"### {_title(report)}", "", _counts(report), "", *_out_of_reach_lines(report)]
     attention = [r for r in _interesting(report) if r.state in ("failed", "regression")
                  or (r.state == "unknown" and r.metric == "latency")]
     # real changes under the floor: listed after those, so "same" never hides a measured change
@@ -233,6 +233,11 @@ def pr_comment(report: Report, report_url: str | None = None, worst: int = 5) ->
         lines += _bisect_lines(view)[:2] + [""]
     lines.append(_link(report_url))
     return "\n".join(lines) + "\n"
+
+
+def _out_of_reach_lines(report: Report) -> list[str]:
+    """Latency this runner could not resolve: one quoted line each, with the way out."""
+    return [*(f"> 🟡 {md_text(line)}" for line in report.out_of_reach), ""] if report.out_of_reach else []
 
 
 def _why_lines(report: Report) -> list[str]:

@@ -29,7 +29,7 @@ from perfguard.report.bisect import BisectView, bisect_view
 from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fingerprint
 from perfguard.report.counted_why import CountedWhyView, counted_why
 from perfguard.report.exact_why import ExactWhyView, exact_whys
-from perfguard.report.reasons import row_reason
+from perfguard.report.reasons import latency_out_of_reach, row_reason
 from perfguard.report.rows import SEVERITY, VerdictRow, state_of
 from perfguard.report.tune import TuneView, tune_view
 from perfguard.report.why import WhyView, why_views
@@ -141,6 +141,8 @@ class Report:
     tunes: list[TuneView] = field(default_factory=list)
     # exact regressions (node count, size): what the two pass traces say (``perfguard.report.exact_why``)
     exact_why: list[ExactWhyView] = field(default_factory=list)
+    # latency that this runner could not resolve at its floor, and the way out (``latency_out_of_reach``)
+    out_of_reach: list[str] = field(default_factory=list)
 
     @property
     def verdict_rows(self) -> list[VerdictRow]:
@@ -453,4 +455,5 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
                   comparisons=comparisons, run=run, bisections=bisections, cases=details,
                   environments=environments, warnings=warnings, why=why, explanations=explanations, tunes=tunes,
                   counted_why=counted_why_views(verdict_documents),
-                  exact_why=[view for d in verdict_documents for view in exact_whys(d)[0]])
+                  exact_why=[view for d in verdict_documents for view in exact_whys(d)[0]],
+                  out_of_reach=[line for d in verdict_documents if (line := latency_out_of_reach(d))])
