@@ -151,22 +151,29 @@ def _workspace(tmp_path: Path) -> tuple[Path, str]:
     shutil.copytree(EXAMPLE, workspace)
     env = {**os.environ, "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a",
            "GIT_COMMITTER_EMAIL": "a@b"}
-    for command in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "base"],
-                    ["commit", "-q", "--allow-empty", "-m", "head"]):
-        subprocess.run(["git", *command], cwd=workspace, env=env, check=True)
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=workspace, env=env, check=True)
+    subprocess.run(["git", "add", "."], cwd=workspace, env=env, check=True)
+    subprocess.run(["git", "commit", "-qm", "base"], cwd=workspace, env=env, check=True)
+    # The head's pass writes another artifact (a doc string), so a real check has a pair to count.
+    passes = workspace / "mycc" / "passes.py"
+    passes.write_text(passes.read_text().replace("    return model", '    model.doc_string = "head"\n    return model'))
+    subprocess.run(["git", "commit", "-qam", "head"], cwd=workspace, env=env, check=True)
     base = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=workspace, capture_output=True, text=True, check=True)
     return workspace, base.stdout.strip()
 
 
-def run_action(tmp_path: Path, inputs: dict[str, str], event: str = "pull_request", exit_code: int = 0) -> Run:
-    """Run action.yml's steps in order, as the runner would for a job of ``event`` with ``inputs``."""
+def run_action(tmp_path: Path, inputs: dict[str, str], event: str = "pull_request", exit_code: int = 0,
+               real: bool = False) -> Run:
+    """Run action.yml's steps in order, as the runner would for a job of ``event`` with ``inputs``.
+    ``real``: the venv's perfguard is this perfguard and the machine's tools (valgrind) are on PATH."""
     action = _yaml(ACTION)
     workspace, base_sha = _workspace(tmp_path)
     run = Run(log=tmp_path / "log", temp=tmp_path / "runner-temp", workspace=workspace)
     fake_bin = tmp_path / "bin"
     for folder in (run.log, run.temp, fake_bin):
         folder.mkdir()
-    for name, text in (("python", FAKE_PYTHON), ("perfguard.fake", FAKE_PERFGUARD), ("apt-get", FAKE_APT),
+    perfguard = '#!/bin/bash\nexec "$REAL_PYTHON" -m perfguard "$@"\n' if real else FAKE_PERFGUARD
+    for name, text in (("python", FAKE_PYTHON), ("perfguard.fake", perfguard), ("apt-get", FAKE_APT),
                        ("sudo", '#!/bin/bash\nexec "$@"\n')):
         (fake_bin / name).write_text(text)
         (fake_bin / name).chmod(0o755)
@@ -174,7 +181,7 @@ def run_action(tmp_path: Path, inputs: dict[str, str], event: str = "pull_reques
         found = shutil.which(tool)
         assert found, tool
         (fake_bin / tool).symlink_to(found)
-    path = [str(fake_bin)]
+    path = [str(fake_bin), *(os.environ["PATH"].split(os.pathsep) if real else [])]
     values = {name: spec.get("default", "") for name, spec in action["inputs"].items()}
     unknown = set(inputs) - set(values)
     assert not unknown, f"action.yml has no input {sorted(unknown)}"
@@ -211,7 +218,7 @@ def run_action(tmp_path: Path, inputs: dict[str, str], event: str = "pull_reques
                     "GITHUB_RUN_ID": "1234", "GITHUB_RUN_ATTEMPT": "1", "GITHUB_OUTPUT": str(github_output),
                     "GITHUB_PATH": str(github_path), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})
         proc = subprocess.run(["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", step["run"]],
-                              cwd=workspace, env=env, capture_output=True, text=True, timeout=60)
+                              cwd=workspace, env=env, capture_output=True, text=True, timeout=600 if real else 60)
         outcome = "success" if proc.returncode == 0 else "failure"
         run.outcomes[step.get("name", step_id)] = lookup[f"steps.{step_id}.outcome"] = outcome
         (run.log / f"step-{number}.out").write_text(proc.stdout + proc.stderr)
@@ -226,8 +233,11 @@ def run_action(tmp_path: Path, inputs: dict[str, str], event: str = "pull_reques
 
 
 def _untracked(workspace: Path) -> str:
-    return subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=workspace, capture_output=True,
-                          text=True, check=True).stdout
+    """Untracked files, ignored ones too, but Python's bytecode (a pass imported writes it; it does
+    not make a compile "not cacheable")."""
+    status = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=workspace, capture_output=True,
+                            text=True, check=True).stdout
+    return "".join(line + "\n" for line in status.splitlines() if not line.rstrip("/").endswith("__pycache__"))
 
 
 # --- the action ---------------------------------------------------------------------------------------
@@ -316,6 +326,24 @@ def test_a_counts_input_that_is_not_true_or_false_stops_before_anything_runs(tmp
     assert run.outcomes["Where perfguard writes"] == "failure"
     assert 'input counts must be "true" or "false", got "yes"' in (run.log / "step-1.out").read_text()
     assert run.perfguard() == [] and run.outcomes["Upload the report"] == "skipped"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed (.ci/run installs it in CI)")
+def test_a_counted_check_runs_through_the_action_and_leaves_its_counts_in_the_cache(tmp_path):
+    """The action with counts: true, end to end with this perfguard and the machine's Valgrind: the
+    example's pull request (its pass writes another artifact) checked and counted, the counts stored
+    in the folder the cache step saves, the summary written, nothing in the checkout (about 30 s)."""
+    run = run_action(tmp_path, {"suite": "perf/suite.toml", "counts": "true", "workers": "2"}, real=True)
+    logs = "".join(path.read_text() for path in sorted(run.log.glob("step-*.out")))
+    assert run.outcomes["perfguard check"] == "success", logs[-3000:]
+    assert run.outputs["check"]["exit-code"] in ("0", "3") and run.outputs["check"]["regressions"] == "0", logs[-3000:]
+    verdicts = json.loads((Path(run.outputs["paths"]["out-dir"]) / "verdicts.json").read_text())
+    counted = {row["metric"] for row in verdicts["verdicts"] if row["case"] == "resnet/mycc/cpu"}
+    assert {"instructions", "estimated_cycles"} <= counted, sorted(counted)
+    assert list((run.temp / "perfguard" / "artifact-cache" / "counts").glob("*.json")), "no counts kept in the cache"
+    assert "counts: 0 served, " in logs and (tmp_path / "summary.md").read_text().strip()
+    assert _untracked(run.workspace) == ""
 
 
 def test_perfguard_is_installed_from_the_action_into_a_venv_and_nothing_lands_in_the_checkout(tmp_path):
