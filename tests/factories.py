@@ -102,6 +102,20 @@ def make_compiler_repo(root: Path, versions: list[tuple[str, dict[str, str | Non
     return root, shas
 
 
+
+def culprit_history(root: Path, commits: int, culprit: int, work: int = 24) -> tuple[Path, list[str]]:
+    """A toy compiler's history (:func:`make_compiler_repo` at ``root``): an initial commit and
+    ``commits`` more that each add a note, but commit ``culprit``, which also makes ``extra_work``
+    insert ``work`` no-op pairs (a real slowdown). The repo and the shas, oldest first."""
+    versions: list[tuple[str, dict[str, str | None]]] = [
+        ("initial", {"mycc/__init__.py": "", "mycc/passes.py": pass_source(0)})]
+    for i in range(1, commits + 1):
+        files: dict[str, str | None] = {f"docs/n{i}.txt": f"note {i}\n"}
+        if i == culprit:
+            files["mycc/passes.py"] = pass_source(work, f"c{i}")
+        versions.append((f"commit {i}", files))
+    return make_compiler_repo(root, versions)
+
 def compiler_suite(repo: Path, *, workers: int = 6, max_workers: int = 14, extra: str = "",
                    passes: Sequence[str] = ("mycc.passes:extra_work",)) -> str:
     """A suite whose pipeline runs the compiler's ``extra_work`` pass (or ``passes``) on a small ResNet."""

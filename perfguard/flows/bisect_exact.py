@@ -14,10 +14,15 @@ not compile, is skipped, never guessed.
 Node count and artifact size are read from a compile. A counted metric (``instructions`` of
 issue 34, one counted run per version) plugs in by adding an :class:`ExactProbe` whose ``values``
 runs that count: the searches, the documents and the nightly take every metric of the table.
+
+A culprit known already (the nightly's, from another metric's bisection) is tested first
+(:func:`attribute_exact`): it and its parent probed once, together, and each change it explains
+is attributed to it in a document of one probe, with no search and no second count.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,6 +50,8 @@ from perfguard.suite import CaseSpec, Suite
 
 if TYPE_CHECKING:
     from perfguard.profile.explain import ProfileSettings
+    from perfguard.results.explanation import StoredExplanation
+    from perfguard.results.result import CaseEntry
 
 
 
@@ -68,71 +75,82 @@ MIN_STEP = 0.001
 @dataclass(frozen=True)
 class ExactProbe:
     """How one exact metric is probed: its name (the history series' metric), what one probe
-    does (said in the narrative and the docs), the function that gives each version's value, and
-    the smallest relative change that counts (a counted metric with a little A/A spread sets it
-    above that spread)."""
+    does (said in the narrative and the docs), the function that gives each version's value, the
+    smallest relative change that counts (a counted metric with a little A/A spread sets it
+    above that spread), the entry metric a probe reads (``Metrics.value``) and whether a probe
+    of it counts under Valgrind (what it costs: a counted probe reads every counted metric)."""
 
     metric: str
     how: str
     values: ValuesFn
     min_step: float = MIN_STEP
+    key: str = ""
+    counted: bool = False
+
+
+def probe_entries(suite: Suite, case: CaseSpec, variants: Sequence[Variant], progress: Progress,
+                  counted: bool) -> dict[str, CaseEntry]:
+    """Compile every variant once (one job, no measurement) and return each compiled entry by
+    label; ``counted``: each compiled variant is first counted once under Valgrind (one counted
+    process per probe, a forked child for each version's inferences and one for its compile:
+    ``perfguard.measure.counts``). Counts repeat within their small A/A spread, so one count per
+    version decides, as one compile does for a node count."""
+    from perfguard.measure.job import compile_variants
+    from perfguard.workers.callgrind import valgrind_path
+
+    if counted:
+        valgrind_path()  # one line and exit 2 before any compile when Valgrind is missing
+    once = dataclasses.replace(case, measure=dataclasses.replace(case.measure, compile_repeats=1, memory_probes=0))
+    job, compiled = compile_variants(suite, once, variants, progress)
+    try:
+        if counted:
+            job.count(list(compiled.values()))
+    finally:
+        job.close()
+    return {label: c.entry for label, c in compiled.items()}
+
+
+def probed_value(entry: CaseEntry, key: str, counted: bool) -> Probed:
+    """``entry``'s exact metric ``key`` as a probe saw it: the value, or why there is none."""
+    value = entry.metrics.value(key)
+    trace = entry.trace.to_json() if entry.trace else None
+    if entry.error is not None:
+        return Probed(f"{entry.error.stage} failed: {entry.error.message}", trace)
+    if value is None:
+        return Probed(f"not counted: no {key} (the log says why)" if counted else f"the backend gives no {key}", trace)
+    return Probed(value, trace)
 
 
 def _probe_values(key: str, counted: bool) -> ValuesFn:
-    """A probe that compiles every variant once (one job, no measurement) and reads the exact
-    metric ``key`` of each compiled entry; ``counted``: each compiled variant is first counted once
-    under Valgrind (one counted process per probe, a forked child for each version's inferences
-    and one for its compile: ``perfguard.measure.counts``). Counts repeat within their small A/A spread, so one count per
-    version decides, as one compile does for a node count."""
-    missing = f"not counted: no {key} (the log says why)" if counted else f"the backend gives no {key}"
+    """A probe that compiles (``counted``: and counts) every variant once (:func:`probe_entries`)
+    and reads the exact metric ``key`` of each compiled entry."""
 
     def values(suite: Suite, case: CaseSpec, variants: Sequence[Variant], progress: Progress) -> dict[str, Probed]:
-        import dataclasses
-
-        from perfguard.measure.job import compile_variants
-        from perfguard.workers.callgrind import valgrind_path
-
-        if counted:
-            valgrind_path()  # one line and exit 2 before any compile when Valgrind is missing
-        once = dataclasses.replace(case, measure=dataclasses.replace(case.measure, compile_repeats=1, memory_probes=0))
-        job, compiled = compile_variants(suite, once, variants, progress)
-        try:
-            if counted:
-                job.count(list(compiled.values()))
-        finally:
-            job.close()
-        out: dict[str, Probed] = {}
-        for label, c in compiled.items():
-            value = c.entry.metrics.value(key)
-            out[label] = Probed(f"{c.entry.error.stage} failed: {c.entry.error.message}" if c.entry.error is not None
-                                else missing if value is None else value,
-                                c.entry.trace.to_json() if c.entry.trace else None)
-        return out
+        entries = probe_entries(suite, case, variants, progress, counted)
+        return {label: probed_value(entry, key, counted) for label, entry in entries.items()}
 
     return values
 
 
-def compiled_values(key: str) -> ValuesFn:
+def _compiled(metric: str, key: str) -> ExactProbe:
     """Compile only: ``node_count``, ``artifact_size_bytes``."""
-    return _probe_values(key, counted=False)
+    return ExactProbe(metric, "compile only", _probe_values(key, counted=False), key=key)
 
 
-def counted_values(key: str) -> ValuesFn:
+def _counted(metric: str, how: str, min_step: float) -> ExactProbe:
     """Compile, then one count: ``instructions``, ``estimated_cycles``, ``compile_instructions``."""
-    return _probe_values(key, counted=True)
+    return ExactProbe(metric, how, _probe_values(metric, counted=True), min_step, metric, counted=True)
 
 
 #: Every metric an exact bisection can search, by the name the history store gives its series.
 #: A counted metric's smallest step is its default floor (``perfguard.suite.gates``), well above
 #: its measured A/A spread (docs/measured.md, counted evidence).
 EXACT_PROBES: dict[str, ExactProbe] = {
-    "node_count": ExactProbe("node_count", "compile only", compiled_values("node_count")),
-    "artifact_size": ExactProbe("artifact_size", "compile only", compiled_values("artifact_size_bytes")),
-    "instructions": ExactProbe("instructions", "one counted run", counted_values("instructions"), min_step=0.0025),
-    "estimated_cycles": ExactProbe("estimated_cycles", "one counted run", counted_values("estimated_cycles"),
-                                   min_step=0.005),
-    "compile_instructions": ExactProbe("compile_instructions", "one counted compile",
-                                       counted_values("compile_instructions"), min_step=0.005),
+    "node_count": _compiled("node_count", "node_count"),
+    "artifact_size": _compiled("artifact_size", "artifact_size_bytes"),
+    "instructions": _counted("instructions", "one counted run", 0.0025),
+    "estimated_cycles": _counted("estimated_cycles", "one counted run", 0.005),
+    "compile_instructions": _counted("compile_instructions", "one counted compile", 0.005),
 }
 
 
@@ -225,8 +243,6 @@ def bisect_exact_commits(suite: Suite, case: CaseSpec, good: str, bad: str, metr
                  + f" ({len(rows)} probes, each compiled once)")
     result = document(found.status, [culprit], found)
     if found.status == "found" and explain is not None:
-        import dataclasses
-
         from perfguard.flows.bisect_explain import explain_commits
 
         labels = (shas[position - 1][:10], shas[position][:10])
@@ -315,3 +331,97 @@ def bisect_exact_between(suite: Suite, case: CaseSpec, good: str, bad: str, metr
                         time.perf_counter() - started, good=CommitInfo(good_sha, good_subject, ref=good),
                         bad=CommitInfo(bad_sha, bad_subject, ref=bad), endpoints=endpoints, culprits=culprits,
                         pass_search=search, metric=metric)
+
+
+@dataclass(frozen=True)
+class ExactChange:
+    """An exact change a known culprit may explain: its metric, its range (``good``..``bad``) and
+    the series' values at its two ends (None: the series has no point there)."""
+
+    metric: str
+    good: str
+    bad: str
+    before: float | None
+    after: float | None
+
+
+def explains(parent: float, culprit: float, change: ExactChange, min_step: float) -> bool:
+    """Whether a step from ``parent`` to ``culprit`` (the culprit commit's parent and the culprit,
+    probed together) is ``change``: it moved by ``min_step`` (relative) in the change's direction,
+    and the ends agree, the parent at the good end's level and the culprit at the bad end's (neither
+    off by ``min_step`` toward the other end), so no other commit of the range moved the metric.
+    A change without both end values is judged by its direction alone."""
+    if not moved(culprit, parent, culprit, min_step):
+        return False
+    if change.before is None or change.after is None:
+        return True
+    before, after = change.before, change.after
+    return (after > before) == (culprit > parent) and not moved(parent, before, after, min_step) \
+        and not moved(culprit, after, before, min_step)
+
+
+def attribute_exact(suite: Suite, case: CaseSpec, culprit: str, changes: Sequence[ExactChange], progress: Progress,
+                    *, explanations: Sequence[StoredExplanation] = ()) -> list[BisectResult | None]:
+    """Test a known culprit commit first: whether ``culprit`` explains each of ``case``'s exact
+    ``changes`` (see :func:`explains`). Its parent and it are probed once, together: counted (two
+    counted versions, one counted process) when a change is of a counted metric, else compiled,
+    and every change of the case is read from that one probe. Returns, per change, the document
+    that attributes it to ``culprit`` (a commits bisection found in one probe; ``explanations``:
+    the culprit's, from the bisection that found it, not profiled again), or None: its range does
+    not hold the culprit, or the culprit does not explain it (the nightly bisects it on its own)."""
+    from perfguard.compile.checkout import resolve_commit
+    from perfguard.flows.bisect_commits import commit_range
+
+    started = time.perf_counter()
+    root = compiler_repo_root(suite)
+    ranges: list[list[CommitInfo] | None] = []
+    for change in changes:
+        try:
+            commits = commit_range(root, change.good, change.bad)
+        except UserError:
+            commits = []
+        holds = [c.sha for c in commits[1:]].count(culprit) == 1 and change.metric in EXACT_PROBES
+        ranges.append(commits if holds else None)
+    if not any(ranges):
+        return [None] * len(changes)
+    parent, _ = resolve_commit(root, f"{culprit}^")
+    counted = any(EXACT_PROBES[c.metric].counted for c, r in zip(changes, ranges, strict=True) if r)
+    labels = (parent[:10], culprit[:10])
+    progress.log(f"testing the known culprit {labels[1]} on {case.id} first: {labels[0]} and {labels[1]}, "
+                 + ("counted once each" if counted else "compiled once each"))
+    with checkouts(suite, [parent, culprit]) as trees:
+        broken = [f"{sha[:10]} does not build: {trees[sha]}" for sha in (parent, culprit)
+                  if not isinstance(trees[sha], CompilerCheckout)]
+        if broken:
+            progress.log(f"  not tested: {'; '.join(broken)}")
+            return [None] * len(changes)
+        entries = probe_entries(suite, case, [Variant(label, side_of(trees[sha], label))  # type: ignore[arg-type]
+                                              for sha, label in zip((parent, culprit), labels, strict=True)],
+                                progress, counted)
+    out: list[BisectResult | None] = []
+    for change, held in zip(changes, ranges, strict=True):
+        if held is None:
+            out.append(None)
+            continue
+        commits = held
+        probe = EXACT_PROBES[change.metric]
+        low, high = (probed_value(entries[label], probe.key, probe.counted).value for label in labels)
+        if isinstance(low, str) or isinstance(high, str) or not explains(low, high, change, probe.min_step):
+            progress.log(f"  {change.metric}: " + (f"{low} / {high}" if isinstance(low, str) or isinstance(high, str)
+                                                   else f"{low:g} -> {high:g}, not the change ({change.before} -> "
+                                                   f"{change.after}): bisected on its own"))
+            out.append(None)
+            continue
+        progress.log(f"  {change.metric}: {low:g} -> {high:g}: attributed to {labels[1]}")
+        position = [c.sha for c in commits].index(culprit)
+        effect = _verdict(low, high, f"{labels[0]}->{labels[1]}", change.metric)
+        ends = None if change.before is None or change.after is None else _verdict(
+            change.before, change.after, f"{commits[0].sha[:10]}->{commits[-1].sha[:10]}", change.metric)
+        out.append(BisectResult(
+            "commits", "found", suite.name, case.id, 1, time.perf_counter() - started,
+            good=dataclasses.replace(commits[0], ref=change.good), bad=dataclasses.replace(commits[-1], ref=change.bad),
+            endpoints=ends, culprits=[Culprit(commits[position], Effect.of(effect), None, True, position, None)],
+            probes=[ProbeRow("culprit", list(labels), "ok", values={labels[0]: low, labels[1]: high})],
+            commits=len(commits) - 1, state_file=None, measured_probes=1, skipped=[],
+            explanations=list(explanations), metric=change.metric))
+    return out

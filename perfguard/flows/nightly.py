@@ -15,12 +15,17 @@
    seen. A pending change that no longer shows is closed.
 4. A newly confirmed latency regression triggers ``bisect commits`` over its commit range (the
    night before .. the night it appeared), unless ``bisect=False``; the bisection document is
-   stored and linked to the change, with its culprit commit and pass. A found culprit is explained
-   once (``explain``, as ``perfguard bisect`` does: its parent against it, profiled); the alert
-   carries that explanation (``nightly --no-explain``: not).
+   stored and linked to the change, with its culprit commit and pass. The exact changes (node
+   count, size, the counted metrics) go culprit first (:mod:`perfguard.flows.nightly_culprit`):
+   a known culprit is tested on them (it and its parent, probed once) before any is bisected on
+   its own. A found culprit is explained once (``explain``, as ``perfguard bisect`` does: its
+   parent against it, profiled); the alert carries that explanation (``nightly --no-explain``: not).
+   On a counted night an identical artifact, neither timed nor counted, carries the previous
+   night's counts forward (:func:`carry_counts`), so counted ranges stay night to night.
 5. The confirmed changes are grouped into alerts (:mod:`perfguard.history.store.alert_rows`): one per
-   (suite, runner class, commit range), every case and metric of the range inside, the bisected
-   culprit and its explanation shared by all. A change whose alert was triaged closed
+   culprit, whatever metrics found it, else one per (suite, runner class, commit range), every
+   case and metric of the range inside, the bisected culprit and its explanation shared by all.
+   A change whose alert was triaged closed
    (``wont-fix``, ``expected``, ``invalid``...) is not raised again: its level is accepted.
 6. An alert that a later night's reverse step marked ``fixed`` has its fixing range bisected in
    the reverse direction (:mod:`perfguard.flows.bisect_fix`, same ``bisect`` switch): the commit
@@ -59,6 +64,7 @@ if TYPE_CHECKING:
     from perfguard.history.store import Change, Night, Point, Series, Store
     from perfguard.history.store.alert_rows import Alert
     from perfguard.profile.explain import ProfileSettings
+    from perfguard.results.result import ResultDocument
     from perfguard.results.shard import ShardInfo
 
 #: Metrics whose confirmed regressions trigger a bisection (the others are recorded only).
@@ -175,6 +181,7 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
             from perfguard.flows.nightly_recheck import recheck as recheck_tonight
 
             rechecked = recheck_tonight(suite, cases, previous.commit, settings, progress, verdicts, store)
+        verdicts = carry_counts(suite, verdicts, store, previous, progress)
         if shard is not None:
             verdicts = dataclasses.replace(verdicts, shard=dataclasses.replace(shard, base_commit=previous.commit))
         ingested = store.ingest(verdicts, source="nightly")
@@ -214,12 +221,12 @@ def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: Ch
                 result = _bisect(suite, store, finding, settings, progress, explain)
                 if result is not None:
                     report.bisections[finding.change.id] = result
-        # what timing did not attribute: a node count or size step, bisected by compiling only
-        from perfguard.flows.nightly_exact import bisect_exact_findings, exact_to_bisect
+        # the exact changes: a known culprit tested first, then bisected by compiling (or counting)
+        from perfguard.flows.nightly_culprit import attribute_and_bisect
 
-        found = [(f.change, f.series) for f in report.new_regressions]
-        report.bisections.update(bisect_exact_findings(
-            suite, store, exact_to_bisect(found, report.bisections, edited), progress, explain))
+        found = [(f.change, f.series) for f in report.findings if f.newly_confirmed and not f.known_change]
+        report.bisections.update(attribute_and_bisect(suite, store, found, report.bisections, edited, progress,
+                                                      explain))
     report.alerts = store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS, exact_metrics=EXACT_METRICS)
     if bisect:  # an alert fixed tonight (or on a night that did not bisect): which commit fixed it
         from perfguard.flows.bisect_fix import bisect_fixes
@@ -256,6 +263,60 @@ def _broken_reason(suite: Suite, cases: list[CaseSpec], progress: Progress) -> s
         return f"passes do not import: {exc}"
     finally:
         check.close()
+    return None
+
+
+def carry_counts(suite: Suite, verdicts: VerdictsDocument, store: Store, previous: Night,
+                 progress: Progress) -> VerdictsDocument:
+    """Tonight's check with the previous night's counts carried forward: on a counted night, a
+    case whose artifact is identical to its previous night's (the same execution identity, on a
+    runner of the same fingerprint) was not measured, so not counted; its inference counts are
+    that night's (exact metrics of one artifact are the same), so its counted series keep a point
+    every night and a change's range stays night to night. Compile instructions are not carried:
+    they are the compiler's work, and an identical artifact can come from a slower compile."""
+    from perfguard.compare.check import same_execution
+    from perfguard.measure.counts import counts_wanted
+    from perfguard.runners.fingerprint import fingerprint_hash
+
+    tonight = verdicts.results.candidate if verdicts.results is not None else None
+    if tonight is None or previous.document_id is None or not counts_wanted(suite) or \
+            all(e.metrics.counts is not None or not e.ok for e in tonight.cases):
+        return verdicts
+    before = _stored_candidate(store, previous.document_id)
+    if before is None:
+        return verdicts
+    old = {e.id: e for e in before.cases}
+    cases = []
+    for entry in tonight.cases:
+        last = old.get(entry.id)
+        if (entry.metrics.counts is None and last is not None and last.metrics.counts is not None
+                and same_execution(last, entry) and fingerprint_hash(before.environment.get(entry.runner) or {})
+                == fingerprint_hash(tonight.environment.get(entry.runner) or {})):
+            note = f"counts carried from the night at {previous.commit[:10]} (same execution identity)"
+            progress.log(f"{entry.id}: identical artifact, {note}")
+            entry = dataclasses.replace(entry.with_metrics(counts=last.metrics.counts),
+                                        not_measured="; ".join(filter(None, (entry.not_measured, note))))
+        cases.append(entry)
+    assert verdicts.results is not None
+    return dataclasses.replace(verdicts, results=dataclasses.replace(
+        verdicts.results, candidate=dataclasses.replace(tonight, cases=tuple(cases))))
+
+
+def _stored_candidate(store: Store, document_id: int) -> ResultDocument | None:
+    """The measured side of a stored night: its result, or its check's candidate (None: neither)."""
+    from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.errors import DecodeError
+    from perfguard.history.store.extract import parse_stored
+    from perfguard.results.result import ResultDocument
+
+    try:
+        document = parse_stored(store.document(document_id), f"stored document {document_id}")
+    except (DecodeError, UserError):
+        return None
+    if isinstance(document, ResultDocument):
+        return document
+    if isinstance(document, VerdictsDocument) and document.results is not None:
+        return document.results.candidate
     return None
 
 
@@ -395,10 +456,12 @@ def bisect_open_changes(suite: Suite, cases: list[CaseSpec], store: Store, setti
                 or not change.good_commit or not change.bad_commit or change.good_commit == change.bad_commit):
             continue
         done.append((change, _bisect(suite, store, Finding(change, s, "confirmed"), settings, progress, explain)))
-    from perfguard.flows.nightly_exact import bisect_exact_findings, exact_waiting
+    from perfguard.flows.nightly_culprit import attribute_and_bisect
+    from perfguard.flows.nightly_exact import exact_waiting
 
     waiting = exact_waiting(store, suite.name, selected)  # what timing did not attribute: by compiling
-    exact = bisect_exact_findings(suite, store, waiting, progress, explain)
+    known = {change.id: result for change, result in done if result is not None}
+    exact = attribute_and_bisect(suite, store, waiting, known, (), progress, explain)
     done += [(change, exact.get(change.id)) for change, _ in waiting]
     # the bisected changes share their culprits
     store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS, exact_metrics=EXACT_METRICS)

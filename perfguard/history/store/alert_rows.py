@@ -4,7 +4,10 @@ An *alert* (Perfherder's "alert summary") groups every confirmed change of one (
 class, commit range): the latency of each case, and the node counts, artifact sizes and compile
 times that moved in the same range. A culprit the nightly bisected for one of them is the
 culprit of all (a node-count step in a bisected range inherits it; it is not a separate alarm),
-with the bisection's own explanation (dimension, top op types, node changes).
+with the bisection's own explanation (dimension, top op types, node changes). One culprit is one
+alert, whatever metrics found it: ranges whose changes were bisected (or attributed) to the same
+commit are one alert, over the narrowest range that holds it (a counted series whose point of
+an identical night was missing saw the step over two nights; its node count over one).
 
 Kinds: ``regression`` (some change of the range got worse), ``improvement`` (all got better;
 its status is ``improvement``), ``broken`` (the compiler did not build or its passes did not
@@ -286,26 +289,64 @@ def runner_of(runner_class: str) -> str:
     return runner_class.partition(":")[0]
 
 
-def group_changes(changes: Sequence[Change]) -> list[AlertGroup]:
-    """One group per (suite, runner, good commit, bad commit) of ``changes`` (the confirmed
-    ones; any status is taken as given), in the order each range first appears. The group is a
-    regression when any change got worse (ratio > 1: every metric perfguard stores is better
-    lower), else an improvement. Its culprit is the first bisected change's (latency first), shared
-    by every change of the range."""
-    groups: dict[tuple[str, str, str | None, str | None], list[Change]] = {}
+def group_changes(changes: Sequence[Change], order: Mapping[str, int] | None = None) -> list[AlertGroup]:
+    """One group per culprit, else per commit range, of ``changes`` (the confirmed ones; any
+    status is taken as given), per suite and runner, in the order each first appears.
+
+    A change bisected (or attributed) to a culprit commit is in that culprit's group, whatever
+    metric found it and whatever its series' range (a node count bisected by compiling and the
+    instructions its culprit explains). A change without a culprit of its own shares its range's
+    (the first bisected change's of the same range: one whose pass was found first, latency
+    first), else is in its range's group. A culprit's group spans the narrowest range that holds
+    it: the latest good end and the earliest bad end of its changes by ``order`` (commit ->
+    position, the nights in order; without it, or for a commit it lacks, the first range seen). A
+    group is a regression when any change got worse (ratio > 1: every metric perfguard stores is
+    better lower), else an improvement. Its culprit (pass, bisection) is its first bisected
+    change's."""
+    ranges: dict[tuple[str, str, str | None, str | None], list[Change]] = {}
     for change in changes:
-        key = (change.key.suite, runner_of(change.key.runner_class), change.good_commit, change.bad_commit)
-        groups.setdefault(key, []).append(change)
+        ranges.setdefault(_range_key(change), []).append(change)
+    shared = {key: found.culprit_commit for key, members in ranges.items()
+              if (found := _bisected(members)) is not None and found.culprit_commit}
+    # (suite, runner, culprit or None, the range when no culprit) -> its changes
+    groups: dict[tuple[str, str, str | None, tuple[str | None, str | None]], list[Change]] = {}
+    for change in changes:
+        suite, runner_class, good, bad = range_key = _range_key(change)
+        culprit = change.culprit_commit or shared.get(range_key)
+        groups.setdefault((suite, runner_class, culprit, (None, None) if culprit else (good, bad)), []).append(change)
     out = []
-    for (suite, runner_class, good, bad), members in groups.items():
+    for (suite, runner_class, _, _), members in groups.items():
+        good, bad = narrowest_range(list(dict.fromkeys((c.good_commit, c.bad_commit) for c in members)), order or {})
         members.sort(key=lambda c: (c.key.metric != "latency", c.key.case, c.key.metric, c.key.kind, c.id))
-        bisected = next((c for c in members if c.culprit_commit or c.bisect_document_id is not None), None)
+        bisected = _bisected(members)
         out.append(AlertGroup(suite, runner_class, good, bad,
                               "regression" if any(c.ratio > 1.0 for c in members) else "improvement",
                               tuple(members), bisected.culprit_commit if bisected else None,
                               bisected.culprit_pass if bisected else None,
                               bisected.bisect_document_id if bisected else None))
     return out
+
+
+def _range_key(change: Change) -> tuple[str, str, str | None, str | None]:
+    return change.key.suite, runner_of(change.key.runner_class), change.good_commit, change.bad_commit
+
+
+def _bisected(members: Sequence[Change]) -> Change | None:
+    """The change whose culprit a group shares: the first with a culprit pass (a pass search
+    found it), else the first bisected one (latency first, as the members are sorted)."""
+    ordered = sorted(members, key=lambda c: (c.key.metric != "latency", c.key.case, c.key.metric, c.key.kind, c.id))
+    return next((c for c in ordered if c.culprit_commit and c.culprit_pass), None) or \
+        next((c for c in ordered if c.culprit_commit or c.bisect_document_id is not None), None)
+
+
+def narrowest_range(ranges: Sequence[tuple[str | None, str | None]],
+               order: Mapping[str, int]) -> tuple[str | None, str | None]:
+    """The narrowest of ranges that all hold one culprit: the latest good end and the earliest
+    bad end by ``order``; the first range when ``order`` lacks one of their commits."""
+    if len(ranges) == 1 or any(c is None or c not in order for r in ranges for c in r):
+        return ranges[0]
+    return (max((g for g, _ in ranges), key=lambda c: order[c or ""]),
+            min((b for _, b in ranges), key=lambda c: order[c or ""]))
 
 
 def fixes(alert: Alert, group: AlertGroup, exact: Collection[str] = ()) -> bool:

@@ -9,7 +9,7 @@ Each method is one transaction. Closing an alert (a status of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -28,6 +28,7 @@ from perfguard.history.store.alert_rows import (
     explanation_of,
     fixes,
     group_changes,
+    narrowest_range,
 )
 from perfguard.history.store.ingest import Ingesting
 from perfguard.history.store.queries import Querying
@@ -56,26 +57,40 @@ class Alerting(Ingesting, Querying):
         may show a fix on their own (:func:`perfguard.history.store.alert_rows.fixes`). Returns the alerts
         raised or changed, oldest first."""
         touched: set[int] = set()
-        for group in group_changes([c for c in self.changes(status="confirmed", suite=suite) if c.alert_id is None]):
+        order = {night.commit: i for i, night in enumerate(self.nights(suite))}
+        for group in group_changes([c for c in self.changes(status="confirmed", suite=suite) if c.alert_id is None],
+                                   order):
             group, fixed = self._take_fixes(group, exact_metrics)
             touched |= fixed
             if not group.changes:
                 continue
             create = alarm_metrics is None or any(c.key.metric in alarm_metrics for c in group.changes)
-            alert_id = self._attach(group, create=create)
+            alert_id = self._attach(group, order, create=create)
             if alert_id is not None:
                 touched.add(alert_id)
         touched |= self._share_culprits(suite)
         return [a for a in self.alerts(suite=suite) if a.id in touched]
 
-    def _attach(self, group: AlertGroup, *, create: bool = True) -> int | None:
+    def _attach(self, group: AlertGroup, order: Mapping[str, int], *, create: bool = True) -> int | None:
+        """Put the group's changes in the alert of its range, else in the alert of its culprit (one
+        alert per culprit: its range narrowed to the group's when that is narrower and free),
+        else in a new alert (``create``). Returns the alert's id (None: none was raised)."""
         now = schema.utc_now()
         good, bad = group.first_commit or "", group.last_commit or ""
         status = "untriaged" if group.kind == "regression" else "improvement"
         key = (alerts.c.suite == group.suite, alerts.c.runner_class == group.runner_class,
                alerts.c.good_commit == good, alerts.c.bad_commit == bad)
+        columns = (alerts.c.id, alerts.c.kind, alerts.c.status, alerts.c.good_commit, alerts.c.bad_commit)
         with self._connect(write=True) as conn:
-            row = conn.execute(sa.select(alerts.c.id, alerts.c.kind, alerts.c.status).where(*key)).first()
+            row = conn.execute(sa.select(*columns).where(*key)).first()
+            if row is None and group.culprit_commit:
+                row = conn.execute(sa.select(*columns).where(
+                    alerts.c.suite == group.suite, alerts.c.runner_class == group.runner_class,
+                    alerts.c.culprit_commit == group.culprit_commit, alerts.c.kind != "broken")
+                    .order_by(alerts.c.id)).first()
+                if row is not None and narrowest_range([(row.good_commit, row.bad_commit), (good, bad)], order) == \
+                        (good, bad):
+                    conn.execute(alerts.update().where(alerts.c.id == row.id).values(good_commit=good, bad_commit=bad))
             if row is None and not create:
                 return None
             if row is None:
@@ -188,14 +203,20 @@ class Alerting(Ingesting, Querying):
         return done
 
     def _share_culprits(self, suite: str) -> set[int]:
-        """Give every alert of ``suite`` without a culprit the first bisected change's; the ids changed."""
+        """Give every alert of ``suite`` without a culprit the first bisected change's (one whose
+        pass search found the pass first: an attribution to a known culprit has none), and an
+        alert whose culprit has no pass the pass a change with that culprit found since; the ids
+        changed."""
         with self._connect(write=False) as conn:
             rows = conn.execute(
-                sa.select(alerts.c.id, changes.c.culprit_commit, changes.c.culprit_pass, changes.c.bisect_document_id)
+                sa.select(alerts.c.id, alerts.c.explanation, changes.c.culprit_commit, changes.c.culprit_pass,
+                          changes.c.bisect_document_id)
                 .join(changes, changes.c.alert_id == alerts.c.id)
-                .where(alerts.c.suite == suite, alerts.c.culprit_commit.is_(None),
-                       changes.c.culprit_commit.is_not(None))
-                .order_by(alerts.c.id, changes.c.id)).all()
+                .where(alerts.c.suite == suite, changes.c.culprit_commit.is_not(None),
+                       sa.or_(alerts.c.culprit_commit.is_(None),
+                              sa.and_(alerts.c.culprit_pass.is_(None), changes.c.culprit_pass.is_not(None),
+                                      changes.c.culprit_commit == alerts.c.culprit_commit)))
+                .order_by(alerts.c.id, changes.c.culprit_pass.is_(None), changes.c.id)).all()
         first: dict[int, Any] = {}
         for row in rows:
             first.setdefault(int(row.id), row)
@@ -206,7 +227,8 @@ class Alerting(Ingesting, Querying):
                 explanation = None if found is None else found.to_json()
             with self._connect(write=True) as conn:
                 conn.execute(alerts.update().where(alerts.c.id == alert_id).values(
-                    culprit_commit=row.culprit_commit, culprit_pass=row.culprit_pass, explanation=explanation,
+                    culprit_commit=row.culprit_commit, culprit_pass=row.culprit_pass,
+                    explanation=explanation if explanation is not None else row.explanation,
                     updated_at=schema.utc_now()))
         return set(first)
 
