@@ -299,3 +299,21 @@ def test_a_users_glibc_tunables_are_merged_not_replaced() -> None:
     assert "glibc.pthread.rseq=0" in tunables and "glibc.malloc.mxfast=64" not in tunables
     assert set(COUNTED_ENV["GLIBC_TUNABLES"].split(":")) <= set(tunables)
     assert counted_env(["python"], {})["GLIBC_TUNABLES"] == COUNTED_ENV["GLIBC_TUNABLES"]
+
+
+# --- 7. a SQLite URL a slash short --------------------------------------------------------------
+
+@pytest.mark.parametrize("url, spelled", [
+    ("sqlite://", "sqlite:///PATH"),
+    ("sqlite://h.sqlite", "sqlite:///h.sqlite"),
+    ("sqlite:///:memory:", "sqlite:///PATH"),
+])
+def test_a_sqlite_url_that_names_no_file_is_refused_with_the_right_spelling(tmp_path: Path, url: str,
+                                                                            spelled: str) -> None:
+    from .conftest import run_cli
+    from .test_hostile_shards import _one_line
+
+    proc = run_cli("history", "ingest", str(Path(__file__).parent / "golden" / "v1" / "result-failed.json"),
+                   "--store", url, cwd=tmp_path)
+    _one_line(proc, f"names no SQLite file (in memory it would keep nothing); write three slashes and the file: {spelled}")
+    assert list(tmp_path.iterdir()) == []

@@ -200,7 +200,14 @@ def _sqlite_engine(parsed: Any, shown: str, create: bool) -> Engine:
     import sqlalchemy as sa
 
     database = parsed.database
-    if database and database != ":memory:":
+    if not database or database == ":memory:" or parsed.host:
+        # sqlite:// is SQLAlchemy's in-memory database, sqlite://name/file a "host" SQLite ignores:
+        # each a slash short of a file, and a store that keeps nothing would take a night and say 0.
+        written = f"{parsed.host or ''}/{database or ''}".strip("/") if database != ":memory:" else ""
+        example = f"sqlite:///{written}" if written else "sqlite:///PATH (sqlite:///history.sqlite, sqlite:////abs/path)"
+        raise StoreError(f"history store URL {shown} names no SQLite file (in memory it would keep nothing); "
+                         f"write three slashes and the file: {example}")
+    if database:
         path = Path(database)
         if not path.exists():
             if not create:
