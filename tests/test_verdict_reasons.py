@@ -185,3 +185,19 @@ def test_a_pipeline_edit_is_named_in_the_trace_lines() -> None:
     assert view.passes[1].startswith("the graphs differ from pass #0: fuse_bn_into_conv (40 -> 30 nodes) before, "
                                      "constant_folding (40 -> 40 nodes) now")
     assert "stopped changing the graph: constant_folding" in view.passes
+
+
+def test_a_pipeline_without_passes_has_no_op_types_to_compare() -> None:
+    """Against ``--against-pipeline none`` the baseline ran no pass: its graph is the model as
+    loaded, whose op types no trace records, so no op-type diff (not "Conv 0 -> 6")."""
+    from perfguard.report.exact_why import ExactWhyView, exact_why
+
+    verdicts = make_verdicts()
+    verdicts["results"]["baseline"]["cases"][0]["trace"]["passes"] = []
+    document = parse_document(verdicts)
+    base, cand = (side.cases[0] for side in (document.results.baseline, document.results.candidate))  # type: ignore[union-attr]
+    view = exact_why(CASE, ("node_count",), base, cand)
+    assert isinstance(view, ExactWhyView) and view.ops == ()
+    assert view.passes == ("the pipeline changed: (no passes) -> fuse_bn_into_conv, constant_folding",
+                           "added pass #0 fuse_bn_into_conv: 40 -> 30 nodes",
+                           "added pass #1 constant_folding: 30 -> 26 nodes")

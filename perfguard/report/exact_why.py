@@ -72,6 +72,8 @@ def _pass_lines(before: tuple[PassRecord, ...], after: tuple[PassRecord, ...]) -
     if names[0] != names[1]:
         lines.append(f"the pipeline changed: {', '.join(names[0]) or '(no passes)'} -> "
                      f"{', '.join(names[1]) or '(no passes)'}")
+        lines += [f"added pass #{p.index} {p.name}: {_nodes(p)}" for p in after if p.name not in names[0] and p.changed]
+        lines += [f"removed pass {p.name} (it made {_nodes(p)})" for p in before if p.name not in names[1] and p.changed]
     for old, new in zip(before, after, strict=False):
         if old.ir_hash != new.ir_hash or old.nodes_after != new.nodes_after:
             lines.append(f"the graphs differ from pass #{new.index} {new.name}: {_nodes(old)} before, "
@@ -104,9 +106,11 @@ def exact_why(case: str, metrics: tuple[str, ...], baseline: CaseEntry | None,
     if not before and not after:
         return (f"{case}: neither side recorded a pass (no passes, or a backend that compiles in one step), so "
                 "nothing to compare pass by pass")
-    ops_before, ops_after = _final_ops(before), _final_ops(after)
-    ops = sorted(((op, ops_before.get(op, 0), ops_after.get(op, 0)) for op in set(ops_before) | set(ops_after)
-                  if ops_before.get(op, 0) != ops_after.get(op, 0)), key=lambda t: (-abs(t[2] - t[1]), t[0]))
+    ops: list[tuple[str, int, int]] = []
+    if before and after:  # a side with no pass is the graph as loaded, whose op types no trace records
+        ops_before, ops_after = _final_ops(before), _final_ops(after)
+        ops = sorted(((op, ops_before.get(op, 0), ops_after.get(op, 0)) for op in set(ops_before) | set(ops_after)
+                      if ops_before.get(op, 0) != ops_after.get(op, 0)), key=lambda t: (-abs(t[2] - t[1]), t[0]))
     passes = _pass_lines(before, after)
     if not passes and not ops:
         return (f"{case}: the pass traces of both sides are the same (the change is not in the passes: the "
