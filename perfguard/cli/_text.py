@@ -61,15 +61,16 @@ def print_title(console: Console, title: str) -> None:
     console.print(literal(title, "bold"), soft_wrap=True, highlight=False)
 
 
-def print_wrapped(console: Console, line: str, width: int = LOG_TABLE_WIDTH, first: Text | None = None) -> None:
-    """``line`` as lines of at most ``width`` characters, the ones after the first indented (Rich
-    wraps at the console's width, which off a terminal is :data:`LOG_WIDTH`). ``first``: a
-    styled prefix (``warning:``) in place of the line's first characters."""
+def print_wrapped(console: Console, line: str, first: Text | None = None) -> None:
+    """``line`` as lines of at most the console's width (off a terminal with no ``COLUMNS``,
+    :data:`LOG_TABLE_WIDTH` for the commands whose tables fold), the ones after the first
+    indented, a word split only when it is longer than a line. ``first``: a styled prefix
+    (``warning:``) in place of the line's first characters."""
     import textwrap
 
     from rich.text import Text
 
-    parts = textwrap.wrap(line, min(width, console.width), subsequent_indent="    ", break_on_hyphens=False)
+    parts = textwrap.wrap(line, console.width, subsequent_indent="    ", break_on_hyphens=False)
     for index, part in enumerate(parts or [""]):
         text = literal(part)
         if index == 0 and first is not None and part.startswith(first.plain):

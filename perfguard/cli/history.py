@@ -426,7 +426,7 @@ def alert_details(alert: Alert) -> list[str]:
         if alert.explanation.counted is not None:  # why, counted: its headline
             from perfguard.report.counted_why import pair_view
 
-            lines.append(f"why, counted: {pair_view(alert.explanation.counted).text_lines()[0]}")
+            lines.append(pair_view(alert.explanation.counted).text_lines()[0])
     if alert.fixed_by:  # the commit (and pass) the nightly's bisection of the fixing range found
         lines.append(f"fixed by {alert.fixed_by}")
     if alert.assignee:
