@@ -126,3 +126,25 @@ def test_a_counted_bisection_says_each_version_was_counted_not_compiled() -> Non
     lines = printed.getvalue().splitlines()
     assert "probes: 3 (instructions: each version counted once under Valgrind, not timed), wall time 0.0 s" in lines
     assert "probes: 3 (node_count: each version compiled once, not timed), wall time 0.0 s" in lines
+
+
+def test_bisect_passes_between_commits_with_undecided_ends_is_undecided_too(
+        toy: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from perfguard.compile.checkout import CompilerCheckout
+
+    suite, shas = toy
+    repo = Path(suite.parent / "cc-repo")
+
+    @contextlib.contextmanager
+    def trees(suite: object, refs: list[str]) -> Iterator[dict[str, CompilerCheckout]]:
+        yield {ref: CompilerCheckout(ref[:10], repo, repo, ref) for ref in refs}
+
+    monkeypatch.setattr("perfguard.flows.bisect_versions.checkouts", trees)
+    monkeypatch.setattr("perfguard.flows.bisect_versions.run_probe", _probe(UNDECIDED, (17, 77)))
+    out = suite.parent / "passes.json"
+    code = cli.main(["bisect", "passes", "--suite", str(suite), "--case", "r/mycc/cpu", "--good", shas[0],
+                     "--bad", shas[-1], "--json", str(out), "--state", str(suite.parent / "p.state"), "--quiet"])
+    assert code == ExitCode.UNDECIDED
+    document = json.loads(out.read_text())
+    assert document["status"] == "undecided" and document["exact_changes"] == {"node_count": [17, 77]}
+    assert "rerun with --metric node_count" in capsys.readouterr().out

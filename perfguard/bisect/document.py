@@ -10,10 +10,10 @@ Format history of the bisect result (``BISECT_VERSION``), written in every mode 
    one that does not read kept as found; one per culprit, absent under ``--no-explain`` or when
    nothing was found). ``metric`` (a bisection on an exact metric, ``bisect --metric node_count``:
    every probe compiles once and its row keeps each version's value in ``values``; absent: latency,
-   timed). Status ``undecided`` (commits mode: good -> bad stayed undecided, nothing bisected; its
-   ``endpoints`` is that undecided comparison) with ``exact_changes`` (each exact metric whose value
-   differs between the ends, ``{"node_count": [17, 77]}``: the ``--metric`` that decides it;
-   absent when none did).
+   timed). Status ``undecided`` (commits and passes modes: good -> bad stayed undecided, nothing
+   bisected; its ``endpoints`` is that undecided comparison) with ``exact_changes`` (each exact
+   metric whose value differs between the ends, ``{"node_count": [17, 77]}``: the ``--metric``
+   that decides it; absent when none did).
 
 Each class owns its JSON: ``from_json`` reads it, ``to_json`` writes exactly the keys today's
 writers write (``to_json(from_json(d)) == d`` for every document perfguard writes; the golden files
@@ -442,8 +442,8 @@ class BisectResult:
 
     * every mode: ``mode``, ``status`` (``found``, ``inconclusive``, ``no-regression``; passes mode
       also ``no-divergence``; a commits bisection of a fix, which the nightly runs, ``no-improvement``
-      instead of ``no-regression``; commits mode ``undecided`` when good -> bad stayed undecided,
-      with ``exact_changes``), ``suite``, ``case``, ``total_probes``, ``wall_time_s``;
+      instead of ``no-regression``; commits and passes modes ``undecided`` when good -> bad stayed
+      undecided, with ``exact_changes``), ``suite``, ``case``, ``total_probes``, ``wall_time_s``;
     * ``commits``: ``good``/``bad`` (with ``ref``), ``commits`` (range length), ``state_file``,
       ``endpoints`` (good -> bad), ``culprits``, ``probes``, ``measured_probes``, ``skipped`` (None
       when there was no regression to search);

@@ -11,12 +11,13 @@ against its predecessor. A found culprit is then explained: both of its sides (i
 the good pipeline and the smallest reproducing edit) are compiled again and profiled as
 `check --explain` does, and the op-level "why" is printed and kept in --json (--no-explain: not;
 a side that cannot be profiled is recorded as "explanation unavailable", never a failure).
-Exit codes: 0 culprit found and confirmed; 2 bad input; 3 inconclusive (a
-range bordered by versions that do not build, or a culprit timing did not confirm); 5 no
-reproducible regression between good and bad; 6 undecided (good -> bad too noisy to tell: the
-output names the --metric that decides it where an exact metric changed between the ends). `step`: 0 good (no regression; an undecided change
-that is not a slowdown beyond the floor counts as good), 1 bad, 125 skip (does not build or
-compile, or an undecided slowdown beyond the floor).
+Exit codes: 0 culprit found and confirmed; 2 bad input; 3 inconclusive (a range bordered by
+versions that do not build, or a culprit timing did not confirm); 5 no reproducible regression
+between good and bad; 6 undecided (commits, and passes between commits: good -> bad too noisy to
+tell; the output names the --metric that decides it where an exact metric changed between the
+ends). `step`: 0 good (no regression; an undecided change that is not a slowdown beyond the floor
+counts as good), 1 bad, 125 skip (does not build or compile, or an undecided slowdown beyond the
+floor).
 """
 
 from __future__ import annotations

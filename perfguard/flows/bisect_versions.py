@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfguard.bisect.document import BisectResult, CommitInfo, Culprit, PassSearch
+from perfguard.bisect.search import exact_changes, undecided
 from perfguard.bisect.state import BisectState, ProbeRecord, StateHeader, state_key
 from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root, resolve_commit
 from perfguard.errors import UserError
@@ -72,6 +73,9 @@ def bisect_passes_between_commits(suite: Suite, case: CaseSpec, good_ref: str, b
                             good=CommitInfo(good), bad=CommitInfo(bad), endpoints=verdict, culprits=culprits,
                             pass_search=search, explanations=explanations or [])
 
+    if result.ok and undecided(verdict):  # not "no regression": too noisy to tell (exit 6)
+        changed = exact_changes(result.entries.get(labels[0]), result.entries.get(labels[1]))
+        return dataclasses.replace(document("undecided", 1, [], None), exact_changes=changed)
     if not result.ok or verdict is None or not verdict.is_regression:
         return document("no-regression", 1, [], None)
     search = bisect_passes_between(suite, case, good, bad, settings, progress, state, result.entries, labels)
