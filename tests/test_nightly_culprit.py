@@ -163,7 +163,7 @@ def test_a_counted_nightly_with_one_culprit_opens_one_alert_and_counts_it_once(
     assert points[1].value == points[0].value and points[2].value > points[1].value
     # one alert for the culprit, holding every changed metric, over the night-to-night range
     metrics = {series[c.series_id].key.metric for c in changes}
-    assert {"node_count", "instructions", "estimated_cycles"} <= metrics, summary
+    assert {"node_count", "instructions", "compile_instructions"} <= metrics, summary
     (alert,) = alerts
     assert (alert.first_commit, alert.last_commit) == (shas[4], shas[8]), summary
     assert (alert.culprit_commit, alert.culprit_pass) == (shas[CULPRIT_AT], PASS), summary

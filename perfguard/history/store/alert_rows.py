@@ -340,7 +340,7 @@ def _bisected(members: Sequence[Change]) -> Change | None:
 
 
 def narrowest_range(ranges: Sequence[tuple[str | None, str | None]],
-               order: Mapping[str, int]) -> tuple[str | None, str | None]:
+                    order: Mapping[str, int]) -> tuple[str | None, str | None]:
     """The narrowest of ranges that all hold one culprit: the latest good end and the earliest
     bad end by ``order``; the first range when ``order`` lacks one of their commits."""
     if len(ranges) == 1 or any(c is None or c not in order for r in ranges for c in r):
