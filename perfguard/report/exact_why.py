@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from perfguard.report.escape import md_text
+from perfguard.report.reasons import fired_only_in, stopped_passes
 
 if TYPE_CHECKING:
     from perfguard.backends.base import PassRecord
@@ -81,15 +82,8 @@ def _pass_lines(before: tuple[PassRecord, ...], after: tuple[PassRecord, ...]) -
                          f"the graphs differ from pass #{new.index}: {old.name} ({_nodes(old)}) before, "
                          f"{new.name} ({_nodes(new)}) now")
             break
-    fired_before = {p.name for p in before if p.changed}
-    fired_after = {p.name for p in after if p.changed}
-    common = set(names[0]) & set(names[1])
-    stopped = [n for n in names[0] if n in common and n in fired_before - fired_after]
-    started = [n for n in names[1] if n in common and n in fired_after - fired_before]
-    if stopped:
-        lines.append(f"stopped changing the graph: {', '.join(dict.fromkeys(stopped))}")
-    if started:
-        lines.append(f"now changes the graph: {', '.join(dict.fromkeys(started))}")
+    lines += [f"stopped changing the graph: {stopped}" for stopped in stopped_passes(before, after)]
+    lines += [f"now changes the graph: {p.name} ({_nodes(p)})" for p in fired_only_in(after, before)]
     return lines
 
 

@@ -17,10 +17,13 @@ from typing import TYPE_CHECKING
 from perfguard.report import format as fmt
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from perfguard.backends.base import PassRecord
     from perfguard.compare.verdicts import Verdict, VerdictsDocument
     from perfguard.results import CaseEntry
 
-__all__ = ["floor_words", "latency_out_of_reach", "row_reason", "stopped_passes"]
+__all__ = ["floor_words", "latency_out_of_reach", "fired_only_in", "passes_of", "row_reason", "stopped_passes"]
 
 #: Metrics whose change follows the work the passes did: a pass that stopped firing shows here.
 COMPILE_METRICS = ("compile_instructions", "compile_time")
@@ -59,19 +62,24 @@ def _exact(row: Verdict) -> str:
             f"{floor_words(row.gate, row.unit)}")
 
 
-def stopped_passes(baseline: CaseEntry | None, candidate: CaseEntry | None) -> list[str]:
-    """Passes that changed the graph on the baseline's side and no longer do on the candidate's
-    (same name, both traces recorded): ``fuse_bn_into_conv (40 -> 30 nodes before, now
-    unchanged)``. Empty when either trace is missing."""
-    before = baseline.trace.passes if baseline is not None and baseline.trace is not None else ()
-    after = candidate.trace.passes if candidate is not None and candidate.trace is not None else ()
-    fired = {p.name: p for p in before if p.changed}
-    out = []
-    for record in after:
-        old = fired.pop(record.name, None)
-        if old is not None and not record.changed:
-            out.append(f"{record.name} ({old.nodes_before} -> {old.nodes_after} nodes before, now unchanged)")
-    return out
+def passes_of(entry: CaseEntry | None) -> tuple[PassRecord, ...]:
+    """The pass records of an entry's trace (none without an entry or a trace)."""
+    return entry.trace.passes if entry is not None and entry.trace is not None else ()
+
+
+def fired_only_in(first: Sequence[PassRecord], second: Sequence[PassRecord]) -> list[PassRecord]:
+    """The passes of ``first`` that changed the graph there and not in ``second``, where ``second``
+    runs a pass of that name too: (baseline, candidate) gives the passes that stopped changing
+    the graph, (candidate, baseline) the ones that started."""
+    quiet = {p.name for p in second if not p.changed}
+    return [p for p in dict((p.name, p) for p in first if p.changed).values() if p.name in quiet]
+
+
+def stopped_passes(before: Sequence[PassRecord], after: Sequence[PassRecord]) -> list[str]:
+    """Passes that changed the graph in the baseline's trace ``before`` and no longer do in the
+    candidate's ``after``: ``fuse_bn_into_conv (40 -> 30 nodes before, now unchanged)``."""
+    return [f"{p.name} ({p.nodes_before} -> {p.nodes_after} nodes before, now unchanged)"
+            for p in fired_only_in(before, after)]
 
 
 def row_reason(row: Verdict, baseline: CaseEntry | None = None, candidate: CaseEntry | None = None) -> str:
@@ -87,7 +95,7 @@ def row_reason(row: Verdict, baseline: CaseEntry | None = None, candidate: CaseE
         before, after = fmt.quantity(c.baseline_median, row.unit), fmt.quantity(c.candidate_median, row.unit)
         reason = f"{before} -> {after}: {c.reason}" if before and after and c.reason else c.reason
     if row.metric in COMPILE_METRICS and row.direction == "improvement" and not math.isnan(c.ratio):
-        stopped = stopped_passes(baseline, candidate)
+        stopped = stopped_passes(passes_of(baseline), passes_of(candidate))
         if stopped:
             reason += ("; not a plain improvement: " + ("pass " if len(stopped) == 1 else "passes ")
                        + ", ".join(stopped) + " stopped changing the graph")
