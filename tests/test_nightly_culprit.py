@@ -169,6 +169,11 @@ def test_a_counted_nightly_with_one_culprit_opens_one_alert_and_counts_it_once(
     assert (alert.culprit_commit, alert.culprit_pass) == (shas[CULPRIT_AT], PASS), summary
     assert {c.metric for c in alert.changes} == metrics and all(c.alert_id == alert.id for c in changes), summary
     assert reports[-1].exit_regression
+    from perfguard.report.nightly import markdown_summary
+
+    text = markdown_summary(reports[-1])
+    print(text)
+    assert text.count(f"| {alert.id} | untriaged |") == 1 and "bisected on node\\_count" in text, text
     # the culprit counted once with its parent: at most ceil(log2 N) + 2 counted versions
     probes = sum(n for where, n in counted if where == "bisect")
     assert 0 < probes <= math.ceil(math.log2(NIGHTS[2] - NIGHTS[1])) + 2, summary
