@@ -13,6 +13,7 @@ calls, and the rule that says whether a culprit explains a change.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -99,6 +100,58 @@ def test_the_store_keeps_one_alert_per_culprit_across_nights_and_narrows_its_ran
         (one,) = store.alerts(suite=suite)
         assert one.id == alert.id and (one.first_commit, one.last_commit) == (MIDDLE, BAD)
         assert sorted(c.change_id for c in one.changes) == [wide.id, narrow.id]
+
+
+
+def _night(cpu_model: str, *entries: tuple[str, float | None]):  # type: ignore[no-untyped-def]
+    """The golden run's document with its first cases as (execution identity, instructions or
+    None: not counted, an identical artifact), on a cpu runner of ``cpu_model``."""
+    from perfguard.results import load_result
+    from perfguard.results.counts import Counts
+    from perfguard.results.result import ArtifactInfo
+
+    run = load_result(GOLDEN_RUN)
+    cases = []
+    for entry, (identity, instructions) in zip(run.cases, entries, strict=False):
+        counts = None if instructions is None else Counts(instructions, 0, 0, 0, 0, instructions, 3, "window", "v")
+        cases.append(dataclasses.replace(entry.with_metrics(counts=counts), runner="cpu",
+                                         artifact=ArtifactInfo("0" * 64, 100, 10, {}, identity),
+                                         not_measured=None if instructions else "identical artifact to its pair"))
+    return dataclasses.replace(run, cases=tuple(cases), environment={"cpu": {**run.environment["cpu"],
+                                                                             "cpu_model": cpu_model}})
+
+
+def test_an_identical_night_carries_the_previous_nights_counts_and_nothing_else(tmp_path: Path) -> None:
+    """Counts go forward only to an entry of the same execution identity, on a runner of the
+    same fingerprint, on a counted night; an entry counted tonight keeps its own."""
+    from types import SimpleNamespace
+
+    from perfguard.compare.mode import CheckMode, ComparedResults, VerdictsSettings
+    from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.flows.nightly import carry_counts
+    from perfguard.progress import Progress
+
+    def check(cpu_model: str) -> VerdictsDocument:  # tonight: a identical, b rebuilt, c counted
+        tonight = _night(cpu_model, ("id-a", None), ("id-b2", None), ("id-c", 3100.0))
+        return VerdictsDocument.of(CheckMode("base-ref", "base", "head", "HEAD~1", GOOD, None, BAD), [],
+                                   VerdictsSettings(0.05, 1), ComparedResults(tonight), [])
+
+    before = _night("AMD EPYC", ("id-a", 1000.0), ("id-b", 2000.0), ("id-c", 3000.0))
+    a, b, c = (e.id for e in before.cases[:3])
+    counted, uncounted = SimpleNamespace(counts=True), SimpleNamespace(counts=False)
+    with Store.open(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
+        night = store.record_night("toy", GOOD, store.ingest(before).document_id)
+        carried = carry_counts(counted, check("AMD EPYC"), store, night, Progress())  # type: ignore[arg-type]
+        other_machine = carry_counts(counted, check("Intel Xeon"), store, night, Progress())  # type: ignore[arg-type]
+        verdicts = check("AMD EPYC")
+        not_counted = carry_counts(uncounted, verdicts, store, night, Progress())  # type: ignore[arg-type]
+    assert carried.results is not None and other_machine.results is not None
+    got = {e.id: (e.metrics.value("instructions"), e.not_measured) for e in carried.results.candidate.cases}
+    assert got[a][0] == 1000.0 and f"counts carried from the night at {GOOD[:10]}" in (got[a][1] or "")
+    assert got[b] == (None, "identical artifact to its pair")  # another artifact: nothing carried
+    assert got[c][0] == 3100.0  # counted tonight
+    assert all(e.metrics.counts is None for e in other_machine.results.candidate.cases if e.id != c)
+    assert not_counted is verdicts
 
 
 # --- a replayed counted nightly (slow) ---------------------------------------------------------------
