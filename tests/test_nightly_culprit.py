@@ -103,6 +103,50 @@ def test_the_store_keeps_one_alert_per_culprit_across_nights_and_narrows_its_ran
 
 
 
+
+def test_the_nights_exact_changes_go_compile_only_first_then_each_culprit_is_tested_before_a_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The order of :func:`attribute_and_bisect` (probes faked): the node count is bisected
+    first (compile only, though the instructions step is larger); its culprit is tested on the
+    rest; the counted change it does not explain is bisected on its own, and its culprit tested
+    on what is left. An improvement is attributed, never bisected on its own."""
+    import perfguard.flows.nightly_culprit as nightly_culprit
+    from perfguard.bisect.document import BisectResult, CommitInfo, Culprit
+    from perfguard.history.store import Series
+    from perfguard.progress import Progress
+
+    def found(change_id: int, metric: str, ratio: float, good: str = MIDDLE):  # type: ignore[no-untyped-def]
+        change = _change(change_id, metric, good, None, ratio=ratio)
+        return change, Series(change_id, change.key, 3, "", "", 1.0)
+
+    nodes, size, instructions = found(1, "node_count", 1.1), found(2, "artifact_size", 1.05), \
+        found(3, "instructions", 1.5, GOOD)
+    cycles, smaller = found(4, "estimated_cycles", 1.2, GOOD), found(5, "compile_instructions", 0.9, GOOD)
+    explained = {CULPRIT: {2, 3, 5}, "e" * 40: {4}}  # what each culprit explains
+    bisected_to = {1: CULPRIT, 4: "e" * 40}
+    calls: list[tuple[str, object]] = []
+
+    def result(culprit: str) -> BisectResult:
+        return BisectResult("commits", "found", culprits=[Culprit(CommitInfo(culprit), None, None, True)])
+
+    def attribute_to(suite, store, pending, known, progress):  # type: ignore[no-untyped-def]
+        culprit = known.culprits[0].commit.sha
+        calls.append(("test", (culprit[:1], sorted(c.id for c, _ in pending))))
+        return {c.id: result(culprit) for c, _ in pending if c.id in explained[culprit]}
+
+    def bisect(suite, store, chosen, progress, explain):  # type: ignore[no-untyped-def]
+        (change, _), = chosen
+        calls.append(("bisect", change.id))
+        return {change.id: result(bisected_to[change.id])}
+
+    monkeypatch.setattr(nightly_culprit, "attribute_to", attribute_to)
+    monkeypatch.setattr(nightly_culprit, "bisect_exact_findings", bisect)
+    done = nightly_culprit.attribute_and_bisect(None, None, [instructions, cycles, smaller, nodes, size], {}, (),  # type: ignore[arg-type]
+                                                Progress(), None)
+    assert calls == [("bisect", 1), ("test", ("c", [2, 3, 4, 5])), ("bisect", 4)]
+    assert {i: r.culprits[0].commit.sha[:1] for i, r in done.items() if r.culprits[0].commit} == {
+        1: "c", 2: "c", 3: "c", 5: "c", 4: "e"}
+
 def _night(cpu_model: str, *entries: tuple[str, float | None]):  # type: ignore[no-untyped-def]
     """The golden run's document with its first cases as (execution identity, instructions or
     None: not counted, an identical artifact), on a cpu runner of ``cpu_model``."""
