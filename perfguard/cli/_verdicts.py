@@ -74,11 +74,12 @@ def print_verdicts(document: VerdictsDocument, verbose: bool = False) -> None:
     for line in why:
         print_wrapped(console, line)
     s = document.summary
-    geo = s.latency_geomean
-    geo_text = (f"; latency geometric mean {_pct(geo.ratio)} [{_pct(geo.ci_low)}, {_pct(geo.ci_high)}] "
-                f"over {plural(geo.cases, 'case')}") if geo else ""
     print_wrapped(console, f"{plural(s.regressions, 'regression')}, {plural(s.improvements, 'improvement')}, "
-                            f"{s.same} same, {s.unknown} undecided, {s.failed} failed{geo_text}")
+                           f"{s.same} same, {s.unknown} undecided, {s.failed} failed")
+    geo = s.latency_geomean
+    if geo:  # a line of its own: the counts above never wrap where the interval is wide
+        print_wrapped(console, f"latency geometric mean {_pct(geo.ratio)} [{_pct(geo.ci_low)}, {_pct(geo.ci_high)}] "
+                               f"over {plural(geo.cases, 'case')}")
     out_of_reach = latency_out_of_reach(document)
     if out_of_reach:
         print_wrapped(console, out_of_reach)
