@@ -54,9 +54,10 @@ class ExactWhyView:
                 *(f"  {line}" for line in self.lines())]
 
     def markdown(self) -> list[str]:
-        """A Markdown list item (PR comment, job summary), names escaped as data."""
-        return [f"- why, exactly, {md_text(self.case)} ({md_text(', '.join(self.metrics))}): the pass traces",
-                *(f"  - {md_text(line)}" for line in self.lines())]
+        """A paragraph and its list (PR comment, job summary), names escaped as data; a paragraph,
+        not an item, so a list just before it (the rows' reasons) stays a list of its own."""
+        return [f"Why, exactly, {md_text(self.case)} ({md_text(', '.join(self.metrics))}), from the pass traces:",
+                "", *(f"- {md_text(line)}" for line in self.lines()), ""]
 
 
 def _final_ops(passes: tuple[PassRecord, ...]) -> dict[str, int]:
@@ -116,7 +117,7 @@ def exact_whys(document: VerdictsDocument) -> tuple[list[ExactWhyView], list[str
     """Per case with an exact (not noisy) REGRESSION: its view, or the line saying why there is
     none. A profiled case gets one too: the profile says where the time went, the traces which
     pass made the graph different."""
-    from perfguard.report.model import pair_entries
+    from perfguard.report.pairs import pair_entries
 
     regressed: dict[str, list[str]] = {}
     rows: dict[str, Verdict] = {}

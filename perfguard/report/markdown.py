@@ -250,8 +250,7 @@ def _why_lines(report: Report) -> list[str]:
 def _exact_why_lines(report: Report, shown: int = 3) -> list[str]:
     """Exact regressions: the pass trace's highlight and the op-type diff of each case (the first
     ``shown``), as the nightly's alert shows them."""
-    lines = [line for view in report.exact_why[:shown] for line in view.markdown()]
-    return [*lines, ""] if lines else []
+    return [line for view in report.exact_why[:shown] for line in view.markdown()]
 
 
 def _counted_why_lines(report: Report, shown: int = 5) -> list[str]:

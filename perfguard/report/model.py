@@ -29,6 +29,7 @@ from perfguard.report.bisect import BisectView, bisect_view
 from perfguard.report.cases import CaseDetail, SideView, case_detail, flatten_fingerprint
 from perfguard.report.counted_why import CountedWhyView, counted_why
 from perfguard.report.exact_why import ExactWhyView, exact_whys
+from perfguard.report.pairs import entries_by_id, pair_entries, side_documents
 from perfguard.report.reasons import latency_out_of_reach, row_reason
 from perfguard.report.rows import SEVERITY, VerdictRow, state_of
 from perfguard.report.tune import TuneView, tune_view
@@ -151,38 +152,11 @@ class Report:
 
 # --- helpers over result documents -------------------------------------------------------------
 
-def _entries(document: ResultDocument) -> dict[str, CaseEntry]:
-    return {entry.id: entry for entry in document.cases}
-
-
 def _case_parts(entry: CaseEntry | None, case_id: str) -> tuple[str, str]:
     """(model/pipeline, runner) from the entry's own fields; the whole id when they are missing."""
     if entry and entry.model and entry.pipeline and entry.runner:
         return f"{entry.model}/{entry.pipeline}", entry.runner
     return case_id, ""
-
-
-def _side_documents(document: VerdictsDocument) -> list[tuple[str, ResultDocument]]:
-    return [] if document.results is None else list(document.results.sides())
-
-
-def pair_entries(document: VerdictsDocument, row: Verdict) -> tuple[CaseEntry | None, CaseEntry | None, int, int]:
-    """The baseline and candidate entries of a verdict row and the indices of their documents."""
-    sides = _side_documents(document)
-    case = row.case
-    if len(sides) >= 2:
-        return _entries(sides[0][1]).get(case), _entries(sides[1][1]).get(case), 0, 1
-    if not sides:
-        return None, None, 0, 0
-    entries = _entries(sides[0][1])
-    candidate = entries.get(case)
-    baseline = None
-    if candidate is not None:
-        for entry in entries.values():
-            if (entry.model, entry.runner, entry.pipeline) == (candidate.model, candidate.runner, row.baseline):
-                baseline = entry
-                break
-    return baseline, candidate, 0, 0
 
 
 # --- verdict documents ----------------------------------------------------------------------------
@@ -254,7 +228,7 @@ def counted_why_views(documents: Sequence[VerdictsDocument]) -> list[CountedWhyV
 
 def comparison_view(document: VerdictsDocument, details: list[CaseDetail]) -> ComparisonView:
     """The comparison of one verdict document; appends its case details to ``details``."""
-    sides_docs = _side_documents(document)
+    sides_docs = side_documents(document)
     suite = _suite_name([d for _, d in sides_docs])
     by_case: dict[str, list[VerdictRow]] = {}
     pairs: dict[str, tuple[CaseEntry | None, CaseEntry | None, int, int, str, str]] = {}
@@ -349,7 +323,7 @@ def run_view(documents: list[tuple[str, ResultDocument]], details: list[CaseDeta
         for entry in document.cases:
             if entry.id not in order:
                 order.append(entry.id)
-    entries = [_entries(d) for _, d in documents]
+    entries = [entries_by_id(d) for _, d in documents]
     firsts = [_first_medians(d) for _, d in documents]
     rows = []
     for case in order:
@@ -397,7 +371,7 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
         if isinstance(document, VerdictsDocument):
             comparisons.append(comparison_view(document, details))
             verdict_documents.append(document)
-            sources = _side_documents(document)
+            sources = side_documents(document)
         elif isinstance(document, ResultDocument):
             results.append((label, document))
             sources = [(label, document)]
@@ -406,7 +380,7 @@ def build_report(documents: Sequence[Document], labels: list[str] | None = None)
             if document.proof is not None:  # the proof's rows join the verdict table
                 comparisons.append(comparison_view(document.proof, details))
                 verdict_documents.append(document.proof)
-                sources = _side_documents(document.proof)
+                sources = side_documents(document.proof)
         else:
             bisections.append(bisect_view(document, f"bisect-{len(bisections) + 1}-why", explain_warnings))
         for side_label, source in sources:

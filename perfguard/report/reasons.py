@@ -115,7 +115,7 @@ def latency_out_of_reach(document: VerdictsDocument) -> str | None:
     detectable change, the measured noise (cv of both sides), and what would decide it. None when
     every latency verdict decided or could have."""
     from perfguard.compare.check import detectable
-    from perfguard.report.model import pair_entries
+    from perfguard.report.pairs import pair_entries
 
     rows = [r for r in document.verdicts if r.metric == "latency" and r.gated and r.decision == "unknown"
             and r.comparison.method not in ("identity", "none") and not r.comparison.mde <= r.comparison.floor]
