@@ -317,3 +317,88 @@ def test_a_sqlite_url_that_names_no_file_is_refused_with_the_right_spelling(tmp_
                    "--store", url, cwd=tmp_path)
     _one_line(proc, f"names no SQLite file (in memory it would keep nothing); write three slashes and the file: {spelled}")
     assert list(tmp_path.iterdir()) == []
+
+
+# --- 8. one night per suite, runner class and commit, enforced by the store ---------------------
+
+def _night_document(index: int, commit: str = "c" * 40, shard: tuple[int, int] | None = None) -> dict:  # type: ignore[type-arg]
+    from .test_history_store import small_result
+
+    data = small_result(index)
+    data["compiler"]["commit"] = commit
+    if shard is not None:
+        ids = [c["id"] for c in data["cases"]]
+        data["shard"] = {"version": 2, "k": shard[0], "n": shard[1], "cases": ids, "part": ids,
+                         "suite_sha256": "s" * 64, "settings_sha256": "t" * 64, "head_commit": commit,
+                         "base_commit": None, "costs": "static"}
+    return data
+
+
+def _nightly_ingest(url: str, index: int, barrier, results) -> None:  # type: ignore[no-untyped-def]
+    from perfguard.errors import StoreError
+    from perfguard.history.store import Store
+    from perfguard.results import parse_result
+
+    document = parse_result(_night_document(index), "<night>")
+    with Store.open(url) as store:
+        barrier.wait()
+        try:
+            results.put(("stored", store.ingest(document, source="nightly").document_id))
+        except StoreError as exc:
+            results.put(("refused", str(exc)))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def night_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    else:
+        from .pg import create_database
+
+        url = create_database(request.getfixturevalue("postgres_url"), f"n_{os.getpid()}_{id(tmp_path)}")
+    from perfguard.history.store import Store
+
+    with Store.open(url):  # created before the writers race
+        pass
+    return url
+
+
+def test_two_nightlies_that_store_together_record_one_night_of_a_commit(night_store: str) -> None:
+    import multiprocessing
+
+    from perfguard.history.store import Store
+
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(2), context.Queue()
+    writers = [context.Process(target=_nightly_ingest, args=(night_store, i, barrier, results)) for i in (1, 2)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(120)
+        assert writer.exitcode == 0
+    outcomes = sorted(results.get(timeout=10) for _ in writers)
+    assert [kind for kind, _ in outcomes] == ["refused", "stored"], outcomes
+    said = str(outcomes[0][1])
+    assert "golden already has a night at commit cccccccccc on cpu" in said and "\n" not in said
+    with Store.open(night_store) as store:
+        stored = store.latest_results("golden")
+        assert [document_id for document_id, _ in stored] == [outcomes[1][1]]
+        points = store.all_points()
+        assert all(len({p.commit for p in series}) == len(series) for series in points.values())
+
+
+def test_a_night_is_refused_after_a_broken_night_but_parts_and_other_sources_are_not(tmp_path: Path) -> None:
+    from perfguard.errors import StoreError
+    from perfguard.history.store import Store
+    from perfguard.results import parse_result
+
+    with Store.open(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
+        store.ingest(parse_result(_night_document(1, shard=(1, 2)), "<1/2>"), source="nightly")
+        store.ingest(parse_result(_night_document(2, shard=(2, 2)), "<2/2>"), source="nightly")  # its sibling part
+        with pytest.raises(StoreError, match="already has a night at commit cccccccccc on cpu"):
+            store.ingest(parse_result(_night_document(3, shard=(1, 2)), "<1/2 again>"), source="nightly")
+        store.ingest(parse_result(_night_document(4), "<file>"), source="results.json")  # history ingest: no night
+        store.record_broken_night("golden", "d" * 40, "it does not build")
+        with pytest.raises(StoreError, match=r"night \d+, broken"):
+            store.ingest(parse_result(_night_document(5, commit="d" * 40), "<after broken>"), source="nightly")
+        store.ingest(parse_result(_night_document(6, commit="e" * 40), "<next commit>"), source="nightly")

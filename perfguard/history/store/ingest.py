@@ -10,6 +10,14 @@ writers race (the second one's insert does nothing and it answers with the first
 On PostgreSQL, series rows are created with "insert ... on conflict do nothing" in the order of
 their keys, so concurrent writers neither fail nor deadlock. A writer killed mid-document leaves
 nothing of it: a document and its points are one transaction.
+
+One night per suite, runner class and commit: a night's document (``source="nightly"``) is stored
+only when no other night's document of its suite, at its commit, holds points of one of its runner
+classes (the parts of one sharded night, same N and another K, aside), and no broken night was
+recorded there. The nightly checks that before it measures (``perfguard.flows.nightly_once``); two
+nightlies started together both pass that check, so the store checks again in the transaction that
+stores the document, with nightly writers queued (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: an
+advisory lock), and the second is refused in one line with nothing of it stored.
 """
 
 from __future__ import annotations
@@ -25,12 +33,18 @@ from perfguard.errors import StorageError, StoreError
 from perfguard.history.store import extract, schema
 from perfguard.history.store.engine import StoreConnection, insert_ignoring
 from perfguard.history.store.rows import Ingested
-from perfguard.history.store.schema import documents, points, series, utc_stamp
+from perfguard.history.store.schema import documents, nights, points, series, utc_stamp
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
     from perfguard.history.store.extract import Extracted, PointRow, StoredDocument
+
+
+#: The ``source`` of a night's document (``perfguard nightly``): one per suite, runner class and commit.
+NIGHTLY = "nightly"
+# pg_advisory_xact_lock key that queues the writers of nights' documents (distinct from the migration's).
+_NIGHT_LOCK = 0x6E696768  # "nigh"
 
 
 class Ingesting(StoreConnection):
@@ -105,8 +119,41 @@ class Ingesting(StoreConnection):
                                      .where(documents.c.sha256 == digest)).one()
                 return Ingested(known.id, known.kind, False, 0)
             document_id = int(inserted.id)
+            if source == NIGHTLY:
+                self._refuse_a_second_night(conn, found, body, document_id)
             self._insert_points(conn, document_id, rows)
         return Ingested(document_id, found.kind, True, len(rows))
+
+    def _refuse_a_second_night(self, conn: Connection, found: Extracted, body: object, document_id: int) -> None:
+        """A ``StoreError`` when another night holds ``found``'s commit on one of its runner
+        classes (see the module docstring); ``document_id``, just inserted, rolls back with it."""
+        from perfguard.runners import runner_kind
+
+        if conn.dialect.name == "postgresql":  # nightly writers one at a time: the check sees every other
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_NIGHT_LOCK)))
+        if found.commit is None:
+            return
+        here = f"history store {self.url}: {found.suite} already has a night at commit {found.commit[:10]}"
+        broken = conn.execute(sa.select(nights.c.id).where(nights.c.suite == found.suite, nights.c.status == "broken",
+                                                           nights.c.commit_sha == found.commit)).first()
+        if broken is not None:
+            raise StoreError(f"{here} (night {broken.id}, broken); tonight's document is not stored")
+        tonight = {runner_kind(row.key.runner_class) for row in found.points}
+        part = _shard_part(body)
+        others = conn.execute(sa.select(documents.c.id, documents.c.body).where(
+            documents.c.suite == found.suite, documents.c.commit_sha == found.commit,
+            documents.c.source == NIGHTLY, documents.c.id != document_id)).all()
+        for other in others:
+            theirs = _shard_part(_stored(other.body, f"history store {self.url}: document {other.id}"))
+            if part is not None and theirs is not None and part[1] == theirs[1] and part[0] != theirs[0]:
+                continue  # another part of one sharded night
+            classes = {runner_kind(name) for name in conn.execute(
+                sa.select(series.c.runner_class).distinct().join(points, points.c.series_id == series.c.id)
+                .where(points.c.document_id == other.id)).scalars()}
+            shared = sorted(tonight & classes)
+            if shared:
+                raise StoreError(f"{here} on {', '.join(shared)} (document {other.id}, stored by a nightly that ran "
+                                 "beside this one); tonight's document is not stored")
 
     @staticmethod
     def _insert_points(conn: Connection, document_id: int, rows: Sequence[tuple[PointRow, str]]) -> None:
@@ -164,3 +211,12 @@ def _stored(body: bytes, where: str) -> Any:
         raise StoreError(str(exc)) from None
     except (ValueError, zlib.error) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise StoreError(f"{where}: corrupt ({exc})") from None
+
+
+def _shard_part(body: object) -> tuple[int, int] | None:
+    """(K, N) of a document's ``shard`` object (``nightly --shard K/N``), or None."""
+    shard = body.get("shard") if isinstance(body, dict) else None
+    if not isinstance(shard, dict):
+        return None
+    k, n = shard.get("k"), shard.get("n")
+    return (k, n) if isinstance(k, int) and isinstance(n, int) else None
