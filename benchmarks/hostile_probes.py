@@ -7,8 +7,7 @@ stderr. Nothing here asserts (the tests do); the table is for a reviewer and the
 ``--quick`` skips the probes that compile and measure (run, SIGTERM, the cache's linked entry, a
 repeated night, a nested manifest).
 
-The third round's probes (issue 44) that need no command line (the counts cache, the callgrind
-reader, notify's marker) call the function a command calls, in a child capped at 1 GiB too.
+The third round's probes (issue 44) are in ``hostile_probes_3.py``.
 
 The second round's probes (issue 32: the artifact cache, shards and merge, the runner bundle, the
 nightly) run each command under a 1 GiB address-space limit (``RLIMIT_AS`` in the child), so a
@@ -244,22 +243,27 @@ def bundle_probe(scratch: Path):
     codes = []
     for _ in range(2):  # PYTHON=false: the first step fails; the retry must not be refused
         proc = subprocess.run(["bash", str(script), "--cpu", "relout"], cwd=folder, capture_output=True, text=True,
-                              env={**os.environ, "PYTHON": "false"}, timeout=120, preexec_fn=_capped)
+                              env={**os.environ, "PYTHON": "false"}, timeout=120, preexec_fn=_cap_memory)
         codes.append(proc.returncode)
     left = sorted(p.name for p in folder.iterdir()) + (["REPO/relout"] if (ROOT / "relout").exists() else [])
     refused = "refused" if "not empty" in proc.stderr else "not refused"
     yield "bundle: relative OUT, failed build twice", (codes[-1], f"retry {refused}; left behind: {left or 'nothing'}")
 
 
-def nightly_probe(scratch: Path):
-    """Issue 32, item 12: a second nightly at the same commit (a real git repository)."""
-    folder = scratch / "night"
+def _night_repo(folder: Path) -> tuple[Path, str]:
+    """A tiny suite committed in its own git repository in ``folder``, and a store URL beside it."""
     folder.mkdir()
     path = suite(folder)
     for args in (["init", "-q", "-b", "main"], ["add", "suite.toml"],
                  ["-c", "user.name=p", "-c", "user.email=p@p", "commit", "-qm", "suite"]):
         subprocess.run(["git", "-C", str(folder), *args], check=True)
-    store = f"sqlite:///{folder / 'h.sqlite'}"
+    return path, f"sqlite:///{folder / 'h.sqlite'}"
+
+
+def nightly_probe(scratch: Path):
+    """Issue 32, item 12: a second nightly at the same commit (a real git repository)."""
+    folder = scratch / "night"
+    path, store = _night_repo(folder)
     perfguard("nightly", str(path), "--store", store, "--quiet", "--no-bisect", cwd=folder)
     proc = subprocess.run([*PERFGUARD, "nightly", str(path), "--store", store, "--quiet", "--no-bisect"], cwd=folder,
                           capture_output=True, text=True, timeout=600, preexec_fn=_cap_memory)
@@ -477,117 +481,9 @@ def notify_probes(scratch: Path, quick: bool):
     drip.close()
 
 
-# --- third round (issue 44): the counts cache, nested JSON, merge settings, Valgrind, sqlite:// ----
-
-PROBE_API = """
-import json, os, resource, sys
-from pathlib import Path
-resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-from perfguard.compile.cache import CompileCache
-from perfguard.measure.counts import CompileCounts
-from perfguard.measure.counts_cache import CountsDocument, CountsKey, _read
-from perfguard.results.counts import COUNT_PROTOCOL, Counts
-here = Path(sys.argv[1])
-key = CountsKey(sys.argv[3], "e" * 16, "c" * 64 if sys.argv[3] == "compile" else "", "[]", 0, 3, 3, COUNT_PROTOCOL,
-                "valgrind-3.19.0", "0.1")
-def counts(**changed):
-    return Counts(**{**dict(instructions=5e6, data_reads=1.0, data_writes=2.0, l1_misses=3.0, ll_misses=4.0,
-                            estimated_cycles=5e6, inferences=3, method="window", tool="valgrind-3.19.0",
-                            protocol=COUNT_PROTOCOL), **changed})
-def plant(data, folder=None):
-    cache = CompileCache(here / "cache")
-    folder = folder or here / "cache" / "counts"
-    folder.mkdir(exist_ok=True)
-    (folder / f"{key.digest}.json").write_bytes(data if isinstance(data, bytes) else json.dumps(data).encode())
-    return cache
-"""
-
-
-def _api(folder: Path, code: str, kind: str = "run") -> tuple[int, str]:
-    """Run ``code`` after :data:`PROBE_API` in a child capped at 1 GiB: its exit code and the last
-    line it printed (or of its stderr)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, "-c", PROBE_API + code, str(folder), "", kind], cwd=folder,
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
-    lines = (proc.stdout.strip() or proc.stderr.strip() or "(nothing)").splitlines()
-    return proc.returncode, lines[-1]
-
-
-def _served(document: str) -> str:
-    return f"cache = plant({document})\nprint('SERVED' if _read(cache, key) else 'dropped, counted again')"
-
-
-def counts_probes(scratch: Path):
-    """Issue 44, items 1 and 4: planted counts documents, through a link and in the cache."""
-    yield "counts: counts/ a link to planted documents", _api(scratch / "k0", (
-        "CompileCache(here / 'cache')\n(here / 'elsewhere').mkdir()\nos.symlink(here / 'elsewhere', here / 'cache' / 'counts')\n"
-        "cache = plant(CountsDocument(key, counts=counts()).to_json(), here / 'elsewhere')\n"
-        "print('SERVED' if _read(cache, key) else 'not read')"))
-    for i, (name, document, kind) in enumerate((
-            ("inferences: 0", "CountsDocument(key, counts=counts(inferences=0)).to_json()", "run"),
-            ("21 functions", "{**CountsDocument(key, counts=counts()).to_json(), 'counts': {**counts().to_json(), "
-             "'functions': [{'name': f'f{i}', 'object': 'x', 'instructions': 1.0} for i in range(21)]}}", "run"),
-            ("16 MB, 250 k functions", "{**CountsDocument(key, counts=counts()).to_json(), 'counts': {**counts()"
-             ".to_json(), 'functions': [{'name': f'f{i}', 'object': 'x', 'instructions': 1.0} for i in "
-             "range(250_000)]}}", "run"),
-            ("a negative per-pass count", "CountsDocument(key, compile=CompileCounts(5, {0: -1}, {})).to_json()",
-             "compile"),
-            ("a negative compile total", "CountsDocument(key, compile=CompileCounts(-5, {0: 1}, {})).to_json()",
-             "compile"),
-            ("'[' x 200,000", "b'[' * 200_000 + b']' * 200_000", "run"),
-            ("nested in an object", "b'{\"key\": ' + b'[' * 200_000 + b']' * 200_000 + b'}'", "run"))):
-        yield f"counts: {name}", _api(scratch / f"k{i + 1}", _served(document), kind)
-
-
-def third_round(quick: bool):
-    scratch = Path(tempfile.mkdtemp(prefix="hostile-probes-3-"))
-    try:
-        yield from counts_probes(scratch)
-        yield "notify: a marker of 50,000 %5B", _api(scratch / "n", (
-            "from perfguard.history.notify import last_reported\n"
-            "print(last_reported(['<!-- perfguard-reported:' + '%5B' * 50_000 + ' -->']) or 'ignored')"))
-        for name, change in (("alpha = -3", {"alpha": -3}), ("alpha = 2.0", {"alpha": 2.0}),
-                             ("no history", {"history": None})):
-            document = _shard_document("verdicts-pipeline.json")
-            document["settings"] = {k: v for k, v in {**document["settings"], **change}.items() if v is not None}
-            shard = scratch / "shard.json"
-            shard.write_text(json.dumps(document))
-            yield f"merge: {name}", perfguard("merge", str(shard), "--json", str(scratch / "m.json"), cwd=scratch)
-        profile = ("events: Ir\nsummary: 10\ndesc: Trigger: Client Request: w\nfn=f\n{}\n")
-        for name, code in (
-                ("an unparseable cost line", f"(here / 'callgrind.out.1.1-01').write_text({profile.format('+3 x 7')!r})"),
-                ("a profile -> /dev/zero", "os.symlink('/dev/zero', here / 'callgrind.out.1.1-01')")):
-            yield f"callgrind: {name}", _api(scratch / name.replace(" ", "-"), (
-                f"{code}\nfrom perfguard.workers.callgrind import read_dumps\n"
-                "from perfguard.results.counted_functions import window_functions\n"
-                "functions = window_functions(here, 1, 'w', 1)\n"
-                "try:\n    read_dumps(here, 1)\nexcept ValueError as exc:\n"
-                "    print(f'count failed: {exc}; functions: {len(functions)}')"))
-        yield "callgrind: valgrind --version of 3 MB", _api(scratch / "v", (
-            "(here / 'valgrind').write_text('#!/bin/sh\\nhead -c 3000000 /dev/zero | tr \"\\\\0\" x\\n')\n"
-            "(here / 'valgrind').chmod(0o755)\nfrom perfguard.workers.callgrind import valgrind_version\n"
-            "print(f'tool string of {len(valgrind_version(str(here / \"valgrind\")))} characters')"))
-        yield "callgrind: a user's GLIBC_TUNABLES", _api(scratch / "g", (
-            "from perfguard.workers.callgrind import counted_env\n"
-            "print(counted_env(['x'], {'GLIBC_TUNABLES': 'glibc.pthread.rseq=0'})['GLIBC_TUNABLES'])"))
-        yield "history ingest --store sqlite://", perfguard("history", "ingest", str(GOLDEN), "--store", "sqlite://",
-                                                          cwd=scratch)
-        if not quick:
-            folder = scratch / "m"
-            folder.mkdir()
-            path, cache = suite(folder), folder / "cache"
-            perfguard("run", str(path), "--out", str(folder / "a.json"), "--artifact-cache", str(cache), cwd=folder)
-            for manifest in cache.glob("??/*/manifest.json"):
-                manifest.write_text("[" * 200_000 + "]" * 200_000)
-            proc = subprocess.run([*PERFGUARD, "run", str(path), "--out", str(folder / "b.json"), "--artifact-cache",
-                                   str(cache)], cwd=folder, capture_output=True, text=True, timeout=600)
-            said = next((x for x in proc.stderr.splitlines() if "failed verification" in x), "(no warning)")
-            yield "cache: manifest.json nested 200,000 deep", (proc.returncode, said)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
 def main() -> None:
+    from hostile_probes_3 import third_round  # the third round (issue 44), in its own module
+
     quick = "--quick" in sys.argv
     width = 44
     print(f"{'probe':<{width}} exit  first line of stderr")
