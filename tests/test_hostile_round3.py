@@ -402,3 +402,10 @@ def test_a_night_is_refused_after_a_broken_night_but_parts_and_other_sources_are
         with pytest.raises(StoreError, match=r"night \d+, broken"):
             store.ingest(parse_result(_night_document(5, commit="d" * 40), "<after broken>"), source="nightly")
         store.ingest(parse_result(_night_document(6, commit="e" * 40), "<next commit>"), source="nightly")
+
+
+def test_a_run_document_whose_counts_name_another_tool_than_its_key_is_dropped(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path / "cache")
+    counts = _run(tool="valgrind-3.19.0" + "x" * 100_000)  # 100 kB in every result it would serve
+    path = _plant(tmp_path / "cache", _key(), json.dumps(CountsDocument(_key(), counts=counts).to_json()).encode())
+    assert _read(cache, _key()) is None and not path.exists() and cache.stats.dropped == 1

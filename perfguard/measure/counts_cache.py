@@ -152,6 +152,8 @@ def _read(cache: CompileCache, key: CountsKey) -> CountsDocument | None:
             raise ValueError("it names another key")
         if (document.counts if key.kind == "run" else document.compile) is None:
             raise ValueError(f"it holds no {key.kind} counts")
+        if document.counts is not None and document.counts.tool != key.tool:  # a key's tool is bounded
+            raise ValueError("its counts name another tool than its key")
         refused = _refused(document)
         if refused:
             raise ValueError(refused)
