@@ -409,3 +409,22 @@ def test_a_run_document_whose_counts_name_another_tool_than_its_key_is_dropped(t
     counts = _run(tool="valgrind-3.19.0" + "x" * 100_000)  # 100 kB in every result it would serve
     path = _plant(tmp_path / "cache", _key(), json.dumps(CountsDocument(_key(), counts=counts).to_json()).encode())
     assert _read(cache, _key()) is None and not path.exists() and cache.stats.dropped == 1
+
+
+def test_nested_worker_values_in_a_point_are_a_one_line_store_error(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    from perfguard.errors import StoreError
+    from perfguard.history.store import Store
+
+    from .test_history_store import small_result
+
+    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    with Store.open(url) as store:
+        store.ingest_json(small_result(1), source="one.json")
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE points SET worker_values = ?", (NESTED,))
+    engine.dispose()
+    with Store.open(url) as store, pytest.raises(StoreError, match="corrupt worker values in a point"):
+        store.all_points()
