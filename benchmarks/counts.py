@@ -25,6 +25,9 @@ forked from it per count, as a counted check does):
     python benchmarks/counts.py [--runs 20] [--models resnet_s,bert_s,yolo_s] [--cost]
     python benchmarks/counts.py --compile-runs 20 [--models ...]   # the A/A of counted compiles
     python benchmarks/counts.py --from-kept DIR [--models ...]     # the report of a --keep DIR's runs
+    python benchmarks/counts.py --drift [--runs 20] [--busy 2]     # one tiny artifact in separate processes
+    python benchmarks/counts.py --model resnet:depth=16,width=64,image_size=224 [--phases] [--check]
+        # a real-size model: one counted child phase by phase (protocols 3 and 4), a counted check's cost
 """
 
 from __future__ import annotations
@@ -249,9 +252,27 @@ def main() -> None:
     parser.add_argument("--from-kept", type=Path, default=None,
                         help="count nothing: report the runs a --keep folder holds (an interrupted benchmark's too)")
     parser.add_argument("--compile-runs", type=int, default=0, help="only the A/A of counted compiles, N runs")
+    parser.add_argument("--model", default=None, metavar="ARCH:K=V,...",
+                        help="a real-size zoo model (resnet:depth=16,width=64,image_size=224 is ResNet-34): the "
+                             "phases of one counted child (--phases) and a counted check's cost (--check)")
+    parser.add_argument("--phases", action="store_true", help="with --model: one counted child, phase by phase")
+    parser.add_argument("--check", action="store_true", help="with --model: a counted check, cold and served")
+    parser.add_argument("--drift", action="store_true",
+                        help="one tiny artifact counted in --runs separate processes: spread and A/A (--busy N cores)")
+    parser.add_argument("--busy", type=int, default=2, help="with --drift: cores kept busy (stress-ng --cpu N)")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a log file sees each line
     models = args.models.split(",")
+    if args.drift:
+        from counts_drift import run as run_drift
+
+        run_drift(args.runs, args.busy)
+        return
+    if args.model:
+        from counts_model import run as run_model
+
+        run_model(args.model, args.phases or not args.check, args.check or not args.phases)
+        return
     if args.cost_only:
         with tempfile.TemporaryDirectory(prefix="counts-cost-") as tmp:
             _cost(Path(tmp), args.cost_case)

@@ -110,14 +110,15 @@ def _perfguard(*args: str, env: dict[str, str] | None = None, cwd: Path | None =
 
 @pytest.fixture(scope="module")
 def counted_check(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict, Path]:
-    """One real counted check: every pipeline against ``none``, identical artifacts timed and
-    counted too (``--measure-identical``), so ``none_again`` is a real A/A in its own process."""
+    """One real counted check with the cache simulation (``--counts-cache``): every pipeline
+    against ``none``, identical artifacts timed and counted too (``--measure-identical``), so
+    ``none_again`` is a real A/A in its own process."""
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
     folder = tmp_path_factory.mktemp("counted")
     suite = _suite(folder)
     out = folder / "verdicts.json"
-    proc = _perfguard("check", str(suite), "--against-pipeline", "none", "--counts", "--measure-identical",
+    proc = _perfguard("check", str(suite), "--against-pipeline", "none", "--counts-cache", "--measure-identical",
                       "--artifact-cache", str(folder / "cache"), "--json", str(out), "--quiet", cwd=folder,
                       env={**os.environ, "COLUMNS": "200"})
     assert out.exists(), proc.stderr[-2000:]
@@ -151,7 +152,8 @@ def test_counted_results_hold_per_inference_counts_from_the_cache_simulation(cou
     assert len(counted) == 3, [c["id"] for c in entries]
     for counts in counted:
         record = Counts.from_json(counts)  # the typed reader accepts what the run wrote
-        assert record.instructions > 10_000 and record.method == "window" and record.tool.startswith("valgrind")
+        assert record.instructions > 10_000 and record.method == "least" and record.tool.startswith("valgrind")
+        assert record.cache and record.inferences == 3  # a small model: the least of three windows
         assert 0 < record.l1_misses < record.instructions + record.data_reads + record.data_writes
         assert record.ll_misses <= record.l1_misses
         assert record.estimated_cycles >= record.instructions  # every access costs at least a cycle
@@ -197,7 +199,7 @@ def test_a_second_counted_check_takes_the_counts_the_artifact_cache_can_name(cou
     _, first, verdicts = counted_check
     folder = verdicts.parent
     out = tmp_path / "again.json"
-    proc = _perfguard("check", str(folder / "suite.toml"), "--against-pipeline", "none", "--counts",
+    proc = _perfguard("check", str(folder / "suite.toml"), "--against-pipeline", "none", "--counts-cache",
                       "--measure-identical", "--artifact-cache", str(folder / "cache"), "--json", str(out),
                       cwd=folder, env={**os.environ, "COLUMNS": "200"})
     assert out.exists(), proc.stderr[-2000:]
@@ -233,10 +235,10 @@ def test_without_valgrind_a_counted_run_is_one_line_and_exit_2(tmp_path: Path) -
         assert not (tmp_path / "r.json").exists()
 
 
-def test_the_suite_refuses_a_counts_that_is_not_a_boolean(tmp_path: Path) -> None:
+def test_the_suite_refuses_a_counts_that_is_not_a_boolean_or_cache(tmp_path: Path) -> None:
     suite = _suite(tmp_path, 'counts = "yes"')
     proc = _perfguard("run", str(suite), "--out", str(tmp_path / "r.json"))
-    assert proc.returncode == 2 and "[measure].counts" in proc.stderr and "true or false" in proc.stderr
+    assert proc.returncode == 2 and "[measure].counts" in proc.stderr and 'true, false or "cache"' in proc.stderr
 
 
 # -- pure parts, known numbers -------------------------------------------------------------------
@@ -273,11 +275,46 @@ def test_estimated_cycles_is_l1_hits_plus_5_ll_hits_plus_35_ram_hits() -> None:
     assert estimated_cycles(events) == 1340 + 5 * 54 + 35 * 6
 
 
-def test_per_inference_is_the_window_over_its_inferences_and_nothing_without_it() -> None:
-    many = {"Ir": 5200, "Dr": 0, "Dw": 0}
-    counts = per_inference({window_label("v", 5): many}, "v", 5, "valgrind-3.19.0")
-    assert counts["window"].instructions == 5200 / 5 and counts["window"].inferences == 5
-    assert per_inference({window_label("v", 4): many}, "v", 5, "valgrind-3.19.0") == {}
+def test_per_inference_is_the_least_of_its_windows_of_one_and_nothing_without_all_of_them() -> None:
+    """Protocol 4: N windows of one inference; the figure is the least (an inference in which
+    the runtime did its periodic bookkeeping too is left out); a missing window: no figure."""
+    windows = {window_label("v", 3, 0): {"Ir": 1040, "Dr": 10}, window_label("v", 3, 1): {"Ir": 1000, "Dr": 9},
+               window_label("v", 3, 2): {"Ir": 3100, "Dr": 50}}
+    counts = per_inference(windows, "v", 3, "valgrind-3.19.0", cache=False)
+    least = counts["window"]
+    assert least.instructions == 1000 and least.data_reads == 9 and least.inferences == 3
+    assert least.method == "least" and least.value("estimated_cycles") is None and least.value("instructions") == 1000
+    del windows[window_label("v", 3, 1)]
+    assert per_inference(windows, "v", 3, "valgrind-3.19.0") == {}
+
+
+def test_a_count_with_the_cache_simulation_has_estimated_cycles_and_one_without_says_so() -> None:
+    events = {"Ir": 1000, "Dr": 300, "Dw": 100, "I1mr": 20, "D1mr": 30, "D1mw": 10, "ILmr": 2, "DLmr": 3, "DLmw": 1}
+    simulated = Counts.from_events(events, 1, "least", "v", cache=True, windows=3)
+    plain = Counts.from_events(events, 1, "least", "v", cache=False, windows=3)
+    assert simulated.value("estimated_cycles") == estimated_cycles(events) and plain.value("estimated_cycles") is None
+    assert "cache" not in simulated.to_json() and plain.to_json()["cache"] is False
+    assert Counts.from_json(plain.to_json()) == plain and Counts.from_json(simulated.to_json()) == simulated
+
+
+def test_the_plan_counts_a_large_model_once_and_a_small_one_three_times(tmp_path: Path) -> None:
+    """Warm-up and window sized by the model (its multiply-accumulates, one plan for all its
+    pipelines); the instrumented warm-up only where the caches are simulated."""
+    import onnx
+
+    from perfguard.measure.counts import LARGE_MODEL_MACS, count_plan
+    from perfguard.models.cost import model_macs
+    from perfguard.models.zoo import build_model
+
+    small, large = tmp_path / "small.onnx", tmp_path / "large.onnx"
+    onnx.save(build_model("resnet", {"depth": 2, "width": 8, "image_size": 32, "num_classes": 10}), small)
+    onnx.save(build_model("resnet", {"depth": 2, "width": 64, "image_size": 224, "num_classes": 10}), large)
+    assert model_macs(small) < LARGE_MODEL_MACS <= model_macs(large)
+    assert (count_plan(small, False).warmup, count_plan(small, False).inferences) == (3, 3)
+    plan = count_plan(large, False)
+    assert (plan.warmup, plan.inferences, plan.instrumented_warmup) == (1, 1, 0)
+    assert count_plan(large, True).instrumented_warmup == 1
+    assert count_plan(tmp_path / "missing.onnx", False).inferences == 3
 
 
 def _counted(instructions: float | None, case: str = "m/p/cpu", protocol: int = COUNT_PROTOCOL):

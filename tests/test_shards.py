@@ -332,6 +332,8 @@ def test_the_workflow_merge_job_runs_on_the_shard_documents(sharded_check, tmp_p
     output, summary = tmp_path / "github_output", tmp_path / "step_summary"
     env = {**os.environ, "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary), "COLUMNS": "200"}
+    out = tmp_path / "perfguard-out"  # the action's out-dir (under the runner's temp folder on GitHub)
+    env["OUT"] = str(out)
     check_env = {**env, "SUITE": "", "BASE_REF": "", "AGAINST": "", "BASELINE": "", "CASES": "", "WORKERS": "",
                  "SHARD": "", "MERGE_FROM": str(shards)}
     proc = subprocess.run(["bash", "-c", steps["check"]["run"]], cwd=tmp_path, env=check_env, capture_output=True,

@@ -27,6 +27,7 @@ a third-party backend from profiling or tuning however much it implemented.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import platform
@@ -187,6 +188,30 @@ class Executable(Protocol):
     """A loaded artifact: ``run`` takes named input arrays and returns the outputs in order."""
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]: ...
+
+
+class BindableExecutable(Executable, Protocol):
+    """A loaded artifact that can bind its inputs and outputs once (``bind``) and then run one
+    inference per call of the returned step, with nothing converted or allocated by the caller:
+    what a counted window calls (``perfguard.workers.counting``), so the count holds the
+    model's work and not Python's per-call conversions, whose cost depends on where the heap put
+    their objects (docs/guides/exact-evidence.md, "Exact on every model")."""
+
+    def bind(self, feeds: Mapping[str, np.ndarray]) -> Callable[[], object]:
+        """Bind ``feeds`` and run one first inference; return the step that runs one more."""
+        ...
+
+
+def bound_step(executable: Executable, feeds: Mapping[str, np.ndarray]) -> Callable[[], object]:
+    """One inference per call: the executable's own bound step where it has one (``bind``, which
+    runs a first inference to learn its outputs), else ``run(feeds)`` after one first inference
+    here: either way one inference has run when this returns (a count's first warm-up)."""
+    bind = getattr(executable, "bind", None)
+    if callable(bind):
+        step: Callable[[], object] = bind(feeds)
+        return step
+    executable.run(feeds)
+    return functools.partial(executable.run, feeds)
 
 
 class ProfiledExecutable(Executable, Protocol):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,10 +111,39 @@ class OrtExecutable:
     def __init__(self, session: Any) -> None:
         self.session = session
         self.output_names = [o.name for o in session.get_outputs()]
+        self._bound: list[object] = []  # the values ``bind`` bound, alive as long as it is
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         outputs: list[np.ndarray] = self.session.run(self.output_names, dict(feeds))
         return outputs
+
+    def bind(self, feeds: Mapping[str, np.ndarray]) -> Callable[[], object]:
+        """One inference per call with inputs and outputs bound once (ORT's IOBinding) to values
+        in ONNX Runtime's own memory (its allocator aligns them as its kernels expect; a numpy
+        array is aligned to 16 bytes, and a ResNet-34 bound to one crashed under Valgrind with a
+        general protection fault), the outputs shaped by a first run: no numpy conversion, no
+        output allocation and no Python attribute lookup per call (``BindableExecutable``)."""
+        import functools
+
+        import numpy as np
+        import onnxruntime as ort
+
+        first = self.run(feeds)
+        binding = self.session.io_binding()
+        for name, value in feeds.items():
+            bound = ort.OrtValue.ortvalue_from_shape_and_type(list(value.shape), value.dtype, "cpu")
+            bound.update_inplace(np.ascontiguousarray(value))
+            binding.bind_ortvalue_input(name, bound)
+            self._bound.append(bound)
+        for name, out in zip(self.output_names, first, strict=True):
+            array = np.asarray(out)
+            bound = ort.OrtValue.ortvalue_from_shape_and_type(list(array.shape), array.dtype, "cpu")
+            binding.bind_ortvalue_output(name, bound)
+            self._bound.append(bound)
+        raw, sess = getattr(binding, "_iobinding", None), getattr(self.session, "_sess", None)
+        if raw is not None and sess is not None:  # the C++ call itself: no wrapper frame per call
+            return functools.partial(sess.run_with_iobinding, raw, None)
+        return functools.partial(self.session.run_with_iobinding, binding)
 
     def end_profiling(self) -> str:
         """The trace of a session made with a ``profile_prefix`` (ORT's own JSON events, the

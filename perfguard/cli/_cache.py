@@ -21,8 +21,11 @@ def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     """The artifact cache's options and ``--counts``: every command that compiles and measures
     takes both."""
     parser.add_argument("--counts", action="store_true",
-                        help="also count every case under Valgrind (callgrind): instructions, L1/LL misses and "
-                             "estimated cycles per inference, compared as exact metrics (needs valgrind)")
+                        help="also count every case under Valgrind (callgrind): instructions per inference and "
+                             "of the compile, compared as exact metrics (needs valgrind)")
+    parser.add_argument("--counts-cache", action="store_true",
+                        help="--counts with callgrind's cache simulation: L1/LL misses and estimated cycles per "
+                             "inference too (about 1.7x the cost of --counts on a large model)")
     parser.add_argument("--artifact-cache", metavar="DIR",
                         help="reuse compiled artifacts (with their trace and correctness record) from DIR and store "
                              f"new ones there; safe for concurrent jobs (default: ${CACHE_ENV}, else no cache)")
@@ -76,11 +79,13 @@ def artifact_cache(args: argparse.Namespace) -> Iterator[None]:
 
 @contextmanager
 def counted(args: argparse.Namespace) -> Iterator[None]:
-    """``--counts`` in place while the command runs (a missing Valgrind: one line, exit 2)."""
-    if not getattr(args, "counts", False):
+    """``--counts`` (or ``--counts-cache``) in place while the command runs (a missing Valgrind:
+    one line, exit 2)."""
+    cache = getattr(args, "counts_cache", False)
+    if not (getattr(args, "counts", False) or cache):
         yield
         return
     from perfguard.measure.counts import counting
 
-    with counting():
+    with counting(mode="cache" if cache else "instructions"):
         yield

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -44,33 +45,47 @@ from perfguard.workers.engine import run_worker
 from perfguard.workers.protocol import MeasureVariant
 
 if TYPE_CHECKING:
+    from perfguard.backends.base import Artifact
     from perfguard.compile.case import CompiledCase
     from perfguard.suite import Suite
 
-#: Inferences in the counted window, and warm-up runs before instrumentation starts (one more
-#: runs instrumented: ``counting.INSTRUMENTED_WARMUP``): the instrumented work of a count is
-#: 1 + COUNT_INFERENCES inferences at ~100x native time (it was 2 + 1 + 5 before 2026-12-06;
-#: the A/A spread of the smaller window is on docs/measured.md, "Counted evidence"). The
-#: uninstrumented warm-up (~10x native) brings the heap to its steady state first.
+#: How much a count runs (``CountPlan``, per model: ``count_plan``). A small model: three
+#: warm-up inferences uninstrumented (the heap reaches its steady state), a window of three.
+#: A large one (at least :data:`LARGE_MODEL_MACS` multiply-accumulates an inference,
+#: ``perfguard.models.cost``): one warm-up and a window of one, since each inference under
+#: Valgrind costs about a minute there (ResNet-34 at 224x224: 77 s uninstrumented, 92 s counted,
+#: docs/measured.md) and a fixed cost of a few hundred instructions is nothing against its
+#: 10^9 an inference.
 COUNT_INFERENCES = 3
 COUNT_WARMUP = 3
-#: How the per-inference figure is made: ``window`` = the window of N / N (``benchmarks/counts.py``
-#: measured the alternative, the difference of two windows, and it spread 20x more).
+LARGE_MODEL_MACS = 100_000_000
+#: Where a count's per-inference figure is kept (the key of ``CountOutcome.counts``), and how it
+#: is made since protocol 4 (``Counts.method``): ``least``, the least of N windows of one
+#: inference (:func:`least_window`). Before, ``window``: the window of N / N
+#: (``benchmarks/counts.py`` measured a third, the difference of two windows: it spread 20x more).
 DEFAULT_METHOD = "window"
+LEAST = "least"
 #: A counted worker runs the model about 50-100x slower than natively (cache simulation on).
 TIMEOUT_FACTOR = 20.0
 MIN_TIMEOUT_S = 600.0
 
-_requested: contextvars.ContextVar[bool] = contextvars.ContextVar("perfguard_counts", default=False)
+#: The counted modes: ``instructions`` (``--counts``: no cache simulation, the cheap and exact
+#: default) and ``cache`` (``--counts-cache``: callgrind's cache simulation too, for
+#: ``estimated_cycles`` and the misses; one more inference, instrumented, fills the simulated
+#: caches before the window).
+COUNT_MODES = ("instructions", "cache")
+
+_requested: contextvars.ContextVar[str | None] = contextvars.ContextVar("perfguard_counts", default=None)
 
 
 @contextmanager
-def counting(enabled: bool = True) -> Iterator[None]:
-    """``--counts`` for every job started inside (``Job`` reads :func:`counts_wanted`); checks
-    that Valgrind is installed first, so a command fails with one line before any work."""
+def counting(enabled: bool = True, mode: str = "instructions") -> Iterator[None]:
+    """``--counts`` (``mode`` ``cache``: ``--counts-cache``) for every job started inside (``Job``
+    reads :func:`counts_wanted`); checks that Valgrind is installed first, so a command fails
+    with one line before any work."""
     if enabled:
         valgrind_path()
-    token = _requested.set(enabled)
+    token = _requested.set(mode if enabled else None)
     try:
         yield
     finally:
@@ -79,7 +94,39 @@ def counting(enabled: bool = True) -> Iterator[None]:
 
 def counts_wanted(suite: Suite) -> bool:
     """Whether this job counts: ``--counts`` or the suite's ``[measure] counts``."""
-    return _requested.get() or suite.counts
+    return _requested.get() is not None or bool(suite.counts)
+
+
+def cache_wanted(suite: Suite) -> bool:
+    """Whether this job's counts simulate the caches: ``--counts-cache`` or the suite's
+    ``[measure] counts = "cache"``."""
+    return _requested.get() == "cache" or suite.counts == "cache"
+
+
+@dataclass(frozen=True)
+class CountPlan:
+    """How one variant is counted: ``warmup`` inferences uninstrumented, ``instrumented_warmup``
+    instrumented (1 with the cache simulation: the simulated caches then hold the model; 0
+    without, where nothing is warmed by it), then a window of ``inferences``."""
+
+    warmup: int
+    inferences: int
+    instrumented_warmup: int
+    cache: bool
+
+
+def count_plan(model_path: str | Path, cache: bool) -> CountPlan:
+    """The plan of every variant of the model at ``model_path`` (its source: one plan for all its
+    pipelines, so that both sides of a comparison are counted alike)."""
+    from perfguard.models.cost import model_macs
+
+    large = model_macs(model_path) >= LARGE_MODEL_MACS
+    return CountPlan(1 if large else COUNT_WARMUP, 1 if large else COUNT_INFERENCES, 1 if cache else 0, cache)
+
+
+def target_plan(target: Target, cache: bool) -> CountPlan:
+    """:func:`count_plan` of ``target``'s model."""
+    return count_plan(target.compiled.model.path, cache)
 
 
 @dataclass(frozen=True)
@@ -90,12 +137,26 @@ class CountOutcome:
     failure: str | None = None
 
 
+def least_window(windows: Mapping[str, Mapping[str, int]], variant: str, inferences: int) -> str | None:
+    """The label of the window of one inference with the fewest instructions among the
+    ``inferences`` windows of ``variant`` (None when one is missing). Every inference of a
+    warmed-up artifact runs the same code; an inference that ran more did something else too
+    (a runtime's periodic bookkeeping: ONNX Runtime ran ~2,000 more instructions, in code that
+    calls ``isalnum``, in one inference of some processes), which the least leaves out."""
+    labels = [window_label(variant, inferences, k) for k in range(inferences)]
+    if not labels or any(label not in windows for label in labels):
+        return None
+    return min(labels, key=lambda label: windows[label]["Ir"])
+
+
 def per_inference(windows: Mapping[str, Mapping[str, int]], variant: str, inferences: int,
-                  tool: str) -> dict[str, Counts]:
-    """Per-inference counts of ``variant`` from its window, by method (``window``: the N window
-    / N); empty when its window is missing."""
-    many = windows.get(window_label(variant, inferences))
-    return {} if many is None else {DEFAULT_METHOD: Counts.from_events(many, inferences, DEFAULT_METHOD, tool)}
+                  tool: str, cache: bool = True) -> dict[str, Counts]:
+    """Per-inference counts of ``variant`` from its windows, by method (``least``: the least of
+    ``inferences`` windows of one inference); empty when a window is missing."""
+    label = least_window(windows, variant, inferences)
+    if label is None:
+        return {}
+    return {DEFAULT_METHOD: Counts.from_events(windows[label], 1, LEAST, tool, cache=cache, windows=inferences)}
 
 
 @dataclass(frozen=True)
@@ -158,10 +219,11 @@ class Counted:
     compile_failure: str | None = None
 
 
-def count_targets(suite: Suite, targets: Sequence[Target], workdir: Path,
-                  inferences: int = COUNT_INFERENCES) -> list[Counted]:
+def count_targets(suite: Suite, targets: Sequence[Target], workdir: Path, cache: bool = False) -> list[Counted]:
     """Count every target, one counted process per backend (``count_batch``: every run and every
-    compile a child forked from it, two at a time on two cores); a result per target, in order."""
+    compile a child forked from it, two at a time on two cores), with callgrind's cache
+    simulation when ``cache``; a result per target, in order. ``workdir`` is unused by the
+    counted process itself (see :func:`_count_batch`)."""
     from perfguard.backends import get_backend
 
     out: list[Counted | None] = [None] * len(targets)
@@ -184,13 +246,33 @@ def count_targets(suite: Suite, targets: Sequence[Target], workdir: Path,
         by_backend.setdefault(artifact.backend, []).append(index)
     for name, indices in by_backend.items():
         batch = [dataclasses.replace(targets[i], compile=False) if i in no_compile else targets[i] for i in indices]
-        counted = _count_batch(suite, name, batch, workdir, inferences)
+        counted = _count_batch(suite, name, batch, cache)
         for index, result in zip(indices, counted, strict=True):
             out[index] = dataclasses.replace(result, compile_failure=no_compile[index]) if index in no_compile else result
     return [result for result in out if result is not None]
 
 
-def _items(suite: Suite, target: Target, scratch: Path, inferences: int) -> list[CountItem]:
+def staged_id(index: int) -> str:
+    """The id the ``index``-th target of a counted process is counted under: one length for
+    every target (its window's label is a string the counted child allocates)."""
+    return f"{index:04d}"
+
+
+def _staged(artifact: Artifact, scratch: Path, index: int) -> Artifact:
+    """``artifact`` as the counted child loads it: through a link of one length in ``scratch``
+    to its folder (``items/NNNN``), so that the path the runtime reads, parses and keeps is as
+    long in every job whatever the job's folder, the cache's or the case's name. What a counted
+    process allocates before its window moves the heap, and with it the cost of the runtime's
+    hash tables and allocator inside the window (docs/measured.md, "Exact on every model")."""
+    folder = scratch / "items"
+    folder.mkdir(exist_ok=True)
+    link = folder / staged_id(index)
+    source = Path(artifact.path)
+    os.symlink(source.parent.resolve(), link, target_is_directory=True)
+    return dataclasses.replace(artifact, path=str(link / source.name))
+
+
+def _items(suite: Suite, target: Target, scratch: Path, index: int, plan: CountPlan) -> list[CountItem]:
     """A target's count requests: its run, then its compile when asked for."""
     from perfguard.workers.counting import CountCompileRequest
     from perfguard.workers.requests import compile_request
@@ -198,9 +280,11 @@ def _items(suite: Suite, target: Target, scratch: Path, inferences: int) -> list
     compiled = target.compiled
     case = compiled.case
     assert compiled.artifact is not None
-    items: list[CountItem] = [CountRequest(MeasureVariant(compiled.variant_id, compiled.artifact), case.runner,
-                                           suite.runner_options(case.runner), COUNT_WARMUP, inferences,
-                                           case.measure.seed, tuple(compiled.model.inputs))]
+    artifact = _staged(compiled.artifact, scratch, index)
+    items: list[CountItem] = [CountRequest(MeasureVariant(staged_id(index), artifact), case.runner,
+                                           suite.runner_options(case.runner), plan.warmup, plan.inferences,
+                                           case.measure.seed, tuple(compiled.model.inputs),
+                                           plan.instrumented_warmup)]
     if target.compile:
         folder = Path(tempfile.mkdtemp(prefix="compile-", dir=scratch))
         items.append(CountCompileRequest(compile_request(
@@ -209,20 +293,26 @@ def _items(suite: Suite, target: Target, scratch: Path, inferences: int) -> list
     return items
 
 
-def _count_batch(suite: Suite, backend: str, targets: Sequence[Target], workdir: Path,
-                 inferences: int) -> list[Counted]:
-    """One counted process for ``targets`` (all of ``backend``): see :func:`count_targets`."""
+def _count_batch(suite: Suite, backend: str, targets: Sequence[Target], cache: bool) -> list[Counted]:
+    """One counted process for ``targets`` (all of ``backend``): see :func:`count_targets`.
+
+    Its folder is made in the system's temporary folder, not in the job's, and every target is
+    staged into it under a name of one length (:func:`_staged`): the strings the counted process
+    reads (its arguments, its environment, its request) are then as long in every job, and so
+    is what it allocates before the first window. Counted in separate processes, a tiny
+    model's count moved by ~300 instructions an inference when only the job's folder name
+    was longer (docs/measured.md, "Exact on every model")."""
     valgrind = valgrind_path()
-    workdir.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="callgrind-", dir=workdir))
-    per_target = [_items(suite, t, scratch, inferences) for t in targets]
+    scratch = Path(tempfile.mkdtemp(prefix="perfguard-count-"))
+    plans = [target_plan(t, cache) for t in targets]
+    per_target = [_items(suite, t, scratch, i, plan) for i, (t, plan) in enumerate(zip(targets, plans, strict=True))]
     items = tuple(item for group in per_target for item in group)
     parallel = max(1, min(available_cores(), len(items)))
     timeout = sum(max(MIN_TIMEOUT_S, t.compiled.case.measure.timeout * TIMEOUT_FACTOR) * len(group)
                   for t, group in zip(targets, per_target, strict=True)) / parallel
     try:
-        outcome = run_worker(CountBatchRequest(items, (backend,), parallel), timeout, workdir,
-                             prepare=lambda worker, env: (counted_command(valgrind, scratch, worker),
+        outcome = run_worker(CountBatchRequest(items, (backend,), parallel), timeout, scratch / "ipc",
+                             prepare=lambda worker, env: (counted_command(valgrind, scratch, worker, cache=cache),
                                                           counted_env(worker, env)))
         if outcome.response is None:
             why = outcome.failure or (outcome.error.message if outcome.error else "no response")
@@ -230,8 +320,8 @@ def _count_batch(suite: Suite, backend: str, targets: Sequence[Target], workdir:
             return [Counted(failed, None, failed.failure if t.compile else None) for t in targets]
         answers = iter(outcome.response.items)
         tool = valgrind_version(valgrind)
-        return [_counted(t, scratch, [next(answers) for _ in group], inferences, tool)
-                for t, group in zip(targets, per_target, strict=True)]
+        return [_counted(t, i, scratch, [next(answers) for _ in group], plan, tool)
+                for i, (t, group, plan) in enumerate(zip(targets, per_target, plans, strict=True))]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -249,14 +339,16 @@ def _windows(scratch: Path, answer: ItemOutcome) -> tuple[dict[str, Mapping[str,
         return {}, f"unreadable callgrind profile: {exc}"
 
 
-def _counted(target: Target, scratch: Path, answers: Sequence[ItemOutcome], inferences: int, tool: str) -> Counted:
+def _counted(target: Target, index: int, scratch: Path, answers: Sequence[ItemOutcome], plan: CountPlan,
+             tool: str) -> Counted:
     windows, failure = _windows(scratch, answers[0])
-    counts = per_inference(windows, target.compiled.variant_id, inferences, tool) if failure is None else {}
+    variant, inferences = staged_id(index), plan.inferences
+    counts = per_inference(windows, variant, inferences, tool, plan.cache) if failure is None else {}
     response = answers[0].response
-    if "window" in counts and response is not None:  # why, counted: the window's largest functions
-        label = window_label(target.compiled.variant_id, inferences)
-        counts["window"] = dataclasses.replace(counts["window"], functions=window_functions(
-            scratch, response.pid, label, inferences))
+    label = least_window(windows, variant, inferences)
+    if DEFAULT_METHOD in counts and response is not None and label is not None:  # why, counted
+        counts[DEFAULT_METHOD] = dataclasses.replace(counts[DEFAULT_METHOD], functions=window_functions(
+            scratch, response.pid, label, 1))
     run = CountOutcome(counts, failure or (None if counts else "callgrind dumped no window"))
     if not target.compile:
         return Counted(run)

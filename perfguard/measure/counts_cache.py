@@ -40,14 +40,14 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from perfguard.errors import FieldError, StorageError
-from perfguard.jsonfields import JsonDict, count, integer, obj, string
+from perfguard.jsonfields import JsonDict, boolean, count, integer, obj, string
 from perfguard.measure.counts import (
-    COUNT_WARMUP,
     DEFAULT_METHOD,
     CompileCounts,
     Counted,
     CountOutcome,
     Target,
+    target_plan,
 )
 from perfguard.results.counts import COUNT_PROTOCOL, Counts
 from perfguard.results.documents import parse_json
@@ -75,6 +75,7 @@ class CountsKey:
     protocol: int
     tool: str
     perfguard: str
+    cache: bool = False
 
     @property
     def digest(self) -> str:
@@ -89,7 +90,7 @@ class CountsKey:
         return cls(string(data, "kind", kind), string(data, "execution", kind), string(data, "compile", kind),
                    string(data, "inputs", kind), integer(data, "seed", kind), integer(data, "warmup", kind),
                    integer(data, "inferences", kind), integer(data, "protocol", kind), string(data, "tool", kind),
-                   string(data, "perfguard", kind))
+                   string(data, "perfguard", kind), boolean(data, "cache", kind))
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class CountsDocument:
                    CompileCounts.from_json(obj(data, "compile", kind)) if "compile" in data else None, version)
 
 
-def _key(target: Target, kind: str, inferences: int, tool: str) -> CountsKey | None:
+def _key(target: Target, kind: str, cache: bool, tool: str) -> CountsKey | None:
     """The key of ``target``'s run or compile; None when it cannot be named (no execution
     identity; a compile the artifact cache could not key)."""
     from perfguard.compile.cache import perfguard_identity
@@ -135,8 +136,9 @@ def _key(target: Target, kind: str, inferences: int, tool: str) -> CountsKey | N
             return None
         compile_key = compiled.cache_key.digest
     inputs = json.dumps([spec.to_json() for spec in compiled.model.inputs], sort_keys=True, separators=(",", ":"))
-    return CountsKey(kind, execution, compile_key, inputs, compiled.case.measure.seed, COUNT_WARMUP, inferences,
-                     COUNT_PROTOCOL, tool, perfguard_identity())
+    plan = target_plan(target, cache)
+    return CountsKey(kind, execution, compile_key, inputs, compiled.case.measure.seed, plan.warmup, plan.inferences,
+                     COUNT_PROTOCOL, tool, perfguard_identity(), cache)
 
 
 def _read(cache: CompileCache, key: CountsKey) -> CountsDocument | None:
@@ -188,13 +190,13 @@ def _refused(document: CountsDocument) -> str | None:
     return None
 
 
-def served(cache: CompileCache, targets: Sequence[Target], inferences: int, tool: str) -> list[Counted | None]:
+def served(cache: CompileCache, targets: Sequence[Target], simulate: bool, tool: str) -> list[Counted | None]:
     """Per target, what the cache holds for everything it asks for (its run; its compile when
     ``Target.compile``), or None: it must be counted."""
     out: list[Counted | None] = []
     for target in targets:
-        run = _stored(cache, target, "run", inferences, tool)
-        compiled = _stored(cache, target, "compile", inferences, tool) if run is not None and target.compile else None
+        run = _stored(cache, target, "run", simulate, tool)
+        compiled = _stored(cache, target, "compile", simulate, tool) if run is not None and target.compile else None
         if run is None or run.counts is None or (target.compile and compiled is None):
             out.append(None)
             continue
@@ -203,20 +205,20 @@ def served(cache: CompileCache, targets: Sequence[Target], inferences: int, tool
     return out
 
 
-def _stored(cache: CompileCache, target: Target, kind: str, inferences: int, tool: str) -> CountsDocument | None:
-    key = _key(target, kind, inferences, tool)
+def _stored(cache: CompileCache, target: Target, kind: str, simulate: bool, tool: str) -> CountsDocument | None:
+    key = _key(target, kind, simulate, tool)
     return _read(cache, key) if key is not None else None
 
 
-def store(cache: CompileCache, targets: Sequence[Target], counted: Sequence[Counted], inferences: int,
+def store(cache: CompileCache, targets: Sequence[Target], counted: Sequence[Counted], simulate: bool,
           tool: str) -> None:
     """Store what counting ``targets`` gave (a failed count is not stored)."""
     for target, result in zip(targets, counted, strict=True):
         counts = result.run.counts.get(DEFAULT_METHOD)
-        run_key = _key(target, "run", inferences, tool)
+        run_key = _key(target, "run", simulate, tool)
         if counts is not None and run_key is not None:
             cache.put_counts(run_key.digest, _encoded(CountsDocument(run_key, counts=counts)))
-        compile_key = _key(target, "compile", inferences, tool) if target.compile else None
+        compile_key = _key(target, "compile", simulate, tool) if target.compile else None
         if result.compile is not None and compile_key is not None:
             cache.put_counts(compile_key.digest, _encoded(CountsDocument(compile_key, compile=result.compile)))
 

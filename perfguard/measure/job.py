@@ -28,11 +28,11 @@ from perfguard.compile.case import (
 )
 from perfguard.compile.preflight import start_check_suite
 from perfguard.measure.counts import (
-    COUNT_INFERENCES,
     DEFAULT_METHOD,
     CompileCounts,
     Counted,
     Target,
+    cache_wanted,
     count_targets,
     counts_wanted,
 )
@@ -121,6 +121,7 @@ class Job:
         # Read here, in the thread that starts the job (``--counts`` is a context variable, as the
         # artifact cache is); a missing Valgrind is one line before any work, not after the timing.
         self.counts = counts_wanted(suite)
+        self.counts_cache = cache_wanted(suite)  # the cache simulation too (--counts-cache)
         if self.counts:
             valgrind_path()
         self.pending_check = start_check_suite(suite, cases, runners=check_runners) if check else None
@@ -287,7 +288,8 @@ class Job:
         (``perfguard.measure.counts_cache``), else counted (and then stored there)."""
         cache = self.ctx.cache
         tool = valgrind_version(valgrind_path()) if cache is not None else ""
-        found = served(cache, targets, COUNT_INFERENCES, tool) if cache is not None else [None] * len(targets)
+        simulate = self.counts_cache
+        found = served(cache, targets, simulate, tool) if cache is not None else [None] * len(targets)
         todo = [target for target, hit in zip(targets, found, strict=True) if hit is None]
         served_count = len(targets) - len(todo)
         if not todo:
@@ -295,9 +297,9 @@ class Job:
         else:
             self.ctx.progress.log(f"count {len(todo)} variant(s) under Valgrind"
                                   + (f" ({served_count} more from the artifact cache)" if served_count else ""))
-        counted = count_targets(self.ctx.suite, todo, self.ctx.workdir / "ipc") if todo else []
+        counted = count_targets(self.ctx.suite, todo, self.ctx.workdir / "ipc", simulate) if todo else []
         if cache is not None and counted:
-            store(cache, todo, counted, COUNT_INFERENCES, tool)
+            store(cache, todo, counted, simulate, tool)
         fresh = iter(counted)
         return [hit if hit is not None else next(fresh) for hit in found]
 

@@ -33,7 +33,13 @@ COUNTED_FIGURES = ("instructions", "estimated_cycles")
 #: 2026-12-06; documents without ``protocol`` are of 1). 2: three warm-up inferences before the
 #: switch and one after, one window of 3. 3 (2026-12-06): as 2, with the runtime imported once in
 #: the counted process before its children fork (``Backend.preload``), not in each child.
-COUNT_PROTOCOL = 3
+#: 4 (2026-12-07): the window calls the backend's bound step (``BindableExecutable``: ORT's
+#: IOBinding, no conversion or allocation per call) and prepared client requests; targets staged
+#: under names of one length in a folder of the system's; glibc's tcache holds every freed
+#: chunk; warm-up and window sized by the model (``measure.counts.count_plan``: 1 and 1 from
+#: 100 M MACs), the cache simulation only on request (``cache``), and then one instrumented
+#: warm-up inference.
+COUNT_PROTOCOL = 4
 #: The weights of ``estimated_cycles``: an L1 hit, a last-level hit, a RAM access.
 L1_WEIGHT, LL_WEIGHT, RAM_WEIGHT = 1, 5, 35
 
@@ -53,12 +59,16 @@ class Counts:
     """Callgrind's counts of one artifact, per inference: ``instructions`` (Ir), data reads and
     writes, L1 and last-level misses, ``estimated_cycles``.
 
-    ``inferences`` is the N of the counted window; ``method`` how the per-inference figure was
-    made (``window``: a window of N inferences after warm-up, divided by N; ``difference``: the
-    window of N minus a window of 1, over N - 1); ``tool`` the Valgrind that counted;
+    ``inferences`` is the N of the count; ``method`` how the per-inference figure was made
+    (``least``, protocol 4: the least of N windows of one inference each; ``window``: a window of
+    N inferences after warm-up, divided by N; ``difference``: the window of N minus a window of 1,
+    over N - 1); ``tool`` the Valgrind that counted;
     ``protocol`` how the count was taken (:data:`COUNT_PROTOCOL`; 1 in documents without it).
     ``functions`` (optional, absent in older documents): the largest functions of the window
-    by their own instructions per inference (``perfguard.results.counted_functions``)."""
+    by their own instructions per inference (``perfguard.results.counted_functions``).
+    ``cache``: whether callgrind simulated the caches (``--counts-cache``; documents before
+    protocol 4 always did); without it the misses are 0 and ``estimated_cycles`` is no metric
+    (:meth:`value` is None)."""
 
     instructions: float
     data_reads: float
@@ -71,6 +81,7 @@ class Counts:
     tool: str
     functions: tuple[FunctionCount, ...] = ()
     protocol: int = 1
+    cache: bool = True
 
     @property
     def taken(self) -> str:
@@ -85,24 +96,32 @@ class Counts:
         return f"counted differently ({self.taken} against {other.taken}): count both sides with one perfguard"
 
     @classmethod
-    def from_events(cls, events: Mapping[str, float], inferences: int, method: str, tool: str) -> Counts:
+    def from_events(cls, events: Mapping[str, float], inferences: int, method: str, tool: str,
+                    cache: bool = True, windows: int | None = None) -> Counts:
         """Per-inference counts from the events of a window that ran ``inferences`` inferences
-        (already a per-inference difference when ``inferences`` is 1)."""
+        (already a per-inference difference when ``inferences`` is 1); ``cache``: whether the
+        caches were simulated; ``windows``: the N recorded (``least`` of N windows of one
+        inference: the events are of one window, N is how many were counted)."""
         def per(*names: str) -> float:
             return sum(float(events.get(name, 0)) for name in names) / inferences
 
+        cycles = estimated_cycles(events) / inferences if cache else 0.0
         return cls(per("Ir"), per("Dr"), per("Dw"), per("I1mr", "D1mr", "D1mw"), per("ILmr", "DLmr", "DLmw"),
-                   estimated_cycles(events) / inferences, inferences, method, tool, protocol=COUNT_PROTOCOL)
+                   cycles, windows or inferences, method, tool, protocol=COUNT_PROTOCOL, cache=cache)
 
-    def value(self, metric: str) -> float:
-        """The figure of a counted metric by its name (``instructions``, ``estimated_cycles``)."""
+    def value(self, metric: str) -> float | None:
+        """The figure of a counted metric by its name (``instructions``, ``estimated_cycles``);
+        None for ``estimated_cycles`` of a count without the cache simulation."""
+        if metric == "estimated_cycles" and not self.cache:
+            return None
         return float(getattr(self, metric))
 
     def to_json(self) -> JsonDict:
         return {"instructions": self.instructions, "data_reads": self.data_reads, "data_writes": self.data_writes,
                 "l1_misses": self.l1_misses, "ll_misses": self.ll_misses, "estimated_cycles": self.estimated_cycles,
                 "inferences": self.inferences, "method": self.method, "tool": self.tool, "protocol": self.protocol,
-                **({"functions": functions_json(self.functions)} if self.functions else {})}
+                **({"functions": functions_json(self.functions)} if self.functions else {}),
+                **({} if self.cache else {"cache": False})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> Counts:
@@ -117,4 +136,5 @@ class Counts:
         return cls(figure("instructions"), figure("data_reads"), figure("data_writes"), figure("l1_misses"),
                    figure("ll_misses"), figure("estimated_cycles"), f.count(data, "inferences", kind),
                    f.string(data, "method", kind), f.string(data, "tool", kind), functions_from_json(data, kind),
-                   f.count(data, "protocol", kind) if "protocol" in data else 1)
+                   f.count(data, "protocol", kind) if "protocol" in data else 1,
+                   f.boolean(data, "cache", kind) if "cache" in data else True)

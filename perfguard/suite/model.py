@@ -179,8 +179,9 @@ class Suite:
     runners: Mapping[str, RunnerOptions] = field(default_factory=dict)
     check: CheckSettings = field(default_factory=CheckSettings)
     thresholds: ThresholdSet = field(default_factory=ThresholdSet)
-    #: ``[measure] counts``: every case also counted under Valgrind (``--counts`` sets it too).
-    counts: bool = False
+    #: ``[measure] counts``: every case also counted under Valgrind (``--counts`` sets it too);
+    #: ``"cache"``: with the cache simulation (``--counts-cache``).
+    counts: bool | str = False
 
     def runner_options(self, name: str) -> RunnerOptions:
         """Settings of runner ``name`` from its ``[runners.NAME]`` table (defaults without one)."""

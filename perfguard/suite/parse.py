@@ -191,15 +191,16 @@ def parse_suite(raw: dict[str, object], path: Path, sha256: str = "") -> Suite:
                  thresholds=thresholds, counts=counts)
 
 
-def _counts(reader: Reader, raw: object) -> tuple[bool, object]:
-    """``[measure] counts = true``: every case also counted under Valgrind (``--counts``). A key of
-    the suite's own ``[measure]`` only (a whole run is counted or not), so it is taken out of the
-    table before the settings every case shares are read."""
+def _counts(reader: Reader, raw: object) -> tuple[bool | str, object]:
+    """``[measure] counts = true``: every case also counted under Valgrind (``--counts``);
+    ``"cache"``: with the cache simulation too (``--counts-cache``). A key of the suite's own
+    ``[measure]`` only (a whole run is counted or not), so it is taken out of the table before
+    the settings every case shares are read."""
     if not isinstance(raw, dict) or "counts" not in raw:
         return False, raw
     value = raw["counts"]
-    if not isinstance(value, bool):
-        raise reader.fail("[measure].counts", f"expected true or false, found {describe(value)}")
+    if not isinstance(value, bool) and value != "cache":
+        raise reader.fail("[measure].counts", f'expected true, false or "cache", found {describe(value)}')
     return value, {k: v for k, v in raw.items() if k != "counts"}
 
 

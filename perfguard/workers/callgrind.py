@@ -29,7 +29,7 @@ import re
 import shutil
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +46,7 @@ from perfguard.results.counts import EVENTS
 #: A backend's own thread variables (``Backend.thread_env``, set in ``base``) are pinned with them:
 #: every ``*_NUM_THREADS`` of the environment is "1" (:func:`counted_env`).
 COUNTED_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "PYTHONHASHSEED": "0", "GLIBC_TUNABLES": "glibc.malloc.mxfast=0"}
+               "PYTHONHASHSEED": "0", "GLIBC_TUNABLES": "glibc.malloc.mxfast=0:glibc.malloc.tcache_count=65535"}
 #: The one line a counted command prints when Valgrind is not installed.
 MISSING = ("--counts needs Valgrind (callgrind) on PATH: install it (Debian/Ubuntu: apt-get install valgrind; "
            "Fedora: dnf install valgrind) or run without --counts")
@@ -61,6 +61,8 @@ _CODE_X86_64 = bytes.fromhex(
     "4887db"      # xchg %rbx,%rbx         "%rdx = client_request(%rax)"
     "4889d0"      # mov %rdx,%rax
     "c3")         # ret
+#: Bytes a prepared request's stub takes in the code page (:meth:`ClientRequests.prepared`).
+_STUB_SLOT = 64
 _TOOL_BASE = (ord("C") << 24) | (ord("T") << 16)
 RUNNING_ON_VALGRIND = 0x1001
 DUMP_STATS, ZERO_STATS, TOGGLE_COLLECT, DUMP_STATS_AT, START_INSTRUMENTATION, STOP_INSTRUMENTATION = range(
@@ -80,10 +82,37 @@ class ClientRequests:
         self._page.write(_CODE_X86_64)
         address = ctypes.addressof(ctypes.c_char.from_buffer(self._page))
         self._call = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p)(address)
+        self._kept: list[object] = []  # the prepared requests' blocks, labels and stubs, alive with this
+        self._stubs = 0
 
     def request(self, code: int, arg: int = 0) -> int:
         block = (ctypes.c_uint64 * 6)(code, arg, 0, 0, 0, 0)
         return int(self._call(ctypes.addressof(block)))
+
+    def prepared(self, code: int, arg: int = 0) -> Callable[[], object]:
+        """The request ``code`` built now and issued by each call of what is returned: a stub of
+        its own (``movabs $block, %rdi`` before the request code) called with no argument and no
+        result, so issuing it inside a window converts, allocates and frees no Python object
+        (ctypes' argument and result objects cost what the heap's state makes them cost: they
+        moved a tiny model's count between processes, docs/measured.md)."""
+        block = (ctypes.c_uint64 * 6)(code, arg, 0, 0, 0, 0)
+        self._kept.append(block)
+        self._stubs += 1
+        offset = _STUB_SLOT * self._stubs
+        if offset + _STUB_SLOT > mmap.PAGESIZE:
+            raise ValueError("too many prepared client requests")
+        self._page.seek(offset)
+        self._page.write(b"\x48\xbf" + ctypes.addressof(block).to_bytes(8, "little") + _CODE_X86_64)
+        stub = ctypes.CFUNCTYPE(None)(ctypes.addressof(ctypes.c_char.from_buffer(self._page, offset)))
+        self._kept.append(stub)
+        return stub
+
+    def window(self, label: str) -> tuple[Callable[[], object], Callable[[], object]]:
+        """The two requests of a window labelled ``label``, prepared: zero the counters, and
+        dump them as a profile with that label."""
+        text = ctypes.create_string_buffer(label.encode())
+        self._kept.append(text)
+        return self.prepared(ZERO_STATS), self.prepared(DUMP_STATS_AT, ctypes.addressof(text))
 
     def running(self) -> int:
         return self.request(RUNNING_ON_VALGRIND)
@@ -134,11 +163,12 @@ def valgrind_version(valgrind: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in first).strip() or "valgrind"
 
 
-def counted_command(valgrind: str, out_dir: Path, worker: Sequence[str]) -> list[str]:
-    """``worker`` under callgrind with the cache simulation, uninstrumented until its first
-    window, its profiles in ``out_dir``; under ``setarch -R`` (no address-space randomisation)
-    where that exists, so the simulated caches see one layout."""
-    command = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--cache-sim=yes", "--separate-threads=yes",
+def counted_command(valgrind: str, out_dir: Path, worker: Sequence[str], cache: bool = True) -> list[str]:
+    """``worker`` under callgrind, with the cache simulation when ``cache``, uninstrumented until
+    its first window, its profiles in ``out_dir``; under ``setarch -R`` (no address-space
+    randomisation) where that exists, so that every process sees one layout."""
+    command = [valgrind, "--tool=callgrind", "--instr-atstart=no", f"--cache-sim={'yes' if cache else 'no'}",
+               "--separate-threads=yes",
                "--dump-instr=no",
                "--compress-strings=no", "--compress-pos=no",
                f"--callgrind-out-file={out_dir / 'callgrind.out.%p'}", *worker]

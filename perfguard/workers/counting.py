@@ -38,13 +38,15 @@ if TYPE_CHECKING:
 MODE = "count"
 COMPILE_MODE = "count_compile"
 BATCH_MODE = "count_batch"
-#: Inferences run instrumented before the window: the simulated caches then hold the model.
+#: Inferences run instrumented before the window with the cache simulation on: the simulated
+#: caches then hold the model (without it nothing is warmed by them: 0).
 INSTRUMENTED_WARMUP = 1
 
 
-def window_label(variant: str, inferences: int) -> str:
-    """The label a window's dump carries: the variant id and its inferences."""
-    return f"{variant}|{inferences}"
+def window_label(variant: str, inferences: int, index: int | None = None) -> str:
+    """The label a window's dump carries: the variant id and its inferences, and with ``index``
+    the ``index``-th window of one inference of a count of ``inferences`` (protocol 4)."""
+    return f"{variant}|{inferences}" if index is None else f"{variant}|{inferences}|{index}"
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,8 @@ class CountResponse:
 @dataclass(frozen=True)
 class CountRequest:
     """Count ``variant`` on ``runner``: ``warmup`` inferences before instrumentation starts and
-    :data:`INSTRUMENTED_WARMUP` after, then a window of ``inferences``; inputs seeded ``seed``."""
+    ``instrumented_warmup`` after (1 with the cache simulation), then a window of
+    ``inferences``; inputs seeded ``seed``."""
 
     mode: ClassVar[str] = MODE
     variant: MeasureVariant
@@ -87,6 +90,7 @@ class CountRequest:
     inferences: int
     seed: int
     input_specs: tuple[InputSpec, ...]
+    instrumented_warmup: int = INSTRUMENTED_WARMUP
 
     @property
     def threads(self) -> int:
@@ -99,14 +103,16 @@ class CountRequest:
     def to_json(self) -> JsonDict:
         return {"mode": self.mode, "variant": self.variant.to_json(), "runner": self.runner,
                 "runner_options": self.runner_options.to_json(), "warmup": self.warmup,
-                "inferences": self.inferences, "seed": self.seed, "input_specs": _specs_json(self.input_specs)}
+                "inferences": self.inferences, "seed": self.seed, "input_specs": _specs_json(self.input_specs),
+                "instrumented_warmup": self.instrumented_warmup}
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> CountRequest:
         kind = "count request"
         return cls(MeasureVariant.from_json(_object(data, "variant", kind)), _str(data, "runner", kind),
                    RunnerOptions.from_json(_object(data, "runner_options", kind)), _int(data, "warmup", kind),
-                   _int(data, "inferences", kind), _int(data, "seed", kind), _input_specs(data, kind))
+                   _int(data, "inferences", kind), _int(data, "seed", kind), _input_specs(data, kind),
+                   _int(data, "instrumented_warmup", kind))
 
     def parse_response(self, data: Mapping[str, object]) -> CountResponse:
         return CountResponse.from_json(data)
@@ -115,37 +121,56 @@ class CountRequest:
 def do_count(request: CountRequest) -> CountResponse:
     """The worker side of a ``count`` request (see the module's docstring)."""
     from perfguard.backends import get_backend
+    from perfguard.backends.base import bound_step
     from perfguard.models.inputs import make_feeds
     from perfguard.runners import get_runner
     from perfguard.workers.callgrind import ClientRequests
 
+    _mmap_large_allocations()
     artifact = request.variant.artifact
     backend = get_backend(artifact.backend)
     backend.require("counts")
     runner = get_runner(request.runner, options=request.runner_options)
     feeds = make_feeds(list(request.input_specs), request.seed)
-    executable = backend.load(artifact, runner, 1)
-    warmup = max(1, request.warmup)
-    for _ in range(warmup):
-        executable.run(feeds)
+    step = bound_step(backend.load(artifact, runner, 1), feeds)  # runs the first warm-up inference
+    for _ in range(max(1, request.warmup) - 1):
+        step()
     client = ClientRequests()
-    labels = []
     gc.collect()
     gc.disable()  # a collection inside a window would count the heap, not the model
     try:
+        labels = [window_label(request.variant.id, request.inferences, k) for k in range(request.inferences)]
+        windows = [client.window(label) for label in labels]  # prepared before the first: they allocate
         client.start()
-        for _ in range(INSTRUMENTED_WARMUP):
-            executable.run(feeds)
-        label = window_label(request.variant.id, request.inferences)
-        client.zero()
-        for _ in range(request.inferences):
-            executable.run(feeds)
-        client.dump(label)
-        labels.append(label)
+        for _ in range(request.instrumented_warmup):
+            step()
+        for zero, dump in windows:
+            zero()
+            step()
+            dump()
         client.stop()
     finally:
         gc.enable()
     return CountResponse(client.running(), os.getpid(), tuple(labels))
+
+
+#: glibc's ``M_MMAP_THRESHOLD`` (``mallopt``), and the size from which a counted run's child maps
+#: each allocation: every smaller chunk is served by the tcache (at most 1,032 bytes), every
+#: larger one by ``mmap``, so no allocation inside a window searches glibc's bins, whose cost
+#: depends on what the process did before (between separate processes it moved a tiny model's
+#: count by up to ~250 instructions an inference, docs/measured.md).
+M_MMAP_THRESHOLD, MMAP_FROM_BYTES = -3, 1040
+
+
+def _mmap_large_allocations() -> None:
+    """From here on, every allocation above the tcache's largest is its own mapping (a counted
+    run's child only: a compile allocates too much for a mapping each)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MMAP_FROM_BYTES)
+    except (OSError, AttributeError):  # not glibc: its allocator is what it is
+        pass
 
 
 @dataclass(frozen=True)
@@ -353,7 +378,11 @@ def do_count_batch(request: CountBatchRequest) -> CountBatchResponse:
     parent's at the fork, whatever was counted before it (no allocator or cache state carried
     from one variant to the next). The parent does nothing but fork and wait until the last
     child ends (it reads their outcomes after): reading one child's outcome before forking the
-    next made the next child's heap depend on which child ended first, i.e. on the load. Callgrind follows a fork: the child writes its own profiles
+    next made the next child's heap depend on which child ended first, i.e. on the load. Since
+    protocol 4 it forks every child at once, keeping nothing between two forks (a child forked
+    after the parent had stored the previous one's pid counted 89 instructions an inference
+    more), and each child waits for a turn on a pipe (``parallel`` turns, one given back per child
+    that ended). Callgrind follows a fork: the child writes its own profiles
     (``callgrind.out.CHILDPID.N-01``). Instructions of the calling thread and the simulated caches
     are the child's own, so children counted side by side do not disturb each other's counts.
     """
@@ -372,33 +401,49 @@ def do_count_batch(request: CountBatchRequest) -> CountBatchResponse:
     for name in request.imports:
         get_backend(name).preload()
     scratch = Path(tempfile.mkdtemp(prefix="count-items-"))
-    statuses: dict[int, int] = {}
-    running: dict[int, int] = {}
-    pending = list(range(len(request.items)))
+    count = len(request.items)
+    tokens = os.pipe()  # at most ``parallel`` children past their first read at a time
+    os.write(tokens[1], b"t" * request.parallel)
     gc.collect()
-    try:  # nothing but fork and wait until the last child ends: each forks from one state
-        while pending or running:
-            while pending and len(running) < request.parallel:
-                index = pending.pop(0)
-                pid = os.fork()
-                if pid == 0:  # pragma: no cover - the child: it never returns
-                    _serve_child(request.items[index], scratch / f"{index}.json")
-                running[pid] = index
+    try:  # every child forked from one state: the parent keeps nothing between two forks
+        for index in range(count):
+            if os.fork() == 0:  # pragma: no cover - the child: it never returns
+                _serve_child(request.items[index], scratch, index, tokens[0])
+        ended: dict[int, int] = {}
+        for _ in range(count):
             pid, status = os.wait()
-            statuses[running.pop(pid)] = status
-        outcomes = [_collected(statuses[i], scratch / f"{i}.json", json.loads) for i in range(len(request.items))]
+            ended[pid] = status
+            os.write(tokens[1], b"t")  # the ended child's turn goes to the next, whatever its end
+        outcomes = [_collected(_status(ended, scratch, i), scratch / f"{i}.json", json.loads) for i in range(count)]
     finally:
+        os.close(tokens[0])
+        os.close(tokens[1])
         shutil.rmtree(scratch, ignore_errors=True)
     return CountBatchResponse(tuple(outcomes))
 
 
-def _serve_child(item: CountItem, path: Path) -> None:
-    """Serve ``item`` in a forked child, write its outcome to ``path`` and exit at once (no
-    interpreter teardown, no flush of the parent's buffers)."""
+def _status(ended: Mapping[int, int], scratch: Path, index: int) -> int:
+    """How the child that served item ``index`` ended (it wrote its pid first thing); a child
+    that did not even do that ended by a signal as far as the parent can tell."""
+    import signal
+
+    try:
+        return ended[int((scratch / f"{index}.pid").read_text())]
+    except (OSError, ValueError, KeyError):
+        return signal.SIGKILL
+
+
+def _serve_child(item: CountItem, scratch: Path, index: int, turn: int) -> None:
+    """Serve ``item`` in a forked child once a turn can be read from ``turn`` (a pipe the parent
+    fills), write its outcome to ``scratch/INDEX.json`` and exit at once (no interpreter
+    teardown, no flush of the parent's buffers)."""
     import json
     import traceback
 
     _end_with_parent()
+    (scratch / f"{index}.pid").write_text(str(os.getpid()))
+    os.read(turn, 1)
+    path = scratch / f"{index}.json"
     code = 0
     try:
         served = do_count(item) if isinstance(item, CountRequest) else do_count_compile(item)
