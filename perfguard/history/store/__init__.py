@@ -19,6 +19,8 @@ answers with (:class:`Series`, :class:`Point`, :class:`Night`, :class:`Change`),
 ``alerts``
     Confirmed changes grouped into alerts, read back typed, triaged; the typed alerts and the
     grouping rules are :mod:`.alert_rows`'s.
+``edits``
+    The suite's pipeline edits, and the series they join into one lineage.
 ``prune``
     Retention: old documents go, what open changes rest on stays.
 ``rows``

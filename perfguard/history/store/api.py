@@ -7,14 +7,15 @@ Importing this module loads SQLAlchemy (its parts import it and the tables at th
 from __future__ import annotations
 
 from perfguard.history.store.alerts import Alerting
+from perfguard.history.store.edits import Editing
 from perfguard.history.store.ingest import Ingesting
 from perfguard.history.store.prune import Pruning
 from perfguard.history.store.queries import Querying
 
 
-class Store(Alerting, Ingesting, Querying, Pruning):
+class Store(Alerting, Editing, Ingesting, Querying, Pruning):
     """An open history store. Open with :meth:`open`; close with :meth:`close` or ``with``.
 
     Each part is one module of this package (documents in :mod:`.ingest`, series, nights and
-    changes in :mod:`.queries`, alerts in :mod:`.alerts`, retention in :mod:`.prune`), all on one connection
+    changes in :mod:`.queries`, alerts in :mod:`.alerts`, pipeline edits in :mod:`.edits`, retention in :mod:`.prune`), all on one connection
     (:class:`.engine.StoreConnection`)."""

@@ -18,7 +18,10 @@ one is refused with their one-line messages, and then cut into :class:`PointRow`
   artifacts not timed, is exactly 1.0 and ``same``); failed rows and rows without a finite ratio
   give none. Ratio series are keyed by the runner's name, not its fingerprint: a paired ratio is
   measured within one machine, so ratios from the different hosted machines of different nights
-  belong to one series.
+  belong to one series. And, where the check compiled its base side with the pipelines the suite
+  file defined at the base commit (``mode.base_pipelines``: the suite is part of the compiler's
+  repository and a commit edited them), one :class:`PipelineEditRow` per edited pipeline: its
+  hash and passes on both sides, so the series of the new hash continue those of the old.
 * A **bisect** document is stored and gives no points.
 
 Files of other tools (pytest-benchmark, asv) are cut into the same rows by
@@ -114,15 +117,31 @@ class PointRow:
 
 
 @dataclass(frozen=True)
+class PipelineEditRow:
+    """A pipeline the suite file defined anew between the two commits of a nightly's check
+    (``good_commit`` .. ``bad_commit``): its hash and pass list before and after."""
+
+    suite: str
+    pipeline: str
+    before_hash: str
+    after_hash: str
+    passes_before: tuple[str, ...]
+    passes_after: tuple[str, ...]
+    good_commit: str
+    bad_commit: str
+
+
+@dataclass(frozen=True)
 class Extracted:
     """A validated document: ``kind``, ``suite``, ``time`` (None: the document has none),
-    ``commit`` and its points."""
+    ``commit``, its points and the pipeline edits it shows."""
 
     kind: str
     suite: str
     time: str | None
     commit: str | None
     points: tuple[PointRow, ...]
+    pipeline_edits: tuple[PipelineEditRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -252,7 +271,35 @@ def extract_document(document: PerfguardDocument, source: str) -> Extracted:
         base_entry = _baseline_entry(baseline, candidate, entry, row.baseline)
         rows.append(PointRow(key, time, commit, c.ratio, worker_ratios(base_entry, entry), _finite(c.ci_low),
                              _finite(c.ci_high), mode.base_commit, row.decision))
-    return Extracted("verdicts", candidate.suite.name, time, commit, tuple(rows))
+    return Extracted("verdicts", candidate.suite.name, time, commit, tuple(rows), pipeline_edits(verdicts, commit))
+
+
+def pipeline_edits(verdicts: VerdictsDocument, commit: str | None) -> tuple[PipelineEditRow, ...]:
+    """The pipelines a check against a ref compiled on its base side as the suite file at the base
+    commit defined them (``mode.base_pipelines``), each once: the hash and passes of its cases on
+    both sides. None without both commits or a base side."""
+    mode, compared = verdicts.mode, verdicts.results
+    if mode.kind != "base-ref" or not mode.base_pipelines or compared is None or compared.baseline is None \
+            or not mode.base_commit or not commit:
+        return ()
+    base = {c.id: c for c in compared.baseline.cases}
+    found: dict[str, PipelineEditRow] = {}
+    for entry in compared.candidate.cases:
+        old = base.get(entry.id)
+        if entry.pipeline not in mode.base_pipelines or old is None or entry.pipeline in found:
+            continue
+        before, after = old.key.pipeline, entry.key.pipeline
+        if before.get("sha256") == after.get("sha256"):
+            continue
+        found[entry.pipeline] = PipelineEditRow(compared.candidate.suite.name, entry.pipeline,
+                                                str(before.get("sha256", "")), str(after.get("sha256", "")),
+                                                _passes(before), _passes(after), mode.base_commit, commit)
+    return tuple(found.values())
+
+
+def _passes(pipeline: Mapping[str, object]) -> tuple[str, ...]:
+    passes = pipeline.get("passes")
+    return tuple(str(p) for p in passes) if isinstance(passes, list) else ()
 
 
 def _compared(verdicts: VerdictsDocument, source: str) -> ComparedResults:

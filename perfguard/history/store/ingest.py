@@ -33,7 +33,7 @@ from perfguard.errors import StorageError, StoreError
 from perfguard.history.store import extract, schema
 from perfguard.history.store.engine import StoreConnection, insert_ignoring
 from perfguard.history.store.rows import Ingested
-from perfguard.history.store.schema import documents, nights, points, series, utc_stamp
+from perfguard.history.store.schema import documents, nights, pipeline_edits, points, series, utc_stamp
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -122,6 +122,7 @@ class Ingesting(StoreConnection):
             if source == NIGHTLY:
                 self._refuse_a_second_night(conn, found, body, document_id)
             self._insert_points(conn, document_id, rows)
+            _insert_pipeline_edits(conn, found)
         return Ingested(document_id, found.kind, True, len(rows))
 
     def _refuse_a_second_night(self, conn: Connection, found: Extracted, body: object, document_id: int) -> None:
@@ -197,6 +198,17 @@ class Ingesting(StoreConnection):
             if data is not None:
                 out.append((int(row.id), data))
         return out
+
+
+def _insert_pipeline_edits(conn: Connection, found: Extracted) -> None:
+    """The pipeline edits a document shows (:func:`.extract.pipeline_edits`), each once."""
+    if not found.pipeline_edits:
+        return
+    conn.execute(insert_ignoring(conn, pipeline_edits).on_conflict_do_nothing(
+        index_elements=["suite", "before_hash", "after_hash", "bad_commit"]), [
+        {"suite": e.suite, "pipeline": e.pipeline, "before_hash": e.before_hash, "after_hash": e.after_hash,
+         "passes_before": list(e.passes_before), "passes_after": list(e.passes_after), "good_commit": e.good_commit,
+         "bad_commit": e.bad_commit, "commit_sha": None, "note": ""} for e in found.pipeline_edits])
 
 
 def _stored(body: bytes, where: str) -> Any:

@@ -1,6 +1,6 @@
 """The history store's schema: its tables (SQLAlchemy Core) and the Alembic migrations that build them.
 
-Tables (revision ``0004``):
+Tables (revision ``0005_pipeline_edits``):
 
 ``documents``
     Every ingested document, once: ``sha256`` of its canonical JSON (sorted keys, compact
@@ -45,6 +45,14 @@ Tables (revision ``0004``):
     document ``fix_bisect_document_id``).
 ``alert_events`` (revision ``0002``)
     Every status change of an alert: who, when, from and to which status, the note.
+``pipeline_edits`` (revision ``0005_pipeline_edits``)
+    A pipeline the suite file defined anew between two nights, where the suite file is part of the
+    compiler's repository (a nightly's check compiled the base side with the old definition):
+    suite, pipeline name, its hash before and after (``before_hash`` .. ``after_hash``: the series
+    of the new hash continues the series of the old), both pass lists (JSON), the nights' range
+    (``good_commit`` .. ``bad_commit``), the commit that made the edit once the nightly found it
+    (``commit_sha``; NULL: not found, ``note`` says why). Unique per suite, both hashes and bad
+    commit.
 
 Times are ISO-8601 UTC text, normalized on the way in to one fixed-width form
 (``2026-12-01T12:20:45.161989Z``, :func:`utc_stamp`): text of one width sorts in time order on
@@ -61,6 +69,8 @@ Migration history (``perfguard/history/store/migrations/versions``, one file per
     Broken nights: ``nights.status`` and ``nights.note``; ``nights.document_id`` nullable.
 ``0004``
     The fixing commit of an alert: ``alerts.fix_commit``, ``fix_pass``, ``fix_bisect_document_id``.
+``0005_pipeline_edits``
+    The suite's pipeline edits: the ``pipeline_edits`` table.
 
 ``Store.open`` upgrades an older store to :func:`head_revision` in one transaction, under a lock
 (SQLite ``BEGIN IMMEDIATE``; a PostgreSQL advisory lock), so concurrent first writers create the
@@ -195,6 +205,23 @@ alerts = sa.Table(
     sa.Column("fix_pass", sa.String, nullable=True),
     sa.Column("fix_bisect_document_id", sa.Integer, sa.ForeignKey("documents.id"), nullable=True),
     sa.UniqueConstraint("suite", "runner_class", "good_commit", "bad_commit"),
+)
+
+pipeline_edits = sa.Table(
+    "pipeline_edits", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("suite", sa.String, nullable=False),
+    sa.Column("pipeline", sa.String, nullable=False),
+    sa.Column("before_hash", HASH, nullable=False),
+    sa.Column("after_hash", HASH, nullable=False),
+    sa.Column("passes_before", sa.JSON, nullable=False),
+    sa.Column("passes_after", sa.JSON, nullable=False),
+    sa.Column("good_commit", sa.String, nullable=False),
+    sa.Column("bad_commit", sa.String, nullable=False),
+    sa.Column("commit_sha", sa.String, nullable=True),
+    sa.Column("note", sa.Text, nullable=False),
+    sa.UniqueConstraint("suite", "before_hash", "after_hash", "bad_commit"),
+    sa.Index(None, "suite", "after_hash"),
 )
 
 alert_events = sa.Table(
