@@ -20,6 +20,9 @@
    a known culprit is tested on them (it and its parent, probed once) before any is bisected on
    its own. A found culprit is explained once (``explain``, as ``perfguard bisect`` does: its
    parent against it, profiled); the alert carries that explanation (``nightly --no-explain``: not).
+   A change of a pipeline the suite file defined anew since the previous night is that edit's: the
+   series continue across it (:mod:`perfguard.history.store.edits`) and the commit that made it is
+   the culprit (:mod:`perfguard.flows.nightly_edits`), found in the suite file's history, not bisected.
    On a counted night an identical artifact, neither timed nor counted, carries the previous
    night's counts forward (:func:`carry_counts`), so counted ranges stay night to night.
 5. The confirmed changes are grouped into alerts (:mod:`perfguard.history.store.alert_rows`): one per
@@ -38,9 +41,10 @@ the open one extended), and the chain stays on the last good night: the next nig
 against it, and closes the broken alert as ``fixed`` when it builds again. (Other commands still
 refuse such a suite as bad input, exit 2: there the working tree is the user's own.)
 
-The outcome (``NightReport``) gives the exit code (0 nothing new, 1 a new confirmed regression,
-4 failed cases or a broken compiler); :mod:`perfguard.report.nightly` renders it as a Markdown summary of what
-changed since the previous night.
+The outcome (``NightReport``) gives the exit code (0 nothing new, 1 a new confirmed regression or
+an exact regression of the night's own check that no series holds, 4 failed cases or a broken
+compiler); :mod:`perfguard.report.nightly` renders it as a Markdown summary of what changed since
+the previous night.
 """
 
 from __future__ import annotations
@@ -58,11 +62,12 @@ from perfguard.suite.gates import CheckSettings
 
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
-    from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.compare.verdicts import Verdict, VerdictsDocument
     from perfguard.flows.bisect_fix import FixFound
     from perfguard.history.changepoints import ChangePoint
     from perfguard.history.store import Change, Night, Point, Series, Store
     from perfguard.history.store.alert_rows import Alert
+    from perfguard.history.store.edits import PipelineEdit
     from perfguard.profile.explain import ProfileSettings
     from perfguard.results.result import ResultDocument
     from perfguard.results.shard import ShardInfo
@@ -112,6 +117,7 @@ class NightReport:
     measured_cases: int = 0
     failed_cases: int = 0
     edited_pipelines: tuple[str, ...] = ()  # pipelines the suite changed since the previous night
+    pipeline_edits: list[PipelineEdit] = field(default_factory=list)  # ... each with the commit that did it
     alerts: list[Alert] = field(default_factory=list)
     broken: str | None = None  # why tonight's compiler commit is broken (did not build / import)
     fixes: list[FixFound] = field(default_factory=list)  # the fixing ranges bisected tonight
@@ -122,8 +128,23 @@ class NightReport:
                 and f.series.key.metric in GATED_METRICS]
 
     @property
+    def unraised_regressions(self) -> list[Verdict]:
+        """The exact regressions of tonight's own check (node count, size, the counted metrics:
+        no noise, so decided as seen) that no change of tonight holds: a series that broke where
+        the check's two sides did not (another runner fingerprint on a hosted runner, a pipeline
+        edited where the suite file is not part of the compiler's repository). Never lost: the
+        summary lists them and they make the night exit 1 as a new confirmed regression does."""
+        if self.verdicts is None:
+            return []
+        held = {(f.series.key.case, f.series.key.metric) for f in self.findings
+                if f.change.bad_commit == self.night.commit}
+        return [v for v in self.verdicts.verdicts if v.metric in EXACT_METRICS and v.decision == "different"
+                and v.is_regression and (v.case, v.metric) not in held]
+
+    @property
     def exit_regression(self) -> bool:
-        return bool(self.new_regressions)
+        return bool(self.new_regressions) or any(v.metric in GATED_METRICS and v.gated
+                                                 for v in self.unraised_regressions)
 
 
 def _head_commit(suite: Suite) -> tuple[str, str]:
@@ -204,17 +225,18 @@ def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: Ch
     ``last``: the night before this one (a broken one is closed when this one builds)."""
     verdicts, head_sha = report.verdicts, report.night.commit
     _detect(store, suite.name, report)
-    # A pipeline the suite itself changed between the nights is the cause; bisecting the compiler's
-    # commits (which compiles every commit with tonight's pipelines) could not find it.
+    # A pipeline the suite itself changed between the nights is the cause: the commit that edited it
+    # is its changes' culprit (perfguard.flows.nightly_edits); bisecting the compiler's commits
+    # (which compiles every commit with tonight's pipelines) could not find it.
+    from perfguard.flows.nightly_edits import attribute_edits
+
     edited = set(verdicts.mode.base_pipelines) if verdicts is not None else set()
     report.edited_pipelines = tuple(sorted(edited))
+    report.pipeline_edits = attribute_edits(suite, store, head_sha, [(f.change, f.series) for f in report.findings],
+                                            progress)
     if bisect:
         for finding in report.new_regressions:
-            pipeline = finding.series.key.pipeline
-            if pipeline in edited:
-                store.set_change_status(finding.change.id, finding.change.status,
-                                        f"{finding.change.note}; not bisected: the suite's pipeline {pipeline!r} "
-                                        "changed between these nights")
+            if finding.series.key.pipeline in edited:
                 continue
             if finding.series.key.metric in BISECTED_METRICS and finding.change.good_commit and \
                     finding.change.bad_commit and finding.change.good_commit != finding.change.bad_commit:
@@ -339,11 +361,14 @@ def _detect(store: Store, suite: str, report: NightReport) -> None:
                 if c.alert_id is not None or c.note.startswith(FIX_CHANGE_NOTE)}
     known = {(c.key.case, c.bad_commit) for c in before.values() if c.status == "confirmed"}
     seen = set()
-    for series in store.series(suite=suite):
-        points = store.points(series.id)
-        found = series_changes(series, points)
-        found += _decided_tonight(series, points, found, report)
+    # A pipeline the suite edited at a commit continues its series (perfguard.history.store.edits):
+    # its step at the edit is a change like any other, recorded on the series of the new definition.
+    for lineage in store.lineages(suite):
+        points = list(lineage.points)
+        found = series_changes(lineage.newest, points)
+        found += _decided_tonight(lineage.newest, points, found, report)
         for point in found:
+            series = lineage.series_at(point.index)
             good, bad = _range_of(points, point.index, series.key.kind)
             if good == bad or (series.id, bad) in accepted:
                 # the same commit on both sides: the environment changed, not the compiler

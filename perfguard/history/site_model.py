@@ -9,7 +9,7 @@ here writes to the store or to disk.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from perfguard.jsonfields import JsonDict
 if TYPE_CHECKING:
     from perfguard.compare.verdicts import Verdict
     from perfguard.history.changepoints import ChangePoint
+    from perfguard.history.store.edits import PipelineEdit
     from perfguard.report.bisect import BisectView
     from perfguard.report.counted_why import CountedWhyView
 
@@ -373,10 +374,46 @@ def _environment_markers(view: SeriesView, documents: dict[int, DocumentView]) -
     return markers
 
 
-def _link_siblings(views: Sequence[SeriesView], documents: dict[int, DocumentView]) -> None:
+def _continue_across_edits(views: Sequence[SeriesView], every: Mapping[int, Sequence[Point]],
+                           edits: Sequence[PipelineEdit]) -> set[frozenset[int]]:
+    """The series a pipeline edit of the suite joins (:func:`perfguard.history.store.edits.lineages`):
+    the newest one's view shows the whole lineage, its levels and change points across the edit,
+    with a marker at each edit that moved it (the commit and both pass lists: a code change, not a
+    new environment); an older one's view ends with a marker that says where it continues. Returns
+    the pairs of series ids joined (no "environment changed" marker between them)."""
+    from perfguard.history.store.edits import lineages
+
+    by_id = {v.id: v for v in views}
+    joined: set[frozenset[int]] = set()
+    for lineage in lineages([v.series for v in views], every, edits):
+        if len(lineage.series) < 2:
+            continue
+        newest = by_id[lineage.newest.id]
+        ids = [s.id for s in lineage.series]
+        joined |= {frozenset((a, b)) for a in ids for b in ids if a != b}
+        newest.points = list(lineage.points)
+        newest.levels = levels(newest.series, newest.points)
+        newest.change_points = _change_points(newest.series, newest.points)
+        for index, edit in sorted(lineage.edits.items()):
+            before, after = newest.levels[index - 1], newest.levels[index]
+            tone = "regression" if after > before else "improvement"
+            commit = edit.commit or newest.points[index].commit or ""
+            if before != after:  # an edit that moved nothing leaves the series as it was: no marker
+                newest.markers.append(Marker(index, tone, edit.describe(), commit=commit))
+            older = by_id.get(lineage.series_at(index - 1).id)
+            if older is not None and older is not newest:
+                older.markers.append(Marker(len(older.points), tone,
+                                            f"{edit.describe()}; continues in #{newest.id}",
+                                            href=f"../{newest.href}", commit=commit))
+    return joined
+
+
+def _link_siblings(views: Sequence[SeriesView], documents: dict[int, DocumentView],
+                   joined: Collection[frozenset[int]] = ()) -> None:
     """Series of the same case, metric and runner under another fingerprint, backend or model
     hash (each is its own series): list them on each other's page, and mark where this series
-    took over from the one before it."""
+    took over from the one before it (``joined``: pairs a pipeline edit joins, marked by
+    :func:`_continue_across_edits` instead)."""
     from perfguard.runners.fingerprint import fingerprint_differences
 
     groups: dict[tuple[str, ...], list[SeriesView]] = {}
@@ -402,12 +439,12 @@ def _link_siblings(views: Sequence[SeriesView], documents: dict[int, DocumentVie
                 view.siblings.append((other, differs))
             differs_from = {o.id: d for o, d in view.siblings}
             before = [o for o in group if o is not view and o.series.last_time <= view.series.first_time]
-            if before:
+            if before and frozenset((before[-1].id, view.id)) not in joined:
                 previous = before[-1]
                 view.markers.append(Marker(0, "environment", f"environment changed: {differs_from[previous.id]}",
                                            href=f"../{previous.href}", commit=view.points[0].commit or ""))
             after = [o for o in group if o is not view and o.series.first_time >= view.series.last_time]
-            if after:
+            if after and frozenset((after[0].id, view.id)) not in joined:
                 following = after[0]
                 view.markers.append(Marker(len(view.points), "environment",
                                            f"environment changed: {differs_from[following.id]}; continues in "
@@ -459,6 +496,7 @@ def collect(store: Store, suite: str | None = None, *, now: datetime | None = No
         for point in view.points:
             if point.document_id in documents:
                 documents[point.document_id].points.append((view, point))
+    joined = _continue_across_edits(views, every, store.pipeline_edits(suite))
     ordered = sorted(documents.values(), key=lambda d: (d.suite, d.time, d.id))
     for earlier, later in zip(ordered, ordered[1:], strict=False):
         if earlier.suite == later.suite:
@@ -490,7 +528,7 @@ def collect(store: Store, suite: str | None = None, *, now: datetime | None = No
 
     for view in views:
         view.markers += _environment_markers(view, documents)
-    _link_siblings([v for v in views if v.key.kind == "absolute"], documents)
+    _link_siblings([v for v in views if v.key.kind == "absolute"], documents, joined)
 
     filters = {}
     for dimension in DIMENSIONS:

@@ -17,9 +17,10 @@ from perfguard.report.escape import md_code, md_text
 
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
-    from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.compare.verdicts import Verdict, VerdictsDocument
     from perfguard.history.store import Change, Night, Series
     from perfguard.history.store.alert_rows import Alert
+    from perfguard.history.store.edits import PipelineEdit
 
 
 class NightFinding(Protocol):
@@ -65,6 +66,12 @@ class NightOutcome(Protocol):
 
     @property
     def edited_pipelines(self) -> tuple[str, ...]: ...
+
+    @property
+    def pipeline_edits(self) -> Sequence[PipelineEdit]: ...
+
+    @property
+    def unraised_regressions(self) -> Sequence[Verdict]: ...
 
     @property
     def alerts(self) -> Sequence[Alert]: ...
@@ -180,9 +187,39 @@ def markdown_summary(report: NightOutcome) -> str:
         lines += ["### Did not hold", ""]
         lines += [f"- {_commits(c)} {_pct(c.ratio)}: {md_text(c.note)}" for c in dropped]
         lines.append("")
-    if previous is not None and not (report.alerts or pending or dropped):
+    lines += _edit_lines(report)
+    unraised = report.unraised_regressions
+    if unraised:
+        lines += ["### Regressions of tonight's check that no series holds", "",
+                  "Exact metrics (no noise): tonight's check decided them against the previous night, but no "
+                  "series of the store holds the step (a runner of another fingerprint, or a pipeline edited "
+                  "outside the compiler's repository, starts a series of its own). They count as new "
+                  "regressions.", ""]
+        lines += [f"- {md_text(v.case)} {md_text(v.metric)}: {_value(v.comparison.baseline_median)} -> "
+                  f"{_value(v.comparison.candidate_median)} ({_pct(v.comparison.ratio)})" for v in unraised]
+        lines.append("")
+    if previous is not None and not (report.alerts or pending or dropped or unraised):
         lines += ["Nothing new since the previous night.", ""]
     return "\n".join(lines)
+
+
+def _value(number: float) -> str:
+    return f"{number:.0f}" if float(number).is_integer() else f"{number:.4g}"
+
+
+def _edit_lines(report: NightOutcome) -> list[str]:
+    """The pipelines the suite file defined anew since the previous night: where (the commit, else
+    the range and what the suite file's history says) and the pass lists before and after."""
+    if not report.pipeline_edits:
+        return []
+    lines = ["### Pipelines edited since the previous night", "",
+             "A code change: each pipeline's series continue across the edit, and its commit is the culprit of "
+             "what moved.", ""]
+    for edit in report.pipeline_edits:
+        where = md_code(edit.commit[:10]) if edit.commit else md_text(f"{edit.good_commit[:10]}..{edit.bad_commit[:10]}")
+        lines.append(f"- {md_code(edit.pipeline)} at {where}: {md_text(edit.passes)}"
+                     + (f" ({md_text(edit.note)})" if edit.note else ""))
+    return [*lines, ""]
 
 
 def _counted_why_lines(alerts: Sequence[Alert]) -> list[str]:
@@ -230,6 +267,13 @@ def _alert_row(report: NightOutcome, alert: Alert) -> str:
     elif alert.culprit_commit:
         culprit = md_code(alert.culprit_commit[:10]) + (f", pass {md_code(alert.culprit_pass)}"
                                                           if alert.culprit_pass else "")
+        edit = next((e for e in _edits_of(report, alert) if e.commit == alert.culprit_commit), None)
+        if edit is not None:
+            culprit += f" (the suite's pipeline changed: {md_code(edit.pipeline)} {md_text(edit.passes)})"
+    elif _edits_of(report, alert):  # no commit found: the range, and the commits that touched the suite file
+        culprit = "; ".join(f"{md_code(e.pipeline)}: {md_text(e.note)}" if e.note else
+                            f"the suite's pipeline changed: {md_code(e.pipeline)} {md_text(e.passes)}"
+                            for e in _edits_of(report, alert))
     elif any(c.case.count("/") == 2 and c.case.split("/")[1] in report.edited_pipelines for c in alert.changes):
         culprit = "the suite's pipeline changed"
     else:
@@ -241,6 +285,12 @@ def _alert_row(report: NightOutcome, alert: Alert) -> str:
         why = f"{md_text(e.dimension)}: {md_text(e.headline)}" + (f" ({nodes})" if nodes else "")
     return (f"| {alert.id} | {md_text(alert.status)} | {_alert_changes(alert, '; ')} | {_range(alert)} | "
             f"{culprit} | {why} |")
+
+
+def _edits_of(report: NightOutcome, alert: Alert) -> list[PipelineEdit]:
+    """Tonight's pipeline edits of the alert's cases in its range."""
+    pipelines = {c.case.split("/")[1] for c in alert.changes if c.case.count("/") == 2}
+    return [e for e in report.pipeline_edits if e.pipeline in pipelines and e.bad_commit == alert.last_commit]
 
 
 def bisections_summary(suite: str, done: Sequence[tuple[Change, BisectResult | None]],
