@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from perfguard.profile.explain import ProfileSettings
     from perfguard.results.result import ResultDocument
     from perfguard.results.shard import ShardInfo
+    from perfguard.suite.gates import ThresholdSet
 
 #: Metrics whose confirmed regressions trigger a bisection (the others are recorded only).
 BISECTED_METRICS = ("latency",)
@@ -224,7 +225,7 @@ def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: Ch
     regressions, raise the alerts (the whole night, or the follow-up job of a sharded one).
     ``last``: the night before this one (a broken one is closed when this one builds)."""
     verdicts, head_sha = report.verdicts, report.night.commit
-    _detect(store, suite.name, report)
+    _detect(store, suite.name, report, suite.thresholds)
     # A pipeline the suite itself changed between the nights is the cause: the commit that edited it
     # is its changes' culprit (perfguard.flows.nightly_edits); bisecting the compiler's commits
     # (which compiles every commit with tonight's pipelines) could not find it.
@@ -351,7 +352,9 @@ def _range_of(points: Sequence[Point], index: int, kind: str) -> tuple[str | Non
     return good, bad
 
 
-def _detect(store: Store, suite: str, report: NightReport) -> None:
+def _detect(store: Store, suite: str, report: NightReport, thresholds: ThresholdSet) -> None:
+    """Tonight's changes of every series of ``suite``; exact ones past the suite's own floors
+    (``thresholds``: the gates its check used tonight, so history and check agree)."""
     before = {(c.series_id, c.bad_commit): c for c in store.changes(suite=suite)}
     # Closed by triage of their alert (wont-fix, expected, invalid...): the level is accepted. So
     # is the step that fixed an alert (closed as its fix, in no alert).
@@ -365,7 +368,7 @@ def _detect(store: Store, suite: str, report: NightReport) -> None:
     # its step at the edit is a change like any other, recorded on the series of the new definition.
     for lineage in store.lineages(suite):
         points = list(lineage.points)
-        found = series_changes(lineage.newest, points)
+        found = series_changes(lineage.newest, points, thresholds)
         found += _decided_tonight(lineage.newest, points, found, report)
         for point in found:
             series = lineage.series_at(point.index)
