@@ -44,7 +44,13 @@ from perfguard.backends.base import (
     PassInfo,
 )
 from perfguard.backends.inductor_models import build_module
-from perfguard.backends.inductor_run import CompiledModel, InductorTrace, compile_model, kernel_count
+from perfguard.backends.inductor_run import (
+    CompiledModel,
+    InductorTrace,
+    compile_model,
+    dynamo_events,
+    kernel_count,
+)
 from perfguard.backends.inductor_settings import (
     INSTALL_HINT,
     InductorSettings,
@@ -81,13 +87,20 @@ def _device(runner: Runner) -> str:
 
 
 class InductorExecutable:
-    """A compiled module on one device; inputs are copied to torch tensors once per array object."""
+    """A compiled module on one device; inputs are copied to torch tensors once per array object.
+
+    ``jit_events``: Dynamo's compiles and graph breaks in this process so far. The measuring worker
+    reads them after every variant has loaded and run once more, and after the timed rounds; a
+    change fails the case in one line (the values would not all be the compiled graphs')."""
 
     def __init__(self, compiled: CompiledModel) -> None:
         self.compiled = compiled
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         return self.compiled.run(feeds)
+
+    def jit_events(self) -> dict[str, int]:
+        return dynamo_events()
 
 
 class InductorBackend(Backend):
@@ -204,7 +217,8 @@ class InductorBackend(Backend):
                                f"{runner.name!r}; set the pipeline's options.device to {device!r}")
         compiled = compile_model(folder / recipe["model"], settings, _recorded_passes(recipe), folder / "cache",
                                  device, check_eager=False, hooks={hook: _recorded_passes({"passes": entries})
-                                                                  for hook, entries in recipe.get("hooks", {}).items()})
+                                                                  for hook, entries in recipe.get("hooks", {}).items()},
+                                 keep_loaded=True)  # the worker's other variants keep their code (issue 45)
         if compiled.code_sha256 != recipe["output_code_sha256"]:
             raise BackendError("the compile in the measuring worker generated other code than the artifact's "
                                f"({compiled.code_sha256[:12]} vs {recipe['output_code_sha256'][:12]}): its cache did "

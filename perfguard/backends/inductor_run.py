@@ -177,15 +177,39 @@ def _feeds(model_path: Path) -> dict[str, np.ndarray]:
 
 
 UserPasses = tuple[tuple[str, str], ...]
+#: Dynamo's cache entries one code object may hold while a measuring worker loads its variants (torch's
+#: default is 8: ``check --base-ref`` of a five-pipeline suite loads ten).
+RECOMPILE_LIMIT = 256
+
+
+def dynamo_events() -> dict[str, int]:
+    """What Dynamo has done in this process so far: the frames it compiled (a first compile, or a
+    recompilation after a guard failure: ``counters["frames"]["total"]``) and the graph breaks it
+    met. A measuring worker reads them before and after timing: any change means some values ran
+    something else than the compiled graphs the artifact holds."""
+    from torch._dynamo.utils import counters
+
+    return {"Dynamo compiles": int(counters["frames"]["total"]),
+            "graph breaks": int(sum(counters["graph_break"].values()))}
 
 
 def compile_model(model_path: Path, settings: InductorSettings, passes: UserPasses, cache_dir: Path,
                   device: str, *, check_eager: bool, traced_from: int = 0,
-                  hooks: Mapping[str, UserPasses] | None = None) -> CompiledModel:
+                  hooks: Mapping[str, UserPasses] | None = None, keep_loaded: bool = False) -> CompiledModel:
     """Compile the zoo model (or PyTorch callable) at ``model_path`` on ``device`` with its Inductor cache in ``cache_dir``;
     ``passes`` (post-grad) and each hook's passes (``options.hooks``) are ``(name, sys.path root)``.
     ``traced_from``: the trace leaves out the first passes (a hybrid's stage 2: its prefix's compile
-    traced them)."""
+    traced them).
+
+    ``keep_loaded``: keep what this process compiled before (a measuring worker's other variants)
+    instead of resetting Dynamo first. ``torch._dynamo.reset()`` drops the compiled code of every
+    module in the process: a worker that loaded a case's variants one after another ran each but
+    the last through a fresh Dynamo compile on its first timed call, outside this function's
+    config (without the pipeline's passes, in torch's default cache folder: another code than the
+    artifact's) and inside the calibration, which then chose 4 runs a value instead of 40
+    (issue 45: ``docs/measured.md``, Inductor). Each variant is one more entry in Dynamo's cache of
+    the modules' shared ``forward``, so the recompile limit is raised to fit a worker's variants
+    and hitting it fails instead of falling back to eager."""
     torch = torch_module()
     from torch._dynamo.utils import clear_compilation_metrics, get_compilation_metrics
     from torch._inductor.codecache import PyCodeCache
@@ -201,11 +225,14 @@ def compile_model(model_path: Path, settings: InductorSettings, passes: UserPass
     config = {**settings.inductor_config(), "fx_graph_cache": True, "fx_graph_remote_cache": False,
               "autotune_remote_cache": False, "post_grad_custom_post_pass": pipeline,
               **{HOOKS[hook]: hook_pass for hook, hook_pass in hooked.items()}}
-    torch._dynamo.reset()
+    if not keep_loaded:
+        torch._dynamo.reset()
     clear_compilation_metrics()
     known = {id(m) for m in PyCodeCache.modules}
+    dynamo = {"recompile_limit": RECOMPILE_LIMIT, "accumulated_recompile_limit": RECOMPILE_LIMIT,
+              "fail_on_recompile_limit_hit": True, **settings.dynamo}
     with temporary_cache_dir(str(cache_dir)), torch._inductor.config.patch(config), \
-            torch._dynamo.config.patch(dict(settings.dynamo)), torch.no_grad():
+            torch._dynamo.config.patch(dynamo), torch.no_grad():
         compiled = torch.compile(module, mode=None if settings.mode == "default" else settings.mode,
                                  dynamic=settings.dynamic)
         start = time.perf_counter()

@@ -43,6 +43,7 @@ from perfguard.runners import get_runner
 from perfguard.runners.base import Runner
 from perfguard.suite import PipelineSpec
 from perfguard.workers.counting import BATCH_MODE as COUNT_BATCH_MODE, CountBatchRequest, do_count_batch
+from perfguard.workers.jit import check_still_compiled, prove_compiled
 from perfguard.workers.protocol import (
     STATUS_PREFIX,
     CheckTolerance,
@@ -441,6 +442,7 @@ def do_measure(request: MeasureRequest) -> MeasureResponse:
         if first_peak is None:
             # Only this variant is loaded yet: the process is a memory probe of it.
             first_peak = peak_rss_bytes()
+    compile_counts = prove_compiled(executables, feeds, runner.synchronize)  # every value runs the artifact's code
     loops = dict(request.loops or {})
     for variant_id, executable in executables.items():
         if variant_id not in loops:
@@ -467,6 +469,7 @@ def do_measure(request: MeasureRequest) -> MeasureResponse:
             telemetry = sampler.stop()
         if gc_was_enabled:
             gc.enable()
+    check_still_compiled(executables, compile_counts)
     peak = peak_rss_bytes()
     return MeasureResponse(values={k: tuple(v) for k, v in values.items()}, loops=loops, rss_delta_bytes=rss_delta,
                            peak_rss_bytes=peak, load_order=tuple(load_order), pid=os.getpid(), telemetry=telemetry,
