@@ -206,10 +206,11 @@ def compile_model(model_path: Path, settings: InductorSettings, passes: UserPass
     module in the process: a worker that loaded a case's variants one after another ran each but
     the last through a fresh Dynamo compile on its first timed call, outside this function's
     config (without the pipeline's passes, in torch's default cache folder: another code than the
-    artifact's) and inside the calibration, which then chose 4 runs a value instead of 40
-    (issue 45: ``docs/measured.md``, Inductor). Each variant is one more entry in Dynamo's cache of
-    the modules' shared ``forward``, so the recompile limit is raised to fit a worker's variants
-    and hitting it fails instead of falling back to eager."""
+    artifact's), inside the first worker's calibration (which then chose 4 runs a value where 26
+    last its 20 ms) or the other workers' first timed round (issue 45: ``docs/measured.md``,
+    "Inductor timings"; the float64 pipeline read +4 % instead of +231 %). Each variant is one more
+    entry in Dynamo's cache of the modules' shared ``forward``, so the recompile limit is raised to
+    fit a worker's variants and hitting it fails instead of falling back to eager."""
     torch = torch_module()
     from torch._dynamo.utils import clear_compilation_metrics, get_compilation_metrics
     from torch._inductor.codecache import PyCodeCache

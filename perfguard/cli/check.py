@@ -149,10 +149,15 @@ def _run_artifacts(args: argparse.Namespace) -> ExitCode:
 
 def _report(document: VerdictsDocument, args: argparse.Namespace) -> ExitCode:
     """Print, write and annotate the verdicts; the exit code to gate on."""
+    from perfguard.cli._text import LOG_TABLE_WIDTH, cli_console, print_wrapped
     from perfguard.cli._verdicts import print_verdicts, write_verdicts
     from perfguard.compare.check import exit_code
+    from perfguard.report.quality import check_timing_notes
 
     print_verdicts(document, args.verbose)
+    notes = cli_console(min_width=130, log_width=LOG_TABLE_WIDTH)
+    for note in check_timing_notes(document):  # why an interval is wide, where the values say so
+        print_wrapped(notes, note)
     if document.explanations:
         from perfguard.cli._explain import print_explanations
 

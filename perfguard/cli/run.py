@@ -131,7 +131,8 @@ def print_table(document: ResultDocument) -> None:
     from rich.table import Table
 
     from perfguard.backends.base import NOT_BUILT
-    from perfguard.cli._text import cli_console, literal
+    from perfguard.cli._text import LOG_TABLE_WIDTH, cli_console, literal, print_wrapped
+    from perfguard.report.quality import timing_notes
     from perfguard.units import format_bytes, format_duration
 
     table = Table(title=literal(f"perfguard run: {document.suite.name}"))
@@ -163,6 +164,9 @@ def print_table(document: ResultDocument) -> None:
     cli_console(min_width=120).print(table)
     print("'vs first' is the ratio of medians to the first pipeline of the same model and runner, measured "
           "interleaved in the same workers; it is not a verdict (use perfguard check for that).")
+    notes = cli_console(min_width=120, log_width=LOG_TABLE_WIDTH)
+    for note in timing_notes(document):  # values of two modes, or far noisier than the backend's usual
+        print_wrapped(notes, note)
     if any(is_blind(c) for c in document.cases if c.ok):
         print("'ok (blind)': the correctness check could not see anything: the reference outputs are the same on "
               "two different inputs, so a wrong pass would pass it. Give the model real weights or inputs.")
