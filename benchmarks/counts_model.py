@@ -11,8 +11,10 @@ counted check of the model costs, cold and with its counts served from the artif
   the model's plan, the bound step) and protocol 4 with ``--counts-cache``.
 * **Check** (``--check``): ``perfguard check SUITE --against-pipeline none --counts`` of the
   model under ``none`` and ``bn_folded``, with a fresh ``--artifact-cache``: cold (everything
-  counted), then again (every count served), and with ``--base-ref``-style service measured by
-  the second run's log; wall and CPU time of each, and the timed check without ``--counts``.
+  counted), then again (every count served); then with a cache that holds the base side's counts
+  only (a counted ``run`` of ``none`` fills it), as a pull request's check finds it; wall and CPU
+  time of each, and the timed check without ``--counts``. Run it from a checkout nobody edits
+  meanwhile: the counts cache keys perfguard's own source.
 
     python benchmarks/counts.py --model resnet:depth=16,width=64,image_size=224 [--phases] [--check]
 """
@@ -166,10 +168,15 @@ passes = ["fuse_bn_into_conv", "constant_folding"]
 model = "m"
 ''')
     perfguard = [sys.executable, "-m", "perfguard", "check", str(suite), "--against-pipeline", "none"]
-    cache = folder / "cache"
+    cache, base_only = folder / "cache", folder / "base-cache"
     runs = [("timed check (no --counts)", perfguard),
             ("counted check, cold (fresh artifact cache)", [*perfguard, "--counts", "--artifact-cache", str(cache)]),
-            ("counted check, every count served", [*perfguard, "--counts", "--artifact-cache", str(cache)])]
+            ("counted check, every count served", [*perfguard, "--counts", "--artifact-cache", str(cache)]),
+            ("(a counted run of the base side alone, filling another cache)",
+             [sys.executable, "-m", "perfguard", "run", str(suite), "--case", "m/none/*", "--counts",
+              "--artifact-cache", str(base_only), "--out", str(folder / "base.json")]),
+            ("counted check, base side served (a pull request's check)",
+             [*perfguard, "--counts", "--artifact-cache", str(base_only)])]
     for name, command in runs:
         wall, cpu, code, err = _timed(command, folder)
         served = [line for line in err.splitlines() if "Valgrind" in line]
