@@ -27,7 +27,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "perfguard"
 #: tables, the rows and alerts it answers with) sits below ``report`` and the rest of ``history``,
 #: which read it and are never read by it.
 LAYERS = [
-    "", "errors", "jsonfields", "units", "names", "atomic", "redact", "exit_codes", "children", "progress", "schemas",
+    "", "errors", "jsonfields", "jsonparse", "units", "names", "atomic", "redact", "exit_codes", "children", "scratch", "progress",
+    "schemas",
     "stats", "runners", "suite", "models", "backends", "results", "workers", "compile", "measure", "compare",
     "profile", "bisect", "tune", "history.store", "report", "history", "formats", "flows", "cli", "__main__",
 ]

@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING
 
 from perfguard import children
 from perfguard.errors import BuildError, UserError
+from perfguard.scratch import gone, owner
 from perfguard.suite import Suite
 
 if TYPE_CHECKING:  # GitPython loads lazily: bisect and check import this module
@@ -157,7 +158,7 @@ def checkout_at(suite: Suite, ref: str, label: str | None = None) -> Iterator[Co
     folder = Path(tempfile.mkdtemp(prefix=f"perfguard-{sha[:8]}-"))
     target = folder / "tree"
     try:
-        (folder / WORKTREE_MARKER).write_text(json.dumps(_owner(os.getpid())))
+        (folder / WORKTREE_MARKER).write_text(json.dumps(owner(os.getpid())))
         repo.git.worktree("add", "--detach", str(target), sha)
     except Exception as exc:
         shutil.rmtree(folder, ignore_errors=True)
@@ -185,28 +186,6 @@ def checkout_at(suite: Suite, ref: str, label: str | None = None) -> Iterator[Co
             pass
 
 
-def _owner(pid: int) -> dict[str, float]:
-    """The process ``pid`` as the marker records it: its id and start time (a reused id is another
-    process)."""
-    import psutil
-
-    try:
-        return {"pid": pid, "started": psutil.Process(pid).create_time()}
-    except psutil.Error:
-        return {"pid": pid, "started": -1.0}
-
-
-def _gone(marker: Path) -> bool:
-    """Whether the process named by a worktree marker has ended (an unreadable marker: not ours to
-    judge, kept)."""
-    try:
-        recorded = json.loads(marker.read_text())
-        pid, started = int(recorded["pid"]), float(recorded["started"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return _owner(pid)["started"] != started
-
-
 def prune_stale_worktrees(root: Path) -> int:
     """Remove the worktrees of the repository at ``root`` that perfguard made for a process that
     has ended (the marker in their folder), then ``git worktree prune``; how many were removed.
@@ -222,7 +201,7 @@ def prune_stale_worktrees(root: Path) -> int:
                    and stat.S_ISREG(os.lstat(marker).st_mode) and not os.path.islink(folder))
         except OSError:
             continue
-        if own and _gone(marker):
+        if own and gone(marker):
             _git_quiet(root, "worktree", "remove", "--force", str(tree))
             shutil.rmtree(folder, ignore_errors=True)
             removed += 1

@@ -27,6 +27,7 @@ from perfguard.children import available_cores
 from perfguard.jsonfields import JsonDict, int_map, integer
 from perfguard.results.counted_functions import window_functions
 from perfguard.results.counts import Counts
+from perfguard.scratch import scratch_folder
 from perfguard.workers.callgrind import (
     counted_command,
     counted_env,
@@ -303,7 +304,7 @@ def _count_batch(suite: Suite, backend: str, targets: Sequence[Target], cache: b
     model's count moved by ~300 instructions an inference when only the job's folder name
     was longer (docs/measured.md, "Exact on every model")."""
     valgrind = valgrind_path()
-    scratch = Path(tempfile.mkdtemp(prefix="perfguard-count-"))
+    scratch = scratch_folder("count-")
     plans = [target_plan(t, cache) for t in targets]
     per_target = [_items(suite, t, scratch, i, plan) for i, (t, plan) in enumerate(zip(targets, plans, strict=True))]
     items = tuple(item for group in per_target for item in group)

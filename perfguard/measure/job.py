@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import tempfile
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,6 +44,7 @@ from perfguard.results import Latency, Measurement, ModelInfo, ResultDocument, S
 from perfguard.results.result import CacheUse
 from perfguard.runners import get_runner
 from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
+from perfguard.scratch import reclaim_stale, scratch_folder
 from perfguard.suite import CaseSpec, Suite
 from perfguard.workers.callgrind import valgrind_path, valgrind_version
 from perfguard.workers.protocol import MeasureVariant, variant_id
@@ -126,7 +126,9 @@ class Job:
             valgrind_path()
         self.pending_check = start_check_suite(suite, cases, runners=check_runners) if check else None
         self.owned = workdir is None
-        folder = Path(tempfile.mkdtemp(prefix="perfguard-")) if workdir is None else workdir
+        if self.owned:  # the folders of jobs that were killed (no cleanup ran) go first
+            reclaim_stale()
+        folder = scratch_folder() if workdir is None else workdir
         self.ctx = RunContext(suite, cases, folder, progress or Progress(),
                               sides=sides or [Side("head", suite.compiler.path)])
         self.repo = repo

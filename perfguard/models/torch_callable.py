@@ -104,7 +104,7 @@ class TorchModel:
     @classmethod
     def read(cls, path: Path) -> TorchModel:
         """The descriptor at ``path``; ``UserError`` for one this perfguard did not write."""
-        from perfguard.results.documents import parse_json
+        from perfguard.jsonparse import parse_json
 
         try:
             data = parse_json(path.read_text(), path)  # nested 100,000 deep: a one-line StorageError

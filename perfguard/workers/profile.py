@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import tempfile
 from pathlib import Path
 
 from perfguard.errors import BackendError, TraceError, first_line
+from perfguard.scratch import scratch_folder
 from perfguard.workers.protocol import ProfileRequest, ProfileResponse
 from perfguard.workers.trace import aggregate, read_trace
 
@@ -33,7 +33,7 @@ def do_profile(request: ProfileRequest) -> ProfileResponse:
     order = sorted(request.variants, key=lambda v: v.id)
     shift = request.worker_index % len(order) if order else 0
     order = order[shift:] + order[:shift]
-    scratch = Path(tempfile.mkdtemp(prefix="perfguard-profile-"))
+    scratch = scratch_folder("profile-")
     try:
         sessions = {}
         for index, variant in enumerate(order):
