@@ -678,7 +678,7 @@ class CompileCache:
         return f"artifact cache {self.root}: {self.stats.describe()}; {format_bytes(self.size_bytes())} held"
 
 
-def _document(raw: bytes, name: str) -> dict[str, Any]:
+def _document(raw: bytes, name: str) -> Mapping[str, object]:
     """The JSON object of a stored file, read as every perfguard document is (``parse_json``: no
     nesting deeper than ``MAX_DEPTH``, no NaN, no integer beyond 2**63); a ``ValueError`` for
     anything else, so a hostile or corrupt file drops its entry and is never exit 70."""

@@ -192,6 +192,8 @@ class Ingesting(StoreConnection):
         out = []
         for row in found:
             data = _stored(row.body, f"history store {self.url}: document {row.id}")
+            if not isinstance(data, dict):  # ingested as an object: another value is not a result
+                continue
             if row.kind == "verdicts":
                 label = candidate_label(data.get("results") or {})
                 data = data["results"][label] if label else None
@@ -211,7 +213,7 @@ def _insert_pipeline_edits(conn: Connection, found: Extracted) -> None:
          "bad_commit": e.bad_commit, "commit_sha": None, "note": ""} for e in found.pipeline_edits])
 
 
-def _stored(body: bytes, where: str) -> Any:
+def _stored(body: bytes, where: str) -> object:
     """A stored document's JSON, read as its file was (``parse_json``, NaN allowed as in the asv
     and pytest-benchmark files it may hold): a row nested deeper than any document perfguard
     reads, or not JSON, is a one-line ``StoreError``, never a ``RecursionError``."""
