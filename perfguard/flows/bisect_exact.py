@@ -89,12 +89,13 @@ class ExactProbe:
 
 
 def probe_entries(suite: Suite, case: CaseSpec, variants: Sequence[Variant], progress: Progress,
-                  counted: bool) -> dict[str, CaseEntry]:
+                  counted: bool, cache: bool = False) -> dict[str, CaseEntry]:
     """Compile every variant once (one job, no measurement) and return each compiled entry by
     label; ``counted``: each compiled variant is first counted once under Valgrind (one counted
     process per probe, a forked child for each version's inferences and one for its compile:
     ``perfguard.measure.counts``). Counts repeat within their small A/A spread, so one count per
-    version decides, as one compile does for a node count."""
+    version decides, as one compile does for a node count. ``cache``: with the cache simulation
+    (``estimated_cycles`` needs it, whatever the command's ``--counts`` said)."""
     from perfguard.measure.job import compile_variants
     from perfguard.workers.callgrind import valgrind_path
 
@@ -104,6 +105,7 @@ def probe_entries(suite: Suite, case: CaseSpec, variants: Sequence[Variant], pro
     job, compiled = compile_variants(suite, once, variants, progress)
     try:
         if counted:
+            job.counts_cache = job.counts_cache or cache
             job.count(list(compiled.values()))
     finally:
         job.close()
@@ -126,7 +128,7 @@ def _probe_values(key: str, counted: bool) -> ValuesFn:
     and reads the exact metric ``key`` of each compiled entry."""
 
     def values(suite: Suite, case: CaseSpec, variants: Sequence[Variant], progress: Progress) -> dict[str, Probed]:
-        entries = probe_entries(suite, case, variants, progress, counted)
+        entries = probe_entries(suite, case, variants, progress, counted, cache=key == "estimated_cycles")
         return {label: probed_value(entry, key, counted) for label, entry in entries.items()}
 
     return values
@@ -397,7 +399,8 @@ def attribute_exact(suite: Suite, case: CaseSpec, culprit: str, changes: Sequenc
             return [None] * len(changes)
         entries = probe_entries(suite, case, [Variant(label, side_of(trees[sha], label))  # type: ignore[arg-type]
                                               for sha, label in zip((parent, culprit), labels, strict=True)],
-                                progress, counted)
+                                progress, counted,
+                                cache=any(c.metric == "estimated_cycles" for c, r in zip(changes, ranges, strict=True) if r))
     out: list[BisectResult | None] = []
     for change, held in zip(changes, ranges, strict=True):
         if held is None:
