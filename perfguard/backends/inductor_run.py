@@ -244,6 +244,11 @@ def compile_model(model_path: Path, settings: InductorSettings, passes: UserPass
         seconds = time.perf_counter() - start
         loaded = [m for m in PyCodeCache.modules if id(m) not in known and
                   str(getattr(m, "__file__", "")).startswith(str(cache_dir.resolve()))]
+    if keep_loaded and not loaded:
+        # Dynamo served an earlier compile of this process (the same module's code, the reference
+        # run of a torch callable): none of this compile's code can be read, so compile it anew.
+        return compile_model(model_path, settings, passes, cache_dir, device, check_eager=check_eager,
+                             traced_from=traced_from, hooks=hooks, keep_loaded=False)
     code = sorted(without_addresses(Path(str(m.__file__)).read_text()) for m in loaded)
     error = None
     if check_eager:
