@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: The usual cv of a case's values by backend, measured on the 2-core machine (within-process cv
-#: at one thread plus the spread between processes; COMPILER_NOTES section 7, docs/measured.md).
+#: at one thread plus the spread between processes; docs/measured.md).
 #: Inductor's is its level once every value runs the compiled graph (issue 45).
 USUAL_CV = {"ort": 0.03, "iree": 0.03, "tvm": 0.02, "inductor": 0.05}
 #: The usual cv of a backend not listed (a plugin's, the mock's).
