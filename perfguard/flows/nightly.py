@@ -119,6 +119,7 @@ class NightReport:
     failed_cases: int = 0
     edited_pipelines: tuple[str, ...] = ()  # pipelines the suite changed since the previous night
     pipeline_edits: list[PipelineEdit] = field(default_factory=list)  # ... each with the commit that did it
+    detected: bool = False  # tonight's changes were detected here (not in a shard's part: its follow-up does)
     alerts: list[Alert] = field(default_factory=list)
     broken: str | None = None  # why tonight's compiler commit is broken (did not build / import)
     fixes: list[FixFound] = field(default_factory=list)  # the fixing ranges bisected tonight
@@ -135,7 +136,7 @@ class NightReport:
         the check's two sides did not (another runner fingerprint on a hosted runner, a pipeline
         edited where the suite file is not part of the compiler's repository). Never lost: the
         summary lists them and they make the night exit 1 as a new confirmed regression does."""
-        if self.verdicts is None:
+        if self.verdicts is None or not self.detected:  # a shard's part: its follow-up detects and decides
             return []
         held = {(f.series.key.case, f.series.key.metric) for f in self.findings
                 if f.change.bad_commit == self.night.commit}
@@ -226,6 +227,7 @@ def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: Ch
     ``last``: the night before this one (a broken one is closed when this one builds)."""
     verdicts, head_sha = report.verdicts, report.night.commit
     _detect(store, suite.name, report, suite.thresholds)
+    report.detected = True
     # A pipeline the suite itself changed between the nights is the cause: the commit that edited it
     # is its changes' culprit (perfguard.flows.nightly_edits); bisecting the compiler's commits
     # (which compiles every commit with tonight's pipelines) could not find it.
