@@ -139,6 +139,7 @@ def test_a_night_whose_own_check_has_an_exact_regression_never_says_nothing_new(
     report = NightReport("mycompiler", Night(2, "mycompiler", "b" * 40, "2026-12-02T03:00:00Z", 2),
                          Night(1, "mycompiler", "a" * 40, "2026-12-01T03:00:00Z", 1),
                          types.SimpleNamespace(verdicts=[row]))  # type: ignore[arg-type]
+    report.detected = True  # the whole night (or its follow-up): tonight's changes were detected, none held it
     text = markdown_summary(report)
     assert "Nothing new" not in text
     assert "- resnet/mycc/cpu node\\_count: 17 -> 77 (+352.9%)" in text or \
