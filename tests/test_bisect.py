@@ -135,7 +135,8 @@ def test_killed_bisection_resumes_with_the_same_answer(tmp_path):
     assert report is not None, finished.stdout + finished.stderr
     assert report["measured_probes"] <= report["total_probes"] - recorded  # what the state held is reused
     if not killed:  # it ended on its own: the same command again answers what it answered
-        assert proc.returncode in (0, 3, 5), log.read_text()[-2000:]
+        # 6: its ends were undecided on a loaded machine (issue 43: undecided, not "no regression")
+        assert proc.returncode in (0, 3, 5, 6), log.read_text()[-2000:]
         uninterrupted = json.loads(first.read_text())
         assert (report["status"], report["culprits"]) == (uninterrupted["status"], uninterrupted["culprits"])
         assert finished.returncode == proc.returncode and report["measured_probes"] == 0
