@@ -121,8 +121,7 @@ class OrtExecutable:
     def bind(self, feeds: Mapping[str, np.ndarray]) -> Callable[[], object]:
         """One inference per call with inputs and outputs bound once (ORT's IOBinding) to values
         in ONNX Runtime's own memory (its allocator aligns them as its kernels expect; a numpy
-        array is aligned to 16 bytes, and a ResNet-34 bound to one crashed under Valgrind with a
-        general protection fault), the outputs shaped by a first run: no numpy conversion, no
+        array is only aligned to 16 bytes), the outputs shaped by a first run: no numpy conversion, no
         output allocation and no Python attribute lookup per call (``BindableExecutable``)."""
         import functools
 

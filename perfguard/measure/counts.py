@@ -300,9 +300,8 @@ def _count_batch(suite: Suite, backend: str, targets: Sequence[Target], cache: b
     Its folder is made in the system's temporary folder, not in the job's, and every target is
     staged into it under a name of one length (:func:`_staged`): the strings the counted process
     reads (its arguments, its environment, its request) are then as long in every job, and so
-    is what it allocates before the first window. Counted in separate processes, a tiny
-    model's count moved by ~300 instructions an inference when only the job's folder name
-    was longer (docs/measured.md, "Exact on every model")."""
+    is what it allocates before the first window (docs/measured.md, "Exact on every
+    model")."""
     valgrind = valgrind_path()
     scratch = scratch_folder("count-")
     plans = [target_plan(t, cache) for t in targets]

@@ -93,8 +93,8 @@ class ClientRequests:
         """The request ``code`` built now and issued by each call of what is returned: a stub of
         its own (``movabs $block, %rdi`` before the request code) called with no argument and no
         result, so issuing it inside a window converts, allocates and frees no Python object
-        (ctypes' argument and result objects cost what the heap's state makes them cost: they
-        moved a tiny model's count between processes, docs/measured.md)."""
+        (ctypes' argument and result objects cost what the heap's state makes them cost;
+        docs/measured.md, "Exact on every model")."""
         block = (ctypes.c_uint64 * 6)(code, arg, 0, 0, 0, 0)
         self._kept.append(block)
         self._stubs += 1

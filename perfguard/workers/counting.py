@@ -157,8 +157,7 @@ def do_count(request: CountRequest) -> CountResponse:
 #: glibc's ``M_MMAP_THRESHOLD`` (``mallopt``), and the size from which a counted run's child maps
 #: each allocation: every smaller chunk is served by the tcache (at most 1,032 bytes), every
 #: larger one by ``mmap``, so no allocation inside a window searches glibc's bins, whose cost
-#: depends on what the process did before (between separate processes it moved a tiny model's
-#: count by up to ~250 instructions an inference, docs/measured.md).
+#: depends on what the process did before (docs/measured.md, "Exact on every model").
 M_MMAP_THRESHOLD, MMAP_FROM_BYTES = -3, 1040
 
 
@@ -379,9 +378,8 @@ def do_count_batch(request: CountBatchRequest) -> CountBatchResponse:
     from one variant to the next). The parent does nothing but fork and wait until the last
     child ends (it reads their outcomes after): reading one child's outcome before forking the
     next made the next child's heap depend on which child ended first, i.e. on the load. Since
-    protocol 4 it forks every child at once, keeping nothing between two forks (a child forked
-    after the parent had stored the previous one's pid counted 89 instructions an inference
-    more), and each child waits for a turn on a pipe (``parallel`` turns, one given back per child
+    protocol 4 it forks every child at once, keeping nothing between two forks (what the parent
+    stores between two forks is part of the next child's heap), and each child waits for a turn on a pipe (``parallel`` turns, one given back per child
     that ended). Callgrind follows a fork: the child writes its own profiles
     (``callgrind.out.CHILDPID.N-01``). Instructions of the calling thread and the simulated caches
     are the child's own, so children counted side by side do not disturb each other's counts.
