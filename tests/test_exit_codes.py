@@ -508,9 +508,10 @@ def test_stats_raise_programming_errors_not_user_errors():
     from perfguard.errors import UserError
     from perfguard.stats.compare import compare_paired
     from perfguard.stats.multiple import benjamini_hochberg
+    from perfguard.stats.options import ComparisonOptions
 
-    for call in (lambda: compare_paired([[1.0]], [], rel_floor=0.0),
-                 lambda: compare_paired([[1.0]], [[1.0]], alpha=2.0),
+    for call in (lambda: compare_paired([[1.0]], [], ComparisonOptions(rel_floor=0.0)),
+                 lambda: compare_paired([[1.0]], [[1.0]], ComparisonOptions(alpha=2.0)),
                  lambda: benjamini_hochberg([0.5], q=0.0)):
         with pytest.raises((ValueError, TypeError)) as info:
             call()

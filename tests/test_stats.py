@@ -19,7 +19,9 @@ from perfguard.compare.verdicts import Verdict
 from perfguard.errors import UserError
 from perfguard.results import CaseEntry
 from perfguard.stats import (
+    UNPAIRED_REL_FLOOR,
     Comparison,
+    ComparisonOptions,
     Threshold,
     adaptive_compare,
     benjamini_hochberg,
@@ -319,7 +321,7 @@ def test_paired_detects_a_clear_regression_and_improvement() -> None:
     assert "regression" in slower.reason
     faster = compare_paired(a, a * 0.9)
     assert (faster.decision, faster.direction, faster.is_regression) == ("different", "improvement", False)
-    throughput = compare_paired(a, a * 0.9, higher_is_worse=False)
+    throughput = compare_paired(a, a * 0.9, ComparisonOptions(higher_is_worse=False))
     assert throughput.direction == "regression"
 
 
@@ -337,7 +339,7 @@ def test_paired_accepts_lists_and_ragged_groups() -> None:
 def test_paired_is_deterministic_for_a_seed() -> None:
     rng = np.random.default_rng(13)
     a, b = _groups(rng, 10, 10), _groups(rng, 10, 10)
-    assert compare_paired(a, b, seed=3) == compare_paired(a, b, seed=3)
+    assert compare_paired(a, b, ComparisonOptions(seed=3)) == compare_paired(a, b, ComparisonOptions(seed=3))
 
 
 def test_paired_identical_values_are_same() -> None:
@@ -345,7 +347,7 @@ def test_paired_identical_values_are_same() -> None:
     result = compare_paired(a, a)
     assert (result.decision, result.ratio, result.ci_low, result.ci_high) == ("same", 1.0, 1.0, 1.0)
     assert result.p_value == 1.0
-    assert compare_paired(a, a, rel_floor=0.0).decision == "same"
+    assert compare_paired(a, a, ComparisonOptions(rel_floor=0.0)).decision == "same"
 
 
 def test_paired_zero_variance_shift() -> None:
@@ -375,10 +377,10 @@ def test_paired_absolute_floor_uses_the_baseline() -> None:
     a = [[1e-3] * 3 for _ in range(8)]
     b = [[1.01e-3] * 3 for _ in range(8)]
     # 1 % slower; an absolute floor of 50 us on a 1 ms case is a 5 % floor
-    result = compare_paired(a, b, rel_floor=0.0, abs_floor=50e-6)
+    result = compare_paired(a, b, ComparisonOptions(rel_floor=0.0, abs_floor=50e-6))
     assert result.floor == pytest.approx(0.05)
     assert result.decision == "same"
-    assert compare_paired(a, b, rel_floor=0.0).decision == "different"
+    assert compare_paired(a, b, ComparisonOptions(rel_floor=0.0)).decision == "different"
 
 
 def test_paired_other_statistic() -> None:
@@ -387,8 +389,8 @@ def test_paired_other_statistic() -> None:
     b = a.copy()
     b[:, -1] *= 3.0  # only the worst value of each worker gets slower
     assert compare_paired(a, b).decision == "same"
-    assert compare_paired(a, b, statistic="max").decision == "different"
-    assert compare_paired(a, b, statistic="max").statistic == "max"
+    assert compare_paired(a, b, ComparisonOptions(statistic="max")).decision == "different"
+    assert compare_paired(a, b, ComparisonOptions(statistic="max")).statistic == "max"
 
 
 @pytest.mark.parametrize(
@@ -425,7 +427,7 @@ def test_paired_refuses_bad_input(a: object, b: object, fragment: str) -> None:
 )
 def test_paired_refuses_bad_options(option: str, value: object, fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
-        compare_paired([[1.0]], [[1.0]], **{option: value})  # type: ignore[arg-type]
+        compare_paired([[1.0]], [[1.0]], ComparisonOptions(**{option: value}))  # type: ignore[arg-type]
 
 
 def test_comparison_to_json_is_strict_json() -> None:
@@ -464,23 +466,28 @@ def test_comparison_from_json_reads_its_json_back_and_names_a_bad_field() -> Non
 # compare_unpaired
 
 
+#: The options ``compare_unpaired`` defaults to (the across-runs floor), with fewer resamples.
+ACROSS_RUNS_500 = ComparisonOptions(rel_floor=UNPAIRED_REL_FLOOR, n_boot=500)
+ACROSS_RUNS_200 = ComparisonOptions(rel_floor=UNPAIRED_REL_FLOOR, n_boot=200)
+
+
 def test_unpaired_detects_large_change_and_refuses_small_one() -> None:
     rng = np.random.default_rng(21)
     a, b = _groups(rng, 10, 10), _groups(rng, 10, 10, scale=1.25)
-    result = compare_unpaired(a, b, n_boot=500)
+    result = compare_unpaired(a, b, ACROSS_RUNS_500)
     assert (result.decision, result.direction) == ("different", "regression")
     assert result.method == "unpaired-mann-whitney" and result.floor == 0.10
     assert result.ratio == pytest.approx(float(np.median(b) / np.median(a)))
-    small = compare_unpaired(a, _groups(rng, 10, 10, scale=1.05), n_boot=500)
+    small = compare_unpaired(a, _groups(rng, 10, 10, scale=1.05), ACROSS_RUNS_500)
     assert small.decision != "different"  # 5 % between runs is inside the 10 % cross-run floor
 
 
 def test_unpaired_degenerate_inputs() -> None:
-    same = compare_unpaired([[1.0, 1.0]] * 4, [[1.0, 1.0]] * 5, n_boot=200)
+    same = compare_unpaired([[1.0, 1.0]] * 4, [[1.0, 1.0]] * 5, ACROSS_RUNS_200)
     assert (same.decision, same.ratio, same.ci_low, same.ci_high) == ("same", 1.0, 1.0, 1.0)
-    lone = compare_unpaired([[1.0, 1.1]], [[2.0, 2.1]], n_boot=200)
+    lone = compare_unpaired([[1.0, 1.1]], [[2.0, 2.1]], ACROSS_RUNS_200)
     assert lone.decision == "unknown" and lone.mde == math.inf
-    tiny = compare_unpaired([[1.0]] * 3, [[2.0]] * 3, n_boot=200)  # smallest p is 0.1
+    tiny = compare_unpaired([[1.0]] * 3, [[2.0]] * 3, ACROSS_RUNS_200)  # smallest p is 0.1
     assert tiny.decision == "unknown" and "more workers" in tiny.reason
     with pytest.raises(ValueError, match="empty"):
         compare_unpaired([[1.0], []], [[1.0]])
@@ -607,7 +614,7 @@ def test_planned_looks() -> None:
 
 def test_adaptive_stops_at_once_on_a_big_effect() -> None:
     source = _Source(1.3)
-    result = adaptive_compare(source, n_boot=500)
+    result = adaptive_compare(source, ComparisonOptions(n_boot=500))
     assert result.looks == 1 and result.n_workers == 8 and source.calls == [8]
     assert result.comparison.is_regression and result.stopped_early
     # Half of alpha at the first look, the rest split over the three later ones; sums to alpha.
@@ -618,7 +625,7 @@ def test_adaptive_stops_at_once_on_a_big_effect() -> None:
 
 def test_adaptive_grows_to_the_cap_when_undecided() -> None:
     source = _Source(1.02, seed=1, values=3)
-    result = adaptive_compare(source, rel_floor=0.02, max_workers=18, n_boot=300)
+    result = adaptive_compare(source, ComparisonOptions(rel_floor=0.02, n_boot=300), max_workers=18)
     assert source.calls[0] == 8 and all(n <= 4 for n in source.calls[1:])
     assert result.n_workers == sum(source.calls) <= 18
     assert result.looks == len(source.calls) <= result.max_looks == 4
@@ -634,7 +641,7 @@ def test_adaptive_handles_short_batches_and_bad_callables() -> None:
             return [], []
         return [[1.0, 1.01]] * n, [[1.0, 1.02]] * n
 
-    result = adaptive_compare(dwindling, initial_workers=6, rel_floor=0.0, n_boot=200)
+    result = adaptive_compare(dwindling, ComparisonOptions(rel_floor=0.0, n_boot=200), initial_workers=6)
     assert result.n_workers == 6 and len(calls) == 2
 
     with pytest.raises(ValueError, match="must be paired"):
@@ -704,7 +711,7 @@ def test_compile_time_does_not_dilute_a_first_look_regression(shifts: tuple[floa
 
 def test_adaptive_compare_and_the_check_share_one_schedule() -> None:
     _, info, _ = _check((0.0,))
-    result = adaptive_compare(_Source(1.3), n_boot=500)
+    result = adaptive_compare(_Source(1.3), ComparisonOptions(n_boot=500))
     assert list(result.alpha_by_look) == list(info.alpha_by_look)
     assert list(result.confidence_by_look) == pytest.approx(list(info.confidence_by_look))
 

@@ -22,7 +22,13 @@ from scipy import stats as sps
 
 from perfguard.compare.check import Pair, adaptive_check
 from perfguard.results import CaseEntry
-from perfguard.stats import Comparison, compare_paired, compare_unpaired
+from perfguard.stats import (
+    UNPAIRED_REL_FLOOR,
+    Comparison,
+    ComparisonOptions,
+    compare_paired,
+    compare_unpaired,
+)
 from perfguard.stats.bootstrap import expanded_tail
 from perfguard.stats.compare import worker_log_ratios
 from perfguard.stats.estimators import trimmed_mean
@@ -133,7 +139,7 @@ REALISTIC: dict[str, Any] = {"kind": "lognormal", "within_cv": 0.03, "process_cv
 
 
 def run_paired(a: FloatArray, b: FloatArray, **options: Any) -> list[Comparison]:
-    return [compare_paired(a[i], b[i], seed=i, **options) for i in range(a.shape[0])]
+    return [compare_paired(a[i], b[i], ComparisonOptions(seed=i, **options)) for i in range(a.shape[0])]
 
 
 def regression_rate(results: list[Comparison], floor: float | None = None) -> float:
@@ -273,22 +279,27 @@ def test_per_round_ratios_cancel_drift_inside_a_worker() -> None:
     per_round = np.array([worker_log_ratios(a[r], b[r]) for r in range(reps)])
     of_medians = np.log(np.median(b, axis=2)) - np.log(np.median(a, axis=2))
     assert per_round.std() < 0.75 * of_medians.std()  # measured: 0.66x
-    aa = [compare_paired(a[r], b[r], rel_floor=0.0, n_boot=400, seed=r).decision for r in range(reps)]
+    aa = [compare_paired(a[r], b[r], ComparisonOptions(rel_floor=0.0, n_boot=400, seed=r)).decision
+          for r in range(reps)]
     assert aa.count("different") / reps <= upper_binomial(reps, 0.05)
     slow = side(0.02)
-    caught = [compare_paired(a[r], slow[r], rel_floor=0.01, n_boot=400, seed=r).is_regression for r in range(reps)]
+    caught = [compare_paired(a[r], slow[r], ComparisonOptions(rel_floor=0.01, n_boot=400, seed=r)).is_regression
+              for r in range(reps)]
     assert sum(caught) / reps >= 0.95
 
 
 def test_unpaired_is_conservative() -> None:
     reps = 500
     a, b = _two_runs(700, reps, run_cv=0.0)
-    within_run = [compare_unpaired(a[i], b[i], rel_floor=0.0, n_boot=300, seed=i) for i in range(reps)]
+    within_run = [compare_unpaired(a[i], b[i], ComparisonOptions(rel_floor=0.0, n_boot=300, seed=i))
+                  for i in range(reps)]
     naive = float(np.mean([sps.mannwhitneyu(a[i].ravel(), b[i].ravel()).pvalue <= 0.05 for i in range(reps)]))
     a, b = _two_runs(701, reps, run_cv=0.03)
-    across_runs = [compare_unpaired(a[i], b[i], n_boot=300, seed=i) for i in range(reps)]
+    across_runs = [compare_unpaired(a[i], b[i], ComparisonOptions(rel_floor=UNPAIRED_REL_FLOOR, n_boot=300, seed=i))
+                   for i in range(reps)]
     a, b = _two_runs(702, 200, run_cv=0.03, shift=0.20)
-    big = [compare_unpaired(a[i], b[i], n_boot=300, seed=i) for i in range(200)]
+    big = [compare_unpaired(a[i], b[i], ComparisonOptions(rel_floor=UNPAIRED_REL_FLOOR, n_boot=300, seed=i))
+           for i in range(200)]
     print(
         f"unpaired: A/A same window {different_rate(within_run):.3f} at floor 0 (pooled-value MWU {naive:.3f}); "
         f"run drift 3%: {different_rate(across_runs):.4f} at floor 10%; +20%: {regression_rate(big):.3f}"
@@ -391,7 +402,7 @@ def test_production_loop_keeps_the_size_under_peeking() -> None:
         corrected += rows[0].decision == "different"
         # the same looks (8, 12, 16, 20 workers) without the correction
         naive += any(
-            compare_paired(a[i, :n], b[i, :n], rel_floor=0.0, seed=i).decision == "different"
+            compare_paired(a[i, :n], b[i, :n], ComparisonOptions(rel_floor=0.0, seed=i)).decision == "different"
             for n in (8, 12, 16, 20)
         )
     print(f"production loop A/A, floor 0: different {corrected / reps:.3f} corrected, {naive / reps:.3f} naive")

@@ -17,7 +17,7 @@ import pytest
 from perfguard.compare.mode import CheckMode, VerdictsSettings
 from perfguard.compare.verdicts import Verdict, VerdictsDocument
 from perfguard.report import write_report
-from perfguard.stats import Comparison, compare_paired
+from perfguard.stats import Comparison, ComparisonOptions, compare_paired
 from perfguard.stats.verdict import under_floor
 
 from .test_stats_sim import simulate
@@ -28,7 +28,7 @@ CASE = "bert_t/mycc/cpu"
 def _decided(shift: float, seed: int = 7) -> Comparison:
     a, b = simulate(np.random.default_rng(seed), 1, workers=12, values=20, shift=shift, within_cv=0.004,
                     process_cv=0.002)
-    return compare_paired(a[0], b[0], rel_floor=0.02, seed=seed)
+    return compare_paired(a[0], b[0], ComparisonOptions(rel_floor=0.02, seed=seed))
 
 
 @pytest.fixture(scope="module")

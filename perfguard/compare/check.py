@@ -39,7 +39,6 @@ import dataclasses
 import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TypedDict
 
 from perfguard.compare.mode import Sampling
 from perfguard.compare.verdicts import Verdict, VerdictsDocument
@@ -48,6 +47,7 @@ from perfguard.jsonfields import JsonDict
 from perfguard.results import CaseEntry
 from perfguard.stats import bh_adjust, compare_deterministic, compare_paired, compare_unpaired
 from perfguard.stats.adaptive import SequentialPlan, sequential_sampling
+from perfguard.stats.options import ComparisonOptions
 from perfguard.stats.verdict import Comparison
 from perfguard.suite.gates import METRICS, CheckSettings, ThresholdSet
 
@@ -121,19 +121,8 @@ def _unknown(reason: str, baseline: float = math.nan, candidate: float = math.na
                       candidate_median=candidate, floor=math.nan, reason=reason, method="none")
 
 
-class NoisyTestOptions(TypedDict):
-    """The options of one noisy metric's test (``compare_paired`` / ``compare_unpaired``)."""
-
-    statistic: str
-    rel_floor: float
-    abs_floor: float
-    alpha: float
-    confidence: float
-    seed: int
-
-
 def _noisy(groups_a: dict[int, list[float]], groups_b: dict[int, list[float]], paired: bool, metric: str,
-           kwargs: NoisyTestOptions) -> Comparison:
+           options: ComparisonOptions) -> Comparison:
     if not groups_a or not groups_b:
         return _unknown(f"no {metric} values on one side")
     if any(v <= 0 for g in (*groups_a.values(), *groups_b.values()) for v in g):
@@ -142,8 +131,8 @@ def _noisy(groups_a: dict[int, list[float]], groups_b: dict[int, list[float]], p
         common = sorted(set(groups_a) & set(groups_b))
         if not common:
             return _unknown("no worker measured both sides")
-        return compare_paired([groups_a[i] for i in common], [groups_b[i] for i in common], **kwargs)
-    return compare_unpaired(list(groups_a.values()), list(groups_b.values()), **kwargs)
+        return compare_paired([groups_a[i] for i in common], [groups_b[i] for i in common], options)
+    return compare_unpaired(list(groups_a.values()), list(groups_b.values()), options)
 
 
 def _device_gate(comparison: Comparison, pair: Pair) -> Comparison:
@@ -182,22 +171,22 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
         base_m, cand_m = pair.baseline.metrics, pair.candidate.metrics
         if spec.counted and base_m.value(metric) is None and cand_m.value(metric) is None:
             continue  # not counted (no --counts): no row, as for a metric nobody asked for
-        kwargs = NoisyTestOptions(statistic=gate.statistic, rel_floor=gate.relative, abs_floor=gate.absolute,
-                             alpha=alpha, confidence=confidence, seed=seed)
+        options = ComparisonOptions(statistic=gate.statistic, rel_floor=gate.relative, abs_floor=gate.absolute,
+                                    alpha=alpha, confidence=confidence, seed=seed)
         if pair.identical and metric in ("latency", "memory"):
             comparison = _identical(gate.relative or 0.0, pair.baseline.execution_identity)
         elif metric == "latency":
             if not pair.paired:  # across separate runs: never below the across-runs floor
-                kwargs = NoisyTestOptions(**{**kwargs, "rel_floor": max(gate.relative or 0.0, thresholds.across_runs)})
+                options = dataclasses.replace(options, rel_floor=max(gate.relative or 0.0, thresholds.across_runs))
             comparison = _noisy(pair.baseline.latency_by_worker(), pair.candidate.latency_by_worker(), pair.paired,
-                                metric, kwargs)
+                                metric, options)
             comparison = _device_gate(comparison, pair)
         elif metric == "compile_time":
             a = {i: [t] for i, t in enumerate(base_m.compile_times_s or ())}
             b = {i: [t] for i, t in enumerate(cand_m.compile_times_s or ())}
             if once is not None:
-                kwargs = NoisyTestOptions(**{**kwargs, "alpha": once[0], "confidence": once[1]})
-            comparison = _noisy(a, b, False, metric, kwargs)
+                options = dataclasses.replace(options, alpha=once[0], confidence=once[1])
+            comparison = _noisy(a, b, False, metric, options)
             gated = decidable(comparison)
             if not gated:
                 why = ("compile time was not measured on one side (an artifact served from a cache)" if not a or not b

@@ -3,6 +3,7 @@
 * :mod:`~perfguard.stats.thresholds` - typed thresholds parsed from ``median:3%``, ``p90:0.5ms``.
 * :mod:`~perfguard.stats.compare` - paired (same-job A/B) and unpaired (stored baseline)
   comparisons returning a :class:`Comparison` with a three-way decision.
+* :mod:`~perfguard.stats.options` - :class:`ComparisonOptions`, the floors and levels of one test.
 * :mod:`~perfguard.stats.verdict` - the :class:`Comparison` result and the decision rule.
 * :mod:`~perfguard.stats.adaptive` - add workers while UNKNOWN: the planned looks, the spending
   schedule of alpha over them, and the sampling loop that ``perfguard check`` runs.
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from perfguard.stats.compare import UNPAIRED_REL_FLOOR, compare_paired, compare_unpaired
     from perfguard.stats.deterministic import compare_deterministic
     from perfguard.stats.multiple import benjamini_hochberg, bh_adjust
+    from perfguard.stats.options import ComparisonOptions
     from perfguard.stats.thresholds import Threshold, parse_threshold
     from perfguard.stats.verdict import Comparison, Decision, Direction
 
@@ -42,6 +44,7 @@ _HOMES = {
     "planned_looks": "adaptive", "sequential_sampling": "adaptive", "spending_schedule": "adaptive",
     "UNPAIRED_REL_FLOOR": "compare", "compare_paired": "compare", "compare_unpaired": "compare",
     "compare_deterministic": "deterministic", "benjamini_hochberg": "multiple", "bh_adjust": "multiple",
+    "ComparisonOptions": "options",
     "Threshold": "thresholds", "parse_threshold": "thresholds",
     "Comparison": "verdict", "Decision": "verdict", "Direction": "verdict",
 }
@@ -58,6 +61,7 @@ __all__ = [
     "UNPAIRED_REL_FLOOR",
     "AdaptiveResult",
     "Comparison",
+    "ComparisonOptions",
     "Decision",
     "Direction",
     "SequentialPlan",

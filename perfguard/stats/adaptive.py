@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from perfguard import jsonfields as f
 from perfguard.jsonfields import JsonDict
 from perfguard.stats.compare import compare_paired
+from perfguard.stats.options import ComparisonOptions
 from perfguard.stats.verdict import Comparison, Decision
 
 GroupBatch = tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]
@@ -200,18 +201,11 @@ def sequential_sampling(
 
 def adaptive_compare(
     more: Callable[[int], GroupBatch],
+    options: ComparisonOptions | None = None,
     *,
     initial_workers: int = 8,
     step_workers: int = 4,
     max_workers: int = 20,
-    rel_floor: float = 0.02,
-    abs_floor: float = 0.0,
-    alpha: float = 0.05,
-    confidence: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
-    higher_is_worse: bool = True,
-    statistic: str = "median",
 ) -> AdaptiveResult:
     """Run :func:`~perfguard.stats.compare.compare_paired` on growing samples until it decides.
 
@@ -222,8 +216,9 @@ def adaptive_compare(
     ``max_workers`` groups were collected. Returning no groups ends the sampling; returning fewer
     than asked (a crashed worker) is accepted.
 
-    Test and thresholds: those of ``compare_paired`` at every look, look k at the level ``a_k``
-    of :func:`spending_schedule` and its interval at ``1 - (1 - confidence) * a_k / alpha``
+    Test and thresholds: those of ``compare_paired`` with ``options`` (:class:`ComparisonOptions`,
+    its defaults when None) at every look, look k at the level ``a_k`` of
+    :func:`spending_schedule` and its interval at ``1 - (1 - confidence) * a_k / alpha``
     (:class:`SequentialPlan`, the plan ``perfguard check`` uses too; see the module docstring).
     The looks never exceed K = :func:`planned_looks` and the levels sum to ``alpha``, so the
     family-wise error stays within ``alpha``. The loop is :func:`sequential_sampling`.
@@ -237,7 +232,8 @@ def adaptive_compare(
         )
     if max_workers < initial_workers:
         raise ValueError(f"max_workers ({max_workers}) must be >= initial_workers ({initial_workers})")
-    plan = SequentialPlan(initial_workers, step_workers, max_workers, alpha, confidence)
+    options = options if options is not None else ComparisonOptions()
+    plan = SequentialPlan(initial_workers, step_workers, max_workers, options.alpha, options.confidence)
     a_groups: list[Sequence[float]] = []
     b_groups: list[Sequence[float]] = []
     _extend(a_groups, b_groups, more(initial_workers))
@@ -245,18 +241,9 @@ def adaptive_compare(
     results: list[Comparison] = []
 
     def look(k: int) -> set[int]:
-        result = compare_paired(
-            a_groups,
-            b_groups,
-            rel_floor=rel_floor,
-            abs_floor=abs_floor,
-            alpha=plan.level(k),
-            confidence=plan.confidence_at(k),
-            n_boot=n_boot,
-            seed=seed + len(history),
-            higher_is_worse=higher_is_worse,
-            statistic=statistic,
-        )
+        at_look = replace(options, alpha=plan.level(k), confidence=plan.confidence_at(k),
+                          seed=options.seed + len(history))
+        result = compare_paired(a_groups, b_groups, at_look)
         history.append(result.decision)
         results.append(result)
         return {0} if result.decision == "unknown" and len(a_groups) < max_workers else set()

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from perfguard.errors import UserError
 from perfguard.stats.bootstrap import percentile_interval, resample_units
-from perfguard.stats.estimators import FloatArray, apply_statistic, check_statistic, trimmed_mean
+from perfguard.stats.estimators import FloatArray, apply_statistic, trimmed_mean
+from perfguard.stats.options import ComparisonOptions
 from perfguard.stats.rank_tests import min_pairs_for, rank_sum_test, signed_rank_test
 from perfguard.stats.thresholds import ACROSS_RUNS_FLOOR
 from perfguard.stats.verdict import Comparison, decide, minimum_detectable_effect
@@ -34,17 +34,12 @@ UNPAIRED_REL_FLOOR = ACROSS_RUNS_FLOOR
 def compare_paired(
     a_groups: Groups,
     b_groups: Groups,
-    *,
-    rel_floor: float = 0.02,
-    abs_floor: float = 0.0,
-    alpha: float = 0.05,
-    confidence: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
-    higher_is_worse: bool = True,
-    statistic: str = "median",
+    options: ComparisonOptions | None = None,
 ) -> Comparison:
     """Paired comparison of candidate ``b_groups`` against baseline ``a_groups``, worker by worker.
+
+    ``options`` (:class:`~perfguard.stats.options.ComparisonOptions`, its defaults when None) names
+    the floors, levels, bootstrap and ``statistic`` below.
 
     Estimate: per worker ``i`` one log ratio ``r_i`` (:func:`worker_log_ratios`: for the median
     the median of the worker's per-round log ratios, else ``log(stat(b_i) / stat(a_i))`` with
@@ -73,7 +68,7 @@ def compare_paired(
     values, raise ``ValueError`` (``TypeError`` for groups that are not lists of numbers): the
     callers validate the user's settings, so a bad call here is a programming error.
     """
-    _check_options(rel_floor, abs_floor, alpha, confidence, n_boot, statistic)
+    options = options if options is not None else ComparisonOptions()
     a = _as_matrix(a_groups, "baseline")
     b = _as_matrix(b_groups, "candidate")
     if a.shape[0] != b.shape[0]:
@@ -82,32 +77,27 @@ def compare_paired(
             f"got {a.shape[0]} baseline and {b.shape[0]} candidate groups"
         )
     n = a.shape[0]
-    log_ratios = worker_log_ratios(a, b, statistic)
+    log_ratios = worker_log_ratios(a, b, options.statistic)
     estimate = float(trimmed_mean(log_ratios))
     p_value = signed_rank_test(log_ratios)
     if n >= 2:
-        rng = np.random.default_rng(seed)
-        boot = trimmed_mean(log_ratios[resample_units(n, n_boot, rng)], axis=1)
-        low, high = percentile_interval(boot, n, confidence)
+        rng = np.random.default_rng(options.seed)
+        boot = trimmed_mean(log_ratios[resample_units(n, options.n_boot, rng)], axis=1)
+        low, high = percentile_interval(boot, n, options.confidence)
     else:
         low, high = -math.inf, math.inf
     # Quantiles of a discrete bootstrap distribution can round past the estimate; keep it inside.
     low, high = min(low, estimate), max(high, estimate)
-    detectable = n >= min_pairs_for(alpha)
+    detectable = n >= min_pairs_for(options.alpha)
     return _finish(
         a,
         b,
+        options,
         ratio=math.exp(estimate),
         ci=(math.exp(low), math.exp(high)),
         p_value=p_value,
         n=n,
         detectable=detectable,
-        rel_floor=rel_floor,
-        abs_floor=abs_floor,
-        alpha=alpha,
-        confidence=confidence,
-        higher_is_worse=higher_is_worse,
-        statistic=statistic,
         method="paired-wilcoxon",
     )
 
@@ -115,18 +105,12 @@ def compare_paired(
 def compare_unpaired(
     a_groups: Groups,
     b_groups: Groups,
-    /,
-    *,
-    rel_floor: float = UNPAIRED_REL_FLOOR,
-    abs_floor: float = 0.0,
-    alpha: float = 0.05,
-    confidence: float = 0.95,
-    n_boot: int = 2000,
-    seed: int = 0,
-    higher_is_worse: bool = True,
-    statistic: str = "median",
+    options: ComparisonOptions | None = None,
 ) -> Comparison:
     """Unpaired comparison of a candidate run with a stored baseline run (different processes).
+
+    ``options`` as for :func:`compare_paired`; when None, the defaults with ``rel_floor =``
+    :data:`UNPAIRED_REL_FLOOR` (options passed in carry their own floor).
 
     Estimate: ratio of the medians (or ``statistic``) of all values of each side.
 
@@ -149,7 +133,8 @@ def compare_unpaired(
     of timings can be passed as ``[[v] for v in values]`` only if each value came from its own
     process.
     """
-    _check_options(rel_floor, abs_floor, alpha, confidence, n_boot, statistic)
+    options = options if options is not None else ComparisonOptions(rel_floor=UNPAIRED_REL_FLOOR)
+    statistic = options.statistic
     a = _as_matrix(a_groups, "baseline")
     b = _as_matrix(b_groups, "candidate")
     n_a, n_b = a.shape[0], b.shape[0]
@@ -157,10 +142,10 @@ def compare_unpaired(
     estimate = math.log(_pooled(b, statistic)) - math.log(_pooled(a, statistic))
     n = min(n_a, n_b)
     if n >= 2:
-        rng = np.random.default_rng(seed)
-        boot_a = _pooled_rows(a[resample_units(n_a, n_boot, rng)], statistic)
-        boot_b = _pooled_rows(b[resample_units(n_b, n_boot, rng)], statistic)
-        low, high = percentile_interval(np.log(boot_b) - np.log(boot_a), n, confidence)
+        rng = np.random.default_rng(options.seed)
+        boot_a = _pooled_rows(a[resample_units(n_a, options.n_boot, rng)], statistic)
+        boot_b = _pooled_rows(b[resample_units(n_b, options.n_boot, rng)], statistic)
+        low, high = percentile_interval(np.log(boot_b) - np.log(boot_a), n, options.confidence)
     else:
         low, high = -math.inf, math.inf
     low, high = min(low, estimate), max(high, estimate)
@@ -168,17 +153,12 @@ def compare_unpaired(
     return _finish(
         a,
         b,
+        options,
         ratio=math.exp(estimate),
         ci=(math.exp(low), math.exp(high)),
         p_value=p_value,
         n=n,
-        detectable=smallest_p <= alpha,
-        rel_floor=rel_floor,
-        abs_floor=abs_floor,
-        alpha=alpha,
-        confidence=confidence,
-        higher_is_worse=higher_is_worse,
-        statistic=statistic,
+        detectable=smallest_p <= options.alpha,
         method="unpaired-mann-whitney",
     )
 
@@ -206,21 +186,17 @@ def worker_log_ratios(a: FloatArray, b: FloatArray, statistic: str = "median") -
 def _finish(
     a: FloatArray,
     b: FloatArray,
+    options: ComparisonOptions,
     *,
     ratio: float,
     ci: tuple[float, float],
     p_value: float,
     n: int,
     detectable: bool,
-    rel_floor: float,
-    abs_floor: float,
-    alpha: float,
-    confidence: float,
-    higher_is_worse: bool,
-    statistic: str,
     method: str,
 ) -> Comparison:
-    floor = max(rel_floor, abs_floor / _pooled(a, statistic))
+    alpha, confidence, statistic = options.alpha, options.confidence, options.statistic
+    floor = max(options.rel_floor, options.abs_floor / _pooled(a, statistic))
     decision, direction, reason = decide(
         ratio=ratio,
         ci_low=ci[0],
@@ -228,7 +204,7 @@ def _finish(
         p_value=p_value,
         floor=floor,
         alpha=alpha,
-        higher_is_worse=higher_is_worse,
+        higher_is_worse=options.higher_is_worse,
         detectable=detectable,
         confidence=confidence,
     )
@@ -279,25 +255,6 @@ def _pooled_rows(resampled: FloatArray, statistic: str) -> FloatArray:
     """Statistic of the pooled values of each bootstrap resample, shape (n_boot, workers, m)."""
     flat = resampled.reshape(resampled.shape[0], -1)
     return apply_statistic(flat, statistic, axis=1)
-
-
-def _check_options(
-    rel_floor: float, abs_floor: float, alpha: float, confidence: float, n_boot: int, statistic: str
-) -> None:
-    try:
-        check_statistic(statistic)  # a suite's statistic names are checked when it loads
-    except UserError as exc:
-        raise ValueError(str(exc)) from None
-    if not (math.isfinite(rel_floor) and rel_floor >= 0):
-        raise ValueError(f"rel_floor must be a fraction >= 0 (0.02 for 2 %), got {rel_floor!r}")
-    if not (math.isfinite(abs_floor) and abs_floor >= 0):
-        raise ValueError(f"abs_floor must be >= 0 in the metric's unit (seconds for times), got {abs_floor!r}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    if n_boot < 100:
-        raise ValueError(f"n_boot must be >= 100 for a usable interval, got {n_boot!r}")
 
 
 def _as_matrix(groups: Groups, side: str) -> FloatArray:
