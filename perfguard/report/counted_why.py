@@ -17,6 +17,10 @@ from perfguard.results.counted_functions import NO_SYMBOL, CountedPair, CountedW
 if TYPE_CHECKING:
     from perfguard.results import CaseEntry
 
+#: The part of a change in stripped code from which "why, counted" no longer names functions as
+#: the explanation (half: the functions shown would explain less than the library they cannot split).
+UNATTRIBUTED_SHARE = 0.5
+
 
 @dataclass(frozen=True)
 class CountedWhyView:
@@ -28,14 +32,31 @@ class CountedWhyView:
     why: CountedWhy
 
     @property
+    def stripped_share(self) -> float:
+        """The part of the whole change in code without symbols (ONNX Runtime's stripped library)."""
+        if not self.why.total_delta:
+            return 0.0
+        return sum(d.delta for d in self.why.functions if d.name == NO_SYMBOL) / self.why.total_delta
+
+    @property
+    def attributed(self) -> bool:
+        """Whether the functions say where most of the change is: not when at least
+        :data:`UNATTRIBUTED_SHARE` of it is in stripped code, where one line says so instead."""
+        return self.stripped_share < UNATTRIBUTED_SHARE
+
+    @property
     def headline(self) -> str:
-        return (f"{self.why.total_delta:+,.0f} instructions per inference ({self.candidate} vs {self.baseline}), "
-                f"by function")
+        whose = f"{self.why.total_delta:+,.0f} instructions per inference ({self.candidate} vs {self.baseline})"
+        return f"{whose}, by function" if self.attributed else f"{whose}, not attributed by function"
 
     def lines(self) -> list[str]:
-        """The headline's detail: one line per function that moved most, then the stripped objects."""
-        return [*(function_line(d) for d in self.why.functions if d.name != NO_SYMBOL),
-                *(stripped_line(d) for d in self.why.functions if d.name == NO_SYMBOL)]
+        """The headline's detail: one line per function that moved most, then the stripped objects;
+        where most of the change is stripped code, that first, in one line that says what to read
+        instead, then the functions with symbols."""
+        named = [function_line(d) for d in self.why.functions if d.name != NO_SYMBOL]
+        if not self.attributed:
+            return [unattributed_line(self.stripped_share, self.why.stripped), *named]
+        return [*named, *(stripped_line(d) for d in self.why.functions if d.name == NO_SYMBOL)]
 
     def text_lines(self) -> list[str]:
         """Plain text (terminal, CI log): ``why, counted, CASE: headline``, then each line indented."""
@@ -43,11 +64,14 @@ class CountedWhyView:
 
     def markdown(self, shown: int = 5) -> list[str]:
         """A Markdown list item (PR comment, nightly summary, GitHub issue), names escaped as data;
-        the stripped-library line is always kept, after the ``shown`` largest functions."""
+        the stripped-library line is always kept, with the ``shown`` largest functions."""
         functions = [function_line(d) for d in self.why.functions if d.name != NO_SYMBOL][:shown]
-        stripped = [stripped_line(d) for d in self.why.functions if d.name == NO_SYMBOL]
+        if self.attributed:
+            shown_lines = [*functions, *(stripped_line(d) for d in self.why.functions if d.name == NO_SYMBOL)]
+        else:
+            shown_lines = [unattributed_line(self.stripped_share, self.why.stripped), *functions]
         return [f"- why, counted, {md_text(self.case)}: {md_text(self.headline)}",
-                *(f"  - {md_text(line)}" for line in [*functions, *stripped])]
+                *(f"  - {md_text(line)}" for line in shown_lines)]
 
 
 def pair_view(pair: CountedPair) -> CountedWhyView:
@@ -67,6 +91,13 @@ def stripped_line(delta: FunctionDelta) -> str:
     share = f" ({delta.share:.0%} of the change)" if delta.share is not None else ""
     return (f"{delta.delta:+,.0f}{share} in {delta.object}, which has no symbols (stripped): no per-function "
             "counts there")
+
+
+def unattributed_line(share: float, objects: tuple[str, ...]) -> str:
+    """The line of a change mostly in code without symbols: where it is, and what to read instead."""
+    where = ", ".join(objects) or "code without symbols"
+    return (f"{share:.0%} of the change is in {where}, which has no symbols (stripped: ONNX Runtime ships its "
+            "library so), so it is not split by function; the op-type diff and the pass trace say what changed")
 
 
 def counted_why(case: str, labels: tuple[str, str], baseline: CaseEntry | None,
