@@ -30,9 +30,16 @@ COMPILE_METRICS = ("compile_instructions", "compile_time")
 
 
 def floor_words(gate: str, unit: str) -> str:
-    """The allowed change of a gate in words: ``floor 5 %``, ``floor 3 nodes``, ``any change``."""
+    """The allowed change of a gate in words: ``floor 5 %``, ``floor 3 nodes``, ``any change``; a
+    gate of several parts (``median:0.25% + median:750``): ``floor 0.25 % or 750 instr, the larger``."""
     from perfguard.errors import UserError
     from perfguard.stats.thresholds import parse_threshold
+
+    parts = [part.strip() for part in gate.split(" + ")]
+    if len(parts) > 1:
+        words = [floor_words(part, unit) for part in parts]
+        if all(w.startswith("floor ") for w in words):
+            return f"floor {' or '.join(w.removeprefix('floor ') for w in words)}, the larger"
 
     try:
         threshold = parse_threshold(gate, kind="count" if unit not in ("s", "B") else None)
