@@ -470,15 +470,8 @@ class CompileCache:
         entry = self._entry(key)
         if os.path.islink(entry.parent):  # never stored through a link; the next get drops it
             return False
-        staging = self._new_staging()
-        if staging is None:
-            return False
-        try:
-            stored = self._stage(staging, key, response, out_dir, relative)
-        except CorruptEntry:  # the compile's folder holds a link or a special file: not cached
-            shutil.rmtree(staging, ignore_errors=True)
-            return False
-        try:
+
+        def place(staging: Path) -> bool:
             entry.parent.mkdir(parents=True, exist_ok=True)
             try:
                 os.rename(staging, entry)  # rename(2) refuses a non-empty target: the first writer wins
@@ -486,13 +479,37 @@ class CompileCache:
                 return False
             _fsync(entry.parent)
             (entry / "used").touch()
+            return True
+
+        return self._write(lambda staging: self._stage(staging, key, response, out_dir, relative), place,
+                           "stored", keep=entry)
+
+    def _write(self, build: Callable[[Path], int], place: Callable[[Path], bool], counter: str,
+               keep: Path | None = None) -> bool:
+        """The one way the cache writes: ``build`` writes and fsyncs its files into a new folder in
+        ``tmp/`` (same file system) and returns their bytes; ``place`` moves them into place with
+        one atomic rename(2) or link(2) and returns False when another writer's is there (the first
+        wins); then ``counter`` of the stats counts one and the cache is evicted down to
+        ``max_bytes`` (``keep``, what was placed, goes last unless it alone is larger). The
+        temporary folder is always removed. False when nothing was stored: the first writer won,
+        the compile's folder holds a link or a special file, or the folder cannot be written (a
+        warning, once)."""
+        staging = self._new_staging()
+        if staging is None:
+            return False
+        try:
+            size = build(staging)
+            if not place(staging):
+                return False
+        except CorruptEntry:  # the compile's folder holds a link or a special file: not cached
+            return False
         except OSError as exc:
             self._warn_write(exc)
             return False
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        self._count(stored=1)
-        self.evict(keep=entry if stored <= self.max_bytes else None)
+        self._count(**{counter: 1})
+        self.evict(keep=keep if keep is not None and size <= self.max_bytes else None)
         return True
 
     def _new_staging(self) -> Path | None:
@@ -598,26 +615,21 @@ class CompileCache:
         except OSError as exc:
             self._warn_write(exc)
             return False
-        staging = self._new_staging()
-        if staging is None:
-            return False
-        try:
-            written = staging / "counts.json"
-            written.write_bytes(data)
-            _fsync(written)
+
+        def build(staging: Path) -> int:
+            (staging / "counts.json").write_bytes(data)
+            _fsync(staging / "counts.json")
+            return len(data)
+
+        def place(staging: Path) -> bool:
             try:
-                os.link(written, self._counts_file(digest))  # link(2) refuses an existing name: the first writer wins
+                os.link(staging / "counts.json", self._counts_file(digest))  # link(2) refuses an existing name: the first writer wins
             except FileExistsError:
                 return False
             _fsync(folder)
-        except OSError as exc:
-            self._warn_write(exc)
-            return False
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        self._count(counts_stored=1)
-        self.evict()
-        return True
+            return True
+
+        return self._write(build, place, "counts_stored")
 
     def counted_from_cache(self) -> None:
         """Note a variant whose counts the cache served (``CacheStats.counts_served``)."""
