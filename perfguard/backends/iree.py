@@ -90,6 +90,7 @@ from perfguard.backends.iree_trace import (
 )
 from perfguard.backends.iree_valgrind import count_blocker, keep_off_io_uring
 from perfguard.backends.onnx_passes import counted_process, counting_compile
+from perfguard.backends.settings import check_option_keys, option_choice
 from perfguard.errors import (
     BackendError,
     CountedCompileDone,
@@ -160,19 +161,11 @@ def _flag_value(value: Any, where: str) -> str:
 
 def iree_settings(options: Mapping[str, Any], passes: tuple[str, ...] | list[str], where: str) -> JsonDict:
     """Validate a pipeline's options (no tool is run) and return them in canonical form."""
-    for key in options:
-        if key not in OPTION_KEYS:
-            raise UserError(f"{where}: " + unknown_name_message("iree option", key, OPTION_KEYS))
-    opt_level = options.get("opt_level", "O0")
-    if opt_level not in OPT_LEVELS:
-        raise UserError(f"{where}: opt_level: " + unknown_name_message("optimization level", str(opt_level), OPT_LEVELS))
-    target = options.get("target", "llvm-cpu")
-    if target not in TARGETS:
-        raise UserError(f"{where}: target: " + unknown_name_message("target", str(target), TARGETS))
+    check_option_keys(options, OPTION_KEYS, "iree", where)
+    opt_level = option_choice(options, "opt_level", "O0", OPT_LEVELS, "optimization level", where)
+    target = option_choice(options, "target", "llvm-cpu", TARGETS, "target", where)
     drivers = TARGETS[target].drivers
-    driver = options.get("driver", drivers[0])
-    if driver not in drivers:
-        raise UserError(f"{where}: driver: " + unknown_name_message(f"driver for target {target!r}", str(driver), drivers))
+    driver = option_choice(options, "driver", drivers[0], drivers, f"driver for target {target!r}", where)
     if "target_cpu" in options and target != "llvm-cpu":
         raise UserError(f"{where}: target_cpu applies to target 'llvm-cpu' only (use target_chip for 'cuda')")
     if "target_chip" in options and target != "cuda":
@@ -201,9 +194,7 @@ def iree_settings(options: Mapping[str, Any], passes: tuple[str, ...] | list[str
                         "or as options.preprocessing (a full textual pipeline), not both")
     if passes:
         preprocessing = f"builtin.module(util.func({','.join(p.strip() for p in passes)}))"
-    trace = options.get("trace", "timing")
-    if trace not in TRACE_MODES:
-        raise UserError(f"{where}: trace: " + unknown_name_message("trace mode", str(trace), TRACE_MODES))
+    trace = option_choice(options, "trace", "timing", TRACE_MODES, "trace mode", where)
     keep_ir = options.get("keep_ir", False)
     if not isinstance(keep_ir, bool):
         raise UserError(f"{where}: keep_ir: expected true or false, found {keep_ir!r}")

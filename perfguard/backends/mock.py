@@ -42,6 +42,7 @@ from perfguard.backends.base import (
     PassTrace,
     file_sha256,
 )
+from perfguard.backends.settings import check_option_keys
 from perfguard.errors import BackendError, FieldError, UserError, unknown_name_message
 from perfguard.jsonfields import JsonDict, number, string
 from perfguard.units import parse_duration
@@ -159,9 +160,7 @@ class MockBackend(Backend):
         for name in pipeline.passes:
             if name not in SCALES and name not in FAULTS and ":" not in name:  # a:b is a user pass
                 raise UserError(f"pipeline {pipeline.name!r}: " + unknown_name_message("pass", name, [*SCALES, *FAULTS]))
-        for key in pipeline.options:
-            if key not in OPTIONS:
-                raise UserError(f"pipeline {pipeline.name!r}: " + unknown_name_message("mock option", key, OPTIONS))
+        check_option_keys(pipeline.options, OPTIONS, "mock", f"pipeline {pipeline.name!r}")
         if not isinstance(pipeline.options.get("speedup", False), bool):
             raise UserError(f"pipeline {pipeline.name!r}: mock option speedup must be true or false, "
                             f"found {pipeline.options['speedup']!r}")

@@ -34,6 +34,7 @@ from perfguard.backends.onnx_passes import (
     onnxoptimizer_version,
     run_pipeline,
 )
+from perfguard.backends.settings import check_option_keys, option_choice
 from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
 from perfguard.jsonfields import JsonDict
 
@@ -80,12 +81,8 @@ OPTION_KEYS = ("graph_optimization_level", "disabled_optimizers")
 
 def ort_settings(options: Mapping[str, Any], where: str) -> JsonDict:
     """Validate a pipeline's ORT options and return them in canonical form."""
-    for key in options:
-        if key not in OPTION_KEYS:
-            raise UserError(f"{where}: " + unknown_name_message("ort option", key, OPTION_KEYS))
-    level = options.get("graph_optimization_level", "disabled")
-    if level not in LEVELS:
-        raise UserError(f"{where}: graph_optimization_level: " + unknown_name_message("level", str(level), LEVELS))
+    check_option_keys(options, OPTION_KEYS, "ort", where)
+    level = option_choice(options, "graph_optimization_level", "disabled", LEVELS, "level", where)
     disabled = options.get("disabled_optimizers", [])
     if not isinstance(disabled, list) or not all(isinstance(d, str) for d in disabled):
         raise UserError(f"{where}: disabled_optimizers: expected a list of optimizer names")

@@ -62,6 +62,7 @@ from perfguard.backends.base import (
     setting_strs,
 )
 from perfguard.backends.onnx_passes import counted, counting_compile
+from perfguard.backends.settings import check_option_keys
 from perfguard.backends.tvm_trace import (
     COUNTED_STEPS,
     PassSpec,
@@ -78,7 +79,6 @@ from perfguard.errors import (
     UserError,
     did_you_mean,
     first_line,
-    unknown_name_message,
 )
 from perfguard.jsonfields import JsonDict, json_object
 
@@ -176,9 +176,7 @@ class TvmSettings:
 
 def tvm_settings(options: Mapping[str, object], where: str) -> TvmSettings:
     """Validate a pipeline's options (TVM not needed) and return them in canonical form."""
-    for key in options:
-        if key not in OPTION_KEYS:
-            raise UserError(f"{where}: " + unknown_name_message("tvm option", key, OPTION_KEYS))
+    check_option_keys(options, OPTION_KEYS, "tvm", where)
     target = options.get("target", {"kind": "llvm", "mcpu": "host"})
     if not isinstance(target, Mapping) or "kind" not in target:
         raise UserError(f"{where}: target: expected a table with 'kind' (TVM 0.27 rejects target strings), "
