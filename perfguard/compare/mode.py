@@ -22,9 +22,11 @@ from perfguard.jsonfields import JsonDict, JsonValue
 from perfguard.results import ResultDocument
 from perfguard.stats.adaptive import Look
 
-#: What a verdicts document compared: a git ref (``check --base-ref``), pipelines of one suite
-#: (``--against-pipeline``), a stored baseline (``--baseline``), or two files (``compare``).
-ModeKind = Literal["base-ref", "pipeline", "baseline", "compare"]
+#: A check's baseline: the compiler at a git ref (``check --base-ref``), another pipeline of the
+#: suite (``--against-pipeline``) or a stored result (``--baseline``); ``flows.check_request.Against``.
+BaselineKind = Literal["base-ref", "pipeline", "baseline"]
+#: What a verdicts document compared: a check's baseline, or two files (``compare``).
+ModeKind = Literal[BaselineKind, "compare"]
 MODE_KINDS: tuple[ModeKind, ...] = ("base-ref", "pipeline", "baseline", "compare")
 
 

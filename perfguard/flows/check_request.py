@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from perfguard.errors import UserError
 
 if TYPE_CHECKING:
+    from perfguard.compare.mode import BaselineKind
     from perfguard.compare.verdicts import VerdictsDocument
     from perfguard.profile.explain import ProfileSettings
     from perfguard.progress import Progress
@@ -53,24 +54,20 @@ class SamplingOptions:
         return settings
 
 
-#: A check's baseline: the compiler at a git ref, another pipeline, or a stored result.
-AgainstKind = Literal["base-ref", "pipeline", "baseline"]
-
-
 @dataclass(frozen=True)
 class Against:
     """What the working tree is compared with: ``target`` is the git ref (``base-ref``), the
     reference pipeline's name (``pipeline``) or the stored baseline (``baseline``: a result file or
     ``store:[URL]``)."""
 
-    kind: AgainstKind
+    kind: BaselineKind
     target: str
 
     @classmethod
     def one_of(cls, *, base_ref: str | None, against_pipeline: str | None, baseline: str | None,
                default_ref: str | None = None) -> Against:
         """The one baseline given (``default_ref`` when none is); a ``UserError`` for two or none."""
-        options: tuple[tuple[AgainstKind, str | None], ...] = (("base-ref", base_ref), ("pipeline", against_pipeline),
+        options: tuple[tuple[BaselineKind, str | None], ...] = (("base-ref", base_ref), ("pipeline", against_pipeline),
                                                               ("baseline", baseline))
         given = [cls(kind, target) for kind, target in options if target is not None]
         if len(given) > 1:
