@@ -77,7 +77,7 @@ def documents(nights: int, cases: int, seed: int = 0):  # type: ignore[no-untype
 def bench(url: str, nights: int, cases: int, workdir: Path) -> dict[str, float]:
     from perfguard.history.changepoints import detect
     from perfguard.history.series_changes import MIN_STEP
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
     out: dict[str, float] = {}
     count = points = 0

@@ -33,7 +33,7 @@ def build_store(url: str, nights: int, cases: int) -> dict[str, float]:
 
     from perfguard.history.changepoints import detect
     from perfguard.history.series_changes import MIN_STEP
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
     started = time.perf_counter()
     with Store.open(url) as store:
@@ -79,7 +79,7 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=100)
     args = parser.parse_args()
     from perfguard.history import site as site_module
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
     with tempfile.TemporaryDirectory(prefix="perfguard-site-") as tmp:
         folder = Path(tmp)

@@ -374,7 +374,7 @@ class _HostileGitHub:
 def _alert_store(folder: Path) -> str:
     """A SQLite store holding one open regression alert (the notify tests' three nights)."""
     sys.path.insert(0, str(ROOT))
-    from perfguard.history.store import Store
+    from perfguard.store import Store
     from tests.test_history_site import SUITE, commit_of, night_document
 
     url = f"sqlite:///{folder / 'history.sqlite'}"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from perfguard.history.series_changes import EXACT_METRICS
-from perfguard.history.store import Store
+from perfguard.store import Store
 
 GOLDEN = Path(__file__).parent / "golden" / "v1"
 GOOD, BAD, LATER, OTHER = "a" * 40, "b" * 40, "c" * 40, "e" * 40
@@ -97,7 +97,7 @@ def test_nightly_explains_new_culprits_unless_told_not_to() -> None:
 def test_one_exact_bisection_per_range_that_timing_did_not_attribute() -> None:
     from perfguard.bisect.document import BisectResult
     from perfguard.flows.nightly_exact import exact_to_bisect
-    from perfguard.history.store import Change, Series, SeriesKey
+    from perfguard.store import Change, Series, SeriesKey
 
     def found(change_id: int, case: str, metric: str, ratio: float, bad: str = BAD) -> tuple[Change, Series]:
         key = SeriesKey("smoke", case, "m" * 16, "p" * 16, "ort", "cpu:3f2a" if metric != "latency" else "cpu",

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from perfguard.errors import UserError
-from perfguard.history.store import Change, SeriesKey, Store, schema
-from perfguard.history.store.alert_rows import (
+from perfguard.store import Change, SeriesKey, Store, schema
+from perfguard.store.alert_rows import (
     STATUSES,
     Alert,
     AlertChange,
@@ -233,7 +233,7 @@ def test_history_alerts_and_triage_commands(seeded: tuple[str, Store], tmp_path:
 
 
 def test_the_culprits_explanation_is_summarised_from_its_bisect_document():
-    from perfguard.history.store.alert_rows import explanation_of
+    from perfguard.store.alert_rows import explanation_of
 
     document = json.loads((Path(__file__).parent / "golden" / "explained" /
                            "bisect-passes-pipelines-explain.json").read_text())
@@ -245,8 +245,8 @@ def test_the_culprits_explanation_is_summarised_from_its_bisect_document():
 
 def test_the_nightly_summary_shows_one_row_per_alert_with_its_changes_inside():
     from perfguard.flows.nightly import NightReport
-    from perfguard.history.store import Night
     from perfguard.report.nightly import markdown_summary
+    from perfguard.store import Night
 
     alert = Alert(4, "smoke", "cpu", "regression", "untriaged", GOOD, BAD, "d" * 40, "mycc.passes:extra_work",
                   AlertExplanation("memory", "+106 Transpose nodes", ("Transpose",), (NodeChange("Transpose", 2, 108),)),
@@ -288,8 +288,8 @@ def test_a_later_reverse_step_of_at_least_half_marks_the_alert_fixed_with_the_fi
 
 def test_an_alert_fixed_tonight_is_listed_as_closed_not_as_a_new_regression():
     from perfguard.flows.nightly import NightReport
-    from perfguard.history.store import Night
     from perfguard.report.nightly import markdown_summary
+    from perfguard.store import Night
 
     fixed = Alert(4, "smoke", "cpu", "regression", "fixed", GOOD, BAD,
                   changes=(AlertChange(1, "a/mycc/cpu", "latency", "ratio", 1.06),),

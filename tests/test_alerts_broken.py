@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfguard.history.store import Store
+from perfguard.store import Store
 
 from .conftest import run_cli
 from .factories import compiler_suite, git, make_compiler_repo, pass_source

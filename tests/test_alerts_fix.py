@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.history.store import Store, schema
-from perfguard.history.store.alert_rows import Alert, AlertChange
+from perfguard.store import Store, schema
+from perfguard.store.alert_rows import Alert, AlertChange
 
 from .conftest import run_cli
 from .factories import compiler_suite, git, make_compiler_repo, pass_source
@@ -73,8 +73,8 @@ def test_an_alert_of_format_2_round_trips_with_its_fixing_commit_and_one_of_form
 def test_the_summary_and_the_bisect_only_summary_say_fixed_by_commit_and_pass():
     from perfguard.flows.bisect_fix import FixFound
     from perfguard.flows.nightly import NightReport
-    from perfguard.history.store import Night
     from perfguard.report.nightly import bisections_summary, markdown_summary
+    from perfguard.store import Night
 
     alert = _fixed_alert(fix_commit=FIX, fix_pass="mycc.passes:extra_work")
     report = NightReport("smoke", Night(3, "smoke", LATER, "2026-12-03T03:00:00Z", 3),

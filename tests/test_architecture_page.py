@@ -26,7 +26,7 @@ ROOMS = {
     "formats": "other tools' files: pytest-benchmark, asv",
     "history": "series, change points, notices of alerts, the static site",
     "report": "views of documents: HTML, Markdown of a check and of a night, SVG",
-    "history.store": "the history store: tables, migrations, ingest, queries, alerts",
+    "store": "the history store: tables, migrations, ingest, queries, alerts",
     "tune": "the tuning space and the tune document",
     "bisect": "the noise-aware search, its state, the bisect document",
     "profile": "why: profiles, per-op diff, dimension, Nsight, Perfetto",
@@ -73,7 +73,7 @@ def _page_picture(text: str) -> str:
 
 
 def _table_folders(text: str) -> list[str]:
-    """The folders the package table names, in its order: ``| `history/store/` | ...``."""
+    """The folders the package table names, in its order: ``| `store/` | ...``."""
     return re.findall(r"^\| `([a-z_/]+)/` \|", text, re.M)
 
 
@@ -94,9 +94,9 @@ def test_the_table_has_one_row_per_package_layer_in_order() -> None:
 
 
 def test_the_generator_follows_the_order_it_is_given() -> None:
-    text = mermaid(["", "errors", "stats", "runners", "history.store", "history"])
-    assert 'history_store["history/store — the history store' in text
-    assert "    history --> history_store --> runners --> stats --> modules\n" in text
+    text = mermaid(["", "errors", "stats", "runners", "store", "history"])
+    assert 'store["store — the history store' in text
+    assert "    history --> store --> runners --> stats --> modules\n" in text
     assert 'modules["single-purpose modules: errors"]' in text
 
 

@@ -3,8 +3,8 @@ benchmarks, which may hold ``/``, are not taken for case ids."""
 
 from __future__ import annotations
 
-from perfguard.history.store.extract import SeriesKey
 from perfguard.names import CaseId, name_problem
+from perfguard.store.extract import SeriesKey
 
 
 def test_a_case_id_round_trips_through_its_text():

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.history.store import Store
 from perfguard.report.escape import md_code, md_text
 from perfguard.report.plain import plain_text
+from perfguard.store import Store
 
 from .test_history_site import build_store
 from .test_site_alerts import _fill
@@ -109,8 +109,8 @@ def test_plain_text_undoes_the_escapes_of_names_and_keeps_tables_on_one_line() -
 
 
 def test_an_exact_change_in_the_nightly_summary_has_no_zero_width_interval() -> None:
-    from perfguard.history.store.alert_rows import Alert, AlertChange
     from perfguard.report.nightly import _alert_changes
+    from perfguard.store.alert_rows import Alert, AlertChange
 
     alert = Alert(1, "s", "cpu", "regression", "untriaged", "a" * 40, "b" * 40, changes=(
         AlertChange(1, "bert_t/mycc/cpu", "latency", "ratio", 1.054, 1.03, 1.08),

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.history.store import Night, Store
-from perfguard.history.store.alert_rows import Alert, AlertExplanation, explanation_of
 from perfguard.results.counted_functions import NO_SYMBOL, CountedPair, CountedWhy, FunctionCount, attribute
 from perfguard.results.explanation import Dimension, Explanation
+from perfguard.store import Night, Store
+from perfguard.store.alert_rows import Alert, AlertExplanation, explanation_of
 
 from .test_counts import _suite
 

@@ -369,8 +369,8 @@ def test_counts_taken_by_another_protocol_are_not_compared_and_older_documents_a
 def test_a_new_counting_protocol_starts_a_counted_series_of_its_own() -> None:
     """History: instructions counted by two protocols are two series (a step between them would
     be an alert on the counting, not the compiler); latency stays one series."""
-    from perfguard.history.store.extract import absolute_points
     from perfguard.results.result import ResultDocument, SuiteInfo
+    from perfguard.store.extract import absolute_points
 
     keys = {}
     for protocol in (1, 2):

@@ -18,9 +18,9 @@ import pytest
 
 from perfguard.compare.check import Pair, compare_pair
 from perfguard.history.series_changes import MIN_STEP, series_changes
-from perfguard.history.store import Point, Series, SeriesKey
 from perfguard.results import CaseEntry
 from perfguard.results.counts import COUNT_PROTOCOL, Counts
+from perfguard.store import Point, Series, SeriesKey
 from perfguard.suite.gates import DEFAULT_THRESHOLDS, EXACT_METRICS, METRICS, ThresholdSet, parse_thresholds
 from perfguard.suite.reader import Reader
 
@@ -140,10 +140,10 @@ def test_the_nightly_confirms_and_alerts_what_the_check_calls_different(tmp_path
     rows for the same two entries, no more (the +2.8 % artifact size) and no less (+0.5 %
     instructions)."""
     from perfguard.flows.nightly import NightReport, finish_night
-    from perfguard.history.store import Night, Store
     from perfguard.progress import Progress
     from perfguard.results import load_result
     from perfguard.results.result import CompilerInfo
+    from perfguard.store import Night, Store
     from perfguard.suite import builtin_suite_path, load_suite
     from perfguard.suite.gates import CheckSettings
 

@@ -24,7 +24,7 @@ import pytest
 from perfguard.cli import main
 from perfguard.formats.asv import median_interval
 from perfguard.formats.pytest_benchmark import stats_of
-from perfguard.history.store import Store, store_url
+from perfguard.store import Store, store_url
 
 from .conftest import REPO, run_cli
 

@@ -24,8 +24,8 @@ import pytest
 
 from perfguard.bisect.document import bisect_from_json
 from perfguard.history.site import MARKER_FILE, build_site
-from perfguard.history.store import Store
 from perfguard.report.bisect import bisect_view
+from perfguard.store import Store
 
 from .conftest import REPO, run_cli
 from .test_report import Chromium, _chromium

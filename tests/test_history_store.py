@@ -29,14 +29,14 @@ import pytest
 import sqlalchemy as sa
 
 from perfguard.errors import StorageError, StoreError
-from perfguard.history.store import (
+from perfguard.runners.fingerprint import fingerprint_hash
+from perfguard.store import (
     DEFAULT_STORE,
     Store,
     display_url,
     schema,
     store_url,
 )
-from perfguard.runners.fingerprint import fingerprint_hash
 
 from .conftest import REPO
 from .pg import PASSWORD, create_database
@@ -135,7 +135,7 @@ def test_every_golden_document_kind_round_trips_and_twice_is_one_record(store: S
 @pytest.mark.parametrize("name", ["result-run.json", "verdicts-compare.json", "bisect-commits.json"])
 def test_a_typed_document_gives_the_points_of_its_json_and_a_file_is_kept_as_written(tmp_path: Path,
                                                                                      name: str) -> None:
-    from perfguard.history.store.extract import parse_stored
+    from perfguard.store.extract import parse_stored
 
     raw = _raw(name)
     typed = parse_stored(raw, name)
@@ -309,7 +309,7 @@ WRITER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from tests.test_history_store import small_result
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
     url, first, count, ready, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
     Path(ready).touch()
@@ -701,7 +701,7 @@ def test_all_points_reads_half_a_million_points_in_seconds(tmp_path: Path) -> No
 
 
 def test_importing_the_store_loads_no_database_library() -> None:
-    code = ("import sys, perfguard.history.store\n"
+    code = ("import sys, perfguard.store\n"
             "print(sorted(m for m in ('sqlalchemy', 'alembic', 'psycopg') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                          check=True).stdout

@@ -169,9 +169,9 @@ def _stored_documents(store: Path) -> int:
 def _readers() -> dict[str, Callable[[Path], Any]]:
     from perfguard.bisect.document import load_bisect
     from perfguard.compare.verdicts import load_verdicts
-    from perfguard.history.store.extract import extract
     from perfguard.report import load_document
     from perfguard.results import load_result, read_json
+    from perfguard.store.extract import extract
 
     def ingest(path: Path) -> Any:
         return extract(read_json(path, missing="{path}: missing", not_json="{path}: not JSON ({exc})"), str(path))

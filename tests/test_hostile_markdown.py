@@ -27,14 +27,14 @@ from markdown_it import MarkdownIt
 from perfguard.bisect.document import bisect_from_json
 from perfguard.flows.nightly import Finding, NightReport
 from perfguard.history.site import build_site
-from perfguard.history.store import Change, Night, Series, Store
-from perfguard.history.store.alert_rows import Alert, AlertExplanation, NodeChange, alert_change
-from perfguard.history.store.extract import SeriesKey
 from perfguard.names import visible
 from perfguard.report.escape import html_value, md_code, md_text
 from perfguard.report.html import render_html
 from perfguard.report.markdown import job_summary, pr_comment, workflow_annotations
 from perfguard.report.nightly import bisections_summary, markdown_summary
+from perfguard.store import Change, Night, Series, Store
+from perfguard.store.alert_rows import Alert, AlertExplanation, NodeChange, alert_change
+from perfguard.store.extract import SeriesKey
 
 from .conftest import run_cli
 from .test_report import HOSTILE_MODEL, _entry, build_report, make_result, make_verdicts

@@ -184,7 +184,7 @@ def test_history_list_show_and_changes_show_imported_names_literally(tmp_path: P
     assert f"{_shown(DOCUMENT_NAMES[0])} latency (absolute, runner host[/x]:cpu\\u202e): 2 night(s)" in shown.stdout
 
     # A change of a hostile series, with a hostile note, as the nightly records one.
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
     with Store.open(store) as opened:
         series = opened.series(case=DOCUMENT_NAMES[1])[0]

@@ -154,7 +154,7 @@ def test_a_nested_stored_document_is_a_one_line_store_error(tmp_path: Path) -> N
     import sqlalchemy as sa
 
     from perfguard.errors import StoreError
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
     from .test_history_store import small_result
 
@@ -336,8 +336,8 @@ def _night_document(index: int, commit: str = "c" * 40, shard: tuple[int, int] |
 
 def _nightly_ingest(url: str, index: int, barrier, results) -> None:  # type: ignore[no-untyped-def]
     from perfguard.errors import StoreError
-    from perfguard.history.store import Store
     from perfguard.results import parse_result
+    from perfguard.store import Store
 
     document = parse_result(_night_document(index), "<night>")
     with Store.open(url) as store:
@@ -356,7 +356,7 @@ def night_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         from .pg import create_database
 
         url = create_database(request.getfixturevalue("postgres_url"), f"n_{os.getpid()}_{id(tmp_path)}")
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
     with Store.open(url):  # created before the writers race
         pass
@@ -366,7 +366,7 @@ def night_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def test_two_nightlies_that_store_together_record_one_night_of_a_commit(night_store: str) -> None:
     import multiprocessing
 
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
     context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(2), context.Queue()
@@ -389,8 +389,8 @@ def test_two_nightlies_that_store_together_record_one_night_of_a_commit(night_st
 
 def test_a_night_is_refused_after_a_broken_night_but_parts_and_other_sources_are_not(tmp_path: Path) -> None:
     from perfguard.errors import StoreError
-    from perfguard.history.store import Store
     from perfguard.results import parse_result
+    from perfguard.store import Store
 
     with Store.open(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
         store.ingest(parse_result(_night_document(1, shard=(1, 2)), "<1/2>"), source="nightly")
@@ -415,7 +415,7 @@ def test_nested_worker_values_in_a_point_are_a_one_line_store_error(tmp_path: Pa
     import sqlalchemy as sa
 
     from perfguard.errors import StoreError
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
     from .test_history_store import small_result
 

@@ -214,7 +214,7 @@ def test_the_history_site_of_the_replay_shows_the_change_on_night_12_in_chromium
     the change point at night 12's commit (docs/history-replay.png with PERFGUARD_WRITE_DOCS=1)."""
     import os
 
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
     from .conftest import REPO
     from .test_report import Chromium, _chromium

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.history.store import Change, SeriesKey, Store
-from perfguard.history.store.alert_rows import group_changes
+from perfguard.store import Change, SeriesKey, Store
+from perfguard.store.alert_rows import group_changes
 
 from .factories import compiler_suite, culprit_history, git
 
@@ -112,8 +112,8 @@ def test_the_nights_exact_changes_go_compile_only_first_then_each_culprit_is_tes
     on what is left. An improvement is attributed, never bisected on its own."""
     import perfguard.flows.nightly_culprit as nightly_culprit
     from perfguard.bisect.document import BisectResult, CommitInfo, Culprit
-    from perfguard.history.store import Series
     from perfguard.progress import Progress
+    from perfguard.store import Series
 
     def found(change_id: int, metric: str, ratio: float, good: str = MIDDLE):  # type: ignore[no-untyped-def]
         change = _change(change_id, metric, good, None, ratio=ratio)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.history.store import Store
+from perfguard.store import Store
 
 from .conftest import REPO, run_cli
 from .factories import compiler_suite, git, make_compiler_repo, pass_source

@@ -21,8 +21,8 @@ import pytest
 
 from perfguard.history.github import GitHub
 from perfguard.history.notify import LABEL, alert_marker, issue_title, notify, state_marker
-from perfguard.history.store import Store
-from perfguard.history.store.alert_rows import Alert
+from perfguard.store import Store
+from perfguard.store.alert_rows import Alert
 
 from .conftest import run_cli
 from .test_history_site import GOLDEN, SUITE, commit_of, night_document
@@ -323,7 +323,7 @@ def test_an_exact_change_shows_before_and_after_not_a_zero_width_interval(fake: 
 def test_who_is_the_actor_then_by_then_the_global_git_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
 
-    from perfguard.history.store.alert_rows import current_user
+    from perfguard.store.alert_rows import current_user
 
     config = tmp_path / "global.gitconfig"
     config.write_text("[user]\n\tname = Global Person\n")
@@ -376,7 +376,7 @@ def test_no_issue_for_an_alert_closed_before_anyone_was_told(fake: FakeGitHub, s
 
 def test_hostile_names_are_data_in_the_title_and_the_marker() -> None:
     from perfguard.history.notify import issue_body
-    from perfguard.history.store.alert_rows import AlertChange
+    from perfguard.store.alert_rows import AlertChange
 
     alert = Alert(7, "suite --> <b>x</b>", "cpu", "regression", "untriaged", "a" * 40, "b" * 40, "c" * 40,
                   "evil_pass @everyone", None,

@@ -25,8 +25,8 @@ import pytest
 
 from perfguard.history.github import GitHub
 from perfguard.history.notify import LABEL, alert_marker, notify
-from perfguard.history.store import Store
 from perfguard.history.transport import Limits, Session, check_url, url_problem
+from perfguard.store import Store
 
 from .conftest import REPO, run_cli
 from .test_notify import REPO_NAME, TOKEN, FakeGitHub, fake, only_alert, run_notify, store  # noqa: F401

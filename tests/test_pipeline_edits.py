@@ -89,7 +89,7 @@ def test_a_pipeline_edit_replayed_nightly_raises_an_alert_naming_its_commit_with
 
     # the series page marks the break as the commit that edited the pipeline, not a new environment
     from perfguard.history.site_model import collect
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
     with Store.open(store) as opened:
         site = collect(opened)
@@ -102,7 +102,7 @@ def test_a_pipeline_edit_replayed_nightly_raises_an_alert_naming_its_commit_with
 
 def test_the_commit_of_an_edit_in_a_range_of_several_is_found_in_the_suite_files_history(tmp_path):
     from perfguard.flows.nightly_edits import edit_commit
-    from perfguard.history.store.edits import PipelineEdit
+    from perfguard.store.edits import PipelineEdit
     from perfguard.suite import load_suite
 
     repo, shas = _tutorial_repo(tmp_path / "mycc",
@@ -127,9 +127,9 @@ def test_the_commit_of_an_edit_in_a_range_of_several_is_found_in_the_suite_files
 def test_a_night_whose_own_check_has_an_exact_regression_never_says_nothing_new():
     from perfguard.compare.verdicts import Verdict
     from perfguard.flows.nightly import NightReport
-    from perfguard.history.store import Night
     from perfguard.report.nightly import markdown_summary
     from perfguard.stats.verdict import Comparison
+    from perfguard.store import Night
 
     nodes = Comparison(decision="different", direction="regression", ratio=77 / 17, ci_low=77 / 17,
                        ci_high=77 / 17, p_value=0.0, mde=0.0, n_pairs=1, baseline_median=17, candidate_median=77,

@@ -378,8 +378,8 @@ def test_a_run_in_two_shards_merges_into_the_result_of_the_whole(tmp_path):
 
 def test_a_night_shard_is_checked_against_the_last_night_not_a_sibling_shard_of_tonight(tmp_path):
     from perfguard.flows.shards import shard_base, stored_shard
-    from perfguard.history.store import Store
     from perfguard.results import load_result
+    from perfguard.store import Store
 
     golden = load_result(REPO / "tests" / "golden" / "v1" / "result-run.json")
     yesterday, tonight = "a" * 40, "b" * 40
@@ -411,7 +411,7 @@ def test_a_night_in_two_shards_then_one_follow_up_raises_one_alert(tmp_path):
     ``--follow-up``: the first measures, the second (a docs-only commit) is checked against the
     first and not against its sibling shard, the third (the pass inserts 24 no-op pairs) is one
     alert over both shards' cases, raised by the follow-up, which alone exits 1."""
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
     from .factories import compiler_suite, git, make_compiler_repo, pass_source
 

@@ -39,8 +39,8 @@ import pytest
 from perfguard.history.site import build_site, render
 from perfguard.history.site_alerts import span, team_figures, time_to_triage
 from perfguard.history.site_model import Site, collect
-from perfguard.history.store import Store, schema
-from perfguard.history.store.alert_rows import Alert, AlertEvent
+from perfguard.store import Store, schema
+from perfguard.store.alert_rows import Alert, AlertEvent
 
 from .test_history_site import HOSTILE_MODEL, NEW_CPU_FROM, STEP, SUITE, build_store, commit_of
 from .test_report import Chromium, _chromium

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from perfguard.errors import StoreError
-from perfguard.history.store import Store, engine as store_engine
+from perfguard.store import Store, engine as store_engine
 
 from .conftest import REPO
 from .pg import create_database
@@ -36,8 +36,8 @@ WRITER = textwrap.dedent("""
     # Everything Store.open imports lazily, imported before the start: the writers then reach the
     # first open within a few milliseconds of each other.
     import alembic.command, alembic.config, alembic.runtime.migration, alembic.script, sqlalchemy
-    from perfguard.history.store import extract as ingest, schema
-    from perfguard.history.store import Store
+    from perfguard.store import extract as ingest, schema
+    from perfguard.store import Store
     from tests.test_history_store import small_result
 
     first, each, rounds = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from perfguard.history.store import display_url
 from perfguard.redact import redact, redact_url
+from perfguard.store import display_url
 
 from .conftest import REPO, TINY_MODELS, run_cli, smallest_measure
 
@@ -273,11 +273,11 @@ def test_a_generated_password_never_survives_redaction(user: str, password: str,
 
 
 CRASH_IN_STORE = """
-import perfguard.history.store
+import perfguard.store
 from sqlalchemy.engine import make_url
 def crash(url, **kwargs):
     raise RuntimeError(f"driver exploded on {url}\\nserver said: password {make_url(url).password!r} expired")
-perfguard.history.store.Store.open = crash
+perfguard.store.Store.open = crash
 """
 
 

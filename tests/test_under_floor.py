@@ -83,7 +83,7 @@ def test_the_report_and_the_comment_say_under_the_floor(small: Comparison, tmp_p
 
 def test_history_show_says_a_same_night_with_a_real_change_is_under_the_floor(small: Comparison) -> None:
     from perfguard.cli.history import _decision_word
-    from perfguard.history.store import Point
+    from perfguard.store import Point
 
     night = Point(1, 1, "2026-12-05T00:00:00Z", "c" * 40, small.ratio, small.ci_low, small.ci_high, (), "b" * 40,
                   small.decision)

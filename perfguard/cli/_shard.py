@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from perfguard.history.store import Store
     from perfguard.results.shard import ShardInfo
+    from perfguard.store import Store
     from perfguard.suite import Suite
     from perfguard.suite.model import CaseSpec
 

@@ -33,8 +33,8 @@ from perfguard.jsonfields import JsonDict
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from perfguard.history.store import Change, Point, Series, Store
-    from perfguard.history.store.alert_rows import Alert
+    from perfguard.store import Change, Point, Series, Store
+    from perfguard.store.alert_rows import Alert
 
 HELP = "the history store: ingest documents, list series, show trends and change points, prune"
 SPARK = "▁▂▃▄▅▆▇█"
@@ -115,7 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def open_store(url_arg: str | None, create: bool) -> Store:
-    from perfguard.history.store import Store, store_url
+    from perfguard.store import Store, store_url
 
     return Store.open(store_url(url_arg), create=create)
 
@@ -216,7 +216,7 @@ def _ingest(args: argparse.Namespace) -> ExitCode:
     if args.project:
         raise UserError("history ingest: --project names the suite of --format pytest-benchmark or asv files")
 
-    from perfguard.history.store.extract import parse_stored
+    from perfguard.store.extract import parse_stored
 
     # Every file is read and validated before the first write: a missing or broken one stores nothing.
     documents = []
@@ -448,9 +448,9 @@ def _alerts(args: argparse.Namespace) -> ExitCode:
 
 def _triage(args: argparse.Namespace) -> ExitCode:
     from perfguard.errors import UserError
-    from perfguard.history.store.alert_rows import current_user
-    from perfguard.history.store.alerts import check_alert_status
     from perfguard.names import visible
+    from perfguard.store.alert_rows import current_user
+    from perfguard.store.alerts import check_alert_status
 
     if args.status is None and args.note is None and args.assign is None and args.issue is None:
         raise UserError("history triage: nothing to change; give --status, --note, --assign or --issue")

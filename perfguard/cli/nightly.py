@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from perfguard.cli._progress import RichProgress
-    from perfguard.history.store import Store
     from perfguard.profile.explain import ProfileSettings
     from perfguard.results.shard import ShardInfo
+    from perfguard.store import Store
     from perfguard.suite import CaseSpec, Suite
     from perfguard.suite.gates import CheckSettings
 

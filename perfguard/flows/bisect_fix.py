@@ -1,7 +1,7 @@
 """Which commit fixed an alert: the nightly's bisection of a fixing range.
 
 When a later night takes a regression's step back, the store marks its alert ``fixed`` with the
-fixing range (:meth:`~perfguard.history.store.alerts.Alerting.raise_alerts`): the night before ..
+fixing range (:meth:`~perfguard.store.alerts.Alerting.raise_alerts`): the night before ..
 the night the reverse step showed. That range can hold many commits. The nightly then bisects it
 as it bisects a regression, with the direction flipped (``bisect_commits(direction="improvement")``:
 the first commit that is *faster* than the one before), then the pass inside that commit, and
@@ -28,8 +28,8 @@ from perfguard.suite.gates import CheckSettings
 
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
-    from perfguard.history.store import Store
-    from perfguard.history.store.alert_rows import Alert
+    from perfguard.store import Store
+    from perfguard.store.alert_rows import Alert
 
 #: How the note of every fix-bisection event starts (what marks an alert as tried).
 FIX_NOTE = "fix bisection: "

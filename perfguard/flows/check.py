@@ -232,10 +232,10 @@ def _stored_results(suite: Suite, cases: list[CaseSpec], spec: str) -> list[Resu
     """The suite's result documents in the history store named after ``store:`` (empty: the
     default store), newest first; the ones measured on this machine's comparable fingerprint
     (every runner of ``cases``) first. ``UserError`` when the store holds none."""
-    from perfguard.history.store import Store, display_url, store_url
     from perfguard.results.result import parse_result
     from perfguard.runners import get_runner
     from perfguard.runners.fingerprint import fingerprint_hash
+    from perfguard.store import Store, display_url, store_url
 
     with Store.open(store_url(spec or None), create=False) as store:
         stored = store.latest_results(suite.name)

@@ -21,11 +21,11 @@
    its own. A found culprit is explained once (``explain``, as ``perfguard bisect`` does: its
    parent against it, profiled); the alert carries that explanation (``nightly --no-explain``: not).
    A change of a pipeline the suite file defined anew since the previous night is that edit's: the
-   series continue across it (:mod:`perfguard.history.store.edits`) and the commit that made it is
+   series continue across it (:mod:`perfguard.store.edits`) and the commit that made it is
    the culprit (:mod:`perfguard.flows.nightly_edits`), found in the suite file's history, not bisected.
    On a counted night an identical artifact, neither timed nor counted, carries the previous
    night's counts forward (:func:`carry_counts`), so counted ranges stay night to night.
-5. The confirmed changes are grouped into alerts (:mod:`perfguard.history.store.alert_rows`): one per
+5. The confirmed changes are grouped into alerts (:mod:`perfguard.store.alert_rows`): one per
    culprit, whatever metrics found it, else one per (suite, runner class, commit range), every
    case and metric of the range inside, the bisected culprit and its explanation shared by all.
    A change whose alert was triaged closed
@@ -65,12 +65,12 @@ if TYPE_CHECKING:
     from perfguard.compare.verdicts import Verdict, VerdictsDocument
     from perfguard.flows.bisect_fix import FixFound
     from perfguard.history.changepoints import ChangePoint
-    from perfguard.history.store import Change, Night, Point, Series, Store
-    from perfguard.history.store.alert_rows import Alert
-    from perfguard.history.store.edits import PipelineEdit
     from perfguard.profile.explain import ProfileSettings
     from perfguard.results.result import ResultDocument
     from perfguard.results.shard import ShardInfo
+    from perfguard.store import Change, Night, Point, Series, Store
+    from perfguard.store.alert_rows import Alert
+    from perfguard.store.edits import PipelineEdit
     from perfguard.suite.gates import ThresholdSet
 
 #: Metrics whose confirmed regressions trigger a bisection (the others are recorded only).
@@ -331,8 +331,8 @@ def _stored_candidate(store: Store, document_id: int) -> ResultDocument | None:
     """The measured side of a stored night: its result, or its check's candidate (None: neither)."""
     from perfguard.compare.verdicts import VerdictsDocument
     from perfguard.errors import DecodeError
-    from perfguard.history.store.extract import parse_stored
     from perfguard.results.result import ResultDocument
+    from perfguard.store.extract import parse_stored
 
     try:
         document = parse_stored(store.document(document_id), f"stored document {document_id}")
@@ -360,13 +360,13 @@ def _detect(store: Store, suite: str, report: NightReport, thresholds: Threshold
     before = {(c.series_id, c.bad_commit): c for c in store.changes(suite=suite)}
     # Closed by triage of their alert (wont-fix, expected, invalid...): the level is accepted. So
     # is the step that fixed an alert (closed as its fix, in no alert).
-    from perfguard.history.store.alert_rows import FIX_CHANGE_NOTE
+    from perfguard.store.alert_rows import FIX_CHANGE_NOTE
 
     accepted = {(c.series_id, c.bad_commit) for c in store.changes(status="closed", suite=suite)
                 if c.alert_id is not None or c.note.startswith(FIX_CHANGE_NOTE)}
     known = {(c.key.case, c.bad_commit) for c in before.values() if c.status == "confirmed"}
     seen = set()
-    # A pipeline the suite edited at a commit continues its series (perfguard.history.store.edits):
+    # A pipeline the suite edited at a commit continues its series (perfguard.store.edits):
     # its step at the edit is a change like any other, recorded on the series of the new definition.
     for lineage in store.lineages(suite):
         points = list(lineage.points)

@@ -27,8 +27,8 @@ from perfguard.suite import Suite
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
     from perfguard.flows.bisect_exact import ExactChange
-    from perfguard.history.store import Store
     from perfguard.profile.explain import ProfileSettings
+    from perfguard.store import Store
 
 
 def _culprit(result: BisectResult) -> str | None:

@@ -3,7 +3,7 @@ code change of the repository that holds the suite, with a commit to name.
 
 Tonight's check compiled the previous night's side with the pipelines as the suite file defined them
 at that night's commit (``check --base-ref``: ``mode.base_pipelines``); the store recorded each
-edit and joins the series across it (:mod:`perfguard.history.store.edits`), so every metric that
+edit and joins the series across it (:mod:`perfguard.store.edits`), so every metric that
 moved at the edit is a change of tonight, exact ones included. Here the commit that made the edit
 is found, without compiling anything:
 
@@ -32,8 +32,8 @@ from perfguard.progress import Progress
 from perfguard.suite import Suite
 
 if TYPE_CHECKING:
-    from perfguard.history.store import Change, Series, Store
-    from perfguard.history.store.edits import PipelineEdit
+    from perfguard.store import Change, Series, Store
+    from perfguard.store.edits import PipelineEdit
 
 
 def attribute_edits(suite: Suite, store: Store, head: str, found: Sequence[tuple[Change, Series]],

@@ -21,8 +21,8 @@ from perfguard.suite import Suite
 
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
-    from perfguard.history.store import Change, Series, Store
     from perfguard.profile.explain import ProfileSettings
+    from perfguard.store import Change, Series, Store
 
 Range = tuple[str, str | None, str | None]
 #: A confirmed change with its series (what the nightly's findings hold).
@@ -30,7 +30,7 @@ Found = tuple["Change", "Series"]
 
 
 def _range(found: Found) -> Range:
-    from perfguard.history.store.alert_rows import runner_of
+    from perfguard.store.alert_rows import runner_of
 
     change, series = found
     return runner_of(series.key.runner_class), change.good_commit, change.bad_commit

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from perfguard.compile.checkout import compiler_repo_root, prune_stale_worktrees
 from perfguard.errors import UserError
 from perfguard.flows.shards import stored_shard
-from perfguard.history.store import Store
-from perfguard.history.store.rows import Night
 from perfguard.progress import Progress
 from perfguard.results.shard import ShardInfo
 from perfguard.runners import runner_kind
+from perfguard.store import Store
+from perfguard.store.rows import Night
 from perfguard.suite import CaseSpec, Suite
 
 

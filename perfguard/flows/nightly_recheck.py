@@ -4,7 +4,7 @@ closed) by checking the case again at once in a fresh job (new worker processes)
 Two kinds of verdict are re-checked: every latency *regression* (a new alarm must hold), and every
 latency *improvement* of a case that an open regression alert holds (untriaged, acknowledged or
 investigating): the reverting night's speed-up is then recorded as a confirmed change the same
-night, and the alert it takes back is marked ``fixed`` (:func:`perfguard.history.store.alert_rows.fixes`).
+night, and the alert it takes back is marked ``fixed`` (:func:`perfguard.store.alert_rows.fixes`).
 Other improvements are reported and wait for the next night, as before.
 """
 
@@ -19,12 +19,12 @@ from perfguard.suite.gates import CheckSettings
 
 if TYPE_CHECKING:
     from perfguard.compare.verdicts import VerdictsDocument
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
 
 def open_regression_cases(store: Store, suite: str) -> set[str]:
     """The cases with a latency regression in an open alert of ``suite`` (what a fix takes back)."""
-    from perfguard.history.store.alert_rows import OPEN_STATUSES
+    from perfguard.store.alert_rows import OPEN_STATUSES
 
     return {c.case for a in store.alerts(suite=suite) if a.kind == "regression" and a.status in OPEN_STATUSES
             for c in a.changes if c.metric == "latency" and c.is_regression}

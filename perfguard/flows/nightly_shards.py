@@ -23,8 +23,8 @@ from perfguard.suite.gates import CheckSettings
 
 if TYPE_CHECKING:
     from perfguard.flows.nightly import NightReport
-    from perfguard.history.store import Night, Store
     from perfguard.profile.explain import ProfileSettings
+    from perfguard.store import Night, Store
 
 
 def _tonight(store: Store, suite: str) -> tuple[Night, Night | None, Night | None]:

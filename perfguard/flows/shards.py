@@ -30,7 +30,7 @@ from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.shards import ShardSpec, shard_cases
 
 if TYPE_CHECKING:
-    from perfguard.history.store import Night, Store
+    from perfguard.store import Night, Store
 
 #: Seconds of a compile that does nothing (a worker process, the backend's session): every case pays it.
 COMPILE_BASE_S = 0.3

@@ -1,7 +1,7 @@
 """Files of other benchmark tools, in and out: pytest-benchmark's JSON runs and asv's results.
 
 ``read_files(name, paths)`` reads and validates every file of a tool's format into
-:class:`~perfguard.history.store.extract.Imported` (its JSON, stored as it is, and the history points it
+:class:`~perfguard.store.extract.Imported` (its JSON, stored as it is, and the history points it
 gives) before anything is stored: ``perfguard history ingest --format pytest-benchmark|asv``.
 The writers turn perfguard results into files the tools read: ``perfguard export``. One module
 per tool (:mod:`perfguard.formats.pytest_benchmark`, :mod:`perfguard.formats.asv`) owns its format
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from perfguard.errors import UserError, unknown_name_message
 
 if TYPE_CHECKING:
-    from perfguard.history.store.extract import Imported
+    from perfguard.store.extract import Imported
 
 #: The formats perfguard reads and writes, by the name the commands take.
 FORMATS = ("pytest-benchmark", "asv")

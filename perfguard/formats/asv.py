@@ -61,12 +61,12 @@ from perfguard.formats.common import (
     read_json_file,
     time_of_ms,
 )
-from perfguard.history.store.extract import Imported
+from perfguard.store.extract import Imported
 
 if TYPE_CHECKING:
     from perfguard.formats.common import ExportSource
-    from perfguard.history.store.extract import Extracted
     from perfguard.results.result import CaseEntry
+    from perfguard.store.extract import Extracted
 
 NAME = "asv"
 #: asv's format versions: results files (``Results.api_version``), ``benchmarks.json``, ``machine.json``.
@@ -173,7 +173,7 @@ def metric_of(meta: Mapping[str, Any]) -> str | None:
 def extract(data: Any, source: str, benchmarks: Mapping[str, Any], *, project: str) -> Extracted:
     """The history points of one asv results file, with the ``benchmarks.json`` entries that
     describe its benchmarks (see the module docstring)."""
-    from perfguard.history.store.extract import Extracted, PointRow, SeriesKey
+    from perfguard.store.extract import Extracted, PointRow, SeriesKey
 
     if not isinstance(data, dict) or not {"result_columns", "results", "commit_hash"} <= data.keys():
         raise StorageError(f"{source}: not an asv results file (expected 'commit_hash', 'result_columns' and "
@@ -343,7 +343,7 @@ def _results_json(sha: str, env_name: str, machine: str, python: str, finished_a
 
 def _rows(suite: str, entry: CaseEntry) -> list[tuple[str, dict[str, Any], list[Any]]]:
     """The asv benchmarks of one case: (name, benchmarks.json entry, results row)."""
-    from perfguard.history.store.extract import backend_label
+    from perfguard.store.extract import backend_label
 
     prefix = f"perfguard.{identifier(suite)}"
     case = identifier(entry.id)

@@ -124,9 +124,9 @@ def load_export_sources(paths: Sequence[str | Path]) -> list[ExportSource]:
     check's ``head_commit``, else the result's ``compiler.commit``). Every file is read and
     validated before anything is written."""
     from perfguard.compare.verdicts import parse_verdicts
-    from perfguard.history.store.extract import stored_kind
     from perfguard.results.documents import read_json
     from perfguard.results.result import parse_result
+    from perfguard.store.extract import stored_kind
 
     out = []
     for name in paths:

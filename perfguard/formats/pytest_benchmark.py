@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Any
 
 from perfguard.errors import StorageError
 from perfguard.formats.common import iso_time, json_files, numbers, positive, read_json_file
-from perfguard.history.store.extract import Imported
+from perfguard.store.extract import Imported
 
 if TYPE_CHECKING:
     from perfguard.formats.common import ExportSource
-    from perfguard.history.store.extract import Extracted
+    from perfguard.store.extract import Extracted
 
 NAME = "pytest-benchmark"
 
@@ -65,7 +65,7 @@ def _corrupt(source: str, what: str) -> StorageError:
 
 def extract(data: Any, source: str, *, project: str | None = None) -> Extracted:
     """The history points of one pytest-benchmark file (see the module docstring)."""
-    from perfguard.history.store.extract import Extracted, PointRow, SeriesKey
+    from perfguard.store.extract import Extracted, PointRow, SeriesKey
 
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list) \
             or not isinstance(data.get("machine_info"), dict):
@@ -153,7 +153,7 @@ def _quartiles(data: Sequence[float]) -> tuple[float, float]:
 def to_json(source: ExportSource) -> dict[str, Any]:
     """The pytest-benchmark file of one perfguard result (see the module docstring)."""
     from perfguard import __version__
-    from perfguard.history.store.extract import backend_label
+    from perfguard.store.extract import backend_label
 
     result = source.result
     env = next(iter(result.environment.values()), {})

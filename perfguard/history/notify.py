@@ -32,7 +32,7 @@ sent in a header only and masked in every message (:mod:`perfguard.history.githu
 
 ``--webhook URL`` POSTs every alert that got a new issue or an update this run as JSON: ``text``
 (one line, Slack-compatible), ``event`` (``new``, ``changed``, ``closed``), ``issue_url`` and
-``alert`` (:meth:`~perfguard.history.store.alert_rows.Alert.to_json`).
+``alert`` (:meth:`~perfguard.store.alert_rows.Alert.to_json`).
 """
 
 from __future__ import annotations
@@ -48,15 +48,15 @@ from urllib.parse import quote, unquote
 from perfguard.errors import ApiError, PerfguardError, StorageError
 from perfguard.history.github import GitHub
 from perfguard.history.notify_issues import LABEL, IssueIndex
-from perfguard.history.store.alert_rows import OPEN_STATUSES, Alert, AlertChange, current_user
 from perfguard.history.transport import post_json
 from perfguard.jsonfields import JsonDict
 from perfguard.names import visible
 from perfguard.report.escape import md_code, md_text
+from perfguard.store.alert_rows import OPEN_STATUSES, Alert, AlertChange, current_user
 
 if TYPE_CHECKING:
     from perfguard.bisect.document import CommitInfo
-    from perfguard.history.store import Store
+    from perfguard.store import Store
 
 #: How an issue is closed for each closed status of its alert.
 CLOSE_REASON = {"fixed": "completed", "backed-out": "completed", "wont-fix": "not_planned",

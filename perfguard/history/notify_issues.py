@@ -30,7 +30,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from perfguard.errors import ApiError
 from perfguard.history.github import GitHub, Issue
-from perfguard.history.store.alert_rows import Alert
+from perfguard.store.alert_rows import Alert
 
 LABEL = "perfguard"
 _ALERT_MARKER = re.compile(r"<!-- perfguard-alert:([^:\s]*):(\d{1,18}) -->")

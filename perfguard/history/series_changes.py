@@ -17,8 +17,8 @@ from perfguard.suite.gates import DEFAULT_THRESHOLDS, EXACT_METRICS, ThresholdSe
 
 if TYPE_CHECKING:
     from perfguard.history.changepoints import ChangePoint
-    from perfguard.history.store import Point, Series
     from perfguard.stats.thresholds import Threshold
+    from perfguard.store import Point, Series
 
 __all__ = ["EXACT_METRICS", "MIN_STEP", "exact_changes", "series_changes"]
 

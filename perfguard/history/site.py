@@ -71,7 +71,7 @@ from perfguard.history.site_model import (
     SiteCounts,
     collect,
 )
-from perfguard.history.store import Store
+from perfguard.store import Store
 
 if TYPE_CHECKING:
     import jinja2

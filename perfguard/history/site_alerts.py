@@ -1,7 +1,7 @@
 """The team's figures on the history site's alerts page: how old the open alerts are, how fast
 alerts are triaged, how they end, and how many were false alarms.
 
-Pure functions of the store's alerts (:class:`~perfguard.history.store.alert_rows.Alert`, with their
+Pure functions of the store's alerts (:class:`~perfguard.store.alert_rows.Alert`, with their
 events) and the moment the site is built: no I/O, so a test gives the alerts and ``now`` and gets
 the figures exactly.
 
@@ -12,7 +12,7 @@ the figures exactly.
   the alerts created in the last :data:`TRIAGE_WINDOW_DAYS` days that have one.
 * **Final status**: the alerts counted by their current status.
 * **False-alarm rate**: ``invalid`` alerts over closed alerts (any of
-  :data:`~perfguard.history.store.alert_rows.CLOSED_STATUSES`); none when no alert is closed.
+  :data:`~perfguard.store.alert_rows.CLOSED_STATUSES`); none when no alert is closed.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from perfguard.history.store.alert_rows import CLOSED_STATUSES, STATUSES, Alert
+from perfguard.store.alert_rows import CLOSED_STATUSES, STATUSES, Alert
 
 #: The window of the median time to triage, in days before the build.
 TRIAGE_WINDOW_DAYS = 30
@@ -66,7 +66,7 @@ class TeamFigures:
 
     ``triage_times``: the time to triage (seconds) of each alert created within ``window_days``
     before ``now`` that left ``untriaged``, in alert order; ``by_status``: (status, count) for
-    every status some alert has, in :data:`~perfguard.history.store.alert_rows.STATUSES` order;
+    every status some alert has, in :data:`~perfguard.store.alert_rows.STATUSES` order;
     ``closed`` and ``invalid``: how many alerts are closed, and how many of them ``invalid``."""
 
     now: str

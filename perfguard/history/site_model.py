@@ -18,16 +18,16 @@ from markupsafe import Markup
 
 from perfguard.history.site_alerts import TeamFigures, age_days, team_figures, time_to_triage
 from perfguard.history.site_chart import Marker, sparkline
-from perfguard.history.store import Change, Night, Point, Series, SeriesKey, Store
-from perfguard.history.store.alert_rows import Alert, AlertChange
 from perfguard.jsonfields import JsonDict
+from perfguard.store import Change, Night, Point, Series, SeriesKey, Store
+from perfguard.store.alert_rows import Alert, AlertChange
 
 if TYPE_CHECKING:
     from perfguard.compare.verdicts import Verdict
     from perfguard.history.changepoints import ChangePoint
-    from perfguard.history.store.edits import PipelineEdit
     from perfguard.report.bisect import BisectView
     from perfguard.report.counted_why import CountedWhyView
+    from perfguard.store.edits import PipelineEdit
 
 #: The filter dimensions of the index, in display order.
 DIMENSIONS = ("model", "pipeline", "runner", "metric", "backend")
@@ -309,9 +309,9 @@ def _stored_document(document_id: int, data: Any) -> Any:
     was 85 % of reading the nights of a store. A verdicts document of an older version (1:
     results by side label) goes through its parser, which owns its migrations."""
     from perfguard.compare.verdicts import VERDICTS_VERSION, VerdictsDocument
-    from perfguard.history.store.extract import stored_kind
     from perfguard.report import parse_document
     from perfguard.results.result import ResultDocument, current_result_json
+    from perfguard.store.extract import stored_kind
 
     source = f"stored document {document_id}"
     kind = stored_kind(data, source)
@@ -376,12 +376,12 @@ def _environment_markers(view: SeriesView, documents: dict[int, DocumentView]) -
 
 def _continue_across_edits(views: Sequence[SeriesView], every: Mapping[int, Sequence[Point]],
                            edits: Sequence[PipelineEdit]) -> set[frozenset[int]]:
-    """The series a pipeline edit of the suite joins (:func:`perfguard.history.store.edits.lineages`):
+    """The series a pipeline edit of the suite joins (:func:`perfguard.store.edits.lineages`):
     the newest one's view shows the whole lineage, its levels and change points across the edit,
     with a marker at each edit that moved it (the commit and both pass lists: a code change, not a
     new environment); an older one's view ends with a marker that says where it continues. Returns
     the pairs of series ids joined (no "environment changed" marker between them)."""
-    from perfguard.history.store.edits import lineages
+    from perfguard.store.edits import lineages
 
     by_id = {v.id: v for v in views}
     joined: set[frozenset[int]] = set()
@@ -472,8 +472,8 @@ def collect(store: Store, suite: str | None = None, *, now: datetime | None = No
     """Read what the site shows from ``store`` (of ``suite`` only, if given); ``now`` (aware; by
     default the current time) is when the alerts' ages and the team's figures are taken."""
     from perfguard.bisect.document import bisect_from_json
-    from perfguard.history.store.schema import STATUSES
     from perfguard.report.bisect import bisect_view
+    from perfguard.store.schema import STATUSES
 
     found = store.series(suite=suite)
     every = store.all_points()

@@ -18,9 +18,9 @@ from perfguard.report.escape import md_code, md_text
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
     from perfguard.compare.verdicts import Verdict, VerdictsDocument
-    from perfguard.history.store import Change, Night, Series
-    from perfguard.history.store.alert_rows import Alert
-    from perfguard.history.store.edits import PipelineEdit
+    from perfguard.store import Change, Night, Series
+    from perfguard.store.alert_rows import Alert
+    from perfguard.store.edits import PipelineEdit
 
 
 class NightFinding(Protocol):

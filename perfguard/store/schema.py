@@ -36,9 +36,9 @@ Tables (revision ``0005_pipeline_edits``):
     belongs to (``alert_id``).
 ``alerts`` (revision ``0002``)
     One per (suite, runner class, commit range: ``good_commit`` .. ``bad_commit``, a missing
-    commit stored as ``''``): kind, status (:data:`perfguard.history.store.alert_rows.STATUSES`), the shared
+    commit stored as ``''``): kind, status (:data:`perfguard.store.alert_rows.STATUSES`), the shared
     culprit commit and pass, the culprit's explanation (JSON of
-    :class:`~perfguard.history.store.alert_rows.AlertExplanation`), assignee, linked issue URL, the range a
+    :class:`~perfguard.store.alert_rows.AlertExplanation`), assignee, linked issue URL, the range a
     later night saw it fixed in (``fix_first_commit`` .. ``fix_last_commit``), notes, and when it
     was raised and last changed; (revision ``0004``) the commit of that range that fixed it, found
     by the nightly's bisection of the range (``fix_commit``, ``fix_pass``, and the stored bisect
@@ -59,7 +59,7 @@ Times are ISO-8601 UTC text, normalized on the way in to one fixed-width form
 every backend, compares with the documents' own stamps without conversion, and round-trips exactly
 (SQLite has no timezone-aware type, and drivers convert aware datetimes to the session's zone).
 
-Migration history (``perfguard/history/store/migrations/versions``, one file per revision):
+Migration history (``perfguard/store/migrations/versions``, one file per revision):
 
 ``0001``
     First schema: documents, series, points, nights, changes.

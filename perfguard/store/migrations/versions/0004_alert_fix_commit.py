@@ -1,6 +1,6 @@
 """Revision 0004: the commit that fixed an alert (``alerts.fix_commit``, ``fix_pass``, ``fix_bisect_document_id``).
 
-Frozen: this file says what revision 0004 changed, whatever ``perfguard.history.store.schema`` says today.
+Frozen: this file says what revision 0004 changed, whatever ``perfguard.store.schema`` says today.
 An older store's alerts have no fixing commit (NULL); only alerts fixed from now on get one, when
 the nightly bisects their fixing range (or the range is one commit).
 """

@@ -1,6 +1,6 @@
 """Revision 0003: broken nights (``nights.status``, ``nights.note``; ``nights.document_id`` nullable).
 
-Frozen: this file says what revision 0003 changed, whatever ``perfguard.history.store.schema`` says today.
+Frozen: this file says what revision 0003 changed, whatever ``perfguard.store.schema`` says today.
 An older store's nights are ``good``; a ``broken`` night (the compiler commit did not build or its
 passes did not import) stores no document.
 """

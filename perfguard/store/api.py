@@ -1,16 +1,16 @@
 """The one class callers use: :class:`Store`, the store's parts on one connection.
 
 Importing this module loads SQLAlchemy (its parts import it and the tables at their top);
-:mod:`perfguard.history.store` loads it on the first use of ``Store``.
+:mod:`perfguard.store` loads it on the first use of ``Store``.
 """
 
 from __future__ import annotations
 
-from perfguard.history.store.alerts import Alerting
-from perfguard.history.store.edits import Editing
-from perfguard.history.store.ingest import Ingesting
-from perfguard.history.store.prune import Pruning
-from perfguard.history.store.queries import Querying
+from perfguard.store.alerts import Alerting
+from perfguard.store.edits import Editing
+from perfguard.store.ingest import Ingesting
+from perfguard.store.prune import Pruning
+from perfguard.store.queries import Querying
 
 
 class Store(Alerting, Editing, Ingesting, Querying, Pruning):

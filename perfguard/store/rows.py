@@ -1,8 +1,8 @@
 """The typed rows the history store answers with: :class:`Series`, :class:`Point`,
 :class:`Night`, :class:`Change`, and what an ingest did (:class:`Ingested`).
 
-A series is named by its :class:`~perfguard.history.store.extract.SeriesKey`, which lives with the
-document rows that carry it (:mod:`perfguard.history.store.extract`) and is re-exported here.
+A series is named by its :class:`~perfguard.store.extract.SeriesKey`, which lives with the
+document rows that carry it (:mod:`perfguard.store.extract`) and is re-exported here.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perfguard.history.store.extract import SeriesKey as SeriesKey
+from perfguard.store.extract import SeriesKey as SeriesKey
 
 if TYPE_CHECKING:
     from sqlalchemy import Row
@@ -30,7 +30,7 @@ class Series:
 
 @dataclass(frozen=True)
 class Point:
-    """One value of a series from one document (see :mod:`perfguard.history.store.extract`)."""
+    """One value of a series from one document (see :mod:`perfguard.store.extract`)."""
 
     series_id: int
     document_id: int
@@ -90,14 +90,14 @@ class Change:
     culprit_commit: str | None
     culprit_pass: str | None
     note: str
-    alert_id: int | None = None  # the alert it belongs to (perfguard.history.store.alert_rows), once grouped
+    alert_id: int | None = None  # the alert it belongs to (perfguard.store.alert_rows), once grouped
 
 
 def series_key(row: Any, *, series_columns: bool = False) -> SeriesKey:
     """The key of a ``series`` row (``series_columns``: a mapping row of a join, addressed by the
     series table's columns)."""
     if series_columns:
-        from perfguard.history.store.schema import series
+        from perfguard.store.schema import series
 
         s = series.c
         return SeriesKey(row[s.suite], row[s.case_id], row[s.model_hash], row[s.pipeline_hash], row[s.backend],

@@ -1,6 +1,6 @@
 """Revision 0001: the first schema of the history store (documents, series, points, nights, changes).
 
-Frozen: this file says what revision 0001 created, whatever ``perfguard.history.store.schema`` says today.
+Frozen: this file says what revision 0001 created, whatever ``perfguard.store.schema`` says today.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The store's alerts: confirmed changes grouped into alerts (:func:`perfguard.history.store.alert_rows.group_changes`),
-read back typed (:class:`~perfguard.history.store.alert_rows.Alert`), and triaged.
+"""The store's alerts: confirmed changes grouped into alerts (:func:`perfguard.store.alert_rows.group_changes`),
+read back typed (:class:`~perfguard.store.alert_rows.Alert`), and triaged.
 
 Each method is one transaction. Closing an alert (a status of
-:data:`~perfguard.history.store.alert_rows.CLOSED_STATUSES`) closes its changes in the same transaction, so
+:data:`~perfguard.store.alert_rows.CLOSED_STATUSES`) closes its changes in the same transaction, so
 ``history changes`` and the site stop showing them red and the nightly does not raise them again
 (``wont-fix``/``expected``: the new level is accepted); reopening it confirms them again.
 """
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from perfguard.errors import UserError
-from perfguard.history.store import schema
-from perfguard.history.store.alert_rows import (
+from perfguard.store import schema
+from perfguard.store.alert_rows import (
     CLOSED_STATUSES,
     FIX_CHANGE_NOTE,
     OPEN_STATUSES,
@@ -30,14 +30,14 @@ from perfguard.history.store.alert_rows import (
     group_changes,
     narrowest_range,
 )
-from perfguard.history.store.ingest import Ingesting
-from perfguard.history.store.queries import Querying
-from perfguard.history.store.schema import alert_events, alerts, changes
+from perfguard.store.ingest import Ingesting
+from perfguard.store.queries import Querying
+from perfguard.store.schema import alert_events, alerts, changes
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from perfguard.history.store.alert_rows import AlertGroup
+    from perfguard.store.alert_rows import AlertGroup
 
 #: Who raises alerts in their first event.
 NIGHTLY = "perfguard nightly"
@@ -54,7 +54,7 @@ class Alerting(Ingesting, Querying):
         a change bisected since. With ``alarm_metrics``, a range whose changes are all of other
         metrics (compile time: noisy, reported, not gated) raises no alert of its own: its changes
         join the range's alert if one is raised later. ``exact_metrics`` (the metrics without noise)
-        may show a fix on their own (:func:`perfguard.history.store.alert_rows.fixes`). Returns the alerts
+        may show a fix on their own (:func:`perfguard.store.alert_rows.fixes`). Returns the alerts
         raised or changed, oldest first."""
         touched: set[int] = set()
         order = {night.commit: i for i, night in enumerate(self.nights(suite))}
@@ -116,7 +116,7 @@ class Alerting(Ingesting, Querying):
 
     def _take_fixes(self, group: AlertGroup, exact: Sequence[str]) -> tuple[AlertGroup, set[int]]:
         """Mark ``fixed`` every open regression alert of the group's suite (untriaged, acknowledged
-        or investigating) that the group's improvements undo (:func:`perfguard.history.store.alert_rows.fixes`),
+        or investigating) that the group's improvements undo (:func:`perfguard.store.alert_rows.fixes`),
         with the fixing range. The improvements of the fixed alerts' cases and metrics are the fix:
         they are closed with a note naming the alert and raise no improvement alert. Returns the
         group left (its other changes) and the ids of the alerts fixed."""

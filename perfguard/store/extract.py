@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 #: The documents of perfguard the store keeps, typed (files of other tools come as
 #: :class:`perfguard.formats.common.Imported`).
 PerfguardDocument: TypeAlias = "ResultDocument | VerdictsDocument | BisectResult"
-#: What :meth:`perfguard.history.store.ingest.Ingesting.ingest` stores: a result, verdicts or
+#: What :meth:`perfguard.store.ingest.Ingesting.ingest` stores: a result, verdicts or
 #: bisect document of perfguard, or a file of another tool read and validated by
 #: :mod:`perfguard.formats` (stored as read, under that tool's kind).
 StoredDocument: TypeAlias = "PerfguardDocument | Imported"
@@ -70,7 +70,7 @@ class SeriesKey:
     and ``kind`` (``absolute`` or ``ratio``).
 
     It lives here, with the rows that carry it, so that this module imports nothing of the store:
-    :mod:`perfguard.history.store` re-exports it."""
+    :mod:`perfguard.store` re-exports it."""
 
     suite: str
     case: str

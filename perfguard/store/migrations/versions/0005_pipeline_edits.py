@@ -1,6 +1,6 @@
 """Revision 0005_pipeline_edits: the suite's pipeline edits (table ``pipeline_edits``).
 
-Frozen: this file says what this revision created, whatever ``perfguard.history.store.schema`` says
+Frozen: this file says what this revision created, whatever ``perfguard.store.schema`` says
 today. An older store has no edit recorded: a pipeline edited before it was upgraded still starts a
 series of its own; the edits of the nights from now on continue theirs.
 """

@@ -11,7 +11,7 @@ from alembic import context
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection
 
-from perfguard.history.store.schema import metadata
+from perfguard.store.schema import metadata
 
 
 def run_migrations(connection: Connection) -> None:

@@ -1,6 +1,6 @@
 """Revision 0002: alerts (``alerts``, ``alert_events``) and the alert of each change (``changes.alert_id``).
 
-Frozen: this file says what revision 0002 created, whatever ``perfguard.history.store.schema`` says today.
+Frozen: this file says what revision 0002 created, whatever ``perfguard.store.schema`` says today.
 An older store's changes keep ``alert_id`` NULL; the next night groups its confirmed changes.
 """
 

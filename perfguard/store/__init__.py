@@ -27,9 +27,9 @@ answers with (:class:`Series`, :class:`Point`, :class:`Night`, :class:`Change`),
     The typed rows above.
 
 The tables and migrations are :mod:`.schema`'s (Alembic's script folder,
-``perfguard/history/store/migrations``, sits beside it); what a document gives is
-:mod:`.extract`'s (pure, no database). Nothing here imports the rest of :mod:`perfguard.history`
-(a layer of its own, below it: ``LAYERS`` in ``tests/test_import_graph.py``).
+``perfguard/store/migrations``, sits beside it); what a document gives is
+:mod:`.extract`'s (pure, no database). Nothing here imports :mod:`perfguard.history` or
+:mod:`perfguard.report` (a layer of its own, below them: ``LAYERS`` in ``tests/test_import_graph.py``).
 
 Concurrency: any number of processes may write one store (see :mod:`.engine` for SQLite's
 locking and WAL, :mod:`.ingest` for concurrent writers of one document or one series).
@@ -46,15 +46,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from perfguard.history.store.engine import (
+from perfguard.store.engine import (
     DEFAULT_STORE as DEFAULT_STORE,
     STORE_ENV as STORE_ENV,
     URL_HINT as URL_HINT,
     display_url as display_url,
     store_url as store_url,
 )
-from perfguard.history.store.extract import StoredDocument as StoredDocument
-from perfguard.history.store.rows import (
+from perfguard.store.extract import StoredDocument as StoredDocument
+from perfguard.store.rows import (
     Change as Change,
     Ingested as Ingested,
     Night as Night,
@@ -64,13 +64,13 @@ from perfguard.history.store.rows import (
 )
 
 if TYPE_CHECKING:
-    from perfguard.history.store.api import Store as Store
+    from perfguard.store.api import Store as Store
 
 
 def __getattr__(name: str) -> object:
     """``Store``, loaded with SQLAlchemy on first use (module ``__getattr__``, PEP 562)."""
     if name == "Store":
-        from perfguard.history.store.api import Store
+        from perfguard.store.api import Store
 
         return Store
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,7 @@
 transaction; and the stored documents read back.
 
 What a document gives the store (its kind, suite, time, commit and points) is
-:mod:`perfguard.history.store.extract`'s, pure functions over the typed documents; this module writes
+:mod:`perfguard.store.extract`'s, pure functions over the typed documents; this module writes
 it. A document is stored as JSON, compressed, and identified by the sha256 of its canonical JSON
 (sorted keys, compact separators): the same document twice is one record, also when two
 writers race (the second one's insert does nothing and it answers with the first one's id).
@@ -30,15 +30,15 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from perfguard.errors import StorageError, StoreError
-from perfguard.history.store import extract, schema
-from perfguard.history.store.engine import StoreConnection, insert_ignoring
-from perfguard.history.store.rows import Ingested
-from perfguard.history.store.schema import documents, nights, pipeline_edits, points, series, utc_stamp
+from perfguard.store import extract, schema
+from perfguard.store.engine import StoreConnection, insert_ignoring
+from perfguard.store.rows import Ingested
+from perfguard.store.schema import documents, nights, pipeline_edits, points, series, utc_stamp
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from perfguard.history.store.extract import Extracted, PointRow, StoredDocument
+    from perfguard.store.extract import Extracted, PointRow, StoredDocument
 
 
 #: The ``source`` of a night's document (``perfguard nightly``): one per suite, runner class and commit.
@@ -61,7 +61,7 @@ class Ingesting(StoreConnection):
         JSON again is the same record: ``new=False``, no points added. A document the store cannot
         keep (a verdicts document without a candidate side) is refused in one line, as a
         ``StoreError``."""
-        from perfguard.history.store.extract import Imported
+        from perfguard.store.extract import Imported
 
         if isinstance(document, Imported):
             imported = document
@@ -184,7 +184,7 @@ class Ingesting(StoreConnection):
     def latest_results(self, suite: str) -> list[tuple[int, Any]]:
         """(document id, result JSON) of every stored result of ``suite``, newest first: result
         documents, and the candidate result inside verdicts documents."""
-        from perfguard.history.store.extract import candidate_label
+        from perfguard.store.extract import candidate_label
         with self._connect(write=False) as conn:
             found = conn.execute(sa.select(documents.c.id, documents.c.kind, documents.c.body)
                                  .where(documents.c.suite == suite, documents.c.kind.in_(("result", "verdicts")))

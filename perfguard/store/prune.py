@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from perfguard.errors import StoreError
-from perfguard.history.store.engine import StoreConnection
-from perfguard.history.store.schema import (
+from perfguard.store.engine import StoreConnection
+from perfguard.store.schema import (
     OPEN_STATUSES,
     alerts,
     changes,

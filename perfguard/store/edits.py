@@ -5,7 +5,7 @@ A pipeline is hashed into every series key, so a new definition starts new serie
 file is part of the compiler's repository, its new definition came with a commit: a code change
 like any other, not a new environment. A nightly's check against the previous night compiles the
 base side with the definition at the base commit (``mode.base_pipelines``), so its document shows
-the edit (:func:`perfguard.history.store.extract.pipeline_edits`); the store keeps it, and
+the edit (:func:`perfguard.store.extract.pipeline_edits`); the store keeps it, and
 :func:`lineages` joins the series of the old hash and of the new one, of the same case, model,
 backend, runner class, metric and kind, into one :class:`Lineage`: the night's change detection,
 the site and the alerts read across the edit (a node count of 17 before and 77 after is one step,
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from perfguard.history.store.extract import PipelineEditRow
-from perfguard.history.store.queries import Querying
-from perfguard.history.store.rows import Point, Series
-from perfguard.history.store.schema import changes, pipeline_edits, points, series
+from perfguard.store.extract import PipelineEditRow
+from perfguard.store.queries import Querying
+from perfguard.store.rows import Point, Series
+from perfguard.store.schema import changes, pipeline_edits, points, series
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ def display_url(url: str) -> str:
 
 class StoreConnection:
     """An open store's engine and how it is shown: what every part of
-    :class:`perfguard.history.store.Store` builds on. Each transaction is one :meth:`_connect`."""
+    :class:`perfguard.store.Store` builds on. Each transaction is one :meth:`_connect`."""
 
     def __init__(self, engine: Engine, url: str, password: str | None) -> None:
         self._engine = engine
@@ -83,7 +83,7 @@ class StoreConnection:
         from alembic.runtime.migration import MigrationContext
         from alembic.script import ScriptDirectory
 
-        from perfguard.history.store import schema
+        from perfguard.store import schema
 
         folder = migrations or schema.MIGRATIONS_DIR
         script = ScriptDirectory(str(folder))

@@ -27,7 +27,7 @@ the reverse direction for the commit (and pass) that made it fast again: ``fix_c
 ``fix_pass`` (a range of one commit is its fixing commit without a bisection).
 
 The documents here are typed, frozen and round-trip through ``to_json``/``from_json``; the store
-(:mod:`perfguard.history.store`) keeps them in its ``alerts`` and ``alert_events`` tables
+(:mod:`perfguard.store`) keeps them in its ``alerts`` and ``alert_events`` tables
 (revision ``0002``; the fixing commit, revision ``0004``). :func:`group_changes` is the grouping rule, a pure function.
 """
 
@@ -46,7 +46,7 @@ from perfguard.jsonfields import JsonDict
 from perfguard.results.counted_functions import CountedPair
 
 if TYPE_CHECKING:
-    from perfguard.history.store.rows import Change
+    from perfguard.store.rows import Change
 
 #: Format of :meth:`Alert.to_json` (``history alerts --json``, the notify helper's input).
 #: History: 1 (2026-12) first version; 2 (2026-12) ``fix_commit``, ``fix_pass`` and

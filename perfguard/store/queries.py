@@ -15,10 +15,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from perfguard.errors import StoreError
-from perfguard.history.store import schema
-from perfguard.history.store.engine import StoreConnection, insert_ignoring
-from perfguard.history.store.rows import Change, Night, Point, Series, night_of, series_key
-from perfguard.history.store.schema import (
+from perfguard.store import schema
+from perfguard.store.engine import StoreConnection, insert_ignoring
+from perfguard.store.rows import Change, Night, Point, Series, night_of, series_key
+from perfguard.store.schema import (
     OPEN_STATUSES,
     STATUSES,
     changes,
