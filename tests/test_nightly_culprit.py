@@ -170,8 +170,7 @@ def test_an_identical_night_carries_the_previous_nights_counts_and_nothing_else(
     same fingerprint, on a counted night; an entry counted tonight keeps its own."""
     from types import SimpleNamespace
 
-    from perfguard.compare.mode import CheckMode, ComparedResults, VerdictsSettings
-    from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.compare.verdicts import CheckMode, ComparedResults, VerdictsDocument, VerdictsSettings
     from perfguard.flows.nightly import carry_counts
     from perfguard.progress import Progress
 
@@ -209,9 +208,10 @@ def test_a_counted_nightly_with_one_culprit_opens_one_alert_and_counts_it_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
+    from perfguard.measure.counts import counting
+
     import perfguard.flows.nightly as nightly
     import perfguard.measure.job as job
-    from perfguard.measure.counts import counting
     from perfguard.progress import Progress
     from perfguard.suite import load_suite
 

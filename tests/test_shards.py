@@ -19,8 +19,7 @@ from hypothesis import given, settings, strategies as st
 
 from perfguard.compare.check import FAMILIES, Sampling, control_false_discoveries, uncorrected
 from perfguard.compare.merge import corrected_union, family_plan, merge_verdicts
-from perfguard.compare.mode import CheckMode, VerdictsSettings
-from perfguard.compare.verdicts import Verdict, VerdictsDocument, load_verdicts
+from perfguard.compare.verdicts import CheckMode, Verdict, VerdictsDocument, VerdictsSettings, load_verdicts
 from perfguard.results.shard import ShardInfo
 from perfguard.stats import bh_adjust
 from perfguard.stats.adaptive import Look

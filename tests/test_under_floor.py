@@ -14,8 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from perfguard.compare.mode import CheckMode, VerdictsSettings
-from perfguard.compare.verdicts import Verdict, VerdictsDocument
+from perfguard.compare.verdicts import CheckMode, Verdict, VerdictsDocument, VerdictsSettings
 from perfguard.report import write_report
 from perfguard.stats import Comparison, ComparisonOptions, compare_paired
 from perfguard.stats.verdict import under_floor

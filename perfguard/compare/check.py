@@ -40,8 +40,7 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from perfguard.compare.mode import Sampling
-from perfguard.compare.verdicts import Verdict, VerdictsDocument
+from perfguard.compare.verdicts import Sampling, Verdict, VerdictsDocument
 from perfguard.exit_codes import ExitCode
 from perfguard.jsonfields import JsonDict
 from perfguard.results import CaseEntry

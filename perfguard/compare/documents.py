@@ -8,8 +8,14 @@ Paired checks need no environment rule: both sides run in the same worker proces
 from __future__ import annotations
 
 from perfguard.compare.check import Pair, adaptive_check
-from perfguard.compare.mode import CheckMode, ComparedResults, ModeKind, Sampling, VerdictsSettings
-from perfguard.compare.verdicts import VerdictsDocument
+from perfguard.compare.verdicts import (
+    CheckMode,
+    ComparedResults,
+    ModeKind,
+    Sampling,
+    VerdictsDocument,
+    VerdictsSettings,
+)
 from perfguard.errors import UserError
 from perfguard.results import ResultDocument
 from perfguard.runners.fingerprint import fingerprint_differences

@@ -23,8 +23,7 @@ from datetime import datetime, timezone
 from typing import TypeVar
 
 from perfguard.compare.check import control_false_discoveries, uncorrected
-from perfguard.compare.mode import ComparedResults, VerdictsSettings
-from perfguard.compare.verdicts import Summary, Verdict, VerdictsDocument
+from perfguard.compare.verdicts import ComparedResults, Summary, Verdict, VerdictsDocument, VerdictsSettings
 from perfguard.errors import FieldError, UserError
 from perfguard.results import ResultDocument
 from perfguard.results.shard import ShardInfo

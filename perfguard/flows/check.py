@@ -28,8 +28,7 @@ from perfguard.compare.check import (
     unmeasured_variants,
 )
 from perfguard.compare.documents import environment_warnings, settings_json, unpaired_pairs
-from perfguard.compare.mode import CheckMode, ComparedResults
-from perfguard.compare.verdicts import Verdict, VerdictsDocument
+from perfguard.compare.verdicts import CheckMode, ComparedResults, Verdict, VerdictsDocument
 from perfguard.compile.case import CompiledCase, Side
 from perfguard.compile.checkout import checkout_at, pipelines_at, run_build, working_tree
 from perfguard.errors import UserError

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 from perfguard.errors import UserError
 
 if TYPE_CHECKING:
-    from perfguard.compare.mode import BaselineKind
-    from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.compare.verdicts import BaselineKind, VerdictsDocument
     from perfguard.profile.explain import ProfileSettings
     from perfguard.progress import Progress
     from perfguard.results.shard import ShardInfo

@@ -46,8 +46,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from perfguard.bisect.document import BisectResult
-    from perfguard.compare.mode import ComparedResults
-    from perfguard.compare.verdicts import VerdictsDocument
+    from perfguard.compare.verdicts import ComparedResults, VerdictsDocument
     from perfguard.results.result import CaseEntry, ResultDocument
 
 #: The documents of perfguard the store keeps, typed (files of other tools come as
