@@ -167,7 +167,7 @@ def test_the_prepared_gpu_script_stops_at_the_runner_check_without_a_gpu(tmp_pat
 
 
 def test_a_model_the_backend_cannot_build_is_one_clear_line(tmp_path):
-    from perfguard.backends.inductor_models import build_module
+    from perfguard.backends.inductor.torch_modules import build_module
     from perfguard.errors import BackendError
 
     path = tmp_path / "legacy.onnx"
@@ -186,7 +186,7 @@ def test_tuning_moves_flip_each_switch_from_the_pipelines_value():
 
 
 def test_tuning_moves_cover_the_listed_config_keys_modes_and_enums():
-    from perfguard.backends.inductor_settings import TUNING_KEYS, tuning_keys
+    from perfguard.backends.inductor.pipeline_config import TUNING_KEYS, tuning_keys
 
     moves = [m.describe for m in get_backend("inductor").tuning_moves({})]
     assert set(tuning_keys()) == set(TUNING_KEYS)  # torch 2.13 has every listed key, of the listed kinds
@@ -198,9 +198,9 @@ def test_tuning_moves_cover_the_listed_config_keys_modes_and_enums():
 
 
 def test_tuning_moves_leave_out_keys_the_installed_torch_lacks_or_types_otherwise(monkeypatch):
-    from perfguard.backends import inductor_settings
+    from perfguard.backends.inductor import pipeline_config
 
-    real = inductor_settings.config_defaults
+    real = pipeline_config.config_defaults
 
     def older_torch():
         inductor, dynamo = real()
@@ -208,7 +208,7 @@ def test_tuning_moves_leave_out_keys_the_installed_torch_lacks_or_types_otherwis
         inductor["cpp.enable_floating_point_contract_flag"] = False  # a bool in this imagined torch
         return inductor, dynamo
 
-    monkeypatch.setattr(inductor_settings, "config_defaults", older_torch)
+    monkeypatch.setattr(pipeline_config, "config_defaults", older_torch)
     moves = " ".join(m.describe for m in get_backend("inductor").tuning_moves({}))
     assert "layout_optimization" not in moves and "contract_flag" not in moves and "epilogue_fusion" in moves
 
@@ -217,7 +217,7 @@ def test_a_measuring_worker_imports_each_artifacts_pass_from_its_own_checkout(tm
     """``check --base-ref`` and bisection load the artifacts of two checkouts in one worker; their
     passes share module names, and the first checkout's cached module must not stand in for the
     second's (the load then refuses: the pass's source differs from the artifact's)."""
-    from perfguard.backends.inductor_settings import import_from as _import_from, load_pass
+    from perfguard.backends.inductor.pipeline_config import import_from as _import_from, load_pass
 
     monkeypatch.setattr(sys, "path", list(sys.path))
     roots = []
@@ -272,7 +272,7 @@ def test_compiled_module_matches_onnx_runtime_and_traces_inductor(tiny, default_
 def test_a_profiled_load_times_each_kernel_and_library_call(tiny, default_compile, tmp_path):
     """``load_profiled`` runs the artifact's own code (the load's code check passed) with its kernels
     and ``extern_kernels`` calls timed: one event per call inside each run, as ORT's profiler writes."""
-    from perfguard.backends.inductor_profile import kernel_op
+    from perfguard.backends.inductor.kernel_profile import kernel_op
     from perfguard.workers.trace import aggregate, read_trace
 
     executable = get_backend("inductor").load_profiled(default_compile.artifact, get_runner("cpu"), 1,
@@ -307,8 +307,8 @@ def test_a_changed_pass_is_never_served_from_the_cache(tiny, tmp_path, monkeypat
     """The pitfall of 2026-12-04: a plain-function post-grad pass is not in the FX graph cache's key.
     Here one cache folder serves three compiles: the pass changed in place (same module, same
     function name) must miss it; the same pass again must hit it."""
-    from perfguard.backends.inductor_run import compile_model
-    from perfguard.backends.inductor_settings import inductor_settings
+    from perfguard.backends.inductor.pipeline_config import inductor_settings
+    from perfguard.backends.inductor.torch_compile import compile_model
 
     monkeypatch.syspath_prepend(str(tmp_path))
     settings = inductor_settings({}, "test")
@@ -354,7 +354,7 @@ def test_a_pass_that_changes_code_changes_the_identity(tiny, tmp_path, default_c
 
 
 def test_the_output_code_hash_leaves_out_the_compiling_processs_addresses():
-    from perfguard.backends.inductor_run import without_addresses
+    from perfguard.backends.inductor.torch_compile import without_addresses
 
     def code(address: str, function: str) -> str:
         return (f"# AOT ID: ['{address[-1]}_inference']\n"

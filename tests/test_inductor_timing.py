@@ -111,7 +111,7 @@ def test_loading_another_variant_keeps_the_first_ones_compiled_code(artifact):
     """The mechanism of issue 45: on today's main the second load reset Dynamo, and the first
     executable's next call compiled again (1 Dynamo compile, outside the artifact's config)."""
     from perfguard.backends import get_backend
-    from perfguard.backends.inductor_run import dynamo_events
+    from perfguard.backends.inductor.torch_compile import dynamo_events
     from perfguard.runners import get_runner
 
     model, compiled = artifact

@@ -136,7 +136,7 @@ def test_the_identity_follows_the_models_source(tmp_path: Path) -> None:
 
 
 def test_the_backend_refuses_a_model_whose_source_changed_since(tmp_path: Path) -> None:
-    from perfguard.backends.inductor_models import user_module
+    from perfguard.backends.inductor.torch_modules import user_module
 
     compiler = _compiler(tmp_path / "compiler")
     loaded = materialize(ModelSpec("mine", torch="user_models:tiny"), tmp_path / "models", compiler)

@@ -3,7 +3,7 @@
 A backend whose executables compile when called (Inductor: ``torch.compile`` is Dynamo compiling
 each frame on its first call, and again after a guard fails) gives its executables a
 ``jit_events()`` method: this process's compile counts so far, by name (Inductor's are
-``perfguard.backends.inductor_run.dynamo_events``). A backend without one (ORT, IREE, TVM: their
+``perfguard.backends.inductor.torch_compile.dynamo_events``). A backend without one (ORT, IREE, TVM: their
 artifacts are compiled once, before loading) is not checked.
 
 Why (issue 45): a measuring worker loads a case's variants one after another, and each Inductor

@@ -65,7 +65,7 @@ def build_module(model_path: Path) -> tuple[torch.nn.Module, list[str]]:
 def user_module(descriptor: Path) -> tuple[torch.nn.Module, list[str]]:
     """The module of a PyTorch-callable model: its callable imported from the recorded root and
     called with torch seeded; ``BackendError`` when its module's source changed since it was described."""
-    from perfguard.backends.inductor_settings import import_from
+    from perfguard.backends.inductor.pipeline_config import import_from
     from perfguard.models.torch_callable import TorchModel, build
 
     model = TorchModel.read(descriptor)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfguard.backends.inductor_run import CompiledModel
+from perfguard.backends.inductor.torch_compile import CompiledModel
 from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:

@@ -20,14 +20,14 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from perfguard.backends.base import PassRecord, PassTrace
-from perfguard.backends.inductor_models import build_module
-from perfguard.backends.inductor_settings import (
+from perfguard.backends.inductor.pipeline_config import (
     HOOKS,
     InductorSettings,
     PassStep,
     pipeline_pass,
     torch_module,
 )
+from perfguard.backends.inductor.torch_modules import build_module
 from perfguard.errors import BackendError, first_line
 from perfguard.jsonfields import JsonDict
 

@@ -2,7 +2,7 @@
 PyTorch callable (``[models.NAME] torch``, ``Capabilities.torch_models``) -> ``torch.compile`` (TorchDynamo +
 AOTAutograd + Inductor: C++/OpenMP kernels on the CPU, Triton on the GPU) under a pinned pipeline.
 Install with ``pip install 'perfguard[torch]'``; what a pipeline pins is
-``perfguard.backends.inductor_settings`` (user FX passes, ``mode``, ``dynamic``, ``freezing``,
+``perfguard.backends.inductor.pipeline_config`` (user FX passes, ``mode``, ``dynamic``, ``freezing``,
 Inductor and Dynamo config keys).
 
 What the artifact is, and why: a compiled ``torch.compile`` callable lives in the process that
@@ -43,15 +43,7 @@ from perfguard.backends.base import (
     OptionEdit,
     PassInfo,
 )
-from perfguard.backends.inductor_models import build_module
-from perfguard.backends.inductor_run import (
-    CompiledModel,
-    InductorTrace,
-    compile_model,
-    dynamo_events,
-    kernel_count,
-)
-from perfguard.backends.inductor_settings import (
+from perfguard.backends.inductor.pipeline_config import (
     INSTALL_HINT,
     InductorSettings,
     check_pass_names,
@@ -63,6 +55,14 @@ from perfguard.backends.inductor_settings import (
     torch_module,
     tuning_edits,
 )
+from perfguard.backends.inductor.torch_compile import (
+    CompiledModel,
+    InductorTrace,
+    compile_model,
+    dynamo_events,
+    kernel_count,
+)
+from perfguard.backends.inductor.torch_modules import build_module
 from perfguard.errors import BackendError, RunnerUnavailable, UserError, first_line
 from perfguard.jsonfields import json_object
 from perfguard.models.torch_callable import SUFFIX as TORCH_SUFFIX, is_torch_model
@@ -70,7 +70,7 @@ from perfguard.models.torch_callable import SUFFIX as TORCH_SUFFIX, is_torch_mod
 if TYPE_CHECKING:
     import numpy as np
 
-    from perfguard.backends.inductor_profile import InductorProfiledExecutable
+    from perfguard.backends.inductor.kernel_profile import InductorProfiledExecutable
     from perfguard.runners.base import Runner
     from perfguard.suite import PipelineSpec
 
@@ -118,7 +118,7 @@ class InductorBackend(Backend):
     def list_passes(self) -> list[PassInfo]:
         """The config keys a pipeline may pin (``options.inductor`` / ``options.dynamo``); its
         passes are user FX passes, which no list can hold."""
-        from perfguard.backends.inductor_settings import RESERVED
+        from perfguard.backends.inductor.pipeline_config import RESERVED
 
         inductor, dynamo = config_defaults()
         infos = [PassInfo(key, "inductor.config", f"default {value!r}"[:100])
@@ -134,8 +134,8 @@ class InductorBackend(Backend):
 
     def tuning_moves(self, options: Mapping[str, Any]) -> list[OptionEdit]:
         """``freezing`` flipped, the other ``torch.compile`` modes of the pipeline's device, and each
-        config key of ``inductor_settings.TUNING_KEYS`` the installed torch has moved to each other
-        value (``inductor_settings.tuning_edits``)."""
+        config key of ``pipeline_config.TUNING_KEYS`` the installed torch has moved to each other
+        value (``pipeline_config.tuning_edits``)."""
         return [OptionEdit(describe, edited) for describe, edited in tuning_edits(options)]
 
     def reference(self, model_path: Path) -> InductorExecutable | None:
@@ -233,9 +233,9 @@ class InductorBackend(Backend):
     def load_profiled(self, artifact: Artifact, runner: Runner, threads: int,
                       trace_prefix: str) -> InductorProfiledExecutable:
         """The artifact loaded as ``load`` does, its kernels and library calls timed per call
-        (``perfguard.backends.inductor_profile``: the torch profiler does not see Inductor's C++
+        (``perfguard.backends.inductor.kernel_profile``: the torch profiler does not see Inductor's C++
         kernels without changing their code)."""
-        from perfguard.backends.inductor_profile import InductorProfiledExecutable
+        from perfguard.backends.inductor.kernel_profile import InductorProfiledExecutable
 
         return InductorProfiledExecutable(self.load(artifact, runner, threads).compiled, trace_prefix)
 
