@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from perfguard.cli._actor import current_user
 from perfguard.errors import UserError
 from perfguard.store import Change, SeriesKey, Store, schema
 from perfguard.store.alert_rows import (
@@ -19,7 +20,6 @@ from perfguard.store.alert_rows import (
     AlertEvent,
     AlertExplanation,
     NodeChange,
-    current_user,
     group_changes,
 )
 
@@ -81,6 +81,26 @@ def test_who_is_the_github_actor_else_gits_user_else_the_system_user(monkeypatch
     assert current_user() == "octocat"
     monkeypatch.delenv("GITHUB_ACTOR")
     assert current_user()
+
+
+def test_the_store_starts_no_process() -> None:
+    """Who acts on an alert is the front end's to learn (``perfguard.cli._actor``) and the store's
+    callers pass it in: no module of the store imports ``subprocess`` or calls ``os``'s process
+    functions."""
+    import ast
+
+    starters = {"system", "popen", "fork", "posix_spawn", "posix_spawnp"}
+    found = []
+    for path in sorted((Path(__file__).resolve().parent.parent / "perfguard" / "store").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] == "subprocess" for n in names):
+                found.append(f"{path.name}:{node.lineno} imports subprocess")
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
+                    and (node.attr in starters or node.attr.startswith(("exec", "spawn")))):
+                found.append(f"{path.name}:{node.lineno} os.{node.attr}")
+    assert found == []
 
 
 # --- the store ----------------------------------------------------------------------------------------

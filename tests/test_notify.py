@@ -219,7 +219,7 @@ def test_one_issue_per_alert_with_title_table_explanation_links_label_and_marker
                                                                                 store: Store) -> None:
     alert = only_alert(store)
     assert alert.culprit_commit and len(alert.changes) == 2
-    done = notify(store, github(fake), site_url=SITE, webhook=fake.url + "/hook", say=lambda _: None)
+    done = notify(store, github(fake), site_url=SITE, webhook=fake.url + "/hook", who="ada", say=lambda _: None)
     assert done.warnings == [] and len(done.created) == 1 and fake.authorizations == {f"Bearer {TOKEN}"}
     (issue,) = fake.issues
     assert issue["labels"] == [{"name": LABEL}]
@@ -243,55 +243,55 @@ def test_one_issue_per_alert_with_title_table_explanation_links_label_and_marker
 
 
 def test_a_rerun_posts_nothing_new_even_when_the_store_forgot_the_issue(fake: FakeGitHub, store: Store) -> None:
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     writes = len(fake.writes())
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     assert len(fake.writes()) == writes
     store.triage(only_alert(store).id, issue_url="", who="test")  # a store copy that lost the link
-    done = notify(store, github(fake), say=lambda _: None)
+    done = notify(store, github(fake), who="ada", say=lambda _: None)
     assert len(fake.writes()) == writes and done.created == [] and done.commented == []
     assert only_alert(store).issue_url == fake.issues[0]["html_url"]  # found again by its marker
 
 
 def test_a_grown_alert_gets_one_update_comment_and_a_fixed_one_is_closed(fake: FakeGitHub, store: Store) -> None:
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     series = sorted(store.series(kind="ratio", metric="latency"), key=lambda s: s.key.case)[2]
     store.upsert_change(series.id, good_commit=commit_of(1), bad_commit=commit_of(2),
                         time="2026-03-03T03:00:00.000000Z", ratio=1.09, ci_low=1.07, ci_high=1.11, status="confirmed")
     store.raise_alerts(SUITE)
     assert len(only_alert(store).changes) == 3
-    done = notify(store, github(fake), webhook=fake.url + "/hook", say=lambda _: None)
+    done = notify(store, github(fake), webhook=fake.url + "/hook", who="ada", say=lambda _: None)
     assert len(done.commented) == 1 and done.closed == []
     (comment,) = fake.comments[1]
     assert state_marker(only_alert(store)) in comment["body"] and "3 change(s)" in comment["body"]
     assert [h["event"] for h in fake.hooks] == ["changed"]
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     assert len(fake.comments[1]) == 1  # the same state is not reported twice
 
     store.triage(only_alert(store).id, status="fixed", note="reverse step at night 3", who="perfguard nightly")
     store.set_fix(only_alert(store).id, commit_of(3), "mycc.passes:revert", None, "fix bisection: found")
-    done = notify(store, github(fake), say=lambda _: None)
+    done = notify(store, github(fake), who="ada", say=lambda _: None)
     assert len(done.closed) == 1 and len(fake.comments[1]) == 2 and "**Fixed**" in fake.comments[1][-1]["body"]
     assert f"Fixed by `{commit_of(3)[:10]} (mycc.passes:revert)`" in fake.comments[1][-1]["body"]
     assert fake.issues[0]["state"] == "closed" and fake.issues[0]["state_reason"] == "completed"
     writes = len(fake.writes())
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     assert len(fake.writes()) == writes
 
 
 def test_an_update_comment_says_what_changed_status_assignee_and_note(fake: FakeGitHub, store: Store) -> None:
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     alert = only_alert(store)
     store.triage(alert.id, assignee="ada", note="looking at the <b>pass</b>", who="bob")
     assert only_alert(store).events == alert.events  # no acknowledged -> acknowledged: no self-transition
-    done = notify(store, github(fake), say=lambda _: None)
+    done = notify(store, github(fake), who="ada", say=lambda _: None)
     assert len(done.commented) == 1
     (comment,) = fake.comments[1]
     said = comment["body"]
     assert "- assignee: ada (was nobody)" in said and "- note: looking at the &lt;b&gt;pass&lt;/b&gt;" in said
     assert "- status:" not in said  # the status did not move
     store.triage(alert.id, status="investigating", who="ada")
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     second = fake.comments[1][-1]["body"]
     assert "- status: `untriaged` → `investigating`" in second
     assert "- assignee:" not in second and "- note:" not in second  # told already
@@ -312,7 +312,7 @@ def test_an_exact_change_shows_before_and_after_not_a_zero_width_interval(fake: 
     facts = issue_facts(store, only_alert(store))
     (exact,) = facts.levels
     assert (exact.change_id, exact.before, exact.after) == (change.id, level, level)
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     body = fake.issues[0]["body"]
     row = next(line for line in body.splitlines() if "node\\_count" in line and "| " in line)
     assert f"{level:g} → {level:g}" in row and row.rstrip().endswith("| exact |")
@@ -323,7 +323,7 @@ def test_an_exact_change_shows_before_and_after_not_a_zero_width_interval(fake: 
 def test_who_is_the_actor_then_by_then_the_global_git_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
 
-    from perfguard.store.alert_rows import current_user
+    from perfguard.cli._actor import current_user
 
     config = tmp_path / "global.gitconfig"
     config.write_text("[user]\n\tname = Global Person\n")
@@ -342,35 +342,35 @@ def test_who_is_the_actor_then_by_then_the_global_git_name(tmp_path: Path, monke
 @pytest.mark.parametrize(("status", "reason"), [("backed-out", "completed"), ("invalid", "not_planned"),
                                                 ("expected", "not_planned")])
 def test_an_alert_triaged_closed_closes_its_issue(fake: FakeGitHub, store: Store, status: str, reason: str) -> None:
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     store.triage(only_alert(store).id, status=status, who="someone")
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     assert fake.issues[0]["state"] == "closed" and fake.issues[0]["state_reason"] == reason
     assert only_alert(store).status == status  # closing it ourselves does not read back as wont-fix
 
 
 def test_an_issue_closed_as_not_planned_makes_the_alert_wont_fix(fake: FakeGitHub, store: Store) -> None:
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     fake.close_by_person(1, "not_planned", "maintainer-anna")
-    done = notify(store, github(fake), say=lambda _: None)
+    done = notify(store, github(fake), who="ada", say=lambda _: None)
     alert = only_alert(store)
     assert done.triaged == [alert.id] and alert.status == "wont-fix"
     assert alert.events[-1].who == "maintainer-anna" and alert.events[-1].to_status == "wont-fix"
     assert not [r for r in fake.writes() if r[0] == "POST" and r[1].endswith("/comments")]
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     assert len(only_alert(store).events) == len(alert.events)
 
 
 def test_an_issue_closed_as_completed_by_a_person_leaves_the_alert_alone(fake: FakeGitHub, store: Store) -> None:
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     fake.close_by_person(1, "completed", "maintainer-anna")
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     assert only_alert(store).status == "untriaged"
 
 
 def test_no_issue_for_an_alert_closed_before_anyone_was_told(fake: FakeGitHub, store: Store) -> None:
     store.triage(only_alert(store).id, status="invalid", who="someone")
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     assert fake.issues == []
 
 
@@ -462,12 +462,12 @@ def test_the_pull_request_that_merged_the_culprit_gets_one_comment(fake: FakeGit
     assert alert.culprit_commit
     fake.pulls[alert.culprit_commit] = [{"number": 500, "merged_at": None},
                                         {"number": 501, "merged_at": "2026-03-02T10:00:00Z"}]
-    done = notify(store, github(fake), say=lambda _: None)
+    done = notify(store, github(fake), who="ada", say=lambda _: None)
     assert done.pulls == [501] and done.warnings == [] and 500 not in fake.comments
     (comment,) = fake.comments[501]
     assert "<!-- perfguard-culprit:" in comment["body"] and fake.issues[0]["html_url"] in comment["body"]
     store.triage(alert.id, status="investigating", who="someone")  # an update: the culprit is asked again
-    done = notify(store, github(fake), say=lambda _: None)
+    done = notify(store, github(fake), who="ada", say=lambda _: None)
     assert len(done.commented) == 1 and done.pulls == [] and len(fake.comments[501]) == 1
 
 
@@ -483,6 +483,6 @@ def test_a_culprit_github_does_not_know_is_a_warning_and_the_issue_stays_filed(f
         return real_route(method, url, body)
 
     fake.route = route  # type: ignore[method-assign]
-    done = notify(store, github(fake), webhook=fake.url + "/hook", say=lambda _: None)
+    done = notify(store, github(fake), webhook=fake.url + "/hook", who="ada", say=lambda _: None)
     assert len(done.created) == 1 and len(fake.hooks) == 1
     assert len(done.warnings) == 1 and "HTTP 422" in done.warnings[0]

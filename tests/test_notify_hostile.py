@@ -106,7 +106,7 @@ def test_a_redirect_is_a_warning_and_its_answer_is_not_trusted(fake: FakeGitHub,
 
     fake.raw = redirect
     try:
-        done = notify(store, github(fake), say=lambda _: None)
+        done = notify(store, github(fake), who="ada", say=lambda _: None)
     finally:
         other.close()
     assert done.created == [] and len(done.warnings) == 1 and "HTTP 302: a redirect" in done.warnings[0]
@@ -266,7 +266,7 @@ def test_the_run_has_one_deadline_for_all_its_requests(fake: FakeGitHub, store: 
     is not sent."""
     fake.raw = dripping("body")
     start = time.monotonic()
-    done = notify(store, github(fake, request_s=20.0, run_s=2.0), say=lambda _: None)
+    done = notify(store, github(fake, request_s=20.0, run_s=2.0), who="ada", say=lambda _: None)
     assert time.monotonic() - start < 30
     assert done.created == [] and done.warnings == [
         "GET octo/compiler/issues: the run's 2 s for requests are spent; nothing posted"]
@@ -287,13 +287,13 @@ def test_a_listing_cut_by_the_page_budget_is_a_warning_and_opens_no_duplicate(fa
                                                                               store: Store) -> None:  # noqa: F811
     """More labelled issues than the budget lists were cut silently, and an alert whose issue lay
     beyond got a second one; the store's record still finds it."""
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     filler(fake, 250)
-    done = notify(store, github(fake, pages=2), say=lambda _: None)
+    done = notify(store, github(fake, pages=2), who="ada", say=lambda _: None)
     assert any("page budget (2 pages)" in w for w in done.warnings)
     assert len(fake.issues) == 251 and done.created == []
     store.triage(only_alert(store).id, issue_url="", who="test")  # a store copy that lost the link
-    done = notify(store, github(fake, pages=2), say=lambda _: None)
+    done = notify(store, github(fake, pages=2), who="ada", say=lambda _: None)
     assert done.created == [] and len(fake.issues) == 251 and only_alert(store).issue_url is None
 
 
@@ -302,7 +302,7 @@ def test_the_answers_of_a_run_are_bounded_together(fake: FakeGitHub, store: Stor
     share a byte budget, and its end is a warning that posts nothing."""
     filler(fake, 250)
     page = len(json.dumps(list(reversed(fake.issues))[:100]).encode())
-    done = notify(store, github(fake, run_bytes=page + page // 2), say=lambda _: None)
+    done = notify(store, github(fake, run_bytes=page + page // 2), who="ada", say=lambda _: None)
     assert done.created == [] and len(done.warnings) == 1
     assert f"the run's answers passed {page + page // 2} bytes" in done.warnings[0]
 
@@ -311,10 +311,10 @@ def test_the_answers_of_a_run_are_bounded_together(fake: FakeGitHub, store: Stor
 
 def test_an_issue_whose_label_was_removed_is_still_the_alerts(fake: FakeGitHub, store: Store) -> None:  # noqa: F811
     """Removing the label made notify open a second issue, though the store recorded the first."""
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     fake.issues[0]["labels"] = []
     store.triage(only_alert(store).id, status="investigating", who="someone")  # an update is due
-    done = notify(store, github(fake), say=lambda _: None)
+    done = notify(store, github(fake), who="ada", say=lambda _: None)
     assert len(fake.issues) == 1 and done.created == [] and done.commented == [fake.issues[0]["html_url"]]
 
 
@@ -325,16 +325,16 @@ def test_a_copied_marker_neither_silences_nor_duplicates_an_alert(fake: FakeGitH
     planned, turned the alert to wont-fix "by" its author. ``user_login`` None: the token's user is
     unknown (an installation token); perfguard's own issues are known by the store's record."""
     fake.user_login = user_login
-    notify(store, github(fake), say=lambda _: None)
+    notify(store, github(fake), who="ada", say=lambda _: None)
     alert = only_alert(store)
     fake.issues.append({"number": 2, "title": "copy", "body": alert_marker(alert), "state": "closed",
                         "state_reason": "not_planned", "labels": [{"name": LABEL}], "closed_by": {"login": "mallory"},
                         "html_url": f"https://github.example/{REPO_NAME}/issues/2", "user": {"login": "mallory"}})
-    done = notify(store, github(fake), say=lambda _: None)
+    done = notify(store, github(fake), who="ada", say=lambda _: None)
     assert done.triaged == [] and only_alert(store).status == "untriaged"
     assert only_alert(store).issue_url == fake.issues[0]["html_url"]
     store.triage(alert.id, issue_url="", who="test")  # the store lost its record: the copy still does not count
-    done = notify(store, github(fake), say=lambda _: None)
+    done = notify(store, github(fake), who="ada", say=lambda _: None)
     assert done.triaged == [] and only_alert(store).status == "untriaged" and done.created == []
     assert only_alert(store).issue_url == fake.issues[0]["html_url"]
 

@@ -447,9 +447,9 @@ def _alerts(args: argparse.Namespace) -> ExitCode:
 
 
 def _triage(args: argparse.Namespace) -> ExitCode:
+    from perfguard.cli._actor import current_user
     from perfguard.errors import UserError
     from perfguard.names import visible
-    from perfguard.store.alert_rows import current_user
     from perfguard.store.alerts import check_alert_status
 
     if args.status is None and args.note is None and args.assign is None and args.issue is None:
@@ -512,6 +512,7 @@ def _site(args: argparse.Namespace) -> ExitCode:
 def _notify(args: argparse.Namespace) -> ExitCode:
     import os
 
+    from perfguard.cli._actor import current_user
     from perfguard.history.github import DEFAULT_API_URL, GitHub, PlannedGitHub
     from perfguard.history.notify import notify, parse_repo, summarise
     from perfguard.history.transport import check_url
@@ -531,8 +532,8 @@ def _notify(args: argparse.Namespace) -> ExitCode:
         github = (PlannedGitHub if args.plan else GitHub)(repo, token, api_url=api_url)
         # Lines hold GitHub's answers (issue URLs, error messages): escaped, so no control character
         # or line-start "::" (a GitHub Actions workflow command) reaches a terminal or a CI log.
-        outcome = notify(store, github, site_url=args.site_url, webhook=webhook, suite=args.suite,
-                         say=lambda line: print(visible(github.safe(line))))
+        outcome = notify(store, github, who=current_user(), site_url=args.site_url, webhook=webhook,
+                         suite=args.suite, say=lambda line: print(visible(github.safe(line))))
     print(summarise(outcome))
     if isinstance(github, PlannedGitHub):
         _write_json(args.plan, github.plan())

@@ -52,7 +52,7 @@ from perfguard.history.transport import post_json
 from perfguard.jsonfields import JsonDict
 from perfguard.names import visible
 from perfguard.report.escape import md_code, md_text
-from perfguard.store.alert_rows import OPEN_STATUSES, Alert, AlertChange, current_user
+from perfguard.store.alert_rows import OPEN_STATUSES, Alert, AlertChange
 
 if TYPE_CHECKING:
     from perfguard.bisect.document import CommitInfo
@@ -95,10 +95,12 @@ def state_marker(alert: Alert) -> str:
     return f"<!-- perfguard-state:{quote(alert.suite, safe='')}:{alert.id}:{digest} -->"
 
 
-def notify(store: Store, github: GitHub, *, site_url: str | None = None, webhook: str | None = None,
+def notify(store: Store, github: GitHub, *, who: str, site_url: str | None = None, webhook: str | None = None,
            suite: str | None = None, say: Callable[[str], None] = print) -> Outcome:
     """Sync the alerts of ``store`` (of ``suite``, else all) with ``github``'s issues (see the
-    module docstring); ``say`` gets one line per action and per warning."""
+    module docstring); ``who`` is who runs it (recorded with each issue link it stores: the front
+    end learns it, :func:`perfguard.cli._actor.current_user`); ``say`` gets one line per action
+    and per warning."""
     outcome = Outcome()
     failures = 0
 
@@ -120,7 +122,7 @@ def notify(store: Store, github: GitHub, *, site_url: str | None = None, webhook
             warn(f"{MAX_FAILURES} requests failed; the other alerts wait for the next run")
             break
         try:
-            event = _sync_one(store, github, index, alert, site_url, outcome, say)
+            event = _sync_one(store, github, index, alert, site_url, outcome, say, who)
         except ApiError as exc:
             failures += 1
             warn(f"alert {alert.id}: {exc}")
@@ -135,7 +137,7 @@ def notify(store: Store, github: GitHub, *, site_url: str | None = None, webhook
 
 
 def _sync_one(store: Store, github: GitHub, index: IssueIndex, alert: Alert, site_url: str | None,
-              outcome: Outcome, say: Callable[[str], None]) -> tuple[str, Alert, str] | None:
+              outcome: Outcome, say: Callable[[str], None], who: str) -> tuple[str, Alert, str] | None:
     """One alert against its issue (None: it has none yet); the webhook's (event, alert, issue
     URL) when something was posted."""
     issue = index.issue_of(alert)
@@ -148,12 +150,12 @@ def _sync_one(store: Store, github: GitHub, index: IssueIndex, alert: Alert, sit
         outcome.created.append(url)
         say(f"alert {alert.id}: opened {url or 'an issue (planned)'}")
         if url:  # a planned issue has none yet: the next run finds it by its marker
-            store.triage(alert.id, issue_url=url, who=current_user())
+            store.triage(alert.id, issue_url=url, who=who)
         _tell_the_culprit(github, alert, url, outcome, say)
         return "new", alert, url
     url = issue.html_url
     if url and alert.issue_url != url:
-        alert = store.triage(alert.id, issue_url=url, who=current_user())
+        alert = store.triage(alert.id, issue_url=url, who=who)
     number = issue.number
     if issue.state == "closed":
         if issue.state_reason == "not_planned" and alert.status in OPEN_STATUSES and index.speaks_for(alert, issue):

@@ -31,6 +31,8 @@ The tables and migrations are :mod:`.schema`'s (Alembic's script folder,
 :mod:`.extract`'s (pure, no database). Nothing here imports :mod:`perfguard.history` or
 :mod:`perfguard.report` (a layer of its own, below them: ``LAYERS`` in ``tests/test_import_graph.py``).
 
+It starts no process: who acts on an alert (``Store.triage``'s ``who``) is the caller's to say.
+
 Concurrency: any number of processes may write one store (see :mod:`.engine` for SQLite's
 locking and WAL, :mod:`.ingest` for concurrent writers of one document or one series).
 

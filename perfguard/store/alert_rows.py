@@ -33,9 +33,6 @@ The documents here are typed, frozen and round-trip through ``to_json``/``from_j
 
 from __future__ import annotations
 
-import getpass
-import os
-import subprocess
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -401,27 +398,3 @@ def explanation_of(bisect_document: object) -> AlertExplanation | None:
     return AlertExplanation(explanation.dimension.label, explanation.dimension.headline,
                             tuple(op for op, _, _ in moved), tuple(NodeChange(op, b, a) for op, b, a in moved),
                             explanation.counted_pair)
-
-
-# --- who ------------------------------------------------------------------------------------------
-
-def current_user(by: str | None = None) -> str:
-    """Who is acting: ``$GITHUB_ACTOR`` in a workflow (the user who triggered it), else ``by``
-    (``--by``), else the global git ``user.name`` (never the current folder's repository config:
-    run inside a compiler checkout, that named whoever set up the checkout), else the system user."""
-    actor = os.environ.get("GITHUB_ACTOR", "").strip()
-    if actor:
-        return actor
-    if by is not None and by.strip():
-        return by.strip()
-    try:
-        done = subprocess.run(["git", "config", "--global", "user.name"], capture_output=True, text=True, timeout=10,
-                              check=False)
-        if done.returncode == 0 and done.stdout.strip():
-            return done.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return "unknown"
