@@ -2,7 +2,7 @@
 it costs, with one core kept busy (``stress-ng --cpu 1`` if installed, else a Python busy loop).
 
 For every model of the smoke suite (pipeline ``none``), on the product's own path (a real
-compile, then ``perfguard.measure.counts.count_targets``: one counted process per call, a child
+compile, then ``perfguard.counting.take.count_targets``: one counted process per call, a child
 forked from it per count, as a counted check does):
 
 * **Calibration** (one counted process): ``none``, a pass that puts 20 Transpose pairs (each
@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from perfguard.measure.counts import Counted, Target, count_targets  # noqa: E402
+from perfguard.counting.plan import Counted, Target  # noqa: E402
+from perfguard.counting.take import count_targets  # noqa: E402
 
 if TYPE_CHECKING:
     from perfguard.compile.case import CompiledCase

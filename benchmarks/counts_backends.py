@@ -1,6 +1,6 @@
 """Counted evidence for TVM and IREE, measured: the A/A spread of ``instructions`` per inference
 over ``--runs`` counts of one artifact (the smallest zoo ResNet, each count a fresh worker under
-callgrind on the product's own path, ``perfguard.measure.counts.count_targets``), and one count
+callgrind on the product's own path, ``perfguard.counting.take.count_targets``), and one count
 of a real change per backend (TVM: the CPU pipeline without fusion; IREE: the module built for
 generic x86-64, SSE2, instead of AVX2), compared with the A/A median. Both pin an AVX2 CPU:
 Valgrind runs no AVX-512.
@@ -32,7 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from perfguard.measure.counts import Target, count_targets  # noqa: E402
+from perfguard.counting.plan import Target  # noqa: E402
+from perfguard.counting.take import count_targets  # noqa: E402
 from perfguard.measure.job import Job  # noqa: E402
 from perfguard.progress import Progress  # noqa: E402
 from perfguard.suite import load_suite  # noqa: E402
@@ -140,8 +141,8 @@ def compare_tools(model: str, folder: Path) -> None:
 
     from perfguard.backends.iree_tools import tool_path
     from perfguard.backends.iree_valgrind import filter_program
+    from perfguard.counting.dumps import parse_dump
     from perfguard.models.zoo import build_resnet
-    from perfguard.workers.callgrind import parse_dump
 
     onnx.save(build_resnet(**MODELS[model]), str(folder / "model.onnx"))
     mlir = folder / "model.mlir"

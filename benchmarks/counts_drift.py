@@ -11,7 +11,9 @@ against ``none`` at the default floor). ``--busy N`` keeps N cores busy meanwhil
 (``stress-ng --cpu N``).
 
 Self-contained (only ``count_targets(suite, targets, workdir)`` of perfguard), so it runs
-against an older checkout too: ``PERFGUARD_SOURCE=/path/to/checkout``.
+against another checkout too: ``PERFGUARD_SOURCE=/path/to/checkout``, one with the counting
+package (``perfguard.counting``, 2026-12-07 on); a checkout from before it (``perfguard.measure.counts``)
+no longer runs.
 
     python benchmarks/counts.py --drift [--runs 20] [--busy 2]
 """
@@ -76,7 +78,8 @@ def counted_processes(folder: Path, runs: int) -> list[dict[str, float]]:
     separate counted processes (job folders of growing length, the order swapped every other
     process): per process, the instructions an inference by pipeline (a pipeline that was not
     counted is left out and printed)."""
-    from perfguard.measure.counts import Target, count_targets
+    from perfguard.counting.plan import Target
+    from perfguard.counting.take import count_targets
     from perfguard.measure.job import Job
     from perfguard.progress import Progress
     from perfguard.suite import load_suite

@@ -33,9 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfguard.measure.counts import count_plan  # noqa: E402
+from perfguard.counting.plan import count_plan  # noqa: E402
+from perfguard.counting.valgrind import counted_command, counted_env, valgrind_path  # noqa: E402
 from perfguard.models.cost import model_macs  # noqa: E402
-from perfguard.workers.callgrind import counted_command, counted_env, valgrind_path  # noqa: E402
 
 #: The child that times its own phases (run under Valgrind as a counted worker is).
 PHASES = r'''
@@ -48,7 +48,7 @@ import numpy as np
 sys.path.insert(0, sys.argv[2])
 from perfguard.backends.ort import create_session, OrtExecutable
 from perfguard.backends.base import bound_step
-from perfguard.workers.callgrind import ClientRequests
+from perfguard.counting.valgrind import ClientRequests
 import onnxruntime
 mark("imports (Python, numpy, ONNX Runtime)")
 plan = json.loads(sys.argv[3])

@@ -21,9 +21,8 @@ import json, os, resource, sys
 from pathlib import Path
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 from perfguard.compile.cache import CompileCache
-from perfguard.measure.counts import CompileCounts
-from perfguard.measure.counts_cache import CountsDocument, CountsKey, _read
-from perfguard.results.counts import COUNT_PROTOCOL, Counts
+from perfguard.counting.served import CountsDocument, CountsKey, _read
+from perfguard.results.counts import COUNT_PROTOCOL, CompileCounts, Counts
 here = Path(sys.argv[1])
 key = CountsKey(sys.argv[3], "e" * 16, "c" * 64 if sys.argv[3] == "compile" else "", "[]", 0, 3, 3, COUNT_PROTOCOL,
                 "valgrind-3.19.0", "0.1")
@@ -95,17 +94,16 @@ def third_round(quick: bool):
                 ("an unparseable cost line", f"(here / 'callgrind.out.1.1-01').write_text({profile.format('+3 x 7')!r})"),
                 ("a profile -> /dev/zero", "os.symlink('/dev/zero', here / 'callgrind.out.1.1-01')")):
             yield f"callgrind: {name}", _api(scratch / name.replace(" ", "-"), (
-                f"{code}\nfrom perfguard.workers.callgrind import read_dumps\n"
-                "from perfguard.results.counted_functions import window_functions\n"
+                f"{code}\nfrom perfguard.counting.dumps import read_dumps, window_functions\n"
                 "functions = window_functions(here, 1, 'w', 1)\n"
                 "try:\n    read_dumps(here, 1)\nexcept ValueError as exc:\n"
                 "    print(f'count failed: {exc}; functions: {len(functions)}')"))
         yield "callgrind: valgrind --version of 3 MB", _api(scratch / "v", (
             "(here / 'valgrind').write_text('#!/bin/sh\\nhead -c 3000000 /dev/zero | tr \"\\\\0\" x\\n')\n"
-            "(here / 'valgrind').chmod(0o755)\nfrom perfguard.workers.callgrind import valgrind_version\n"
+            "(here / 'valgrind').chmod(0o755)\nfrom perfguard.counting.valgrind import valgrind_version\n"
             "print(f'tool string of {len(valgrind_version(str(here / \"valgrind\")))} characters')"))
         yield "callgrind: a user's GLIBC_TUNABLES", _api(scratch / "g", (
-            "from perfguard.workers.callgrind import counted_env\n"
+            "from perfguard.counting.valgrind import counted_env\n"
             "print(counted_env(['x'], {'GLIBC_TUNABLES': 'glibc.pthread.rseq=0'})['GLIBC_TUNABLES'])"))
         yield "history ingest --store sqlite://", perfguard("history", "ingest", str(GOLDEN), "--store", "sqlite://",
                                                           cwd=scratch)

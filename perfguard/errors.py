@@ -58,7 +58,7 @@
     ``CountedCompileDone``
         Not an error: a backend's compile raises it once its last counted window has closed, when
         what follows (TVM's build) is neither counted nor kept; the counted compile catches it
-        (``perfguard.workers.counting``). It never reaches the CLI.
+        (``perfguard.counting.child``). It never reaches the CLI.
 
     ``ApiError``
         A request to GitHub's REST API or a webhook failed (``perfguard history notify``); the

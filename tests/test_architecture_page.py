@@ -19,7 +19,8 @@ else:  # run as a script to rewrite the page
 
 PAGE = PACKAGE.parent / "docs" / "architecture.md"
 
-#: What each room of the picture holds, in a few words (one per package layer of ``LAYERS``).
+#: What each room of the picture holds, in a few words (one per package layer of ``LAYERS``, and one
+#: per module that has a layer of its own: ``counting.hooks``, ``workers.worker``).
 ROOMS = {
     "cli": "thin: arguments, progress, tables; the pytest plugin",
     "flows": "what composes stages: run, check, calibrate, compile here / measure there, probe, bisect, tune, the night",
@@ -31,10 +32,13 @@ ROOMS = {
     "bisect": "the noise-aware search, its state, the bisect document",
     "profile": "why: profiles, per-op diff, dimension, Nsight, Perfetto",
     "compare": "pure comparison of documents: verdicts, the gate, the merge of shards",
-    "measure": "the protocol driven from the parent: groups, memory probes, counts, the job",
+    "workers.worker": "the worker process's entry point, serving every request: compile, measure, profile, count",
+    "measure": "the protocol driven from the parent: groups, memory probes, the job",
+    "counting": "taking counts: Valgrind, the counted worker, its dumps, the plan, the counts cache",
     "compile": "one case's compile stage: preflight, checkout, user passes, the artifact cache",
-    "workers": "the process boundary: requests, responses, the worker",
+    "workers": "the process boundary: requests, responses, spawning and collecting workers",
     "results": "typed, versioned documents: result, explanation, counts, artifact folders",
+    "counting.hooks": "what a backend's compile calls so that a counted compile counts its work",
     "backends": "the public contract: ort, iree, tvm, inductor, mock, plug-ins",
     "models": "zoo, loader, inputs",
     "suite": "the suite file: model, parse, gates, shards",
@@ -48,15 +52,20 @@ def _is_package(layer: str) -> bool:
     return (PACKAGE / layer.replace(".", "/") / "__init__.py").is_file()
 
 
+def _has_room(layer: str) -> bool:
+    """A package, or a module with a layer of its own (a dotted entry of ``LAYERS``)."""
+    return _is_package(layer) or "." in layer
+
+
 def _node(layer: str) -> str:
     return layer.replace(".", "_")
 
 
 def mermaid(layers: list[str] = LAYERS) -> str:
-    """The page's picture: one room per package layer, highest first, each arrow to the layer below
+    """The page's picture: one room per package layer (and per module with a layer of its own), highest first, each arrow to the layer below
     it; the single-purpose modules (the layers that are one module) as one room at the bottom."""
-    packages = [layer for layer in reversed(layers) if layer and _is_package(layer)]
-    modules = [layer for layer in layers if layer and layer != "__main__" and not _is_package(layer)]
+    packages = [layer for layer in reversed(layers) if layer and _has_room(layer)]
+    modules = [layer for layer in layers if layer and layer != "__main__" and not _has_room(layer)]
     lines = ["flowchart TB"]
     lines += [f'    {_node(p)}["{p.replace(".", "/")} — {ROOMS[p]}"]' for p in packages]
     lines.append(f'    modules["single-purpose modules: {", ".join(modules)}"]')
@@ -78,7 +87,7 @@ def _table_folders(text: str) -> list[str]:
 
 
 def test_every_package_layer_has_a_room() -> None:
-    packages = {layer for layer in LAYERS if layer and _is_package(layer)}
+    packages = {layer for layer in LAYERS if layer and _has_room(layer)}
     assert sorted(packages - set(ROOMS)) == [] and sorted(set(ROOMS) - packages) == []
 
 

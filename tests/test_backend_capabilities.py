@@ -131,7 +131,7 @@ def test_the_contract_asks_nothing_of_a_runner_and_sizes_no_thread_pool(tmp_path
     assert "TVM_NUM_THREADS" not in _worker_env(3, tmp_path, ["ort", "mock"])
     env = _worker_env(3, tmp_path, ["ort", "tvm", "no-such-backend"])
     assert (env["TVM_NUM_THREADS"], env["OMP_NUM_THREADS"]) == ("3", "3")
-    from perfguard.workers.callgrind import counted_env
+    from perfguard.counting.valgrind import counted_env
 
     assert counted_env(["worker"], env)["TVM_NUM_THREADS"] == "1"  # a counted worker pins every pool
 

@@ -76,8 +76,8 @@ def test_a_counted_culprit_is_explained_with_its_counted_attribution_as_the_nigh
     too and the explanation, and so the alert, carries the attribution."""
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
+    from perfguard.counting.take import counting
     from perfguard.flows.bisect_explain import explain_pipelines
-    from perfguard.measure.counts import counting
     from perfguard.profile.explain import ProfileSettings
     from perfguard.progress import Progress
     from perfguard.suite import load_suite

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from perfguard.compare.check import Pair, compare_pair
-from perfguard.measure.counts import per_inference
+from perfguard.counting.child import window_label
+from perfguard.counting.dumps import parse_dump
+from perfguard.counting.plan import per_inference
 from perfguard.results.counts import COUNT_PROTOCOL, Counts, estimated_cycles
 from perfguard.suite.gates import ThresholdSet
-from perfguard.workers.callgrind import parse_dump
-from perfguard.workers.counting import window_label
 from tests.factories import case_entry
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed "
@@ -310,7 +310,7 @@ def test_the_plan_counts_a_large_model_once_and_a_small_one_three_times(tmp_path
     pipelines); the instrumented warm-up only where the caches are simulated."""
     import onnx
 
-    from perfguard.measure.counts import LARGE_MODEL_MACS, count_plan
+    from perfguard.counting.plan import LARGE_MODEL_MACS, count_plan
     from perfguard.models.cost import model_macs
     from perfguard.models.zoo import build_model
 
@@ -414,7 +414,7 @@ def test_a_batch_item_that_crashed_or_left_nothing_is_a_one_line_failure(tmp_pat
     real child processes that end by SIGKILL, exit without writing, or write an outcome."""
     import signal
 
-    from perfguard.workers.counting import CountBatchResponse, CountResponse, ItemOutcome, _collected
+    from perfguard.counting.child import CountBatchResponse, CountResponse, ItemOutcome, _collected
 
     def status_of(code: str) -> int:
         pid = os.fork()

@@ -24,14 +24,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from perfguard.results.counted_functions import (
-    MAX_FUNCTIONS,
-    NO_SYMBOL,
-    FunctionCount,
-    attribute,
-    function_costs,
-    functions_of_profile,
-)
+from perfguard.counting.dumps import function_costs, functions_of_profile
+from perfguard.results.counted_functions import MAX_FUNCTIONS, NO_SYMBOL, FunctionCount, attribute
 from perfguard.results.counts import Counts
 
 # A callgrind profile as callgrind 3.19 writes one (format: its manual, "Callgrind Format
@@ -84,7 +78,7 @@ def test_code_without_symbols_is_one_entry_per_object_and_figures_are_per_infere
 
 def test_only_the_largest_functions_are_kept() -> None:
     many = {("m.so", f"f{i}"): i + 1 for i in range(50)}
-    from perfguard.results.counted_functions import top_functions
+    from perfguard.counting.dumps import top_functions
 
     kept = top_functions(many, 1)
     assert len(kept) == MAX_FUNCTIONS and kept[0].name == "f49" and kept[-1].instructions == 50 - MAX_FUNCTIONS + 1
@@ -306,10 +300,11 @@ def test_iree_and_tvm_declare_counts_and_counted_compiles() -> None:
 
 
 def test_a_tool_run_whole_is_counted_by_cachegrind_without_its_cache_and_reported_as_a_step() -> None:
-    from perfguard.backends.onnx_passes import COUNT_PROCESS, counted_process
-    from perfguard.measure.counts import compile_counts
-    from perfguard.workers.callgrind import parse_dump, tool_command
-    from perfguard.workers.counting import CountResponse
+    from perfguard.counting.child import CountResponse
+    from perfguard.counting.dumps import parse_dump
+    from perfguard.counting.hooks import COUNT_PROCESS, counted_process
+    from perfguard.counting.plan import compile_counts
+    from perfguard.counting.valgrind import tool_command
 
     assert counted_process("step|iree-compile", ["iree-compile", "-"]) == ["iree-compile", "-"]  # not counting
     token = COUNT_PROCESS.set(lambda label, argv: ["counted", label, *argv])

@@ -1,4 +1,4 @@
-"""Counts kept in the artifact cache (``perfguard.measure.counts_cache``): the document, and the
+"""Counts kept in the artifact cache (``perfguard.counting.served``): the document, and the
 cache folder's rules for it (atomic store, bounded read, no link followed, a corrupt document
 dropped, eviction that sees counts beside the entries). No Valgrind: the counts are known numbers;
 a real counted check served from the cache is ``tests/test_counts.py``."""
@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from perfguard.compile.cache import CompileCache
-from perfguard.measure.counts import CompileCounts
-from perfguard.measure.counts_cache import COUNTS_FORMAT, CountsDocument, CountsKey, _read
-from perfguard.results.counts import COUNT_PROTOCOL, Counts
+from perfguard.counting.served import COUNTS_FORMAT, CountsDocument, CountsKey, _read
+from perfguard.results.counts import COUNT_PROTOCOL, CompileCounts, Counts
 
 
 def _key(kind: str = "run", execution: str = "e" * 16) -> CountsKey:

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from perfguard.compile.cache import CompileCache
-from perfguard.measure.counts import CompileCounts
-from perfguard.measure.counts_cache import CountsDocument, CountsKey, _read
+from perfguard.counting.served import CountsDocument, CountsKey, _read
 from perfguard.results.counted_functions import FunctionCount
-from perfguard.results.counts import COUNT_PROTOCOL, Counts
+from perfguard.results.counts import COUNT_PROTOCOL, CompileCounts, Counts
 
 
 def _key(kind: str = "run") -> CountsKey:
@@ -246,8 +245,7 @@ def _profile(folder: Path, text: str, pid: int = 123) -> Path:
 
 
 def test_a_sound_profile_reads_its_window_and_functions(tmp_path: Path) -> None:
-    from perfguard.results.counted_functions import window_functions
-    from perfguard.workers.callgrind import read_dumps
+    from perfguard.counting.dumps import read_dumps, window_functions
 
     _profile(tmp_path, PROFILE)
     assert read_dumps(tmp_path, 123)["w"]["Ir"] == 1000
@@ -255,18 +253,17 @@ def test_a_sound_profile_reads_its_window_and_functions(tmp_path: Path) -> None:
 
 
 def test_an_unparseable_cost_line_fails_the_count_not_the_job(tmp_path: Path) -> None:
-    from perfguard.results.counted_functions import window_functions
-    from perfguard.workers.callgrind import read_dumps
+    from perfguard.counting.dumps import read_dumps, window_functions
 
     _profile(tmp_path, PROFILE + "+3 12abc 7\n")
     with pytest.raises(ValueError, match="a cost line that is not a position and numbers"):
-        read_dumps(tmp_path, 123)  # measure.counts._windows: "unreadable callgrind profile: ..."
+        read_dumps(tmp_path, 123)  # counting.take._windows: "unreadable callgrind profile: ..."
     assert window_functions(tmp_path, 123, "w", 1) == ()
 
 
 def test_a_profile_that_is_a_link_or_too_large_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from perfguard.results import counted_functions
-    from perfguard.workers.callgrind import read_dumps
+    from perfguard.counting import dumps
+    from perfguard.counting.dumps import read_dumps
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -274,14 +271,14 @@ def test_a_profile_that_is_a_link_or_too_large_is_not_read(tmp_path: Path, monke
     os.symlink(target, tmp_path / target.name)
     with pytest.raises(ValueError, match="symbolic link"):
         read_dumps(tmp_path, 123)
-    assert counted_functions.window_functions(tmp_path, 123, "w", 1) == ()
-    monkeypatch.setattr(counted_functions, "MAX_PROFILE_BYTES", 100)
+    assert dumps.window_functions(tmp_path, 123, "w", 1) == ()
+    monkeypatch.setattr(dumps, "MAX_PROFILE_BYTES", 100)
     with pytest.raises(ValueError, match="larger than 100 bytes"):
         read_dumps(elsewhere, 123)
 
 
 def test_the_tool_string_is_the_first_line_bounded(tmp_path: Path) -> None:
-    from perfguard.workers.callgrind import MAX_TOOL_CHARS, valgrind_version
+    from perfguard.counting.valgrind import MAX_TOOL_CHARS, valgrind_version
 
     wrapper = tmp_path / "valgrind"
     wrapper.write_text("#!/bin/sh\nprintf 'valgrind-3.19.0\\033[31m%s\\n' \"$(head -c 3000000 /dev/zero | tr '\\0' x)\"\n"
@@ -292,7 +289,7 @@ def test_the_tool_string_is_the_first_line_bounded(tmp_path: Path) -> None:
 
 
 def test_a_users_glibc_tunables_are_merged_not_replaced() -> None:
-    from perfguard.workers.callgrind import COUNTED_ENV, counted_env
+    from perfguard.counting.valgrind import COUNTED_ENV, counted_env
 
     env = counted_env(["python"], {"GLIBC_TUNABLES": "glibc.pthread.rseq=0:glibc.malloc.mxfast=64"})
     tunables = env["GLIBC_TUNABLES"].split(":")

@@ -24,12 +24,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "perfguard"
 #: documents) sits below ``workers`` because a worker's responses carry document parts (the
 #: correctness check) and the profile trace reader parses JSON as every document reader does.
 #: ``store`` (the history store, its tables, the rows and alerts it answers with) sits below
-#: ``report`` and ``history``, which read it and are never read by it. A dotted entry would be a
-#: subpackage with a layer of its own (``_package``).
+#: ``report`` and ``history``, which read it and are never read by it. A dotted entry is a
+#: subpackage or module with a layer of its own (``_package``): ``counting.hooks`` (what a
+#: backend's compile calls so that a counted compile counts it) sits below ``backends``, the rest of
+#: ``counting`` (which drives backends, workers and the artifact cache) above ``compile``; and
+#: ``workers.worker``, the worker process's entry point, above ``counting``, whose requests it
+#: serves as it serves every stage's (nothing imports it: it runs as ``python -m``).
 LAYERS = [
     "", "errors", "jsonfields", "jsonparse", "units", "names", "atomic", "redact", "exit_codes", "children", "scratch", "progress",
     "schemas",
-    "stats", "runners", "suite", "models", "backends", "results", "workers", "compile", "measure", "compare",
+    "stats", "runners", "suite", "models", "counting.hooks", "backends", "results", "workers", "compile", "counting",
+    "workers.worker", "measure", "compare",
     "profile", "bisect", "tune", "store", "report", "history", "formats", "flows", "cli", "__main__",
 ]
 
@@ -182,6 +187,11 @@ def test_the_store_sits_below_report_and_history() -> None:
     assert LAYERS.index("store") < LAYERS.index("report") < LAYERS.index("history")
     edges = [e for e in upward_edges(import_graph(), LAYERS) if e.startswith("perfguard.store")]
     assert edges == []
+
+
+def test_the_counting_hooks_sit_below_the_backends_and_import_nothing_of_perfguard() -> None:
+    assert LAYERS.index("counting.hooks") < LAYERS.index("backends") < LAYERS.index("counting")
+    assert import_graph()["perfguard.counting.hooks"] == set()
 
 
 def test_every_package_has_a_layer() -> None:

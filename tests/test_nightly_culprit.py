@@ -208,10 +208,9 @@ def test_a_counted_nightly_with_one_culprit_opens_one_alert_and_counts_it_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
-    from perfguard.measure.counts import counting
-
     import perfguard.flows.nightly as nightly
     import perfguard.measure.job as job
+    from perfguard.counting.take import counting
     from perfguard.progress import Progress
     from perfguard.suite import load_suite
 

@@ -193,7 +193,7 @@ class Executable(Protocol):
 class BindableExecutable(Executable, Protocol):
     """A loaded artifact that can bind its inputs and outputs once (``bind``) and then run one
     inference per call of the returned step, with nothing converted or allocated by the caller:
-    what a counted window calls (``perfguard.workers.counting``), so the count holds the
+    what a counted window calls (``perfguard.counting.child``), so the count holds the
     model's work and not Python's per-call conversions, whose cost depends on where the heap put
     their objects (docs/guides/exact-evidence.md, "Exact on every model")."""
 
@@ -260,14 +260,14 @@ class Capabilities:
     ``counts``
         An artifact loaded with ``threads=1`` runs each inference in the calling thread (no pool
         left spinning), so a window of Valgrind's callgrind around ``run`` counts that inference
-        and nothing else: ``--counts`` (``perfguard.workers.counting``). An artifact it cannot
+        and nothing else: ``--counts`` (``perfguard.counting.child``). An artifact it cannot
         count all the same (built for instructions Valgrind cannot run) is ``Backend.count_blocker``.
     ``compile_counts``
         ``compile`` does its real work in the calling thread and opens a counted window around
-        each piece of it (``onnx_passes.counted``: a pass, or a step of the backend's own), so a
+        each piece of it (``counting.hooks.counted``: a pass, or a step of the backend's own), so a
         counted compile gives instructions per pass and ``compile_instructions``. A compiler run
         as a subprocess, which no window of the calling thread sees, runs through
-        ``onnx_passes.counted_process`` and is counted whole as one step (IREE's
+        ``counting.hooks.counted_process`` and is counted whole as one step (IREE's
         ``iree-import-onnx`` and ``iree-compile``).
     ``torch_models``
         ``compile`` takes a model given as a PyTorch callable (``[models.NAME] torch``: the
@@ -409,7 +409,7 @@ class Backend(ABC):
 
     def preload(self) -> None:
         """Import what :meth:`load` needs, once, in a counted process before it forks a child per
-        count (``workers.counting.do_count_batch``): every child then starts with the runtime
+        count (``counting.child.do_count_batch``): every child then starts with the runtime
         imported, so its import is paid once per job, not once per count under Valgrind, and
         what the import allocates lies in one state for every child (an import in each child
         left each a heap of its own, and counts moved with it). Nothing that starts a thread or

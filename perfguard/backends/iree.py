@@ -89,8 +89,8 @@ from perfguard.backends.iree_trace import (
     timing_records,
 )
 from perfguard.backends.iree_valgrind import count_blocker, keep_off_io_uring
-from perfguard.backends.onnx_passes import counted_process, counting_compile
 from perfguard.backends.settings import check_option_keys, option_choice
+from perfguard.counting.hooks import counted_process, counting_compile
 from perfguard.errors import (
     BackendError,
     CountedCompileDone,
@@ -335,7 +335,7 @@ class IreeBackend(Backend):
     ``local-sync`` driver (its dispatches run in the calling thread; ``iree_valgrind``), and its
     compile as two steps: ``iree-import-onnx`` and ``iree-compile`` run as subprocesses, outside
     the calling thread's windows, so a counted compile runs each whole under Valgrind
-    (``onnx_passes.counted_process``): ``step|iree-import-onnx``, ``step|iree-compile``. IREE's
+    (``counting.hooks.counted_process``): ``step|iree-import-onnx``, ``step|iree-compile``. IREE's
     own passes are not counted one by one (they run inside ``iree-compile``)."""
 
     name = "iree"

@@ -18,19 +18,18 @@ back from its input afterwards.
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import importlib
 import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from perfguard.backends.base import PassInfo, PassRecord, PassTrace
+from perfguard.counting.hooks import counted
 from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
 
 if TYPE_CHECKING:
@@ -189,41 +188,6 @@ def _record(index: int, name: str, source: str, seconds: float, nodes_before: in
                       nodes_before=nodes_before, nodes_after=len(after.graph.node),
                       op_histogram=op_histogram(after), ir_hash=after_hash,
                       changed=after_hash != before_hash), after_hash
-
-
-#: Where a counted compile (``perfguard.workers.counting``) opens a window around each piece of
-#: real work: ``window(label)`` is a context manager; None (the default) counts nothing. Labels:
-#: ``work|INDEX`` the real work of the pass (or onnxoptimizer group) starting at INDEX,
-#: ``replay|INDEX`` the one-pass replay of a pass inside a group (for its own figure only), and
-#: ``step|NAME`` a backend's own step (ONNX Runtime's session optimisation).
-COUNT_WINDOW: contextvars.ContextVar[Callable[[str], AbstractContextManager[object]] | None] = \
-    contextvars.ContextVar("perfguard_count_window", default=None)
-
-
-#: Where a counted compile counts a tool the backend runs as a subprocess (IREE's
-#: ``iree-import-onnx`` and ``iree-compile``), whose work no window of the calling thread sees:
-#: ``tool(label, argv)`` is the command that runs ``argv`` whole under Valgrind, its instructions
-#: reported as the step ``label`` (``step|NAME``); None (the default) counts nothing.
-COUNT_PROCESS: contextvars.ContextVar[Callable[[str, list[str]], list[str]] | None] = \
-    contextvars.ContextVar("perfguard_count_process", default=None)
-
-
-def counted_process(label: str, argv: list[str]) -> list[str]:
-    """``argv`` counted whole as the step ``label`` when a counted compile set ``COUNT_PROCESS``,
-    else ``argv`` as it is."""
-    tool = COUNT_PROCESS.get()
-    return argv if tool is None else tool(label, argv)
-
-
-def counting_compile() -> bool:
-    """True inside a counted compile (``COUNT_WINDOW`` set)."""
-    return COUNT_WINDOW.get() is not None
-
-
-def counted(label: str) -> AbstractContextManager[object]:
-    """The counted window ``label`` when a counted compile set one, else nothing."""
-    window = COUNT_WINDOW.get()
-    return nullcontext() if window is None else window(label)
 
 
 def apply_pipeline(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.ModelProto, PassTrace]:

@@ -28,13 +28,12 @@ from perfguard.backends.base import Artifact, Backend, Capabilities, CompileOutp
 from perfguard.backends.onnx_passes import (
     apply_pipeline,
     check_pass_names,
-    counted,
-    counting_compile,
     list_onnx_passes,
     onnxoptimizer_version,
     run_pipeline,
 )
 from perfguard.backends.settings import check_option_keys, option_choice
+from perfguard.counting.hooks import counted, counting_compile
 from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
 from perfguard.jsonfields import JsonDict
 

@@ -61,7 +61,6 @@ from perfguard.backends.base import (
     file_sha256,
     setting_strs,
 )
-from perfguard.backends.onnx_passes import counted, counting_compile
 from perfguard.backends.settings import check_option_keys
 from perfguard.backends.tvm_trace import (
     COUNTED_STEPS,
@@ -72,6 +71,7 @@ from perfguard.backends.tvm_trace import (
     prim_func_histogram,
     structural_hash,
 )
+from perfguard.counting.hooks import counted, counting_compile
 from perfguard.errors import (
     BackendError,
     CountedCompileDone,

@@ -2,7 +2,7 @@
 (run, check, nightly, bisect, tune), and the cache they put in place while the command runs
 (``perfguard.compile.cache``). ``main`` wraps every command in :func:`artifact_cache`; a command
 without the options is left as it is. The same commands take ``--counts`` (:func:`counted`:
-counted measurement under Valgrind, ``perfguard.measure.counts``).
+counted measurement under Valgrind, ``perfguard.counting``).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def counted(args: argparse.Namespace) -> Iterator[None]:
     if not (getattr(args, "counts", False) or cache):
         yield
         return
-    from perfguard.measure.counts import counting
+    from perfguard.counting.take import counting
 
     with counting(mode="cache" if cache else "instructions"):
         yield

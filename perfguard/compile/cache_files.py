@@ -13,7 +13,7 @@ an entry can be replaced by anyone who can write there. So:
 * **What is the cache's.** Eviction and sizing see only entries (:func:`own_entries`: a real
   folder named by a sha256 under a real folder named by its first two digits, holding a
   ``manifest.json``) and the temporary folders it makes in ``tmp/`` (:data:`TMP_PREFIXES`).
-* **Counts.** Counts of a variant (``perfguard.measure.counts_cache``) are one JSON file each,
+* **Counts.** Counts of a variant (``perfguard.counting.served``) are one JSON file each,
   ``counts/<sha256>.json`` (:func:`own_counts`), read and written only when ``counts`` is a real
   folder (:func:`counts_folder`, reads included) and at most :data:`MAX_COUNTS_BYTES`; eviction
   sees them beside the entries.

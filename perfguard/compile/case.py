@@ -37,7 +37,7 @@ class CompiledCase:
     #: "miss" (compiled and offered), "uncached" (not cacheable); None without a cache.
     cache: str | None = None
     #: The artifact cache's key of this compile (None: no cache, or not cacheable): what its
-    #: counted compile is stored under (``perfguard.measure.counts_cache``).
+    #: counted compile is stored under (``perfguard.counting.served``).
     cache_key: CacheKey | None = None
 
     @property

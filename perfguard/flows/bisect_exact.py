@@ -93,11 +93,11 @@ def probe_entries(suite: Suite, case: CaseSpec, variants: Sequence[Variant], pro
     """Compile every variant once (one job, no measurement) and return each compiled entry by
     label; ``counted``: each compiled variant is first counted once under Valgrind (one counted
     process per probe, a forked child for each version's inferences and one for its compile:
-    ``perfguard.measure.counts``). Counts repeat within their small A/A spread, so one count per
+    ``perfguard.counting.take``). Counts repeat within their small A/A spread, so one count per
     version decides, as one compile does for a node count. ``cache``: with the cache simulation
     (``estimated_cycles`` needs it, whatever the command's ``--counts`` said)."""
+    from perfguard.counting.valgrind import valgrind_path
     from perfguard.measure.job import compile_variants
-    from perfguard.workers.callgrind import valgrind_path
 
     if counted:
         valgrind_path()  # one line and exit 2 before any compile when Valgrind is missing

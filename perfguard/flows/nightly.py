@@ -300,7 +300,7 @@ def carry_counts(suite: Suite, verdicts: VerdictsDocument, store: Store, previou
     every night and a change's range stays night to night. Compile instructions are not carried:
     they are the compiler's work, and an identical artifact can come from a slower compile."""
     from perfguard.compare.check import same_execution
-    from perfguard.measure.counts import counts_wanted
+    from perfguard.counting.take import counts_wanted
     from perfguard.runners.fingerprint import fingerprint_hash
 
     tonight = verdicts.results.candidate if verdicts.results is not None else None

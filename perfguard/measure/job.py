@@ -26,27 +26,21 @@ from perfguard.compile.case import (
     mark_failed,
 )
 from perfguard.compile.preflight import start_check_suite
-from perfguard.measure.counts import (
-    DEFAULT_METHOD,
-    CompileCounts,
-    Counted,
-    Target,
-    cache_wanted,
-    count_targets,
-    counts_wanted,
-)
-from perfguard.measure.counts_cache import served, store
+from perfguard.counting.plan import DEFAULT_METHOD, Counted, Target
+from perfguard.counting.served import served, store
+from perfguard.counting.take import cache_wanted, count_targets, counts_wanted
+from perfguard.counting.valgrind import valgrind_path, valgrind_version
 from perfguard.measure.groups import VariantValues, measure_group
 from perfguard.measure.memory import probe_memory, with_memory
 from perfguard.models.loader import LoadedModel, materialize
 from perfguard.progress import Progress
 from perfguard.results import Latency, Measurement, ModelInfo, ResultDocument, SuiteInfo, utc_now
+from perfguard.results.counts import CompileCounts
 from perfguard.results.result import CacheUse
 from perfguard.runners import get_runner
 from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
 from perfguard.scratch import reclaim_stale, scratch_folder
 from perfguard.suite import CaseSpec, Suite
-from perfguard.workers.callgrind import valgrind_path, valgrind_version
 from perfguard.workers.protocol import MeasureVariant, variant_id
 from perfguard.workers.requests import measure_request
 
@@ -264,7 +258,7 @@ class Job:
             self.count(measured)
 
     def count(self, members: Sequence[CompiledCase], compile: bool = True) -> None:
-        """Count every member not counted yet under Valgrind (``perfguard.measure.counts``): one
+        """Count every member not counted yet under Valgrind (``perfguard.counting.take``): one
         counted process for all of them, its run and, when ``compile``, its compile (not a hybrid
         compile of pass bisection: its passes come from two compilers). A failed count is logged
         and leaves the variant without counts."""
@@ -287,7 +281,7 @@ class Job:
 
     def _counted(self, targets: Sequence[Target]) -> list[Counted]:
         """What counting ``targets`` gives: from the artifact cache where it holds their counts
-        (``perfguard.measure.counts_cache``), else counted (and then stored there)."""
+        (``perfguard.counting.served``), else counted (and then stored there)."""
         cache = self.ctx.cache
         tool = valgrind_version(valgrind_path()) if cache is not None else ""
         simulate = self.counts_cache

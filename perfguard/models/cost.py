@@ -3,7 +3,7 @@ ConvTranspose, MatMul and Gemm nodes at the shapes ONNX's shape inference gives 
 operators are counted as nothing: on the CNNs and transformers users bring, these four are
 nearly all of the work).
 
-What it is for: a counted run (``perfguard.measure.counts``) sizes its warm-up and window by
+What it is for: a counted run (``perfguard.counting.plan``) sizes its warm-up and window by
 the model, one plan for every pipeline of that model (so both sides of a check are counted
 alike and compare): a model of 3.6 G MACs (ResNet-34 at 224x224) runs about 1 G instructions
 per inference, where one inference is exact, and each inference under Valgrind costs a minute.

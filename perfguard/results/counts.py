@@ -1,5 +1,6 @@
-"""Counted evidence: what Valgrind's callgrind counts of one artifact per inference, and of one
-compile per pass (``docs/guides/exact-evidence.md``).
+"""Counted evidence: what Valgrind's callgrind counts of one artifact per inference (:class:`Counts`),
+and of one compile per pass (:class:`CompileCounts`) (``docs/guides/exact-evidence.md``; they are
+taken by ``perfguard.counting``).
 
 Counts are exact in the sense node count is: the same artifact on the same machine, library and
 Valgrind gives the same figure within a few parts in 10^5 (``docs/measured.md``, "Counted
@@ -27,7 +28,7 @@ from perfguard.results.counted_functions import FunctionCount, functions_from_js
 EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
 #: The figures of ``Counts`` that are metrics of their own (compared, gated, stored in the history).
 COUNTED_FIGURES = ("instructions", "estimated_cycles")
-#: How a count is taken (``perfguard.workers.counting``): counts of two protocols are not compared
+#: How a count is taken (``perfguard.counting``): counts of two protocols are not compared
 #: (a figure includes the window's fixed cost over N and the state warm-up leaves). 1: a warm-up
 #: of 2 inferences each side of the instrumentation switch, windows of 1 and 5 (until
 #: 2026-12-06; documents without ``protocol`` are of 1). 2: three warm-up inferences before the
@@ -36,7 +37,7 @@ COUNTED_FIGURES = ("instructions", "estimated_cycles")
 #: 4 (2026-12-07): the window calls the backend's bound step (``BindableExecutable``: ORT's
 #: IOBinding, no conversion or allocation per call) and prepared client requests; targets staged
 #: under names of one length in a folder of the system's; glibc's tcache holds every freed
-#: chunk; warm-up and window sized by the model (``measure.counts.count_plan``: 1 and 1 from
+#: chunk; warm-up and window sized by the model (``counting.plan.count_plan``: 1 and 1 from
 #: 100 M MACs), the cache simulation only on request (``cache``), and then one instrumented
 #: warm-up inference.
 COUNT_PROTOCOL = 4
@@ -138,3 +139,26 @@ class Counts:
                    f.string(data, "method", kind), f.string(data, "tool", kind), functions_from_json(data, kind),
                    f.count(data, "protocol", kind) if "protocol" in data else 1,
                    f.boolean(data, "cache", kind) if "cache" in data else True)
+
+
+@dataclass(frozen=True)
+class CompileCounts:
+    """A counted compile: ``total`` instructions of its real work (every pass, or onnxoptimizer
+    group, and the backend's own steps), ``per_pass`` by pass index, ``steps`` by name."""
+
+    total: int
+    per_pass: Mapping[int, int]
+    steps: Mapping[str, int]
+
+    def to_json(self) -> JsonDict:
+        return {"total": self.total, "per_pass": {str(k): v for k, v in self.per_pass.items()},
+                "steps": dict(self.steps)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> CompileCounts:
+        kind = "compile counts"
+        per_pass = f.int_map(data, "per_pass", kind)
+        if not all(index.isdigit() for index in per_pass):
+            raise ValueError(f"{kind}: per_pass is not a count by pass index")
+        return cls(f.integer(data, "total", kind), {int(index): value for index, value in per_pass.items()},
+                   f.int_map(data, "steps", kind))

@@ -36,13 +36,13 @@ import numpy as np
 from perfguard.atomic import write_atomic
 from perfguard.backends import check_case_runner, get_backend
 from perfguard.backends.base import Artifact, Backend, Executable
+from perfguard.counting.child import BATCH_MODE as COUNT_BATCH_MODE, CountBatchRequest, do_count_batch
 from perfguard.errors import BackendError, PerfguardError, RunnerUnavailable, first_line
 from perfguard.models.inputs import InputSpec, make_feeds
 from perfguard.results.result import CorrectnessCheck
 from perfguard.runners import get_runner
 from perfguard.runners.base import Runner
 from perfguard.suite import PipelineSpec
-from perfguard.workers.counting import BATCH_MODE as COUNT_BATCH_MODE, CountBatchRequest, do_count_batch
 from perfguard.workers.jit import check_still_compiled, prove_compiled
 from perfguard.workers.protocol import (
     STATUS_PREFIX,

@@ -1,12 +1,13 @@
-"""Counted measurement (``--counts``, ``[measure] counts = true``): each compiled variant also
-runs once in a fresh worker under Valgrind's callgrind, which counts its instructions and
-simulated cache misses per inference (``perfguard.workers.counting`` is the worker side,
-``perfguard.results.counts.Counts`` the record, ``docs/guides/exact-evidence.md`` the guide).
+"""Counted measurement (``--counts``, ``[measure] counts = true``), taken from the parent: each
+compiled variant also runs once in a worker under Valgrind's callgrind, which counts its
+instructions and simulated cache misses per inference (``perfguard.counting.child`` is the
+worker side, ``perfguard.results.counts.Counts`` the record, ``docs/guides/exact-evidence.md``
+the guide).
 
 One counted process per job (per backend), after the timing: it starts Python and the runtime
 under Valgrind once and forks a child for every variant's run and every counted compile, so
 each count starts from the same state, with nobody's allocations or caches before it, and two
-children count side by side on two cores (``perfguard.workers.counting.do_count_batch``). A
+children count side by side on two cores (``perfguard.counting.child.do_count_batch``). A
 count that fails costs that variant's counts (its verdict rows read UNKNOWN), never its timing.
 """
 
@@ -19,205 +20,35 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfguard.children import available_cores
-from perfguard.jsonfields import JsonDict, int_map, integer
-from perfguard.results.counted_functions import window_functions
-from perfguard.results.counts import Counts
+from perfguard.counting.child import CountBatchRequest, CountItem, CountRequest, ItemOutcome
+from perfguard.counting.dumps import read_dumps, window_functions
+from perfguard.counting.plan import (
+    DEFAULT_METHOD,
+    Counted,
+    CountOutcome,
+    CountPlan,
+    Target,
+    compile_counts,
+    least_window,
+    per_inference,
+    target_plan,
+)
+from perfguard.counting.valgrind import counted_command, counted_env, valgrind_path, valgrind_version
 from perfguard.scratch import scratch_folder
-from perfguard.workers.callgrind import (
-    counted_command,
-    counted_env,
-    read_dumps,
-    valgrind_path,
-    valgrind_version,
-)
-from perfguard.workers.counting import (
-    CountBatchRequest,
-    CountItem,
-    CountRequest,
-    ItemOutcome,
-    window_label,
-)
 from perfguard.workers.engine import run_worker
 from perfguard.workers.protocol import MeasureVariant
 
 if TYPE_CHECKING:
     from perfguard.backends.base import Artifact
-    from perfguard.compile.case import CompiledCase
     from perfguard.suite import Suite
 
-#: How much a count runs (``CountPlan``, per model: ``count_plan``). A small model: three
-#: warm-up inferences uninstrumented (the heap reaches its steady state), a window of three.
-#: A large one (at least :data:`LARGE_MODEL_MACS` multiply-accumulates an inference,
-#: ``perfguard.models.cost``): one warm-up and a window of one, since each inference under
-#: Valgrind costs about a minute there (ResNet-34 at 224x224: 77 s uninstrumented, 92 s counted,
-#: docs/measured.md) and a fixed cost of a few hundred instructions is nothing against its
-#: 10^9 an inference.
-COUNT_INFERENCES = 3
-COUNT_WARMUP = 3
-LARGE_MODEL_MACS = 100_000_000
-#: Where a count's per-inference figure is kept (the key of ``CountOutcome.counts``), and how it
-#: is made since protocol 4 (``Counts.method``): ``least``, the least of N windows of one
-#: inference (:func:`least_window`). Before, ``window``: the window of N / N
-#: (``benchmarks/counts.py`` measured a third, the difference of two windows: it spread 20x more).
-DEFAULT_METHOD = "window"
-LEAST = "least"
 #: A counted worker runs the model about 50-100x slower than natively (cache simulation on).
 TIMEOUT_FACTOR = 20.0
 MIN_TIMEOUT_S = 600.0
-
-#: The counted modes: ``instructions`` (``--counts``: no cache simulation, the cheap and exact
-#: default) and ``cache`` (``--counts-cache``: callgrind's cache simulation too, for
-#: ``estimated_cycles`` and the misses; one more inference, instrumented, fills the simulated
-#: caches before the window).
-COUNT_MODES = ("instructions", "cache")
-
-_requested: contextvars.ContextVar[str | None] = contextvars.ContextVar("perfguard_counts", default=None)
-
-
-@contextmanager
-def counting(enabled: bool = True, mode: str = "instructions") -> Iterator[None]:
-    """``--counts`` (``mode`` ``cache``: ``--counts-cache``) for every job started inside (``Job``
-    reads :func:`counts_wanted`); checks that Valgrind is installed first, so a command fails
-    with one line before any work."""
-    if enabled:
-        valgrind_path()
-    token = _requested.set(mode if enabled else None)
-    try:
-        yield
-    finally:
-        _requested.reset(token)
-
-
-def counts_wanted(suite: Suite) -> bool:
-    """Whether this job counts: ``--counts`` or the suite's ``[measure] counts``."""
-    return _requested.get() is not None or bool(suite.counts)
-
-
-def cache_wanted(suite: Suite) -> bool:
-    """Whether this job's counts simulate the caches: ``--counts-cache`` or the suite's
-    ``[measure] counts = "cache"``."""
-    return _requested.get() == "cache" or suite.counts == "cache"
-
-
-@dataclass(frozen=True)
-class CountPlan:
-    """How one variant is counted: ``warmup`` inferences uninstrumented, ``instrumented_warmup``
-    instrumented (1 with the cache simulation: the simulated caches then hold the model; 0
-    without, where nothing is warmed by it), then a window of ``inferences``."""
-
-    warmup: int
-    inferences: int
-    instrumented_warmup: int
-    cache: bool
-
-
-def count_plan(model_path: str | Path, cache: bool) -> CountPlan:
-    """The plan of every variant of the model at ``model_path`` (its source: one plan for all its
-    pipelines, so that both sides of a comparison are counted alike)."""
-    from perfguard.models.cost import model_macs
-
-    large = model_macs(model_path) >= LARGE_MODEL_MACS
-    return CountPlan(1 if large else COUNT_WARMUP, 1 if large else COUNT_INFERENCES, 1 if cache else 0, cache)
-
-
-def target_plan(target: Target, cache: bool) -> CountPlan:
-    """:func:`count_plan` of ``target``'s model."""
-    return count_plan(target.compiled.model.path, cache)
-
-
-@dataclass(frozen=True)
-class CountOutcome:
-    """What counting one variant gave: per-inference counts by method, or the failure in one line."""
-
-    counts: Mapping[str, Counts]
-    failure: str | None = None
-
-
-def least_window(windows: Mapping[str, Mapping[str, int]], variant: str, inferences: int) -> str | None:
-    """The label of the window of one inference with the fewest instructions among the
-    ``inferences`` windows of ``variant`` (None when one is missing). Every inference of a
-    warmed-up artifact runs the same code; an inference that ran more did something else too
-    (a runtime's periodic bookkeeping: ONNX Runtime ran ~2,000 more instructions, in code that
-    calls ``isalnum``, in one inference of some processes), which the least leaves out."""
-    labels = [window_label(variant, inferences, k) for k in range(inferences)]
-    if not labels or any(label not in windows for label in labels):
-        return None
-    return min(labels, key=lambda label: windows[label]["Ir"])
-
-
-def per_inference(windows: Mapping[str, Mapping[str, int]], variant: str, inferences: int,
-                  tool: str, cache: bool = True) -> dict[str, Counts]:
-    """Per-inference counts of ``variant`` from its windows, by method (``least``: the least of
-    ``inferences`` windows of one inference); empty when a window is missing."""
-    label = least_window(windows, variant, inferences)
-    if label is None:
-        return {}
-    return {DEFAULT_METHOD: Counts.from_events(windows[label], 1, LEAST, tool, cache=cache, windows=inferences)}
-
-
-@dataclass(frozen=True)
-class CompileCounts:
-    """A counted compile: ``total`` instructions of its real work (every pass, or onnxoptimizer
-    group, and the backend's own steps), ``per_pass`` by pass index, ``steps`` by name."""
-
-    total: int
-    per_pass: Mapping[int, int]
-    steps: Mapping[str, int]
-
-    def to_json(self) -> JsonDict:
-        return {"total": self.total, "per_pass": {str(k): v for k, v in self.per_pass.items()},
-                "steps": dict(self.steps)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> CompileCounts:
-        kind = "compile counts"
-        per_pass = int_map(data, "per_pass", kind)
-        if not all(index.isdigit() for index in per_pass):
-            raise ValueError(f"{kind}: per_pass is not a count by pass index")
-        return cls(integer(data, "total", kind), {int(index): value for index, value in per_pass.items()},
-                   int_map(data, "steps", kind))
-
-
-def compile_counts(windows: Mapping[str, Mapping[str, int]]) -> CompileCounts:
-    """The compile's figures from its windows (labels: ``onnx_passes.COUNT_WINDOW``): a pass's own
-    figure is its replay window inside an onnxoptimizer group, else its work window."""
-    work: dict[int, int] = {}
-    replay: dict[int, int] = {}
-    steps: dict[str, int] = {}
-    for label, events in windows.items():
-        kind, _, name = label.partition("|")
-        if kind == "work":
-            work[int(name)] = events["Ir"]
-        elif kind == "replay":
-            replay[int(name)] = events["Ir"]
-        elif kind == "step":
-            steps[name] = events["Ir"]
-    return CompileCounts(sum(work.values()) + sum(steps.values()), {**work, **replay}, steps)
-
-
-@dataclass(frozen=True)
-class Target:
-    """One variant to count: its inferences, and its compile too when ``compile`` (with the
-    compiler under test at ``compiler_path``)."""
-
-    compiled: CompiledCase
-    compile: bool = True
-    compiler_path: Path | None = None
-
-
-@dataclass(frozen=True)
-class Counted:
-    """What counting one target gave: its run's outcome, and its compile's figures or the reason
-    it has none (None and None: its compile was not asked for)."""
-
-    run: CountOutcome
-    compile: CompileCounts | None = None
-    compile_failure: str | None = None
 
 
 def count_targets(suite: Suite, targets: Sequence[Target], workdir: Path, cache: bool = False) -> list[Counted]:
@@ -275,7 +106,7 @@ def _staged(artifact: Artifact, scratch: Path, index: int) -> Artifact:
 
 def _items(suite: Suite, target: Target, scratch: Path, index: int, plan: CountPlan) -> list[CountItem]:
     """A target's count requests: its run, then its compile when asked for."""
-    from perfguard.workers.counting import CountCompileRequest
+    from perfguard.counting.child import CountCompileRequest
     from perfguard.workers.requests import compile_request
 
     compiled = target.compiled
@@ -356,3 +187,37 @@ def _counted(target: Target, index: int, scratch: Path, answers: Sequence[ItemOu
     if failure is not None:
         return Counted(run, None, f"counted compile failed: {failure}")
     return Counted(run, compile_counts(windows))
+
+
+#: The counted modes: ``instructions`` (``--counts``: no cache simulation, the cheap and exact
+#: default) and ``cache`` (``--counts-cache``: callgrind's cache simulation too, for
+#: ``estimated_cycles`` and the misses; one more inference, instrumented, fills the simulated
+#: caches before the window).
+COUNT_MODES = ("instructions", "cache")
+
+_requested: contextvars.ContextVar[str | None] = contextvars.ContextVar("perfguard_counts", default=None)
+
+
+@contextmanager
+def counting(enabled: bool = True, mode: str = "instructions") -> Iterator[None]:
+    """``--counts`` (``mode`` ``cache``: ``--counts-cache``) for every job started inside (``Job``
+    reads :func:`counts_wanted`); checks that Valgrind is installed first, so a command fails
+    with one line before any work."""
+    if enabled:
+        valgrind_path()
+    token = _requested.set(mode if enabled else None)
+    try:
+        yield
+    finally:
+        _requested.reset(token)
+
+
+def counts_wanted(suite: Suite) -> bool:
+    """Whether this job counts: ``--counts`` or the suite's ``[measure] counts``."""
+    return _requested.get() is not None or bool(suite.counts)
+
+
+def cache_wanted(suite: Suite) -> bool:
+    """Whether this job's counts simulate the caches: ``--counts-cache`` or the suite's
+    ``[measure] counts = "cache"``."""
+    return _requested.get() == "cache" or suite.counts == "cache"

@@ -1,10 +1,10 @@
-"""The counted worker (``perfguard.workers.callgrind``): one process under callgrind serves a
+"""The counted worker's side (``perfguard.counting.valgrind``): one process under callgrind serves a
 ``count_batch`` request, every count of a job, each in a child forked from it (see
 :func:`do_count_batch` for why). A ``count`` item: load
 one artifact, warm it up uninstrumented (``warmup`` inferences, cheap: ~10x native), switch
 instrumentation on, run one more inference so the simulated caches hold the model (~100x
 native), then count one window, dumped as its own profile ``ID|N`` (``inferences`` of them).
-The parent turns it into per-inference counts (``perfguard.measure.counts``).
+The parent turns it into per-inference counts (``perfguard.counting.take``).
 
 Why one window: the per-inference figure is the window of N over N (it keeps the fixed cost of
 opening a window, a few thousand instructions). A second window of one inference, for the
@@ -54,7 +54,7 @@ class CountResponse:
     """What a counted worker did: ``valgrind`` (how many Valgrinds it ran under: 0 means the
     windows counted nothing), its ``pid`` (its profiles are ``callgrind.out.PID.N``), and the
     events of the tools a counted compile ran as subprocesses, counted whole, by step label
-    (``processes``: ``onnx_passes.COUNT_PROCESS``)."""
+    (``processes``: ``counting.hooks.COUNT_PROCESS``)."""
 
     valgrind: int
     pid: int
@@ -122,9 +122,9 @@ def do_count(request: CountRequest) -> CountResponse:
     """The worker side of a ``count`` request (see the module's docstring)."""
     from perfguard.backends import get_backend
     from perfguard.backends.base import bound_step
+    from perfguard.counting.valgrind import ClientRequests
     from perfguard.models.inputs import make_feeds
     from perfguard.runners import get_runner
-    from perfguard.workers.callgrind import ClientRequests
 
     _mmap_large_allocations()
     artifact = request.variant.artifact
@@ -175,7 +175,7 @@ def _mmap_large_allocations() -> None:
 @dataclass(frozen=True)
 class CountCompileRequest:
     """Compile once as ``compile`` says (into its ``out_dir``: a scratch folder), instrumented,
-    with a counted window around each piece of real work (``onnx_passes.COUNT_WINDOW``); no
+    with a counted window around each piece of real work (``counting.hooks.COUNT_WINDOW``); no
     reference run and no correctness check (the real compile did those)."""
 
     mode: ClassVar[str] = COMPILE_MODE
@@ -207,10 +207,10 @@ def do_count_compile(request: CountCompileRequest) -> CountResponse:
     from pathlib import Path
 
     from perfguard.backends import get_backend
-    from perfguard.backends.onnx_passes import COUNT_PROCESS, COUNT_WINDOW
+    from perfguard.counting.hooks import COUNT_PROCESS, COUNT_WINDOW
+    from perfguard.counting.valgrind import ClientRequests
     from perfguard.errors import CountedCompileDone
     from perfguard.suite import PipelineSpec
-    from perfguard.workers.callgrind import ClientRequests
 
     compile_request = request.compile
     if compile_request.compiler_path:
@@ -249,8 +249,8 @@ def do_count_compile(request: CountCompileRequest) -> CountResponse:
 
 
 class _CountedTools:
-    """The tools a counted compile ran as subprocesses (``onnx_passes.COUNT_PROCESS``), each
-    under Valgrind whole (``callgrind.tool_command``), its profile in a scratch folder; their
+    """The tools a counted compile ran as subprocesses (``counting.hooks.COUNT_PROCESS``), each
+    under Valgrind whole (``valgrind.tool_command``), its profile in a scratch folder; their
     events by step label (a label run twice: summed)."""
 
     def __init__(self) -> None:
@@ -261,7 +261,7 @@ class _CountedTools:
         import tempfile
         from pathlib import Path
 
-        from perfguard.workers.callgrind import tool_command, valgrind_path
+        from perfguard.counting.valgrind import tool_command, valgrind_path
 
         if self.folder is None:
             self.folder = Path(tempfile.mkdtemp(prefix="count-tools-"))
@@ -272,7 +272,7 @@ class _CountedTools:
     def collect(self) -> dict[str, Mapping[str, int]]:
         import shutil
 
-        from perfguard.workers.callgrind import parse_dump
+        from perfguard.counting.dumps import parse_dump
 
         events: dict[str, dict[str, int]] = {}
         try:
@@ -391,9 +391,10 @@ def do_count_batch(request: CountBatchRequest) -> CountBatchResponse:
 
     import numpy.random  # noqa: F401 - the children's feeds (make_feeds), imported once here
 
+    import perfguard.counting.dumps  # noqa: F401 - a counted compile's tool profiles (parse_dump)
+    import perfguard.counting.valgrind  # noqa: F401
     import perfguard.models.inputs  # noqa: F401
     import perfguard.runners  # noqa: F401
-    import perfguard.workers.callgrind  # noqa: F401
     from perfguard.backends import get_backend
 
     for name in request.imports:

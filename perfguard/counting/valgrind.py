@@ -1,6 +1,7 @@
-"""Valgrind's callgrind from both sides of the process boundary: the command and environment a
-counted worker runs under, the client requests that open and close its windows from Python,
-and the reader of the profile files each window dumps.
+"""Valgrind, found in one place: its path (:func:`valgrind_path`, a missing one is one line) and
+version (:func:`valgrind_version`), the callgrind command and environment a counted worker runs
+under, and the client requests that open and close its windows from Python. The profiles each
+window dumps are read in ``perfguard.counting.dumps``.
 
 Why callgrind, and why client requests: Valgrind 3.19 (Debian bookworm, every machine here) has
 no start/stop requests for cachegrind (they came in 3.22), and ONNX Runtime's libraries are
@@ -25,17 +26,13 @@ import ctypes
 import mmap
 import os
 import platform
-import re
 import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from perfguard.errors import UserError
-from perfguard.results.counted_functions import read_profile, unreadable_cost_line
-from perfguard.results.counts import EVENTS
 
 #: The environment of a counted worker: every thread pool pinned to one thread and Python's hash
 #: seed fixed (an unpinned OpenBLAS pool and ORT's spinning threads gave a 6 % A/A spread in the
@@ -221,47 +218,3 @@ def merged_tunables(user: str, ours: str) -> str:
     names = {item.partition("=")[0] for item in ours.split(":")}
     kept = [item for item in user.split(":") if item and item.partition("=")[0] not in names]
     return ":".join([*kept, ours])
-
-
-@dataclass(frozen=True)
-class Dump:
-    """One profile callgrind (or cachegrind: the same ``events:`` and ``summary:`` lines) wrote:
-    the label of the client request that dumped it (None for the dump at exit) and its event
-    totals."""
-
-    label: str | None
-    events: Mapping[str, int]
-
-
-_TRIGGER = re.compile(r"^desc: Trigger: Client Request: (.*)$", re.MULTILINE)
-
-
-def parse_dump(text: str) -> Dump:
-    """The label and the ``summary:`` totals of a callgrind profile (format: callgrind's manual,
-    "Callgrind Format Specification": ``events:`` names the columns, ``summary:`` the totals)."""
-    names = next((line.split()[1:] for line in text.splitlines() if line.startswith("events:")), None)
-    totals = next((line.split()[1:] for line in text.splitlines() if line.startswith("summary:")), None)
-    if names is None or totals is None:
-        raise ValueError("not a callgrind profile: no 'events:' or 'summary:' line")
-    if len(totals) > len(names) or not all(t.isdigit() for t in totals):
-        raise ValueError(f"callgrind summary {' '.join(totals)!r} does not match the events {' '.join(names)}")
-    trigger = _TRIGGER.search(text)
-    events = {name: int(value) for name, value in zip(names, totals, strict=False)}
-    return Dump(trigger.group(1) if trigger else None, {e: events.get(e, 0) for e in EVENTS})
-
-
-def read_dumps(out_dir: Path, pid: int) -> dict[str, Mapping[str, int]]:
-    """The labelled windows of the main thread of process ``pid`` (files
-    ``callgrind.out.PID.N-01``: ``--separate-threads=yes``), by label; a ``ValueError`` for a
-    profile that is a link, too large (:func:`read_profile`) or holds a cost line no reader reads."""
-    windows: dict[str, Mapping[str, int]] = {}
-    for path in sorted(out_dir.glob(f"callgrind.out.{pid}.*-01")):
-        text = read_profile(path)
-        bad = unreadable_cost_line(text)  # the window's functions are read from these lines
-        if bad is not None:
-            raise ValueError(f"{path.name}: {bad}")
-        dump = parse_dump(text)
-        if dump.label is not None:
-            windows[dump.label] = dump.events
-    return windows
-

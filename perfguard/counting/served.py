@@ -39,17 +39,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
+from perfguard.counting.plan import DEFAULT_METHOD, Counted, CountOutcome, Target, target_plan
 from perfguard.errors import FieldError, StorageError
 from perfguard.jsonfields import JsonDict, boolean, count, integer, obj, string
-from perfguard.measure.counts import (
-    DEFAULT_METHOD,
-    CompileCounts,
-    Counted,
-    CountOutcome,
-    Target,
-    target_plan,
-)
-from perfguard.results.counts import COUNT_PROTOCOL, Counts
+from perfguard.results.counts import COUNT_PROTOCOL, CompileCounts, Counts
 from perfguard.results.documents import parse_json
 
 if TYPE_CHECKING:
