@@ -172,6 +172,28 @@ def test_the_key_follows_model_pipeline_backend_and_compiler_tree(toy, tmp_path)
     assert None not in hybrids and len(hybrids) == 3
 
 
+def test_not_cacheable_names_the_files_that_made_it_so_first_few_then_how_many_more(toy, tmp_path):
+    """Issue 43: "1 not cacheable" says which files under the compiler's path keep it from a key,
+    the first three, then how many more; a name is data (escaped, quoted: no control character
+    reaches the terminal line)."""
+    repo = toy["repo"]
+    user = _request(pipeline=CompilePipeline("mycc", "ort", ("mycc.passes:extra_work",), {}), compiler_path=str(repo))
+    (repo / "first.json").write_text("{}")
+    (repo / "mycc" / "passes.py").write_text(pass_source(9))
+    cache = CompileCache(tmp_path / "cache")
+    assert cache.key(user, "m" * 64, {"onnxruntime": "1.0"}) is None
+    line = cache.describe()
+    assert "1 not cacheable (uncommitted under " in line and "'first.json', 'mycc/passes.py'" in line, line
+    assert "more" not in line
+    for n in range(4):
+        (repo / f"notes\x1b[31m{n}\n.txt").write_text("x")
+    again = CompileCache(tmp_path / "cache")
+    assert again.key(user, "m" * 64, {"onnxruntime": "1.0"}) is None
+    line = again.describe()
+    assert "'first.json', 'mycc/passes.py', 'notes\\x1b[31m0\\n.txt' and 3 more)" in line, line
+    assert "\x1b" not in line and "\n" not in line
+
+
 def test_the_environment_names_the_cache_and_the_result_records_its_use(toy, tmp_path, monkeypatch):
     monkeypatch.setenv("PERFGUARD_ARTIFACT_CACHE", str(tmp_path / "cache"))
     for n, expected in ((1, {"hits": 0, "misses": 1, "uncached": 0}), (2, {"hits": 1, "misses": 0, "uncached": 0})):

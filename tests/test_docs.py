@@ -232,6 +232,30 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert last == test_command
 
 
+def test_getting_started_gives_the_readme_s_commands():
+    """The two pages a newcomer starts from give the same commands (issue 43): the test line CI runs,
+    the main job's line."""
+    started = re.findall(r"```bash\n(.*?)```", (DOCS / "getting-started.md").read_text(), re.S)
+    lines = [line for block in started for line in block.splitlines()]
+    readme = _readme_commands()
+    for ends in ("-m pytest", "perfguard run"):
+        assert [x for x in lines if x.endswith(ends)] == [x for x in readme if x.endswith(ends)], ends
+
+
+def test_the_docs_home_says_why_with_the_measured_comparison_quoted_exactly():
+    """docs/index.md's "Why perfguard" quotes docs/measured.md (issue 43): every figure it gives
+    (a percentage, a factor, seconds) stands in measured.md, and it links to the comparison."""
+    home = (DOCS / "index.md").read_text()
+    assert "## Why perfguard" in home
+    why = home.split("## Why perfguard", 1)[1].split("\n## ", 1)[0]
+    assert "(measured.md#what-a-comparison-costs-beside-pytest-benchmark-and-asv)" in why
+    measured = " ".join((DOCS / "measured.md").read_text().split())
+    assert "### What a comparison costs, beside pytest-benchmark and asv" in measured
+    figures = re.findall(r"[+-]?\d+(?:\.\d+)?(?: ?%|×| s\b)", " ".join(why.split()))
+    assert len(figures) >= 10, figures
+    assert [f for f in figures if f not in measured] == []
+
+
 def test_readme_links_into_the_docs_resolve():
     targets = re.findall(r"\]\((docs/[^)#]+)", README.read_text())
     assert len(targets) >= 15, targets

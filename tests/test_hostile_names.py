@@ -177,7 +177,7 @@ def test_history_list_show_and_changes_show_imported_names_literally(tmp_path: P
     cases = _column(listed.stdout, 0)
     for name in DOCUMENT_NAMES:
         assert _shown(name) in cases
-    assert "host[/x]:cpu\\u202e" in _column(listed.stdout, 3)
+    assert "host[/x]:cpu\\u202e" in _column(listed.stdout, 2)  # case, metric, runner
 
     shown = run_cli("history", "show", DOCUMENT_NAMES[0], "--store", store)
     _clean(shown, 0)

@@ -32,6 +32,7 @@ from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from perfguard.store import Change, Point, Series, Store
     from perfguard.store.alert_rows import Alert
@@ -246,39 +247,74 @@ def _ingest_foreign(args: argparse.Namespace) -> ExitCode:
 
 
 def _list(args: argparse.Namespace) -> ExitCode:
-    from rich.table import Table
-
-    from perfguard.cli._text import LOG_TABLE_WIDTH, cli_console, literal, print_title
+    from perfguard.cli._text import LOG_TABLE_WIDTH, cli_console, print_title
     from perfguard.history.site_model import levels
 
     _check_json(getattr(args, "json", None))
+    rows, out = [], []
     with open_store(args.store, create=False) as store:
         found = store.series(suite=args.suite, case=args.case, metric=args.metric, kind=args.kind)
         title = f"history in {store.url}: {len(found)} series"
-        table = Table(caption=LIST_CAPTION, caption_justify="left")
-        longest = max((len(series.key.case) for series in found), default=4)
-        for column in ("case", "metric", "kind", "runner", "nights", "latest", "trend", "last nights"):
-            # the case keeps its width where it can (a folded case id reads as two cases)
-            table.add_column(column, justify="right" if column in ("nights", "latest", "trend") else "left",
-                             overflow="fold", min_width=min(longest, 48) if column == "case" else None)
-        out = []
         every = store.all_points(kind=args.kind)  # one query, not one per series
         for series in found:
             points = every.get(series.id, [])
             level = levels(series, points)
             change = trend(level)
             latest = level[-1] if level else math.nan
-            table.add_row(literal(series.key.case), literal(series.key.metric), literal(series.key.kind),
-                          literal(series.key.runner_class),
-                          str(len(points)), format_value(series.key.metric, series.key.kind, latest),
-                          "" if change is None else f"{change:+.1%}", sparkline(level))
+            rows.append((series, len(points), level, latest, change))
             out.append({**_key_json(series), "points": len(points), "latest": latest, "trend": change,
-                        "last_time": series.last_time})
+                        "first_time": series.first_time, "last_time": series.last_time})
     console = cli_console(min_width=130, log_width=LOG_TABLE_WIDTH)
     print_title(console, title)
-    console.print(table)
+    console.print(_list_table(console, rows))
     _write_json(args.json, {"series": out})
     return ExitCode.OK
+
+
+#: The columns of ``history list``: what tells two series of one case and metric apart (the kind, in
+#: the metric column; the runner's fingerprint; the pipeline's definition; when its nights were)
+#: comes before the sparkline, which gets what room is left (none in a 120-column CI log).
+LIST_COLUMNS = ("case", "metric", "runner", "pipeline", "nights first..last", "latest", "trend")
+
+
+def _list_table(console: Console, rows: Sequence[tuple[Series, int, list[float], float, float | None]]) -> Table:
+    """The series as one table: the metric says ``(ratio)`` for a ratio series, the runner its
+    fingerprint's first 8 digits, the pipeline the first 8 of its definition's hash, nights the
+    count and the UTC dates of the first and last."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from perfguard.cli._text import literal
+    from perfguard.report.format import night_range
+
+    def table(spark: int) -> Table:
+        made = Table(caption=LIST_CAPTION, caption_justify="left", pad_edge=False)
+        longest = max((len(series.key.case) for series, *_ in rows), default=4)
+        for column in LIST_COLUMNS + (("last nights",) if spark else ()):
+            # the case keeps its width where it can (a folded case id reads as two cases)
+            made.add_column(column, justify="right" if column in ("latest", "trend") else "left",
+                            overflow="fold", min_width=min(longest, 48) if column == "case" else None)
+        for series, nights, level, latest, change in rows:
+            k = series.key
+            cells: list[Text | str] = [
+                literal(k.case), literal(k.metric + (" (ratio)" if k.kind == "ratio" else "")),
+                literal(_short_runner(k.runner_class)), literal(k.pipeline_hash[:8]),
+                literal(f"{nights} {night_range(series.first_time, series.last_time)}"),
+                format_value(k.metric, k.kind, latest), "" if change is None else f"{change:+.1%}"]
+            made.add_row(*cells, *((sparkline(level, spark),) if spark else ()))
+        return made
+
+    plain = table(0)
+    room = console.width - console.measure(plain).maximum - 2  # a column's border and padding
+    return table(min(24, room)) if room >= len("last nights") else plain
+
+
+def _short_runner(runner_class: str) -> str:
+    """``cpu:8b7c0876006612df`` (an absolute series' runner and fingerprint) as ``cpu:8b7c0876``."""
+    name, _, fingerprint = runner_class.rpartition(":")
+    if name and len(fingerprint) > 8 and all(c in "0123456789abcdef" for c in fingerprint):
+        return f"{name}:{fingerprint[:8]}"
+    return runner_class
 
 
 def _show(args: argparse.Namespace) -> ExitCode:

@@ -52,7 +52,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 import threading
 import time
@@ -77,6 +76,7 @@ from perfguard.compile.cache_files import (
     read_bounded,
     tree_bytes,
 )
+from perfguard.compile.compiler_tree import CompilerTree, read_compiler_tree, uncommitted_text
 from perfguard.errors import CorruptEntry, StorageError
 from perfguard.jsonfields import JsonDict
 from perfguard.results import utc_now
@@ -191,11 +191,13 @@ class CacheStats:
     counts_served: int = 0  # variants whose counts came from the cache (not counted again)
     counts_stored: int = 0
 
-    def describe(self) -> str:
+    def describe(self, uncached_why: str = "") -> str:
+        """``uncached_why``: what kept the compiles from a key (the files), said after their count."""
         counts = (f"; counts: {self.counts_served} served, {self.counts_stored} stored"
                   if self.counts_served or self.counts_stored else "")
-        return (f"{self.hits} hit(s), {self.misses} miss(es), {self.uncached} not cacheable; {self.stored} stored, "
-                f"{self.dropped} dropped (corrupt), {self.evicted} evicted{counts}")
+        why = f" ({uncached_why})" if uncached_why and self.uncached else ""
+        return (f"{self.hits} hit(s), {self.misses} miss(es), {self.uncached} not cacheable{why}; {self.stored} "
+                f"stored, {self.dropped} dropped (corrupt), {self.evicted} evicted{counts}")
 
 
 def _fsync(path: Path) -> None:
@@ -211,39 +213,12 @@ def _safe_relative(name: str) -> bool:
     return bool(parts) and not Path(name).is_absolute() and ".." not in parts
 
 
-def _git(path: Path, *args: str) -> str | None:
-    try:
-        proc = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, check=False,
-                              stdin=subprocess.DEVNULL, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
-
-
 def compiler_tree(path: Path, cache_root: Path | None = None) -> str | None:
     """The git tree hash of the folder ``path`` at its repository's HEAD, when the folder holds
     exactly that (no modified or untracked file; ignored files such as build outputs, Python
     bytecode caches and the cache folder ``cache_root`` aside); None otherwise (uncommitted
-    changes, or not in git)."""
-    tree = _git(path, "rev-parse", "--verify", "--quiet", "HEAD:./")
-    top = _git(path, "rev-parse", "--show-toplevel")
-    status = _git(path, "status", "--porcelain", "--untracked-files=all", "--", ".")
-    if tree is None or top is None or status is None:
-        return None
-    skip = cache_root.resolve() if cache_root is not None else None
-    if any(_changed(Path(top.strip()), line, skip) for line in status.splitlines()):
-        return None
-    return tree.strip()
-
-
-def _changed(top: Path, line: str, skip: Path | None) -> bool:
-    """A ``git status --porcelain`` line (its path relative to the repository's root ``top``)
-    that is a change of the sources: not Python's bytecode cache (which importing the user passes
-    writes beside them when no .gitignore hides it), nor a file under ``skip``."""
-    path = line[3:].strip().strip('"').rstrip("/")
-    if not path or "__pycache__" in Path(path).parts or path.endswith((".pyc", ".pyo")):
-        return False
-    return skip is None or not (top / path).resolve().is_relative_to(skip)
+    changes, or not in git): :func:`perfguard.compile.compiler_tree.read_compiler_tree`."""
+    return read_compiler_tree(path, cache_root).tree
 
 
 @functools.cache
@@ -276,7 +251,7 @@ class CompileCache:
         self.warn = warn
         self._mutex = threading.Lock()
         self._stats = CacheStats()
-        self._trees: dict[str, str | None] = {}
+        self._trees: dict[str, CompilerTree] = {}
         self._warned: set[str] = set()  # the kinds of warning given (one each)
         claim(self.root)
 
@@ -295,11 +270,11 @@ class CompileCache:
         name = str(Path(path).resolve())
         with self._mutex:
             if name in self._trees:
-                return self._trees[name]
-        tree = compiler_tree(Path(name), self.root)
+                return self._trees[name].tree
+        tree = read_compiler_tree(Path(name), self.root)
         with self._mutex:
             self._trees[name] = tree
-        return tree
+        return tree.tree
 
     # --- the key -----------------------------------------------------------------------------
 
@@ -686,8 +661,12 @@ class CompileCache:
         return removed
 
     def describe(self) -> str:
-        """One line for the end of a command: the folder, what it did, its size."""
-        return f"artifact cache {self.root}: {self.stats.describe()}; {format_bytes(self.size_bytes())} held"
+        """One line for the end of a command: the folder, what it did (the files that kept compiles
+        from a key named), its size."""
+        with self._mutex:
+            unclean = sorted((name, tree.uncommitted) for name, tree in self._trees.items() if tree.uncommitted)
+        why = "; ".join(uncommitted_text(name, names) for name, names in unclean)
+        return f"artifact cache {self.root}: {self.stats.describe(why)}; {format_bytes(self.size_bytes())} held"
 
 
 def _document(raw: bytes, name: str) -> Mapping[str, object]:

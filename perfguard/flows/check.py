@@ -35,6 +35,7 @@ from perfguard.errors import UserError
 from perfguard.measure.job import Job
 from perfguard.progress import Progress
 from perfguard.results import ResultDocument, load_result
+from perfguard.results.result import WORKING_TREE
 from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
 from perfguard.workers.protocol import variant_id
@@ -137,9 +138,11 @@ def _explain_regressions(suite: Suite, job: Job, pairs: list[Pair], by_variant: 
 
 def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: CheckSettings,
                       progress: Progress, explain: ProfileSettings | None = None, *,
-                      head_built: bool = False) -> VerdictsDocument:
+                      head_built: bool = False, head_subject: str = WORKING_TREE) -> VerdictsDocument:
     """``head_built``: the caller already ran the build command in the working tree (the night
-    builds it once to tell a broken compiler from a good one), so it is not run again."""
+    builds it once to tell a broken compiler from a good one), so it is not run again.
+    ``head_subject``: what the head side is called in the document; the night, which measures its
+    commit, gives that commit's subject (the history site labels the night's points with it)."""
     head = working_tree(suite)
     with checkout_at(suite, ref, "base") as base:
         progress.log(f"base: {ref} = {base.commit[:10] if base.commit else '?'} {base.subject}")
@@ -148,7 +151,7 @@ def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: C
             run_build(head, suite.compiler.build)
         changed = pipelines_at(suite, base, progress)
         sides = [Side("base", base.pass_path, base.commit, base.subject, pipelines=changed),
-                 Side("head", suite.compiler.path, head.commit, "working tree")]
+                 Side("head", suite.compiler.path, head.commit, head_subject)]
         job = Job(suite, cases, sides=sides, progress=progress)
 
         def make_pairs(by_variant: dict[str, CompiledCase]) -> list[Pair]:

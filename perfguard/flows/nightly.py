@@ -199,7 +199,8 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
         from perfguard.flows.check import check_against_ref
 
         progress.log(f"previous night: {previous.commit[:10]} ({previous.time}); checking {head_sha[:10]} against it")
-        verdicts = check_against_ref(suite, cases, previous.commit, settings, progress, head_built=True)
+        verdicts = check_against_ref(suite, cases, previous.commit, settings, progress, head_built=True,
+                                     head_subject=head_subject)
         if recheck:
             from perfguard.flows.nightly_recheck import recheck as recheck_tonight
 

@@ -5,8 +5,9 @@ Pages (every link relative, so the folder works from disk and on GitHub Pages):
 * ``index.html`` - the open alerts (one row per alert: kind, status, assignee, age, suite and
   runner class, commit range, culprit, cases, size; the longest waiting first), the open changes
   outside them (regressions first), then every series (model x pipeline x
-  runner x metric x kind) with a sparkline, its latest level and its change over the last 7 and
-  30 nights, series with an open regression first. Filters: every model, pipeline, runner, metric
+  runner x metric x kind; its pipeline's hash shown, so series of an edited pipeline differ) with a
+  sparkline, its latest level, its change over the last 7 and 30 nights and its nights (how many,
+  first..last), series with an open regression first. Filters: every model, pipeline, runner, metric
   and backend links to a pre-rendered page of its series (``filter/<dimension>-<n>.html``); where
   JavaScript runs, a filter box narrows the table in place;
 * ``series/<id>.html`` - the trend over nights (the value, or the chained index of a ratio
@@ -75,6 +76,7 @@ from perfguard.store import Store
 
 if TYPE_CHECKING:
     import jinja2
+    from markupsafe import Markup
 
 __all__ = ["MARKER_FILE", "SiteCounts", "SiteSummary", "build_site", "collect", "format_value", "render"]
 
@@ -132,8 +134,19 @@ def _environment() -> jinja2.Environment:
     env.filters.update({"change": fmt.change, "interval": fmt.interval, "timestamp": fmt.timestamp,
                         "state_label": lambda state: STATE_LABELS.get(state, state), "short": _short,
                         "value": lambda v, series: format_value(series.key.metric, series.key.kind, v),
-                        "env_text": _env_text, "span": span, "days": _days})
+                        "env_text": _env_text, "span": span, "days": _days, "night_range": _night_range})
     return env
+
+
+def _night_range(first: str, last: str) -> Markup:
+    """A series' first..last night (:func:`perfguard.report.format.night_range`), a line break
+    allowed after the ".." and nowhere inside a date (each date escaped)."""
+    from markupsafe import Markup
+
+    from perfguard.report.format import night_range
+
+    return Markup("..<wbr>").join(Markup('<span class="date">%s</span>') % part
+                                  for part in night_range(first, last).split(".."))
 
 
 def _short(commit: str | None) -> str:

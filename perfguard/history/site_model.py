@@ -9,7 +9,7 @@ here writes to the store or to disk.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -169,6 +169,7 @@ class DocumentView:
     subject: str
     environment: dict[str, JsonDict]  # runner fingerprints: free-form
     night: Night | None = None
+    base: tuple[str, str] | None = None  # a check's base: (commit, subject)
     points: list[tuple[SeriesView, Point]] = field(default_factory=list)
     verdicts: list[tuple[Verdict, str, SeriesView | None]] = field(default_factory=list)  # (row, state, series)
     failed: list[tuple[str, str, str]] = field(default_factory=list)  # (case, stage, message)
@@ -343,10 +344,24 @@ def _document_view(document_id: int, data: Any) -> DocumentView | None:
         return None
     compiler = result.compiler
     view = DocumentView(document_id, kind, result.suite.name, time, commit or (compiler.commit if compiler else None),
-                        compiler.subject if compiler else "", dict(result.environment), verdicts=rows)
+                        compiler.commit_subject if compiler else "", dict(result.environment), verdicts=rows)
+    if isinstance(document, VerdictsDocument) and document.mode.base_commit and document.mode.base_subject:
+        view.base = (document.mode.base_commit, document.mode.base_subject)
     view.failed = [(c.id, c.error.stage if c.error else c.status, c.error.message if c.error else "")
                    for c in result.cases if not c.ok]
     return view
+
+
+def _name_subjects(documents: Iterable[DocumentView]) -> None:
+    """Give a night whose document names no subject for its commit the subject another document
+    knows: a check's head side is labelled "working tree" (``perfguard.flows.check``), and the
+    next night's check names the same commit as its base, with its subject."""
+    documents = list(documents)
+    known = {d.commit: d.subject for d in documents if d.commit and d.subject}
+    known.update({d.base[0]: d.base[1] for d in documents if d.base and d.base[0] not in known})
+    for document in documents:
+        if not document.subject and document.commit:
+            document.subject = known.get(document.commit, "")
 
 
 def _runner_environment(document: DocumentView | None, runner: str) -> JsonDict | None:
@@ -492,6 +507,7 @@ def collect(store: Store, suite: str | None = None, *, now: datetime | None = No
         if document is not None:
             document.night = nights.get(document_id)
             documents[document_id] = document
+    _name_subjects(documents.values())
     for view in views:
         for point in view.points:
             if point.document_id in documents:

@@ -112,3 +112,14 @@ def timestamp(value: object) -> str:
     if len(text) >= 19 and text[10] == "T" and text.endswith("Z"):
         return f"{text[:10]} {text[11:19]} UTC"
     return text
+
+
+def night_range(first: object, last: object) -> str:
+    """The UTC dates of a series' first and last night: ``2026-03-01..03-20`` (the year said once
+    when both share it), ``2026-03-01`` for one day; what is not a timestamp is shown as it is."""
+    start, end = str(first or "")[:10], str(last or "")[:10]
+    if not end or start == end:
+        return start
+    if start[:5] == end[:5] and start[4:5] == "-":
+        return f"{start}..{end[5:]}"
+    return f"{start}..{end}"

@@ -576,6 +576,11 @@ class SuiteInfo:
         return cls(*(f.string(data, k, "suite") for k in ("name", "path", "sha256")))
 
 
+#: The subject a check records for its head side when it is the working tree as it is (uncommitted
+#: changes and all), which is no commit's subject (``perfguard.flows.check``).
+WORKING_TREE = "working tree"
+
+
 @dataclass(frozen=True)
 class CompilerInfo:
     """Which version of the compiler under test this document measured (a side of a check)."""
@@ -584,6 +589,11 @@ class CompilerInfo:
     commit: str | None = None
     subject: str = ""
     pass_path: str | None = None
+
+    @property
+    def commit_subject(self) -> str:
+        """The subject of ``commit``: '' where the side says only that it is the working tree."""
+        return "" if self.subject == WORKING_TREE else self.subject
 
     def to_json(self) -> JsonDict:
         return {"label": self.label, "commit": self.commit, "subject": self.subject, "pass_path": self.pass_path}
