@@ -27,7 +27,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from perfguard.stats.modality import timing_quality, usual_cv  # noqa: E402
+from perfguard.backends import usual_cv  # noqa: E402
+from perfguard.stats.modality import timing_quality  # noqa: E402
 
 
 def _load() -> str:

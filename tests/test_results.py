@@ -86,7 +86,7 @@ def test_an_ok_case_needs_latency_unless_it_says_why_it_was_not_measured():
 
 
 def test_a_tvm_trace_reads_its_own_fields_typed_and_writes_them_back_as_they_were():
-    """TVM's trace fields (``TvmStages``) are typed and validated like IREE's, not kept untyped in
+    """TVM's trace fields (``TvmStages``, its ``TraceExtension``) are typed and validated like IREE's, not kept untyped in
     ``extra``; a trace of another backend (every older document's) reads without them."""
     from perfguard.backends.tvm_trace import TvmStages
     from perfguard.errors import FieldError
@@ -96,9 +96,9 @@ def test_a_tvm_trace_reads_its_own_fields_typed_and_writes_them_back_as_they_wer
     data = {**common, "import_time_s": 0.25, "build_time_s": 1.0, "prim_funcs": 7, "nested_passes": 40,
             "by_a_plugin": {"k": 1}}
     trace = Trace.from_json(data)
-    assert trace.tvm == TvmStages(0.25, 1.0, 7, 40) and trace.extra == {"by_a_plugin": {"k": 1}}
+    assert trace.extension == TvmStages(0.25, 1.0, 7, 40) and trace.extra == {"by_a_plugin": {"k": 1}}
     assert trace.to_json() == data
-    assert Trace.from_json(common).tvm is None and Trace.from_json(common).to_json() == common
+    assert Trace.from_json(common).extension is None and Trace.from_json(common).to_json() == common
     with pytest.raises(FieldError, match="prim_funcs"):
         Trace.from_json({**data, "prim_funcs": -1})
     without = dict(data)

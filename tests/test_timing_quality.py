@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from perfguard.backends import usual_cv
 from perfguard.stats.modality import (
     DEFAULT_USUAL_CV,
     MODE_GAP,
     timing_quality,
-    usual_cv,
     widest_gap,
 )
 

@@ -48,8 +48,8 @@ def _rows(before: Sequence[Sequence[KernelStat]], after: Sequence[Sequence[Kerne
     return tuple(rows[:KERNEL_ROWS])
 
 
-def diff_ort(before: Sequence[GpuProfile], after: Sequence[GpuProfile]) -> GpuDiff:
-    """The GPU diff of ORT's ``Kernel`` aggregates, one per worker of each side."""
+def diff_kernel_events(before: Sequence[GpuProfile], after: Sequence[GpuProfile]) -> GpuDiff:
+    """The GPU diff of the profiles' ``Kernel`` aggregates (ORT's events), one per worker of each side."""
     def of(value: Callable[[GpuProfile], float]) -> Change:
         return _change([value(p) for p in before], [value(p) for p in after])
 
@@ -87,11 +87,12 @@ def build_section(before: Sequence[GpuProfile | None], after: Sequence[GpuProfil
                   nsight: Sequence[NsightSide] = (), skipped: Sequence[str] = ()) -> GpuSection:
     """The GPU section: ORT's kernels where every worker of both sides has them, else nsys's."""
     reasons = list(skipped)
-    ort_before = [p for p in before if p is not None]
-    ort_after = [p for p in after if p is not None]
+    profiled_before = [p for p in before if p is not None]
+    profiled_after = [p for p in after if p is not None]
     diff = None
-    if ort_before and ort_after and len(ort_before) == len(before) and len(ort_after) == len(after):
-        diff = diff_ort(ort_before, ort_after)
+    if profiled_before and profiled_after and len(profiled_before) == len(before) \
+            and len(profiled_after) == len(after):
+        diff = diff_kernel_events(profiled_before, profiled_after)
     else:
         reasons.append("skipped: ORT kernels: the profiles hold no Kernel events (ONNX Runtime records them only in "
                        "builds made with --enable_cuda_profiling)")

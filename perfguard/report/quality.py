@@ -17,7 +17,8 @@ __all__ = ["check_timing_notes", "timing_notes"]
 
 def timing_notes(document: ResultDocument) -> list[str]:
     """``timing quality: CASE: what was seen: likely cause`` for each flagged case, in order."""
-    from perfguard.stats.modality import timing_quality, usual_cv
+    from perfguard.backends import usual_cv
+    from perfguard.stats.modality import timing_quality
 
     notes = []
     for case in document.cases:

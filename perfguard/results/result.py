@@ -45,8 +45,8 @@ from typing import Any, Literal
 import numpy as np
 
 from perfguard import jsonfields as f
+from perfguard.backends import TraceExtension, trace_extensions
 from perfguard.backends.base import Artifact, DatabaseUse, PassRecord
-from perfguard.backends.tvm_trace import TvmStages
 from perfguard.errors import FieldError
 from perfguard.jsonfields import JsonDict, json_value
 from perfguard.models.inputs import InputSpec
@@ -272,9 +272,10 @@ class Trace:
     """The pass trace of one compile: one record per pass, in pipeline order.
 
     ``mode``, ``pass_times`` and ``cache_hit`` are IREE's (``perfguard.backends.iree_trace``),
-    ``database_use`` and ``tvm`` TVM's (``perfguard.backends.tvm_trace.TvmStages``: written as
-    keys of the trace, as TVM's trace has them); ``extra`` keeps any other key a third-party
-    backend's trace adds, so it is written back."""
+    ``database_use`` a tuned pipeline's (TVM's); ``extension`` holds the typed fields a backend
+    declares for its trace (``perfguard.backends.TraceExtension``, e.g. TVM's stages: written as
+    keys of the trace, as that backend's trace has them); ``extra`` keeps any other key a
+    third-party backend's trace adds, so it is written back."""
 
     passes: tuple[PassRecord, ...] = ()
     input_hash: str = ""
@@ -287,7 +288,7 @@ class Trace:
     cache_hit: bool | None = None
     extra: JsonDict = field(default_factory=dict)
     database_use: DatabaseUse | None = None  # a TVM pipeline that applies a tuning database
-    tvm: TvmStages | None = None
+    extension: TraceExtension | None = None
 
     def after_prefix(self, prefix: Trace, shift: int) -> Trace:
         """This trace (stage 2 of a hybrid compile, its passes renumbered from ``shift``) behind the
@@ -299,7 +300,7 @@ class Trace:
         out: JsonDict = {"passes": [_pass_json(p) for p in self.passes], "input_hash": self.input_hash,
                            "final_hash": self.final_hash, "total_time_s": self.total_time_s, "exact": self.exact,
                            "note": self.note}
-        return {**self.extra, **out, **({} if self.tvm is None else self.tvm.to_json()),
+        return {**self.extra, **out, **({} if self.extension is None else self.extension.to_json()),
                 **f.drop_none({"mode": self.mode, "cache_hit": self.cache_hit,
                                "pass_times": None if self.pass_times is None else list(self.pass_times),
                                "database_use": None if self.database_use is None
@@ -309,19 +310,29 @@ class Trace:
     def from_json(cls, data: Mapping[str, object]) -> Trace:
         kind = "trace"
         pass_times = data.get("pass_times")
+        known = _COMMON_TRACE_KEYS.union(*(extension.KEYS for extension in trace_extensions()))
         return cls(tuple(_pass_record(p) for p in f.objects(data, "passes", kind)), f.string(data, "input_hash", kind),
                    f.string(data, "final_hash", kind), f.seconds(data, "total_time_s", kind),
                    f.boolean(data, "exact", kind), f.string(data, "note", kind), f.opt_string(data, "mode", kind),
                    None if pass_times is None else f.json_objects(data, "pass_times", kind),
                    None if data.get("cache_hit") is None else f.boolean(data, "cache_hit", kind),
-                   {k: json_value(v, f"{kind}.{k}") for k, v in data.items() if k not in _TRACE_KEYS},
+                   {k: json_value(v, f"{kind}.{k}") for k, v in data.items() if k not in known},
                    None if data.get("database_use") is None
                    else DatabaseUse.from_json(f.obj(data, "database_use", kind)),
-                   TvmStages.from_trace(data))
+                   _extension(data))
 
 
-_TRACE_KEYS = frozenset({"passes", "input_hash", "final_hash", "total_time_s", "exact", "note", "mode", "pass_times",
-                         "cache_hit", "database_use", *TvmStages.KEYS})
+def _extension(data: Mapping[str, object]) -> TraceExtension | None:
+    """The first backend trace extension whose keys the trace holds, read and checked."""
+    for extension in trace_extensions():
+        found = extension.from_trace(data)
+        if found is not None:
+            return found
+    return None
+
+
+_COMMON_TRACE_KEYS = frozenset({"passes", "input_hash", "final_hash", "total_time_s", "exact", "note", "mode",
+                                "pass_times", "cache_hit", "database_use"})
 
 
 def _pass_json(record: PassRecord) -> JsonDict:

@@ -7,7 +7,7 @@ the check says ``unknown`` without saying why. :func:`timing_quality` names what
 
 ``multimodal``  the sorted values split into two groups with a gap of at least ``MODE_GAP`` (1.5x)
                 between them, each group holding at least ``max(2, MIN_MODE_SHARE * n)`` values;
-``high_cv``     one group, but a cv above ``CV_FACTOR`` (4x) the backend's usual level (``USUAL_CV``);
+``high_cv``     one group, but a cv above ``CV_FACTOR`` (4x) the backend's usual level (``perfguard.backends.usual_cv``);
 ``ok``          neither; ``too_few`` under ``MIN_VALUES`` values (nothing is judged).
 
 Why a gap between sorted values and not a dip test or a mixture fit: the failures it is for are
@@ -32,11 +32,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: The usual cv of a case's values by backend, measured on the 2-core machine (within-process cv
-#: at one thread plus the spread between processes; docs/measured.md).
-#: Inductor's is its level once every value runs the compiled graph (issue 45).
-USUAL_CV = {"ort": 0.03, "iree": 0.03, "tvm": 0.02, "inductor": 0.05}
-#: The usual cv of a backend not listed (a plugin's, the mock's).
+#: The usual cv of a backend that declares none (a plugin's, the mock's); the built-in backends
+#: declare theirs (``perfguard.backends.usual_cv``).
 DEFAULT_USUAL_CV = 0.05
 #: The smallest ratio between neighbouring sorted values that splits two modes.
 MODE_GAP = 1.5
@@ -83,11 +80,6 @@ class TimingQuality:
             return (f"cv {self.cv:.2f} is {self.cv / self.usual_cv:.0f}x the backend's usual {self.usual_cv:.2f} "
                     f"({self.n} values); {self.cause}")
         return ""
-
-
-def usual_cv(backend: str) -> float:
-    """The usual cv of ``backend``'s values (``USUAL_CV``, else ``DEFAULT_USUAL_CV``)."""
-    return USUAL_CV.get(backend, DEFAULT_USUAL_CV)
 
 
 def _ms(seconds: float) -> str:

@@ -34,7 +34,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from perfguard.atomic import write_atomic
-from perfguard.backends import check_case_runner, get_backend
+from perfguard.backends import check_case_runner, get_backend, preload_default_backend, reference_runtime
 from perfguard.backends.base import Artifact, Backend, Executable
 from perfguard.counting.child import BATCH_MODE as COUNT_BATCH_MODE, CountBatchRequest, do_count_batch
 from perfguard.errors import BackendError, PerfguardError, RunnerUnavailable, first_line
@@ -141,11 +141,9 @@ def _reference_outputs(backend: Backend, model_path: str, feeds: dict[str, np.nd
     have_probe = probe_feeds is None or bool(probe_path and os.path.exists(probe_path))
     if have_ref and have_probe:
         return _load_outputs(str(cache)), _load_outputs(str(probe_path)) if probe_feeds is not None else None
-    executable = backend.reference(Path(model_path))
-    runtime = "ONNX Runtime" if executable is None else f"the {backend.name} backend's reference"
+    runtime, load_reference = reference_runtime(backend, Path(model_path))
     try:
-        if executable is None:
-            executable = _ort_reference(model_path)
+        executable = load_reference()
         outputs = [np.asarray(o) for o in executable.run(feeds)]
         probe = [np.asarray(o) for o in executable.run(probe_feeds)] if probe_feeds is not None else None
     except PerfguardError:
@@ -157,14 +155,6 @@ def _reference_outputs(backend: Backend, model_path: str, feeds: dict[str, np.nd
         if probe is not None and probe_path:
             _save_outputs(probe_path, probe)
     return outputs, probe
-
-
-def _ort_reference(model_path: str) -> Executable:
-    """The ONNX file under ONNX Runtime with every optimization off, on the CPU."""
-    from perfguard.backends.ort import OrtExecutable, create_session
-
-    settings = {"graph_optimization_level": "disabled", "disabled_optimizers": []}
-    return OrtExecutable(create_session(model_path, settings, 1, ["CPUExecutionProvider"]))
 
 
 def probe_inputs(specs: list[InputSpec], seed: int, feeds: dict[str, np.ndarray],
@@ -528,13 +518,7 @@ def serve(request: CompileRequest | MeasureRequest | MemoryRequest | VerifyReque
 def _wait_as_spare() -> list[str] | None:
     """``--spare``: import what a measure worker needs, then wait for ``REQUEST\tRESPONSE`` on
     stdin (``perfguard.workers.engine.Spare``); None when stdin closes first (not needed)."""
-    import importlib
-
-    for module in ("onnxruntime", "perfguard.backends.ort"):
-        try:
-            importlib.import_module(module)
-        except ImportError:  # a backend without ONNX Runtime: the request says what it needs
-            pass
+    preload_default_backend()
     line = sys.stdin.readline().strip()
     return line.split("\t") if line else None
 
