@@ -19,6 +19,7 @@ from perfguard.store.alert_rows import (
     AlertChange,
     AlertEvent,
     AlertExplanation,
+    CommitFacts,
     NodeChange,
     group_changes,
 )
@@ -68,9 +69,12 @@ def test_an_alert_round_trips_through_json_and_refuses_an_unknown_status():
                   (AlertChange(1, "a/mycc/cpu", "latency", "ratio", 1.06, 1.04, 1.08),),
                   "ada", "https://github.com/o/r/issues/1", "looked", "2026-12-01T03:00:00.000000Z",
                   "2026-12-02T03:00:00.000000Z", (AlertEvent("ada", "2026-12-02T03:00:00.000000Z", "untriaged",
-                                                             "wont-fix", "looked"),))
+                                                             "wont-fix", "looked"),),
+                  culprit_facts=CommitFacts("commit 5", "Ann <ann@example.com>", "2026-01-01T00:00:00+00:00"))
     data = json.loads(json.dumps(alert.to_json()))
     assert Alert.from_json(data) == alert and not alert.is_open and alert.cases == ("a/mycc/cpu",)
+    # written before the culprit's facts were recorded: read as none
+    assert Alert.from_json({k: v for k, v in data.items() if k != "culprit_facts"}).culprit_facts is None
     with pytest.raises(ValueError, match="status.*one of untriaged, .*improvement, found 'later'"):
         Alert.from_json({**data, "status": "later"})
     assert "improvement" in STATUSES and len(STATUSES) == 9
@@ -154,6 +158,36 @@ def test_a_store_of_revision_0001_is_upgraded_with_its_data_and_then_raises_one_
         assert {c.alert_id for c in store.changes()} == {alert.id}
 
 
+def test_a_store_of_revision_0005_gets_its_alerts_culprit_facts_from_their_bisections(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    old = tmp_path / "migrations-0005"
+    shutil.copytree(schema.MIGRATIONS_DIR, old, ignore=shutil.ignore_patterns("__pycache__", "000[6-9]_*"))
+    bisect = json.loads((GOLDEN / "bisect-commits.json").read_text())
+    sha = bisect["culprits"][0]["commit"]["sha"]
+    with Store.open(url, migrations=old) as store:  # what perfguard wrote before 0006
+        _seed(store)
+        changed = store.changes()
+        store.link_bisect(changed[0].id, store.ingest_json(bisect, source="bisect").document_id, sha, None)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # two alerts as 0005 kept them: one with that culprit, one with a sha none names
+        for alert_id, culprit in ((1, sha), (2, "f" * 40)):
+            conn.exec_driver_sql(
+                "INSERT INTO alerts (id, suite, runner_class, good_commit, bad_commit, kind, status, culprit_commit, "
+                f"notes, created_at, updated_at) VALUES ({alert_id}, 'smoke', 'cpu', '{GOOD}', '{alert_id}', "
+                f"'regression', 'untriaged', '{culprit}', '', '2026-12-01T03:00:00.000000Z', "
+                "'2026-12-01T03:00:00.000000Z')")
+        conn.exec_driver_sql(f"UPDATE changes SET alert_id = 1 WHERE id = {changed[0].id}")
+        conn.exec_driver_sql(f"UPDATE changes SET alert_id = 2 WHERE id = {changed[1].id}")
+        assert conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() == "0005_pipeline_edits"
+    engine.dispose()
+    with Store.open(url) as store:  # 0005 -> 0006: backfilled
+        assert store.alert(1).culprit_facts == CommitFacts("commit 5", "Test Author <author@example.com>",
+                                                           "2026-01-01T00:00:00+00:00")
+        assert store.alert(2).culprit_facts is None
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def seeded(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Store]]:
     """A store (SQLite, or a fresh PostgreSQL database) with one alert of four changes."""
@@ -178,6 +212,21 @@ def test_a_bisected_change_gives_its_culprit_to_the_whole_alert(seeded: tuple[st
     (alert,) = store.raise_alerts("smoke")
     assert (alert.culprit_commit, alert.culprit_pass, alert.explanation) == ("d" * 40, "mycc.passes:extra_work",
                                                                              None)
+    assert alert.culprit_facts is None  # the document names no such commit
+
+
+def test_the_alert_records_its_culprits_commit_facts_when_the_culprit_is_attached(
+        seeded: tuple[str, Store]) -> None:
+    _, store = seeded
+    latency = next(c for c in store.changes() if c.key.metric == "latency")
+    bisect = json.loads((GOLDEN / "bisect-commits.json").read_text())
+    culprit = bisect["culprits"][0]
+    store.link_bisect(latency.id, store.ingest_json(bisect, source="bisect").document_id, culprit["commit"]["sha"],
+                      culprit["pass"]["name"])
+    (alert,) = store.raise_alerts("smoke")
+    facts = CommitFacts("commit 5", "Test Author <author@example.com>", "2026-01-01T00:00:00+00:00")
+    assert (alert.culprit_commit, alert.culprit_facts) == (culprit["commit"]["sha"], facts)
+    assert store.alert(alert.id).culprit_facts == facts
 
 
 def test_triage_changes_the_status_records_who_and_when_and_wont_fix_accepts_the_level(

@@ -260,6 +260,8 @@ def test_an_alert_page_shows_changes_culprit_explanation_history_issue_and_fix(
     assert re.search(r"\d+(\.\d+)? [mu]?s → \d+(\.\d+)? [mu]?s", a)  # the absolute latency before -> after
     assert a.count(f'<a href="series/{alerts.series["stepped"]}.html">') == 1
     assert "[bold]ada[/bold] &lt;script&gt;" in a and "No explanation: the culprit's bisection" in a
+    # the culprit's subject and author, as the alert recorded them from its bisection
+    assert '<span class="subject">commit 5</span> <span class="dim">by Test Author &lt;author@example.com&gt;</span>' in a
     assert re.search(r'<td class="who">bob</td><td><span class="alert-status untriaged">untriaged</span></td>'
                      r'<td><span class="alert-status investigating">investigating</span></td>', a)
     d = _read(out, f"alert-{ids['D']}.html")

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
-from perfguard.errors import ApiError, PerfguardError, StorageError
+from perfguard.errors import ApiError, StorageError
 from perfguard.history.github import GitHub
 from perfguard.history.notify_issues import LABEL, IssueIndex
 from perfguard.history.transport import post_json
@@ -55,7 +55,6 @@ from perfguard.report.escape import md_code, md_text
 from perfguard.store.alert_rows import OPEN_STATUSES, Alert, AlertChange
 
 if TYPE_CHECKING:
-    from perfguard.bisect.document import CommitInfo
     from perfguard.store import Store
 
 #: How an issue is closed for each closed status of its alert.
@@ -273,10 +272,9 @@ class ChangeLevels:
 
 @dataclass(frozen=True)
 class IssueFacts:
-    """What an issue says beyond the alert record, read from the store: the culprit commit (its
-    subject and author, from the stored bisection) and the levels of its exact changes."""
+    """What an issue says beyond the alert record, read from the store: the levels of its exact
+    changes. (The culprit's subject and author are the alert's own: ``Alert.culprit_facts``.)"""
 
-    culprit: CommitInfo | None = None
     levels: tuple[ChangeLevels, ...] = ()
 
     def level(self, change_id: int) -> ChangeLevels | None:
@@ -289,29 +287,19 @@ def _is_exact(change: AlertChange) -> bool:
 
 
 def issue_facts(store: Store, alert: Alert) -> IssueFacts:
-    """The :class:`IssueFacts` of ``alert``: the culprit from the first stored bisection that names
-    it, the before -> after levels of its exact changes of absolute series."""
-    from perfguard.bisect.document import bisect_from_json
-
-    culprit = None
+    """The :class:`IssueFacts` of ``alert``: the before -> after levels of its exact changes of
+    absolute series."""
     levels = []
     for ac in alert.changes:
         change = store.change(ac.change_id)
         if change is None:
             continue
-        if culprit is None and alert.culprit_commit and change.bisect_document_id is not None:
-            try:
-                result = bisect_from_json(store.document(change.bisect_document_id), "bisect document")
-            except PerfguardError:
-                result = None
-            found = [c.commit for c in result.culprits if c.commit] if result is not None else []
-            culprit = next((c for c in found if c.sha and alert.culprit_commit.startswith(c.sha[:7])), None)
         if _is_exact(ac) and change.key.kind == "absolute":
             at = {p.commit: p.value for p in store.points(change.series_id) if p.commit}
             if change.good_commit in at and change.bad_commit in at:
                 levels.append(ChangeLevels(ac.change_id, at[change.good_commit], at[change.bad_commit], ac.metric,
                                            change.key.kind))
-    return IssueFacts(culprit, tuple(levels))
+    return IssueFacts(tuple(levels))
 
 
 def _table(alert: Alert, site_url: str | None, facts: IssueFacts) -> list[str]:
@@ -336,9 +324,9 @@ def _table(alert: Alert, site_url: str | None, facts: IssueFacts) -> list[str]:
     return lines
 
 
-def _culprit_line(alert: Alert, facts: IssueFacts) -> str:
+def _culprit_line(alert: Alert) -> str:
     line = f"Culprit: commit {md_code(alert.culprit_commit)}"
-    commit = facts.culprit
+    commit = alert.culprit_facts
     if commit is not None and commit.subject:
         line += f" “{md_text(commit.subject, 200)}”"
     if commit is not None and commit.author:
@@ -354,7 +342,7 @@ def _details(alert: Alert, site_url: str | None, facts: IssueFacts) -> list[str]
              f"(alert {alert.id}, status {md_code(alert.status)}"
              + (f", assigned to {md_text(alert.assignee, 100)}" if alert.assignee else "") + ").", ""]
     if alert.culprit_commit:
-        lines += [_culprit_line(alert, facts), ""]
+        lines += [_culprit_line(alert), ""]
     if alert.changes:
         lines += [*_table(alert, site_url, facts), ""]
     why = alert.explanation

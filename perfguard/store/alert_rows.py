@@ -28,7 +28,8 @@ the reverse direction for the commit (and pass) that made it fast again: ``fix_c
 
 The documents here are typed, frozen and round-trip through ``to_json``/``from_json``; the store
 (:mod:`perfguard.store`) keeps them in its ``alerts`` and ``alert_events`` tables
-(revision ``0002``; the fixing commit, revision ``0004``). :func:`group_changes` is the grouping rule, a pure function.
+(revision ``0002``; the fixing commit, revision ``0004``; the culprit's subject, author and date,
+revision ``0006_alert_culprit_facts``). :func:`group_changes` is the grouping rule, a pure function.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ if TYPE_CHECKING:
 #: History: 1 (2026-12) first version; 2 (2026-12) ``fix_commit``, ``fix_pass`` and
 #: ``fix_bisect_document`` (the nightly's bisection of the fixing range; a version-1 alert reads
 #: them as null). The explanation's optional ``counted`` (why, counted: the culprit's instruction
-#: change by function) came without a version change: an older reader ignores it.
+#: change by function) came without a version change: an older reader ignores it. So did
+#: ``culprit_facts`` (the culprit commit's subject, author and date, recorded when the culprit is
+#: attached; an alert written without it reads it as null).
 ALERT_VERSION = 2
 
 KINDS = ("regression", "improvement", "broken")
@@ -166,6 +169,26 @@ class AlertEvent:
 
 
 @dataclass(frozen=True)
+class CommitFacts:
+    """What the culprit's bisection says of its commit: subject, author and date as git gave them
+    (None: the bisection did not say). The store records them once, when it attaches the culprit to
+    the alert, so the issue writer and the history site read the alert, not the stored bisection."""
+
+    subject: str | None = None
+    author: str | None = None
+    date: str | None = None
+
+    def to_json(self) -> JsonDict:
+        return {"subject": self.subject, "author": self.author, "date": self.date}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> CommitFacts:
+        kind = "culprit facts"
+        return cls(f.opt_string(data, "subject", kind), f.opt_string(data, "author", kind),
+                   f.opt_string(data, "date", kind))
+
+
+@dataclass(frozen=True)
 class Alert:
     """An alert summary: one (suite, runner class, commit range) with every change confirmed in
     it, the shared culprit and its explanation, and its lifecycle (status, assignee, notes, linked
@@ -193,6 +216,7 @@ class Alert:
     fix_commit: str | None = None  # the commit of that range that made it fast again (bisected)
     fix_pass: str | None = None  # the pass inside it, where the pass bisection found one
     fix_bisect_document_id: int | None = None  # the stored bisection of the fixing range
+    culprit_facts: CommitFacts | None = None  # the culprit commit's subject, author, date
 
     @property
     def fixed_by(self) -> str | None:
@@ -229,7 +253,8 @@ class Alert:
                 "updated_at": self.updated_at, "events": [e.to_json() for e in self.events],
                 "fix_first_commit": self.fix_first_commit, "fix_last_commit": self.fix_last_commit,
                 "fix_commit": self.fix_commit, "fix_pass": self.fix_pass,
-                "fix_bisect_document": self.fix_bisect_document_id}
+                "fix_bisect_document": self.fix_bisect_document_id,
+                "culprit_facts": None if self.culprit_facts is None else self.culprit_facts.to_json()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> Alert:
@@ -239,6 +264,7 @@ class Alert:
             raise FieldError(f"alert: format version {version} is newer than this perfguard reads "
                                f"({ALERT_VERSION}): upgrade perfguard")
         explanation = f.opt_obj(data, "explanation", kind)
+        facts = f.opt_obj(data, "culprit_facts", kind)
         return cls(f.integer(data, "id", kind), f.string(data, "suite", kind), f.string(data, "runner_class", kind),
                    _one_of(f.string(data, "kind", kind), KINDS, "kind"),
                    _one_of(f.string(data, "status", kind), STATUSES, "status"),
@@ -252,7 +278,8 @@ class Alert:
                    tuple(AlertEvent.from_json(e) for e in f.objects(data, "events", kind)),
                    f.opt_string(data, "fix_first_commit", kind), f.opt_string(data, "fix_last_commit", kind),
                    f.opt_string(data, "fix_commit", kind), f.opt_string(data, "fix_pass", kind),
-                   f.opt_integer(data, "fix_bisect_document", kind))
+                   f.opt_integer(data, "fix_bisect_document", kind),
+                   None if facts is None else CommitFacts.from_json(facts))
 
 
 def _one_of(value: str, valid: Sequence[str], key: str) -> str:
@@ -398,3 +425,22 @@ def explanation_of(bisect_document: object) -> AlertExplanation | None:
     return AlertExplanation(explanation.dimension.label, explanation.dimension.headline,
                             tuple(op for op, _, _ in moved), tuple(NodeChange(op, b, a) for op, b, a in moved),
                             explanation.counted_pair)
+
+
+def culprit_facts_of(bisect_document: object, commit: str) -> CommitFacts | None:
+    """The subject, author and date a stored bisect document (its JSON) gives its culprit
+    ``commit`` (matched on 7 characters: a document may hold a short sha); None when it names no
+    such culprit, says none of the three, or is not a document perfguard can read."""
+    from perfguard.bisect.document import bisect_from_json
+    from perfguard.errors import PerfguardError
+
+    try:
+        result = bisect_from_json(bisect_document, "bisect document")
+    except PerfguardError:
+        return None
+    for culprit in result.culprits:
+        named = culprit.commit
+        if named is not None and named.sha and commit.startswith(named.sha[:7]):
+            facts = CommitFacts(named.subject, named.author, named.date)
+            return facts if facts != CommitFacts() else None
+    return None

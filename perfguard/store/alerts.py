@@ -24,7 +24,9 @@ from perfguard.store.alert_rows import (
     Alert,
     AlertEvent,
     AlertExplanation,
+    CommitFacts,
     alert_change,
+    culprit_facts_of,
     explanation_of,
     fixes,
     group_changes,
@@ -206,7 +208,8 @@ class Alerting(Ingesting, Querying):
         """Give every alert of ``suite`` without a culprit the first bisected change's (one whose
         pass search found the pass first: an attribution to a known culprit has none), and an
         alert whose culprit has no pass the pass a change with that culprit found since; the ids
-        changed."""
+        changed. The culprit's explanation and its commit's subject, author and date come from
+        that change's bisect document, read here once (notify and the site read the alert)."""
         with self._connect(write=False) as conn:
             rows = conn.execute(
                 sa.select(alerts.c.id, alerts.c.explanation, changes.c.culprit_commit, changes.c.culprit_pass,
@@ -222,14 +225,20 @@ class Alerting(Ingesting, Querying):
             first.setdefault(int(row.id), row)
         for alert_id, row in first.items():
             explanation = None
+            facts: dict[str, str | None] = {}  # none found: the alert keeps what it has
             if row.bisect_document_id is not None:
-                found = explanation_of(self.document(int(row.bisect_document_id)))
+                document = self.document(int(row.bisect_document_id))
+                found = explanation_of(document)
                 explanation = None if found is None else found.to_json()
+                named = culprit_facts_of(document, row.culprit_commit)
+                if named is not None:
+                    facts = {"culprit_subject": named.subject, "culprit_author": named.author,
+                             "culprit_date": named.date}
             with self._connect(write=True) as conn:
                 conn.execute(alerts.update().where(alerts.c.id == alert_id).values(
                     culprit_commit=row.culprit_commit, culprit_pass=row.culprit_pass,
                     explanation=explanation if explanation is not None else row.explanation,
-                    updated_at=schema.utc_now()))
+                    updated_at=schema.utc_now(), **facts))
         return set(first)
 
     def alerts(self, suite: str | None = None, status: str | None = None) -> list[Alert]:
@@ -271,7 +280,8 @@ class Alerting(Ingesting, Querying):
                       None if r.explanation is None else AlertExplanation.from_json(r.explanation),
                       tuple(alert_change(c) for c in members.get(int(r.id), [])), r.assignee, r.issue_url, r.notes,
                       r.created_at, r.updated_at, tuple(by_alert.get(int(r.id), [])), r.fix_first_commit,
-                      r.fix_last_commit, r.fix_commit, r.fix_pass, r.fix_bisect_document_id)
+                      r.fix_last_commit, r.fix_commit, r.fix_pass, r.fix_bisect_document_id,
+                      _commit_facts(r))
                 for r in rows]
 
     def _changes_of(self, alert_ids: Sequence[int]) -> dict[int, list[Any]]:
@@ -324,6 +334,12 @@ def check_alert_status(status: str) -> None:
     """``UserError`` unless ``status`` is an alert status (the message lists them)."""
     if status not in STATUSES:
         raise UserError(f"unknown alert status {status!r}: valid statuses are {', '.join(STATUSES)}")
+
+
+def _commit_facts(row: Any) -> CommitFacts | None:
+    """An alert row's culprit facts (None: it has no culprit, or its bisection said none)."""
+    facts = CommitFacts(row.culprit_subject, row.culprit_author, row.culprit_date)
+    return None if facts == CommitFacts() else facts
 
 
 def _event(conn: Connection, alert_id: int, who: str, when: str, from_status: str | None, to_status: str,

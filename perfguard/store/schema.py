@@ -1,6 +1,6 @@
 """The history store's schema: its tables (SQLAlchemy Core) and the Alembic migrations that build them.
 
-Tables (revision ``0005_pipeline_edits``):
+Tables (revision ``0006_alert_culprit_facts``):
 
 ``documents``
     Every ingested document, once: ``sha256`` of its canonical JSON (sorted keys, compact
@@ -42,7 +42,9 @@ Tables (revision ``0005_pipeline_edits``):
     later night saw it fixed in (``fix_first_commit`` .. ``fix_last_commit``), notes, and when it
     was raised and last changed; (revision ``0004``) the commit of that range that fixed it, found
     by the nightly's bisection of the range (``fix_commit``, ``fix_pass``, and the stored bisect
-    document ``fix_bisect_document_id``).
+    document ``fix_bisect_document_id``); (revision ``0006_alert_culprit_facts``) the culprit
+    commit's subject, author and date (``culprit_subject``, ``culprit_author``, ``culprit_date``),
+    recorded from the bisect document that named it when the culprit is attached.
 ``alert_events`` (revision ``0002``)
     Every status change of an alert: who, when, from and to which status, the note.
 ``pipeline_edits`` (revision ``0005_pipeline_edits``)
@@ -71,6 +73,9 @@ Migration history (``perfguard/store/migrations/versions``, one file per revisio
     The fixing commit of an alert: ``alerts.fix_commit``, ``fix_pass``, ``fix_bisect_document_id``.
 ``0005_pipeline_edits``
     The suite's pipeline edits: the ``pipeline_edits`` table.
+``0006_alert_culprit_facts``
+    The culprit commit's subject, author and date on its alert: ``alerts.culprit_subject``,
+    ``culprit_author``, ``culprit_date`` (an older store's alerts backfilled from their bisections).
 
 ``Store.open`` upgrades an older store to :func:`head_revision` in one transaction, under a lock
 (SQLite ``BEGIN IMMEDIATE``; a PostgreSQL advisory lock), so concurrent first writers create the
@@ -204,6 +209,9 @@ alerts = sa.Table(
     sa.Column("fix_commit", sa.String, nullable=True),
     sa.Column("fix_pass", sa.String, nullable=True),
     sa.Column("fix_bisect_document_id", sa.Integer, sa.ForeignKey("documents.id"), nullable=True),
+    sa.Column("culprit_subject", sa.String, nullable=True),
+    sa.Column("culprit_author", sa.String, nullable=True),
+    sa.Column("culprit_date", sa.String, nullable=True),
     sa.UniqueConstraint("suite", "runner_class", "good_commit", "bad_commit"),
 )
 
