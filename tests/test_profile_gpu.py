@@ -341,11 +341,12 @@ def test_kernel_events_of_both_sides_go_to_gpu_stream_tracks_in_the_trace() -> N
 
 
 def _real_cuda_or_skip() -> None:
+    from perfguard.backends import check_case_runner, get_backend
     from perfguard.errors import RunnerUnavailable
     from perfguard.runners.cuda import CudaRunner
 
     try:
-        CudaRunner().check_available()
+        check_case_runner(get_backend("ort"), CudaRunner())
     except RunnerUnavailable as exc:
         pytest.skip(f"no CUDA runner here: {exc}")
 

@@ -282,6 +282,7 @@ def test_ort_errors_with_empty_messages_still_fail_one_case(tmp_path, monkeypatc
     from perfguard.backends import ort
     from perfguard.backends.base import Artifact
     from perfguard.errors import BackendError
+    from perfguard.runners import get_runner
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("")
@@ -290,12 +291,8 @@ def test_ort_errors_with_empty_messages_still_fail_one_case(tmp_path, monkeypatc
     artifact = Artifact("ort", str(tmp_path / "model.onnx"), {"graph_optimization_level": "basic",
                                                                 "disabled_optimizers": []}, "", 0)
 
-    class Runner:
-        def ort_providers(self) -> list[str]:
-            return ["CPUExecutionProvider"]
-
     with pytest.raises(BackendError, match=r"cannot load .*: RuntimeError$"):
-        ort.OrtBackend().load(artifact, Runner(), 1)  # type: ignore[arg-type]
+        ort.OrtBackend().load(artifact, get_runner("cpu"), 1)
     with pytest.raises(BackendError, match=r"cannot load the compiled model: RuntimeError$"):
         ort.OrtBackend()._ort_node_count(tmp_path / "model.onnx", artifact.settings)
 

@@ -3,7 +3,8 @@
 The hardware boundaries are faked, and each test says which: ``FakeNvml`` stands in for the ``pynvml``
 module (scripted clocks and clock-event reasons, unsupported fields, a GPU lost mid-run, a missing
 driver); ``FakeSession`` stands in for an ONNX Runtime session (``get_providers``); a provider list
-stands in for ``onnxruntime.get_available_providers()``. Tests marked ``gpu`` use the real thing and
+stands in for ``onnxruntime.get_available_providers()`` (``perfguard.backends.ort_providers``, where the
+``ort`` backend maps a runner to its execution providers). Tests marked ``gpu`` use the real thing and
 skip with the reason when this machine has no NVIDIA GPU.
 """
 
@@ -18,8 +19,10 @@ from typing import Any
 
 import pytest
 
+from perfguard.backends import check_case_runner, get_backend
+from perfguard.backends.ort_providers import check_session, session_providers
 from perfguard.errors import BackendError, RunnerUnavailable, UserError
-from perfguard.runners import RunnerOptions, get_runner, runner_names, runner_status, telemetry as tm
+from perfguard.runners import Runner, RunnerOptions, get_runner, runner_names, runner_status, telemetry as tm
 from perfguard.runners.cpu import CpuRunner
 from perfguard.runners.cuda import (
     CudaRunner,
@@ -221,9 +224,10 @@ def test_registry_resolves_exact_names_and_the_npu_prefix():
     assert isinstance(get_runner("cuda"), CudaRunner)
     qnn = get_runner("npu:qnn")
     assert isinstance(qnn, NpuRunner) and qnn.name == "npu:qnn"
-    assert qnn.ort_providers() == [("QNNExecutionProvider", {}), "CPUExecutionProvider"]
-    assert get_runner("npu:QNNExecutionProvider").ort_providers()[0][0] == "QNNExecutionProvider"
-    assert get_runner("npu:VendorXExecutionProvider").ort_providers()[0][0] == "VendorXExecutionProvider"
+    assert session_providers(qnn) == [("QNNExecutionProvider", {}), "CPUExecutionProvider"]
+    assert session_providers(get_runner("npu:QNNExecutionProvider"))[0][0] == "QNNExecutionProvider"
+    assert session_providers(get_runner("npu:VendorXExecutionProvider"))[0][0] == "VendorXExecutionProvider"
+    assert session_providers(get_runner("cpu")) == ["CPUExecutionProvider"]
     assert runner_names() == ["cpu", "cuda", "npu:<provider>"]
 
 
@@ -239,11 +243,12 @@ def test_unknown_runner_and_provider_list_the_valid_names():
 
 def test_provider_options_come_from_the_suite_and_openvino_targets_the_npu():
     cuda = get_runner("cuda", options={"device_id": 1, "provider_options": {"cudnn_conv_algo_search": "EXHAUSTIVE"}})
-    assert cuda.ort_providers() == [("CUDAExecutionProvider", {"device_id": "1", "cudnn_conv_algo_search": "EXHAUSTIVE"}),
-                                    "CPUExecutionProvider"]
-    assert get_runner("npu:openvino").ort_providers()[0] == ("OpenVINOExecutionProvider", {"device_type": "NPU"})
+    assert session_providers(cuda) == [("CUDAExecutionProvider", {"device_id": "1",
+                                                                  "cudnn_conv_algo_search": "EXHAUSTIVE"}),
+                                       "CPUExecutionProvider"]
+    assert session_providers(get_runner("npu:openvino"))[0] == ("OpenVINOExecutionProvider", {"device_type": "NPU"})
     chosen = get_runner("npu:openvino", options=RunnerOptions(provider_options={"device_type": "NPU.1"}))
-    assert chosen.ort_providers()[0] == ("OpenVINOExecutionProvider", {"device_type": "NPU.1"})
+    assert session_providers(chosen)[0] == ("OpenVINOExecutionProvider", {"device_type": "NPU.1"})
 
 
 def test_runners_refuse_settings_they_do_not_use():
@@ -269,12 +274,22 @@ def test_cuda_device_maps_through_cuda_visible_devices():
 # --------------------------------------------------------------------------------------------
 
 
-def test_cuda_without_driver_or_provider_says_both_reasons():
+def _onnxruntime_has(monkeypatch: pytest.MonkeyPatch, *providers: str) -> None:
+    """Fakes onnxruntime's provider list."""
+    monkeypatch.setattr("perfguard.backends.ort_providers.available_providers", lambda: list(providers))
+
+
+def _check_for_ort(runner: Runner) -> None:
+    """What an ``ort`` case needs of ``runner``: its device, then its execution provider."""
+    check_case_runner(get_backend("ort"), runner)
+
+
+def test_cuda_without_driver_or_provider_says_both_reasons(monkeypatch):
     """Fakes NVML without its library and a CPU-only onnxruntime build."""
-    runner = CudaRunner(nvml_loader=lambda: FakeNvml(init_error=12),
-                        providers=lambda: ["AzureExecutionProvider", "CPUExecutionProvider"])
+    _onnxruntime_has(monkeypatch, "AzureExecutionProvider", "CPUExecutionProvider")
+    runner = CudaRunner(nvml_loader=lambda: FakeNvml(init_error=12))
     with pytest.raises(RunnerUnavailable) as info:
-        runner.check_available()
+        _check_for_ort(runner)
     message = str(info.value)
     assert "no NVIDIA driver: the NVML library (libnvidia-ml.so.1) was not found" in message
     assert "CUDAExecutionProvider is not in this onnxruntime build (it has AzureExecutionProvider, " \
@@ -282,20 +297,20 @@ def test_cuda_without_driver_or_provider_says_both_reasons():
     assert "perfguard[gpu]" in message
 
 
-def test_cuda_driver_states_and_device_count():
+def test_cuda_driver_states_and_device_count(monkeypatch):
     """Fakes NVML (driver not loaded, no GPU, one GPU) with a CUDA-enabled provider list."""
-    cuda_build = lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]  # noqa: E731
+    _onnxruntime_has(monkeypatch, "CUDAExecutionProvider", "CPUExecutionProvider")
     with pytest.raises(RunnerUnavailable, match="NVIDIA driver not loaded"):
-        CudaRunner(nvml_loader=lambda: FakeNvml(init_error=9), providers=cuda_build).check_available()
+        _check_for_ort(CudaRunner(nvml_loader=lambda: FakeNvml(init_error=9)))
     with pytest.raises(RunnerUnavailable, match="reports no GPU"):
-        CudaRunner(nvml_loader=lambda: FakeNvml(count=0), providers=cuda_build).check_available()
+        _check_for_ort(CudaRunner(nvml_loader=lambda: FakeNvml(count=0)))
     nvml = FakeNvml(count=1)
-    runner = CudaRunner(nvml_loader=lambda: nvml, providers=cuda_build)
-    runner.check_available()
+    runner = CudaRunner(nvml_loader=lambda: nvml)
+    _check_for_ort(runner)
     assert nvml.inits == nvml.shutdowns == 1
     runner.configure(RunnerOptions(device_id=2))
     with pytest.raises(RunnerUnavailable, match="device_id 2 does not exist: this machine has 1 GPU"):
-        runner.check_available()
+        _check_for_ort(runner)
 
 
 def test_missing_nvml_bindings_are_reported():
@@ -305,25 +320,24 @@ def test_missing_nvml_bindings_are_reported():
         raise ImportError("No module named 'pynvml'")
 
     with pytest.raises(RunnerUnavailable, match="NVML bindings not importable"):
-        CudaRunner(nvml_loader=no_bindings, providers=lambda: ["CUDAExecutionProvider"]).check_available()
+        CudaRunner(nvml_loader=no_bindings).check_device()
 
 
-def test_npu_availability_lists_this_installations_providers():
+def test_npu_availability_lists_this_installations_providers(monkeypatch):
     """Fakes onnxruntime's provider list."""
-    runner = NpuRunner("qnn", providers=lambda: ["CPUExecutionProvider"])
+    _onnxruntime_has(monkeypatch, "CPUExecutionProvider")
     with pytest.raises(RunnerUnavailable, match=r"QNNExecutionProvider is not in this onnxruntime build "
                                                 r"\(it has CPUExecutionProvider\); install onnxruntime-qnn"):
-        runner.check_available()
-    NpuRunner("cann", providers=lambda: ["CANNExecutionProvider", "CPUExecutionProvider"]).check_available()
+        _check_for_ort(NpuRunner("qnn"))
+    _onnxruntime_has(monkeypatch, "CANNExecutionProvider", "CPUExecutionProvider")
+    _check_for_ort(NpuRunner("cann"))
 
 
 def test_runner_status_reports_every_runner_with_a_reason(monkeypatch):
     """Fakes NVML (missing driver) and onnxruntime's provider list (CPU build plus QNN)."""
     monkeypatch.setattr("perfguard.runners.cuda.import_nvml", lambda: FakeNvml(init_error=12))
-    monkeypatch.setattr("perfguard.runners.cuda.ort_available_providers", lambda: ["CPUExecutionProvider"])
-    monkeypatch.setattr("perfguard.runners.npu.ort_available_providers",
-                        lambda: ["QNNExecutionProvider", "CPUExecutionProvider"])
-    statuses = {s.name: s for s in runner_status()}
+    _onnxruntime_has(monkeypatch, "QNNExecutionProvider", "CPUExecutionProvider")
+    statuses = {s.name: s for s in runner_status(backends={"ort": get_backend("ort").check_runner})}
     assert list(statuses) == ["cpu", "cuda", "npu:qnn", "npu:openvino", "npu:cann", "npu:vitisai"]
     assert statuses["cpu"].available and "CPUExecutionProvider" in statuses["cpu"].detail
     assert not statuses["cuda"].available and "no NVIDIA driver" in statuses["cuda"].detail
@@ -334,9 +348,8 @@ def test_runner_status_reports_every_runner_with_a_reason(monkeypatch):
 def test_runner_status_describes_an_available_gpu(monkeypatch):
     """Fakes NVML (one GPU) and a CUDA-enabled onnxruntime build."""
     monkeypatch.setattr("perfguard.runners.cuda.import_nvml", lambda: FakeNvml())
-    monkeypatch.setattr("perfguard.runners.cuda.ort_available_providers",
-                        lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
-    (status,) = runner_status(["cuda"])
+    _onnxruntime_has(monkeypatch, "CUDAExecutionProvider", "CPUExecutionProvider")
+    (status,) = runner_status(["cuda"], backends={"ort": get_backend("ort").check_runner})
     assert status.available
     assert status.detail == "GPU 0: NVIDIA Fake H200, driver 560.35.03, CUDA 12.6, ECC on, persistence on"
 
@@ -350,17 +363,17 @@ def test_a_session_that_fell_back_to_the_cpu_fails_with_a_clear_message():
     """Fakes a session whose CUDA provider did not load (ORT then runs on the CPU)."""
     with pytest.raises(BackendError, match=r"runner 'cuda' requested CUDAExecutionProvider but the session runs "
                                            r"on CPUExecutionProvider; ONNX Runtime fell back silently"):
-        get_runner("cuda").check_ort_session(FakeSession(["CPUExecutionProvider"]))
+        check_session(get_runner("cuda"), FakeSession(["CPUExecutionProvider"]))
     with pytest.raises(BackendError, match="requested QNNExecutionProvider"):
-        get_runner("npu:qnn").check_ort_session(FakeSession(["CPUExecutionProvider"]))
+        check_session(get_runner("npu:qnn"), FakeSession(["CPUExecutionProvider"]))
 
 
 def test_a_session_on_the_requested_provider_passes_and_loses_run_time_fallback():
     """Fakes sessions that really run on the requested provider."""
     session = FakeSession(["CUDAExecutionProvider", "CPUExecutionProvider"])
-    get_runner("cuda").check_ort_session(session)
+    check_session(get_runner("cuda"), session)
     assert session.fallback_disabled  # an EP failure inside run() must fail, not retry on the CPU
-    get_runner("cpu").check_ort_session(FakeSession(["CPUExecutionProvider"]))
+    check_session(get_runner("cpu"), FakeSession(["CPUExecutionProvider"]))
 
 
 def test_ort_backend_load_refuses_the_fallen_back_session(monkeypatch, tmp_path):
@@ -751,7 +764,7 @@ def test_real_cuda_session_runs_on_the_gpu(tmp_path):
     _real_gpu_or_skip()
     runner = CudaRunner()
     try:
-        runner.check_available()
+        _check_for_ort(runner)
     except RunnerUnavailable as exc:
         pytest.skip(str(exc))
     import numpy as np
@@ -766,8 +779,8 @@ def test_real_cuda_session_runs_on_the_gpu(tmp_path):
     from perfguard.backends.ort import create_session
 
     session = create_session(str(path), {"graph_optimization_level": "disabled", "disabled_optimizers": []}, 1,
-                             runner.ort_providers())
-    runner.check_ort_session(session)
+                             session_providers(runner))
+    check_session(runner, session)
     out = session.run(None, {"x": -np.ones((4, 4), np.float32)})[0]
     runner.synchronize()
     assert float(out.sum()) == 0.0

@@ -32,6 +32,7 @@ from perfguard.backends.onnx_passes import (
     onnxoptimizer_version,
     run_pipeline,
 )
+from perfguard.backends.ort_providers import check_providers, check_session, session_providers
 from perfguard.backends.settings import check_option_keys, option_choice
 from perfguard.counting.hooks import counted, counting_compile
 from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
@@ -244,8 +245,8 @@ class OrtBackend(Backend):
             return len(onnx.load(optimized, load_external_data=False).graph.node)
 
     def check_runner(self, runner: Runner) -> None:
-        """An ONNX Runtime session on the runner's execution provider (``Runner.check_ort``)."""
-        runner.check_ort()
+        """An ONNX Runtime session on the runner's execution provider (``ort_providers.check_providers``)."""
+        check_providers(runner)
 
     def preload(self) -> None:
         """ONNX Runtime's Python module (its import starts no thread; a session does)."""
@@ -254,13 +255,13 @@ class OrtBackend(Backend):
     def load(self, artifact: Artifact, runner: Runner, threads: int,
              profile_prefix: str | None = None) -> OrtExecutable:
         """Load for ``runner``; ``profile_prefix``: with the profiler on (``create_session``)."""
-        providers = runner.ort_providers()
+        providers = session_providers(runner)
         try:
             session = create_session(artifact.path, artifact.settings, threads, providers,
                                      profile_prefix=profile_prefix)
         except Exception as exc:
             raise BackendError(f"ONNX Runtime cannot load {artifact.path}: {first_line(exc)}") from None
-        runner.check_ort_session(session)
+        check_session(runner, session)
         return OrtExecutable(session)
 
     def load_profiled(self, artifact: Artifact, runner: Runner, threads: int, trace_prefix: str) -> OrtExecutable:

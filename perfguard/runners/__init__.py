@@ -136,17 +136,17 @@ def runner_status(names: list[str] | None = None,
                   backends: Mapping[str, Callable[[Runner], None]] | None = None) -> list[RunnerStatus]:
     """Check each runner (default: ``cpu``, ``cuda`` and every known ``npu:`` provider).
 
-    Without ``backends``, a runner is available when it can serve ONNX Runtime sessions
-    (``Runner.check_available``). With ``backends`` (backend name -> its ``check_runner``, given by
-    a layer above, which knows the backends), each backend gets a row: it can run here when the
-    runner's device is there and what that backend needs from the runner is there too."""
+    Without ``backends``, a runner is available when its device is there (``Runner.check_device``).
+    With ``backends`` (backend name -> its ``check_runner``, given by a layer above, which knows the
+    backends), each backend gets a row: it can run here when the runner's device is there and what
+    that backend needs from the runner is there too."""
     if names is None:
         names = [*_RUNNERS, *(f"npu:{short}" for short in NPU_PROVIDERS)]
     statuses = []
     for name in names:
         runner = get_runner(name)
         if backends is None:
-            reason = _reason(runner.check_available)
+            reason = _reason(runner.check_device)
             statuses.append(RunnerStatus(name, not reason, reason or _describe(runner)))
             continue
         device = _reason(runner.check_device)

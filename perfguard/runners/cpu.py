@@ -1,12 +1,13 @@
-"""The ``cpu`` runner: ONNX Runtime's CPU execution provider, threads pinned by the suite."""
+"""The ``cpu`` runner: this machine's CPU (ONNX Runtime's CPU execution provider, a library
+compiled for the host), threads pinned by the suite."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from perfguard.jsonfields import JsonDict
-from perfguard.runners.base import OrtProvider, Runner
-from perfguard.runners.fingerprint import host_fingerprint
+from perfguard.runners.base import Runner
+from perfguard.runners.fingerprint import cpu_model, host_fingerprint
 
 
 class CpuRunner(Runner):
@@ -22,5 +23,5 @@ class CpuRunner(Runner):
         data["runner"] = self.name
         return data
 
-    def ort_providers(self) -> list[OrtProvider]:
-        return ["CPUExecutionProvider"]
+    def describe(self) -> str:
+        return f"{cpu_model()} via CPUExecutionProvider"

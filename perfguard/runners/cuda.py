@@ -25,14 +25,11 @@ from typing import Any
 
 from perfguard.errors import RunnerUnavailable, UserError, first_line
 from perfguard.jsonfields import JsonDict
-from perfguard.runners.base import OrtProvider, Runner, ort_available_providers
+from perfguard.runners.base import Runner
 from perfguard.runners.fingerprint import host_fingerprint
 from perfguard.runners.options import RunnerOptions
 from perfguard.runners.telemetry import TelemetrySource, decode_reasons
 
-CUDA_PROVIDER = "CUDAExecutionProvider"
-GPU_EXTRA_HINT = ("on a GPU machine install the gpu extra in place of the CPU wheel: pip install 'perfguard[gpu]' "
-                  "&& pip uninstall -y onnxruntime && pip install --force-reinstall --no-deps 'onnxruntime-gpu>=1.17'")
 # CUDA runtime sonames ONNX Runtime GPU builds link against, newest first.
 CUDART_SONAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so")
 
@@ -230,19 +227,14 @@ class CudaRunner(Runner):
     accepted_options = ("provider_options", "device_id", "clock_tolerance", "telemetry_interval")
     min_warmup = 3
 
-    def __init__(self, repo: Path | None = None, *, nvml_loader: Callable[[], Any] | None = None,
-                 providers: Callable[[], list[str]] | None = None) -> None:
-        # The NVML module and the provider list are the hardware boundary; tests pass fakes.
+    def __init__(self, repo: Path | None = None, *, nvml_loader: Callable[[], Any] | None = None) -> None:
+        # The NVML module is the hardware boundary; tests pass a fake.
         self.repo = repo
         self._nvml_loader = nvml_loader
-        self._providers = providers
         self._cudart: Any = None
 
     def _load_nvml(self) -> Any:
         return load_nvml(self._nvml_loader or import_nvml)
-
-    def _available_providers(self) -> list[str]:
-        return (self._providers or ort_available_providers)()
 
     @property
     def device_id(self) -> int:
@@ -257,17 +249,6 @@ class CudaRunner(Runner):
     def check_device(self) -> None:
         """The driver (NVML) and the GPU ``device_id``: what every backend on this runner needs."""
         self._device_handle_check()
-
-    def check_ort(self) -> None:
-        """``CUDAExecutionProvider`` in this onnxruntime build: what ``ort`` cases need (an IREE
-        case runs through IREE's own ``cuda`` driver and does not ask for it)."""
-        try:
-            have = self._available_providers()
-        except ImportError as exc:
-            raise RunnerUnavailable(f"onnxruntime is not importable ({exc})") from None
-        if CUDA_PROVIDER not in have:
-            raise RunnerUnavailable(f"{CUDA_PROVIDER} is not in this onnxruntime build (it has {', '.join(have)}); "
-                                    + GPU_EXTRA_HINT)
 
     def _device_handle_check(self) -> None:
         nvml = self._load_nvml()
@@ -314,11 +295,6 @@ class CudaRunner(Runner):
         finally:
             nvml.nvmlShutdown()
         return data
-
-    def ort_providers(self) -> list[OrtProvider]:
-        options = {"device_id": str(self.device_id)}
-        options.update({str(k): v for k, v in self.options.provider_options.items()})
-        return [(CUDA_PROVIDER, options), "CPUExecutionProvider"]
 
     def telemetry_sources(self) -> list[TelemetrySource]:
         source = NvmlSource(nvml_device_for_cuda(self.device_id), self._nvml_loader or import_nvml)
