@@ -25,7 +25,7 @@ forked from it per count, as a counted check does):
     python benchmarks/counts.py [--runs 20] [--models resnet_s,bert_s,yolo_s] [--cost]
     python benchmarks/counts.py --compile-runs 20 [--models ...]   # the A/A of counted compiles
     python benchmarks/counts.py --from-kept DIR [--models ...]     # the report of a --keep DIR's runs
-    python benchmarks/counts.py --drift [--runs 20] [--busy 2]     # one tiny artifact in separate processes
+    python benchmarks/counts.py --drift [--runs 20] [--busy 2] [--model resnet:K=V,...]  # one tiny artifact in separate processes
     python benchmarks/counts.py --model resnet:depth=16,width=64,image_size=224 [--phases] [--check]
         # a real-size model: one counted child phase by phase (protocols 3 and 4), a counted check's cost
 """
@@ -56,9 +56,8 @@ from perfguard.measure.job import Job  # noqa: E402
 from perfguard.progress import Progress  # noqa: E402
 from perfguard.results.counts import Counts  # noqa: E402
 from perfguard.stats import compare_deterministic  # noqa: E402
-from perfguard.stats.thresholds import parse_threshold  # noqa: E402
 from perfguard.suite import load_suite  # noqa: E402
-from perfguard.suite.gates import METRICS  # noqa: E402
+from perfguard.suite.gates import DEFAULT_THRESHOLDS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CALIBRATION_PAIRS = 20
@@ -237,7 +236,7 @@ def _spread(values: list[float]) -> float:
 
 
 def _verdict(base: float, value: float, metric: str) -> str:
-    gate = parse_threshold(METRICS[metric].default, kind="count")
+    gate = DEFAULT_THRESHOLDS.gate("benchmark", metric).threshold(base)
     comparison = compare_deterministic(base, value, gate)
     return "SAME" if comparison.decision == "same" else comparison.direction.upper()
 
@@ -267,7 +266,13 @@ def main() -> None:
     if args.drift:
         from counts_drift import run as run_drift
 
-        run_drift(args.runs, args.busy)
+        params = None
+        if args.model:  # another tiny ResNet: resnet:depth=1,width=2,image_size=4
+            arch, _, text = args.model.partition(":")
+            if arch != "resnet":
+                parser.error("--drift --model takes a ResNet's parameters: resnet:depth=D,width=W,image_size=S")
+            params = {k: int(v) for k, v in (item.split("=", 1) for item in text.split(",") if item)}
+        run_drift(args.runs, args.busy, params)
         return
     if args.model:
         from counts_model import run as run_model
@@ -316,8 +321,8 @@ def main() -> None:
 
 def _reports(models: list[str], calibration: Mapping[str, Counts], runs: list[dict[str, Counts]],
              sizes: Mapping[str, Mapping[float, int]]) -> None:
-    print(f"floors: {METRICS['instructions'].default} (instructions), "
-          f"{METRICS['estimated_cycles'].default} (estimated cycles); {len(runs)} runs")
+    print(f"floors: {DEFAULT_THRESHOLDS.gate('benchmark', 'instructions').text} (instructions), "
+          f"{DEFAULT_THRESHOLDS.gate('benchmark', 'estimated_cycles').text} (estimated cycles); {len(runs)} runs")
     for model in models:
         _report(model, calibration, runs, sizes[model])
 

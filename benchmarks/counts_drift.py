@@ -46,7 +46,7 @@ threads = 1
 
 [models.tiny]
 arch = "resnet"
-params = { depth = 2, width = 8, image_size = 32, num_classes = 10 }
+params = { %s, num_classes = 10 }
 
 [pipelines.none]
 passes = []
@@ -73,7 +73,11 @@ def _busy(cores: int) -> subprocess.Popen[bytes] | None:
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, preexec_fn=end_with_benchmark)
 
 
-def counted_processes(folder: Path, runs: int) -> list[dict[str, float]]:
+#: The tiny ResNet's parameters (``--model resnet:K=V,...`` with ``--drift`` takes others).
+PARAMS = {"depth": 2, "width": 8, "image_size": 32}
+
+
+def counted_processes(folder: Path, runs: int, params: dict[str, int] | None = None) -> list[dict[str, float]]:
     """Compile the tiny model's two pipelines once in ``folder``, then count both in ``runs``
     separate counted processes (job folders of growing length, the order swapped every other
     process): per process, the instructions an inference by pipeline (a pipeline that was not
@@ -84,7 +88,8 @@ def counted_processes(folder: Path, runs: int) -> list[dict[str, float]]:
     from perfguard.progress import Progress
     from perfguard.suite import load_suite
 
-    (folder / "suite.toml").write_text(SUITE)
+    chosen = {**PARAMS, **(params or {})}
+    (folder / "suite.toml").write_text(SUITE % ", ".join(f"{k} = {v}" for k, v in chosen.items()))
     suite = load_suite(folder / "suite.toml")
     job = Job(suite, list(suite.cases), workdir=folder / "job", progress=Progress())
     out: list[dict[str, float]] = []
@@ -104,17 +109,16 @@ def counted_processes(folder: Path, runs: int) -> list[dict[str, float]]:
     return out
 
 
-def run(runs: int, busy: int) -> None:
-    """The benchmark (see the module's docstring)."""
+def run(runs: int, busy: int, params: dict[str, int] | None = None) -> None:
+    """The benchmark (see the module's docstring); ``params``: another tiny ResNet's."""
     from perfguard.stats import compare_deterministic
-    from perfguard.stats.thresholds import parse_threshold
-    from perfguard.suite.gates import METRICS
+    from perfguard.suite.gates import DEFAULT_THRESHOLDS
 
     load = _busy(busy)
-    floor = parse_threshold(METRICS["instructions"].default, kind="count")
+    gate = DEFAULT_THRESHOLDS.gate("drift", "instructions")
     try:
         with tempfile.TemporaryDirectory(prefix="counts-drift-") as tmp:
-            processes = counted_processes(Path(tmp), runs)
+            processes = counted_processes(Path(tmp), runs, params)
     finally:
         if load is not None:
             load.terminate()
@@ -124,7 +128,7 @@ def run(runs: int, busy: int) -> None:
         if len(got) < 2:
             continue
         none, plain = got["none"], got["plain_with_a_longer_name"]
-        verdict = compare_deterministic(none, plain, floor).decision
+        verdict = compare_deterministic(none, plain, gate.threshold(none)).decision
         same += verdict == "same"
         values.append(none)
         print(f"  process {k + 1}: none {none:,.1f}, plain {plain:,.1f} ({plain / none - 1:+.4%}), A/A {verdict}")
@@ -132,7 +136,7 @@ def run(runs: int, busy: int) -> None:
         spread = (max(values) - min(values)) / statistics.median(values)
         print(f"{len(values)} processes, {busy} core(s) kept busy: none {min(values):,.1f}-{max(values):,.1f} "
               f"instructions an inference, spread {spread:.4%}; A/A SAME {same}/{len(values)} at "
-              f"{METRICS['instructions'].default}")
+              f"the default floor ({gate.text})")
 
 if __name__ == "__main__":  # PERFGUARD_SOURCE=OLD PYTHONPATH=OLD python benchmarks/counts_drift.py RUNS BUSY
     run(int(sys.argv[1]) if len(sys.argv) > 1 else 20, int(sys.argv[2]) if len(sys.argv) > 2 else 2)

@@ -243,10 +243,19 @@ def test_without_valgrind_a_counted_run_is_one_line_and_exit_2(tmp_path: Path) -
         assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.parametrize(("line", "mode"), [("counts = true", "instructions"), ("counts = false", None),
+                                            ('counts = "instructions"', "instructions"),
+                                            ('counts = "cache"', "cache"), ("", None)])
+def test_the_suite_reads_its_counts_as_a_typed_mode(tmp_path: Path, line: str, mode: str | None) -> None:
+    from perfguard.suite import load_suite
+
+    assert load_suite(_suite(tmp_path, line)).counts == mode
+
+
 def test_the_suite_refuses_a_counts_that_is_not_a_boolean_or_cache(tmp_path: Path) -> None:
     suite = _suite(tmp_path, 'counts = "yes"')
     proc = _perfguard("run", str(suite), "--out", str(tmp_path / "r.json"))
-    assert proc.returncode == 2 and "[measure].counts" in proc.stderr and 'true, false or "cache"' in proc.stderr
+    assert proc.returncode == 2 and "[measure].counts" in proc.stderr and 'true, false, "instructions" or "cache"' in proc.stderr
 
 
 # -- pure parts, known numbers -------------------------------------------------------------------
@@ -390,9 +399,12 @@ def test_bisection_on_counts_probes_each_version_once_in_at_most_ceil_log2_n_pro
     worst culprit reaches."""
     from perfguard.bisect.exact import probes_needed, search_exact
     from perfguard.flows.bisect_exact import EXACT_PROBES
+    from perfguard.suite.gates import DEFAULT_THRESHOLDS
 
     probe = EXACT_PROBES["instructions"]
     assert probe.how == "one counted run"
+    step = DEFAULT_THRESHOLDS.gate("any", "instructions").relative_at(1_000_000.0)  # what the probe's min_step reads
+    assert step == 0.0025
     for n in range(1, 65):
         worst = 0
         for culprit in range(1, n + 1):
@@ -402,7 +414,7 @@ def test_bisection_on_counts_probes_each_version_once_in_at_most_ceil_log2_n_pro
                 calls.append(position)
                 return 1_010_000.0 if position >= culprit else 1_000_000.0
 
-            found = search_exact(n, 1_000_000.0, 1_010_000.0, value, probe.min_step)
+            found = search_exact(n, 1_000_000.0, 1_010_000.0, value, step)
             assert found.culprit == culprit and found.status == "found", (n, culprit)
             assert len(calls) == len(set(calls)) == len(found.order) <= probes_needed(n)
             worst = max(worst, len(calls))

@@ -112,6 +112,29 @@ def test_the_issues_pairs() -> None:
     assert back.direction == "improvement" and back.ratio == pytest.approx(1 / 1.005)
 
 
+def test_a_small_models_instruction_floor_is_the_measured_absolute_bound() -> None:
+    """On a model of 0.1 M instructions an inference, 0.25 % (250) is within 2-3x of what one
+    artifact's count moves between counted processes (109 there, 248 on a 0.77 M model:
+    docs/measured.md), so the default floor has an absolute part (750) that holds there; check,
+    history and a bisection's step read the same floor."""
+    from perfguard.report.reasons import floor_words
+    from perfguard.suite.gates import INSTRUCTIONS_FLOOR
+
+    assert floor_words(DEFAULT_THRESHOLDS.gate(CASE, "instructions").text, "instr") == \
+        f"floor 0.25 % or {INSTRUCTIONS_FLOOR} instr, the larger"
+    absolute = float(INSTRUCTIONS_FLOOR)
+    gate = DEFAULT_THRESHOLDS.gate(CASE, "instructions")
+    assert gate.relative_at(100_000) == pytest.approx(absolute / 100_000)
+    assert gate.relative_at(1_000_000) == 0.0025  # a larger model keeps the relative floor
+    for before, after, expected in [(100_000, 100_300, "same"), (100_000, 99_620, "same"),
+                                    (100_000, 100_000 + int(absolute), "same"),
+                                    (100_000, 100_800, "different"), (100_000, 99_200, "different"),
+                                    (1_000_000, 1_001_500, "same"), (1_000_000, 1_003_000, "different")]:
+        assert _check_says("instructions", before, after) == expected, (before, after)
+        assert _history_sees("instructions", [before, before, after]) == ([2] if expected == "different" else []), \
+            (before, after)
+
+
 def test_a_suites_floors_and_overrides_decide_both(tmp_path: Path) -> None:
     """The nightly knows its suite: its ``[thresholds]`` (a relative floor, or a count of nodes
     for the cases of an override) decide the history's steps as they decide its check."""

@@ -202,7 +202,7 @@ def compare_pair(pair: Pair, thresholds: ThresholdSet, *, alpha: float, confiden
             elif differently is not None:  # a perfguard or Valgrind upgrade between the two sides
                 comparison = _unknown(differently, before, after)
             else:
-                comparison = compare_deterministic(before, after, gate.threshold())
+                comparison = compare_deterministic(before, after, gate.threshold(before))
         rows.append(Verdict(pair.case, metric, spec.unit, spec.noisy, gate.text, pair.baseline_label,
                             pair.candidate_label, pair.paired and metric == "latency", comparison,
                             comparison.decision, comparison.direction, gated=gated))

@@ -76,16 +76,24 @@ MIN_STEP = 0.001
 class ExactProbe:
     """How one exact metric is probed: its name (the history series' metric), what one probe
     does (said in the narrative and the docs), the function that gives each version's value, the
-    smallest relative change that counts (a counted metric with a little A/A spread sets it
-    above that spread), the entry metric a probe reads (``Metrics.value``) and whether a probe
-    of it counts under Valgrind (what it costs: a counted probe reads every counted metric)."""
+    entry metric a probe reads (``Metrics.value``) and whether a probe of it counts under Valgrind
+    (what it costs: a counted probe reads every counted metric). The smallest change that counts
+    is :meth:`min_step`."""
 
     metric: str
     how: str
     values: ValuesFn
-    min_step: float = MIN_STEP
     key: str = ""
     counted: bool = False
+
+    def min_step(self, suite: Suite, case: CaseSpec, at: float) -> float:
+        """The smallest relative change of a version from the value ``at`` that counts as moved: any
+        change of a compiled metric (:data:`MIN_STEP`), the suite's floor of a counted one there
+        (``[thresholds]``, the floor check and the nightly decide with: above the metric's small
+        A/A spread between counted processes, an absolute part included)."""
+        if not self.counted:
+            return MIN_STEP
+        return suite.thresholds.gate(case.id, self.metric).relative_at(at)
 
 
 def probe_entries(suite: Suite, case: CaseSpec, variants: Sequence[Variant], progress: Progress,
@@ -105,7 +113,8 @@ def probe_entries(suite: Suite, case: CaseSpec, variants: Sequence[Variant], pro
     job, compiled = compile_variants(suite, once, variants, progress)
     try:
         if counted:
-            job.counts_cache = job.counts_cache or cache
+            if cache:
+                job.counts = "cache"
             job.count(list(compiled.values()))
     finally:
         job.close()
@@ -136,23 +145,21 @@ def _probe_values(key: str, counted: bool) -> ValuesFn:
 
 def _compiled(metric: str, key: str) -> ExactProbe:
     """Compile only: ``node_count``, ``artifact_size_bytes``."""
-    return ExactProbe(metric, "compile only", _probe_values(key, counted=False), key=key)
+    return ExactProbe(metric, "compile only", _probe_values(key, counted=False), key)
 
 
-def _counted(metric: str, how: str, min_step: float) -> ExactProbe:
+def _counted(metric: str, how: str) -> ExactProbe:
     """Compile, then one count: ``instructions``, ``estimated_cycles``, ``compile_instructions``."""
-    return ExactProbe(metric, how, _probe_values(metric, counted=True), min_step, metric, counted=True)
+    return ExactProbe(metric, how, _probe_values(metric, counted=True), metric, counted=True)
 
 
 #: Every metric an exact bisection can search, by the name the history store gives its series.
-#: A counted metric's smallest step is its default floor (``perfguard.suite.gates``), well above
-#: its measured A/A spread (docs/measured.md, counted evidence).
 EXACT_PROBES: dict[str, ExactProbe] = {
     "node_count": _compiled("node_count", "node_count"),
     "artifact_size": _compiled("artifact_size", "artifact_size_bytes"),
-    "instructions": _counted("instructions", "one counted run", 0.0025),
-    "estimated_cycles": _counted("estimated_cycles", "one counted run", 0.005),
-    "compile_instructions": _counted("compile_instructions", "one counted compile", 0.005),
+    "instructions": _counted("instructions", "one counted run"),
+    "estimated_cycles": _counted("estimated_cycles", "one counted run"),
+    "compile_instructions": _counted("compile_instructions", "one counted compile"),
 }
 
 
@@ -224,7 +231,7 @@ def bisect_exact_commits(suite: Suite, case: CaseSpec, good: str, bad: str, metr
     if isinstance(low, str) or isinstance(high, str):
         raise UserError(f"bisect --metric {metric}: an end of the range has no value "
                         f"({shas[0][:10]}: {low}; {shas[-1][:10]}: {high})")
-    found = search_exact(len(shas) - 1, low, high, lambda i: values_at([i])[i], probe.min_step)
+    found = search_exact(len(shas) - 1, low, high, lambda i: values_at([i])[i], probe.min_step(suite, case, low))
     if found.culprit is None:
         progress.log(f"{metric} is {low:g} at both ends: nothing to bisect")
         return document("no-regression", [])
@@ -288,7 +295,7 @@ def bisect_exact_passes(suite: Suite, case: CaseSpec, shas: tuple[str, str], end
 
         # Position k is H(first + k): the culprit's first first+k passes, the parent's rest. H(first)
         # is the parent (the passes before the divergence give the same IR), H(len) the culprit.
-        found = search_exact(len(passes) - first, ends[0], ends[1], hybrid, probe.min_step)
+        found = search_exact(len(passes) - first, ends[0], ends[1], hybrid, probe.min_step(suite, case, ends[0]))
     if found.culprit is None:
         return PassSearch("inconclusive", FirstDivergence(first, passes[first]), probes=probes, measured_probes=probes)
     position = first + found.culprit
@@ -323,7 +330,7 @@ def bisect_exact_between(suite: Suite, case: CaseSpec, good: str, bad: str, metr
         raise UserError(f"bisect passes --metric {metric}: good: {low}; bad: {high}")
     endpoints = _verdict(low, high, f"{good_sha[:10]}->{bad_sha[:10]}", metric)
     search = None
-    if moved(high, low, high, probe.min_step):
+    if moved(high, low, high, probe.min_step(suite, case, low)):
         search = bisect_exact_passes(suite, case, (good_sha, bad_sha), (low, high), (got["good"].trace,
                                      got["bad"].trace), probe, progress)
     status = "no-regression" if search is None else search.status
@@ -409,7 +416,8 @@ def attribute_exact(suite: Suite, case: CaseSpec, culprit: str, changes: Sequenc
         commits = held
         probe = EXACT_PROBES[change.metric]
         low, high = (probed_value(entries[label], probe.key, probe.counted).value for label in labels)
-        if isinstance(low, str) or isinstance(high, str) or not explains(low, high, change, probe.min_step):
+        if isinstance(low, str) or isinstance(high, str) or \
+                not explains(low, high, change, probe.min_step(suite, case, low)):
             progress.log(f"  {change.metric}: " + (f"{low} / {high}" if isinstance(low, str) or isinstance(high, str)
                                                    else f"{low:g} -> {high:g}, not the change ({change.before} -> "
                                                    f"{change.after}): bisected on its own"))

@@ -13,11 +13,10 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from perfguard.suite.gates import DEFAULT_THRESHOLDS, EXACT_METRICS, ThresholdSet
+from perfguard.suite.gates import DEFAULT_THRESHOLDS, EXACT_METRICS, Gate, ThresholdSet
 
 if TYPE_CHECKING:
     from perfguard.history.changepoints import ChangePoint
-    from perfguard.stats.thresholds import Threshold
     from perfguard.store import Point, Series
 
 __all__ = ["EXACT_METRICS", "MIN_STEP", "exact_changes", "series_changes"]
@@ -38,15 +37,15 @@ def series_changes(series: Series, points: Sequence[Point],
 
     values = [p.value for p in points]
     if series.key.metric in EXACT_METRICS:
-        return exact_changes(values, thresholds.gate(series.key.case, series.key.metric).threshold())
+        return exact_changes(values, thresholds.gate(series.key.case, series.key.metric))
     ci = [(p.ci_low, p.ci_high) for p in points] if series.key.kind == "ratio" else None
     return detect(values, kind=series.key.kind, ci=ci, min_size=MIN_STEP.get(series.key.metric, 0.01))
 
 
-def exact_changes(values: Sequence[float], threshold: Threshold) -> list[ChangePoint]:
-    """Every night where a metric without noise changed past ``threshold`` since the night before,
-    decided as ``check`` decides it (``compare_deterministic``: relative or absolute, strictly
-    exceeded): the change is the value itself, its interval a point. A night after a zero or
+def exact_changes(values: Sequence[float], gate: Gate) -> list[ChangePoint]:
+    """Every night where a metric without noise changed past ``gate`` since the night before,
+    decided as ``check`` decides it (``compare_deterministic`` at the gate's threshold for the
+    night before's value: the larger of its relative and absolute amounts, strictly exceeded): the change is the value itself, its interval a point. A night after a zero or
     missing value starts a new level without a change (no ratio to give)."""
     from perfguard.history.changepoints import ChangePoint
     from perfguard.stats import compare_deterministic
@@ -56,7 +55,7 @@ def exact_changes(values: Sequence[float], threshold: Threshold) -> list[ChangeP
         before, after = values[i - 1], values[i]
         if not (math.isfinite(before) and math.isfinite(after) and before > 0 and after >= 0):
             continue
-        if compare_deterministic(before, after, threshold).decision == "different":
+        if compare_deterministic(before, after, gate.threshold(before)).decision == "different":
             ratio = after / before
             found.append(ChangePoint(i, before, after, ratio, ratio, ratio,
                                      "regression" if ratio > 1 else "improvement"))

@@ -89,7 +89,8 @@ def counted_attribution(suite: Suite, case: str, baseline: CaseEntry, candidate:
     if before is None or after is None or not before.functions or not after.functions:
         return None
     gate = suite.thresholds.gate(case, "instructions")
-    if compare_deterministic(before.instructions, after.instructions, gate.threshold()).decision != "different":
+    if compare_deterministic(before.instructions, after.instructions,
+                             gate.threshold(before.instructions)).decision != "different":
         return None
     why = attribute(before.functions, after.functions, after.instructions - before.instructions)
     return why if why.functions else None
