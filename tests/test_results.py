@@ -88,7 +88,7 @@ def test_an_ok_case_needs_latency_unless_it_says_why_it_was_not_measured():
 def test_a_tvm_trace_reads_its_own_fields_typed_and_writes_them_back_as_they_were():
     """TVM's trace fields (``TvmStages``, its ``TraceExtension``) are typed and validated like IREE's, not kept untyped in
     ``extra``; a trace of another backend (every older document's) reads without them."""
-    from perfguard.backends.tvm_trace import TvmStages
+    from perfguard.backends.tvm.relax_trace import TvmStages
     from perfguard.errors import FieldError
     from perfguard.results.result import Trace
 

@@ -20,8 +20,8 @@ import pytest
 
 from perfguard.backends import get_backend
 from perfguard.backends.tvm import CPU_DEFAULT, tvm_settings
-from perfguard.backends.tvm_trace import PassSpec, parse_pass
-from perfguard.backends.tvm_tune import tasks_prefix
+from perfguard.backends.tvm.meta_schedule import tasks_prefix
+from perfguard.backends.tvm.relax_trace import PassSpec, parse_pass
 from perfguard.errors import UserError
 from perfguard.exit_codes import ExitCode
 from perfguard.models.inputs import input_specs, make_feeds

@@ -42,7 +42,7 @@ _BUILTIN = {
 }
 
 #: The typed trace fields of the built-in backends (``TraceExtension``), by ``module:class``.
-_TRACE_EXTENSIONS = ("perfguard.backends.tvm_trace:TvmStages",)
+_TRACE_EXTENSIONS = ("perfguard.backends.tvm.relax_trace:TvmStages",)
 
 
 @lru_cache(maxsize=1)

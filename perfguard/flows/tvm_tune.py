@@ -2,7 +2,7 @@
 
 The case names the model (and the backend); the database is tuned on the union of the tasks of
 every pipeline of the suite that runs that model on that backend, so each variant is compared on
-the same tuning (``perfguard.backends.tvm_tune``). The model is materialized as ``run`` does.
+the same tuning (``perfguard.backends.tvm.meta_schedule``). The model is materialized as ``run`` does.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from perfguard.backends import get_backend
-from perfguard.backends.tvm_tune import TuneSummary, build_database
+from perfguard.backends.tvm.meta_schedule import TuneSummary, build_database
 from perfguard.compile.preflight import check_model_backend
 from perfguard.models.loader import materialize
 from perfguard.suite import CaseSpec, Suite

@@ -62,7 +62,7 @@ from perfguard.backends.base import (
     setting_strs,
 )
 from perfguard.backends.settings import check_option_keys
-from perfguard.backends.tvm_trace import (
+from perfguard.backends.tvm.relax_trace import (
     COUNTED_STEPS,
     PassSpec,
     TvmTrace,

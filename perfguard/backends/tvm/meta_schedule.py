@@ -40,7 +40,7 @@ from perfguard.backends.tvm import (
     run_passes,
     tvm_settings,
 )
-from perfguard.backends.tvm_trace import structural_hash
+from perfguard.backends.tvm.relax_trace import structural_hash
 from perfguard.errors import BackendError, UserError, first_line
 from perfguard.jsonfields import JsonDict
 
