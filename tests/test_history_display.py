@@ -58,10 +58,29 @@ def test_history_list_tells_the_series_of_one_case_and_metric_apart_in_a_log(tmp
     assert "pipeline" in header and "first..last" in header, header
     rows = [line for line in lines if line.startswith("│") and EDITED in line]
     assert len(rows) == 3, "\n".join(lines)
+    assert all(row.rstrip().endswith("│") for row in rows), rows  # fits, not cropped at the log's width
     for row, definition, dates in zip(rows, DEFINITIONS, ("03-01..03-03", "03-04..03-06", "03-07..03-09"),
                                       strict=True):
         assert f" {definition[:8]} " in row and f" 3 2026-{dates} " in row, row
     assert len(set(rows)) == 3
+
+
+def test_history_list_folds_a_long_case_id_rather_than_cut_off_the_columns_after_it(tmp_path: Path) -> None:
+    from .test_history_site import HOSTILE_MODEL, build_store
+
+    url = build_store(tmp_path, hostile=True).url  # case ids of 44 characters, escaped
+    for columns in (None, "100", "200"):
+        env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | ({"COLUMNS": columns} if columns else {})
+        proc = subprocess.run([sys.executable, "-m", "perfguard", "history", "list", "--store", url], env=env,
+                              capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr
+        width = int(columns or 120)
+        table = [line for line in proc.stdout.splitlines() if line[:1] in "┏┃┡│└"]
+        assert table and all(len(line) <= width and line[-1] in "┓┃┩│┘" for line in table), proc.stdout
+        heads = [line.split("┃")[1:-1] for line in table if line.startswith("┃")]
+        names = [" ".join(cell.strip() for cell in column).strip() for column in zip(*heads, strict=True)]
+        assert names[:1] + names[5:] == ["case", "latest", "trend"] + (["last nights"] if width == 200 else [])
+        assert HOSTILE_MODEL in "".join(line.split("│")[1].strip() for line in table if line.startswith("│"))
 
 
 def test_the_site_index_tells_the_series_of_one_case_and_metric_apart(tmp_path: Path) -> None:

@@ -280,33 +280,38 @@ LIST_COLUMNS = ("case", "metric", "runner", "pipeline", "nights first..last", "l
 def _list_table(console: Console, rows: Sequence[tuple[Series, int, list[float], float, float | None]]) -> Table:
     """The series as one table: the metric says ``(ratio)`` for a ratio series, the runner its
     fingerprint's first 8 digits, the pipeline the first 8 of its definition's hash, nights the
-    count and the UTC dates of the first and last."""
+    count and the UTC dates of the first and last. Every column but the case is as wide as its
+    widest cell; the case gets the room left, up to its own width (at most 48: a folded case id
+    reads as two cases), so no column is cut off at the console's width; the sparkline of the last
+    nights comes last, where room is left after that."""
     from rich.table import Table
     from rich.text import Text
 
     from perfguard.cli._text import literal
     from perfguard.report.format import night_range
 
-    def table(spark: int) -> Table:
-        made = Table(caption=LIST_CAPTION, caption_justify="left", pad_edge=False)
-        longest = max((len(series.key.case) for series, *_ in rows), default=4)
-        for column in LIST_COLUMNS + (("last nights",) if spark else ()):
-            # the case keeps its width where it can (a folded case id reads as two cases)
-            made.add_column(column, justify="right" if column in ("latest", "trend") else "left",
-                            overflow="fold", min_width=min(longest, 48) if column == "case" else None)
-        for series, nights, level, latest, change in rows:
-            k = series.key
-            cells: list[Text | str] = [
-                literal(k.case), literal(k.metric + (" (ratio)" if k.kind == "ratio" else "")),
-                literal(_short_runner(k.runner_class)), literal(k.pipeline_hash[:8]),
-                literal(f"{nights} {night_range(series.first_time, series.last_time)}"),
-                format_value(k.metric, k.kind, latest), "" if change is None else f"{change:+.1%}"]
-            made.add_row(*cells, *((sparkline(level, spark),) if spark else ()))
-        return made
+    body: list[tuple[list[Text | str], list[float]]] = []
+    for series, nights, level, latest, change in rows:
+        k = series.key
+        body.append(([literal(k.case), literal(k.metric + (" (ratio)" if k.kind == "ratio" else "")),
+                      literal(_short_runner(k.runner_class)), literal(k.pipeline_hash[:8]),
+                      literal(f"{nights} {night_range(series.first_time, series.last_time)}"),
+                      format_value(k.metric, k.kind, latest), "" if change is None else f"{change:+.1%}"], level))
 
-    plain = table(0)
-    room = console.width - console.measure(plain).maximum - 2  # a column's border and padding
-    return table(min(24, room)) if room >= len("last nights") else plain
+    def width(index: int) -> int:
+        return max([len(LIST_COLUMNS[index])] + [Text(str(cells[index])).cell_len for cells, _ in body])
+
+    # A cell's padding and border are 3 columns; the table's first and last cells have no outer padding.
+    room = console.width - 2 - sum(width(i) + 3 for i in range(1, len(LIST_COLUMNS)))
+    case = max(16, min(width(0), 48, room))
+    spark = min(24, room - case - 3)
+    table = Table(caption=LIST_CAPTION, caption_justify="left", pad_edge=False)
+    for column in LIST_COLUMNS + (("last nights",) if spark >= len("last nights") else ()):
+        table.add_column(column, justify="right" if column in ("latest", "trend") else "left", overflow="fold",
+                         min_width=case if column == "case" else None)
+    for cells, level in body:
+        table.add_row(*cells, *((sparkline(level, spark),) if spark >= len("last nights") else ()))
+    return table
 
 
 def _short_runner(runner_class: str) -> str:
