@@ -139,8 +139,8 @@ def compare_tools(model: str, folder: Path) -> None:
 
     import onnx
 
-    from perfguard.backends.iree_tools import tool_path
-    from perfguard.backends.iree_valgrind import filter_program
+    from perfguard.backends.iree.compiler_tools import tool_path
+    from perfguard.backends.iree.valgrind_runtime import filter_program
     from perfguard.counting.dumps import parse_dump
     from perfguard.models.zoo import build_resnet
 
@@ -170,7 +170,7 @@ def compare_tools(model: str, folder: Path) -> None:
 #: Run the rest of the command line with io_uring_setup failing (IREE hangs on it under Valgrind).
 _NO_IO_URING = """
 import ctypes, os, sys
-from perfguard.backends.iree_valgrind import _Program
+from perfguard.backends.iree.valgrind_runtime import _Program
 libc = ctypes.CDLL(None, use_errno=True)
 code = ctypes.create_string_buffer(bytes.fromhex("{program}"))
 program = _Program(len(code.raw) // 8, ctypes.addressof(code))

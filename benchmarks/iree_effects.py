@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfguard.backends.iree_trace import first_divergence
+from perfguard.backends.iree.ir_trace import first_divergence
 
 
 def _per_worker_medians(case: dict[str, Any]) -> list[float]:

@@ -7,7 +7,7 @@ so a reader (a parent process, a second CI job, the next run) never sees half a 
 write (full disk, read-only folder) leaves neither a partial target nor the temporary file.
 
 The module imports nothing heavy (no numpy), so a worker process can use it at no cost. Publishing
-a whole folder at once (``backends.iree_tools.ArtifactCache.store``: a staging folder renamed into
+a whole folder at once (``backends.iree.compiler_tools.ArtifactCache.store``: a staging folder renamed into
 place, refusing to replace one that a concurrent run stored first) is a different operation and
 lives there.
 """

@@ -271,7 +271,7 @@ def test_the_report_says_why_counted_by_function(tvm_check, tmp_path: Path) -> N
 
 
 def test_an_iree_module_is_counted_only_on_local_sync_and_off_avx512() -> None:
-    from perfguard.backends.iree_valgrind import count_blocker, host_has_avx512
+    from perfguard.backends.iree.valgrind_runtime import count_blocker, host_has_avx512
 
     base = {"target": "llvm-cpu", "driver": "local-sync", "target_cpu": "haswell"}
     assert count_blocker(base) is None
@@ -282,12 +282,12 @@ def test_an_iree_module_is_counted_only_on_local_sync_and_off_avx512() -> None:
 
 
 def test_natively_no_seccomp_filter_is_installed_for_iree() -> None:
-    from perfguard.backends import iree_valgrind
+    from perfguard.backends.iree import valgrind_runtime
 
-    assert not iree_valgrind.under_valgrind()  # the test itself runs natively
-    iree_valgrind.keep_off_io_uring()
-    assert not iree_valgrind._installed
-    assert len(iree_valgrind.filter_program()) == 7 * 8  # seven classic-BPF instructions
+    assert not valgrind_runtime.under_valgrind()  # the test itself runs natively
+    valgrind_runtime.keep_off_io_uring()
+    assert not valgrind_runtime._installed
+    assert len(valgrind_runtime.filter_program()) == 7 * 8  # seven classic-BPF instructions
 
 
 def test_iree_and_tvm_declare_counts_and_counted_compiles() -> None:

@@ -19,8 +19,8 @@ import pytest
 from perfguard.backends import get_backend, iree as iree_backend
 from perfguard.backends.base import PassRecord
 from perfguard.backends.iree import compile_flags, iree_settings
-from perfguard.backends.iree_tools import first_error, tool_path
-from perfguard.backends.iree_trace import first_divergence, parse_timing, read_dump
+from perfguard.backends.iree.compiler_tools import first_error, tool_path
+from perfguard.backends.iree.ir_trace import first_divergence, parse_timing, read_dump
 from perfguard.errors import BackendError, UserError
 from perfguard.measure.job import run_suite
 from perfguard.models.inputs import input_specs, make_feeds

@@ -251,7 +251,7 @@ class Measurement:
 
 def _nodes(data: Mapping[str, object], key: str, kind: str) -> int:
     """A pass record's node count: -1 where it is unknown (the first IREE dump of a scope, whose
-    input does not print; ``iree_trace.ir_records``), else a count."""
+    input does not print; ``ir_trace.ir_records``), else a count."""
     value = f.integer(data, key, kind)
     if value < -1:
         raise f.wrong_type(kind, key, "a count of nodes (-1: unknown)", value)
@@ -271,7 +271,7 @@ def _pass_record(data: Mapping[str, object]) -> PassRecord:
 class Trace:
     """The pass trace of one compile: one record per pass, in pipeline order.
 
-    ``mode``, ``pass_times`` and ``cache_hit`` are IREE's (``perfguard.backends.iree_trace``),
+    ``mode``, ``pass_times`` and ``cache_hit`` are IREE's (``perfguard.backends.iree.ir_trace``),
     ``database_use`` a tuned pipeline's (TVM's); ``extension`` holds the typed fields a backend
     declares for its trace (``perfguard.backends.TraceExtension``, e.g. TVM's stages: written as
     keys of the trace, as that backend's trace has them); ``extra`` keeps any other key a

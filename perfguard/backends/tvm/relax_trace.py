@@ -152,9 +152,10 @@ def structural_hash(mod: Any) -> str:
 @dataclass(frozen=True)
 class TvmStages:
     """The fields a ``tvm`` compile adds to its trace (:class:`TvmTrace`), typed and validated
-    when a document is read (``perfguard.results.Trace.tvm``): the ONNX import and the build (TIR
-    pipeline + LLVM codegen + export), both inside ``total_time_s``; the PrimFuncs of the lowered
-    module (the artifact's ``node_count``); the passes TVM ran nested inside the listed ones.
+    when a document is read (its ``perfguard.backends.TraceExtension``, ``Trace.extension``): the
+    ONNX import and the build (TIR pipeline + LLVM codegen + export), both inside
+    ``total_time_s``; the PrimFuncs of the lowered module (the artifact's ``node_count``); the
+    passes TVM ran nested inside the listed ones.
     They sit beside the trace's common keys, as :class:`TvmTrace` writes them."""
 
     import_time_s: float

@@ -32,7 +32,7 @@ A pipeline pins what IREE lets a compiler engineer pin (all hashed into the case
 
 The MLIR is fed to ``iree-compile`` on standard input, because the module bytes depend on the
 input file's path; compiled modules are cached by (model bytes, pinned settings, compiler version,
-host CPU), so an unchanged case is not recompiled (see ``iree_tools``). A cache hit is marked in the
+host CPU), so an unchanged case is not recompiled (see ``compiler_tools``). A cache hit is marked in the
 trace (``cache_hit``; ``total_time_s`` stays the original compile's), and a repeated compile of the
 same case in one process (``[measure] compile_repeats``) compiles for real, so that compile-time
 numbers stay compile times.
@@ -68,7 +68,7 @@ from perfguard.backends.base import (
     setting_str_map,
     setting_strs,
 )
-from perfguard.backends.iree_tools import (
+from perfguard.backends.iree.compiler_tools import (
     INSTALL_HINT,
     ArtifactCache,
     compiler_flags,
@@ -80,7 +80,7 @@ from perfguard.backends.iree_tools import (
     run_tool,
     tool_path,
 )
-from perfguard.backends.iree_trace import (
+from perfguard.backends.iree.ir_trace import (
     IreeTrace,
     dump_size,
     ir_records,
@@ -88,7 +88,7 @@ from perfguard.backends.iree_trace import (
     read_dump,
     timing_records,
 )
-from perfguard.backends.iree_valgrind import count_blocker, keep_off_io_uring
+from perfguard.backends.iree.valgrind_runtime import count_blocker, keep_off_io_uring
 from perfguard.backends.settings import check_option_keys, option_choice
 from perfguard.counting.hooks import counted_process, counting_compile
 from perfguard.errors import (
@@ -332,7 +332,7 @@ def _runtime_error(exc: BaseException) -> str:
 
 class IreeBackend(Backend):
     """IREE's compiler and runtime. ``--counts`` counts an inference of a module run by the
-    ``local-sync`` driver (its dispatches run in the calling thread; ``iree_valgrind``), and its
+    ``local-sync`` driver (its dispatches run in the calling thread; ``valgrind_runtime``), and its
     compile as two steps: ``iree-import-onnx`` and ``iree-compile`` run as subprocesses, outside
     the calling thread's windows, so a counted compile runs each whole under Valgrind
     (``counting.hooks.counted_process``): ``step|iree-import-onnx``, ``step|iree-compile``. IREE's
@@ -531,7 +531,7 @@ class IreeBackend(Backend):
         wanted = TARGETS[target].runner
         if runner.kind != wanted:
             raise BackendError(f"an iree {target!r} module runs on runner {wanted!r}, not {runner.name!r}")
-        keep_off_io_uring()  # under Valgrind only (a counted worker): see iree_valgrind
+        keep_off_io_uring()  # under Valgrind only (a counted worker): see valgrind_runtime
         try:
             import iree.runtime as rt
         except ImportError:
