@@ -21,6 +21,20 @@ def test_sampling_options_change_only_what_is_given():
         SamplingOptions(max_workers=4).applied(suite)
 
 
+def test_counts_are_a_typed_mode_applied_to_the_suite_on_top_of_its_own():
+    import dataclasses
+
+    from perfguard.suite import builtin_suite_path, load_suite
+
+    smoke = load_suite(builtin_suite_path("smoke"))
+    assert smoke.counts is None and SamplingOptions().counted(smoke) is smoke
+    counted = SamplingOptions(counts="instructions").counted(smoke)
+    assert counted.counts == "instructions" and counted.cases == smoke.cases
+    assert SamplingOptions(counts="cache").counted(counted).counts == "cache"  # the cache simulation too
+    cached = dataclasses.replace(smoke, counts="cache")  # [measure] counts = "cache"
+    assert SamplingOptions(counts="instructions").counted(cached) is cached
+
+
 def test_one_baseline_or_the_default_ref():
     assert Against.one_of(base_ref=None, against_pipeline="none", baseline=None) == Against("pipeline", "none")
     assert Against.one_of(base_ref=None, against_pipeline=None, baseline=None, default_ref="HEAD") == \

@@ -76,17 +76,15 @@ def test_a_counted_culprit_is_explained_with_its_counted_attribution_as_the_nigh
     too and the explanation, and so the alert, carries the attribution."""
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
-    from perfguard.counting.take import counting
     from perfguard.flows.bisect_explain import explain_pipelines
     from perfguard.profile.explain import ProfileSettings
     from perfguard.progress import Progress
     from perfguard.suite import load_suite
 
-    suite = load_suite(_suite(tmp_path))
+    suite = load_suite(_suite(tmp_path)).counted("instructions")  # as --counts does
     (case,) = suite.select("r/none/cpu")
-    with counting():
-        explanation = explain_pipelines(suite, case, [], ["tp_passes:two_transposes"], ("good", "culprit"),
-                                        ProfileSettings(workers=1, runs=3), Progress())
+    explanation = explain_pipelines(suite, case, [], ["tp_passes:two_transposes"], ("good", "culprit"),
+                                    ProfileSettings(workers=1, runs=3), Progress())
     assert explanation.counted is not None and explanation.counted.total_delta > 0, explanation.failures
     found = explanation_of({"explanations": [explanation.to_json()]})
     assert found is not None and found.counted == CountedPair(case.id, "good", "culprit", explanation.counted)

@@ -181,7 +181,7 @@ def test_an_identical_night_carries_the_previous_nights_counts_and_nothing_else(
 
     before = _night("AMD EPYC", ("id-a", 1000.0), ("id-b", 2000.0), ("id-c", 3000.0))
     a, b, c = (e.id for e in before.cases[:3])
-    counted, uncounted = SimpleNamespace(counts=True), SimpleNamespace(counts=False)
+    counted, uncounted = SimpleNamespace(counts="instructions"), SimpleNamespace(counts=None)
     with Store.open(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
         night = store.record_night("toy", GOOD, store.ingest(before).document_id)
         carried = carry_counts(counted, check("AMD EPYC"), store, night, Progress())  # type: ignore[arg-type]
@@ -210,7 +210,6 @@ def test_a_counted_nightly_with_one_culprit_opens_one_alert_and_counts_it_once(
         pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
     import perfguard.flows.nightly as nightly
     import perfguard.measure.job as job
-    from perfguard.counting.take import counting
     from perfguard.progress import Progress
     from perfguard.suite import load_suite
 
@@ -238,10 +237,10 @@ def test_a_counted_nightly_with_one_culprit_opens_one_alert_and_counts_it_once(
     monkeypatch.setattr(nightly, "finish_night", spy_finish)
     started = time.perf_counter()
     reports = []
-    with Store.open(url) as store, counting():
+    with Store.open(url) as store:
         for night in NIGHTS:
             git(repo, "checkout", "-q", shas[night])
-            suite = load_suite(path)
+            suite = load_suite(path).counted("instructions")  # as --counts does
             reports.append(nightly.run_nightly(suite, suite.select(None), store, suite.check, Progress(),
                                                recheck=False, explain=None))
         alerts = store.alerts(suite="toy")

@@ -142,9 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.USAGE
     try:
-        from perfguard.cli._cache import artifact_cache, counted
+        from perfguard.cli._cache import artifact_cache
 
-        with _stopped_by_signals(), artifact_cache(args), counted(args):
+        with _stopped_by_signals(), artifact_cache(args):
             return int(args.handler(args))
     except Terminated as exc:  # its own line: "interrupted" would say someone pressed Ctrl-C
         try:

@@ -1,8 +1,9 @@
 """``--artifact-cache DIR`` and ``--cache-max SIZE``: the options of the commands that compile
 (run, check, nightly, bisect, tune), and the cache they put in place while the command runs
 (``perfguard.compile.cache``). ``main`` wraps every command in :func:`artifact_cache`; a command
-without the options is left as it is. The same commands take ``--counts`` (:func:`counted`:
-counted measurement under Valgrind, ``perfguard.counting``).
+without the options is left as it is. The same commands take ``--counts`` and ``--counts-cache``
+(counted measurement under Valgrind, ``perfguard.counting``), read as the typed mode of their
+sampling options (``cli._sampling.count_mode``) and applied to the suite the command loaded.
 """
 
 from __future__ import annotations
@@ -75,17 +76,3 @@ def artifact_cache(args: argparse.Namespace) -> Iterator[None]:
                     _warn(cache.describe())
                 except OSError:  # the folder went away meanwhile: the command's own outcome stands
                     pass
-
-
-@contextmanager
-def counted(args: argparse.Namespace) -> Iterator[None]:
-    """``--counts`` (or ``--counts-cache``) in place while the command runs (a missing Valgrind:
-    one line, exit 2)."""
-    cache = getattr(args, "counts_cache", False)
-    if not (getattr(args, "counts", False) or cache):
-        yield
-        return
-    from perfguard.counting.take import counting
-
-    with counting(mode="cache" if cache else "instructions"):
-        yield

@@ -1,6 +1,7 @@
 """``--workers``, ``--max-workers`` and ``--measure-identical``: the sampling options ``check`` and
-``nightly`` share (``tune`` and ``bisect step`` take the first two), read in one place into the
-typed :class:`perfguard.flows.check_request.SamplingOptions` the flows apply."""
+``nightly`` share (``tune`` and ``bisect step`` take the first two), with ``--counts`` and
+``--counts-cache`` (``cli._cache.add_cache_arguments``; ``profile`` has its own ``--counts``), read in
+one place into the typed :class:`perfguard.flows.check_request.SamplingOptions` the flows apply."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from perfguard.flows.check_request import SamplingOptions
+    from perfguard.suite.model import CountMode
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,4 +30,16 @@ def sampling_options(args: argparse.Namespace, alpha: float | None = None) -> Sa
 
     return SamplingOptions(in_range(args.workers, "--workers", 1, MAX_WORKERS),
                            in_range(args.max_workers, "--max-workers", 1, MAX_WORKERS),
-                           bool(getattr(args, "measure_identical", False)), alpha)
+                           bool(getattr(args, "measure_identical", False)), alpha, count_mode(args))
+
+
+def count_mode(args: argparse.Namespace) -> CountMode | None:
+    """``--counts`` / ``--counts-cache`` as the typed mode (None: neither given). A missing Valgrind
+    is the one-line ``UserError`` here, before any work."""
+    mode: CountMode | None = ("cache" if getattr(args, "counts_cache", False)
+                              else "instructions" if getattr(args, "counts", False) else None)
+    if mode is not None:
+        from perfguard.counting.valgrind import valgrind_path
+
+        valgrind_path()
+    return mode

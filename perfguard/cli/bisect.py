@@ -98,13 +98,14 @@ def _settings(suite: Suite, args: argparse.Namespace) -> CheckSettings:
 
 def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._progress import Narrator
+    from perfguard.cli._sampling import count_mode
     from perfguard.cli.profile import profile_settings
     from perfguard.errors import UserError
     from perfguard.flows.probe import require_case
     from perfguard.results import check_writable, write_json_atomic
     from perfguard.suite import load_suite
 
-    suite = load_suite(args.suite)
+    suite = load_suite(args.suite).counted(count_mode(args))
     if args.mode == "step":
         return _step(suite, args)
     case = require_case(suite, args.case)

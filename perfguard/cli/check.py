@@ -20,7 +20,7 @@ from perfguard.exit_codes import ExitCode
 
 if TYPE_CHECKING:
     from perfguard.compare.verdicts import VerdictsDocument
-    from perfguard.flows.check_request import CheckRequest
+    from perfguard.flows.check_request import CheckRequest, SamplingOptions
     from perfguard.suite import Suite
 
 HELP = "compare against a git ref, a pipeline or a stored baseline; gate on regressions"
@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     import dataclasses
 
     from perfguard.cli._progress import RichProgress
+    from perfguard.cli._sampling import sampling_options
     from perfguard.cli._shard import select_part
     from perfguard.flows.check_request import run_check
     from perfguard.suite import load_suite
@@ -74,9 +75,10 @@ def run(args: argparse.Namespace) -> ExitCode:
         from perfguard.errors import UserError
 
         raise UserError("give a SUITE file to check (or --artifacts DIR with --against-pipeline)")
-    suite = load_suite(args.suite)
+    options = sampling_options(args)
+    suite = options.counted(load_suite(args.suite))
     cases = suite.select(args.case)
-    request = check_request(suite, args)
+    request = check_request(suite, args, options)
     decided = {"base_ref": args.base_ref, "against_pipeline": args.against_pipeline, "baseline": args.baseline,
                "case": args.case, "check": dataclasses.asdict(request.settings)}
     cases, shard = select_part(args, suite, cases, command="check", decided=decided)
@@ -89,9 +91,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     return _report(document, args)
 
 
-def check_request(suite: Suite, args: argparse.Namespace) -> CheckRequest:
+def check_request(suite: Suite, args: argparse.Namespace, options: SamplingOptions) -> CheckRequest:
     """The typed request of the command line's options (``--trace-out`` checked writable)."""
-    from perfguard.cli._sampling import sampling_options
     from perfguard.flows.check_request import Against, CheckRequest
 
     against = Against.one_of(base_ref=args.base_ref, against_pipeline=args.against_pipeline, baseline=args.baseline)
@@ -106,7 +107,7 @@ def check_request(suite: Suite, args: argparse.Namespace) -> CheckRequest:
         if args.trace_out and against.kind != "baseline":
             check_writable(args.trace_out, "--trace-out", directory=True)
         explain = ProfileSettings(trace_dir=args.trace_out)
-    return CheckRequest(against, sampling_options(args).applied(suite.check), explain, args.strict_env)
+    return CheckRequest(against, options.applied(suite.check), explain, args.strict_env)
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -141,7 +142,8 @@ def _run_artifacts(args: argparse.Namespace) -> ExitCode:
     _check_outputs(args)
     progress = RichProgress(args.quiet)
     try:
-        document = check_artifacts_against_pipeline(folder, args.against_pipeline, settings, progress, args.case)
+        document = check_artifacts_against_pipeline(folder, args.against_pipeline, settings, progress, args.case,
+                                                    counts=options.counts)
     finally:
         progress.stop()
     return _report(document, args)

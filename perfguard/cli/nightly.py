@@ -84,9 +84,10 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.results import check_writable
     from perfguard.suite import load_suite
 
-    suite = load_suite(args.suite)
+    options = sampling_options(args)
+    suite = options.counted(load_suite(args.suite))
     cases = suite.select(args.case)
-    settings = sampling_options(args).applied(suite.check)
+    settings = options.applied(suite.check)
     for path, option in ((args.json, "--json"), (args.summary, "--summary")):
         if path:
             check_writable(path, option)

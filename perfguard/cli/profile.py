@@ -63,12 +63,13 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.atomic import write_json_atomic
     from perfguard.cli._explain import print_explanation
     from perfguard.cli._progress import RichProgress
+    from perfguard.cli._sampling import count_mode
     from perfguard.profile.explain import profile_document
     from perfguard.profile.pairs import profile_against_pipeline, profile_against_ref
     from perfguard.results import check_writable
     from perfguard.suite import load_suite
 
-    suite = load_suite(args.suite)
+    suite = load_suite(args.suite).counted(count_mode(args))
     settings = profile_settings(args, args.trace_out)
     if args.json:
         check_writable(args.json, "--json")

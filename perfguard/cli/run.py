@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     from perfguard.cli._bounds import MAX_ROUNDS, MAX_WORKERS, in_range
     from perfguard.cli._progress import RichProgress
+    from perfguard.cli._sampling import count_mode
     from perfguard.cli._shard import select_part
     from perfguard.measure.job import run_suite
     from perfguard.names import safe_filename
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     rounds = in_range(args.rounds, "--rounds", 1, MAX_ROUNDS)
     if args.artifacts:
         return _run_artifacts(args, workers, rounds)
-    suite = load_suite(args.suite or builtin_suite_path("smoke"))
+    suite = load_suite(args.suite or builtin_suite_path("smoke")).counted(count_mode(args))
     cases = suite.select(args.case)
     cases, shard = select_part(args, suite, cases, command="run",
                                decided={"case": args.case, "workers": args.workers, "rounds": args.rounds})
@@ -83,6 +84,7 @@ def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | 
     from datetime import datetime, timezone
 
     from perfguard.cli._progress import RichProgress
+    from perfguard.cli._sampling import count_mode
     from perfguard.errors import UserError
     from perfguard.flows.compile_here import run_from_dir
     from perfguard.names import safe_filename
@@ -96,7 +98,7 @@ def _run_artifacts(args: argparse.Namespace, workers: int | None, rounds: int | 
                    "--out" if args.out else "the result folder (set --out FILE)")
     progress = RichProgress(args.quiet)
     try:
-        document = run_from_dir(folder, progress, workers=workers, rounds=rounds)
+        document = run_from_dir(folder, progress, workers=workers, rounds=rounds, counts=count_mode(args))
     finally:
         progress.stop()
     # The suite's name comes from the folder's manifest, a document: made safe as a file name.

@@ -78,7 +78,9 @@ def run(args: argparse.Namespace) -> ExitCode:
         if value < least:
             raise UserError(f"{option} must be >= {least}, found {value}")
     time_limit = parse_duration(args.time, "--time") if args.time else None
-    settings = sampling_options(args).applied(suite.check)
+    options = sampling_options(args)
+    suite = options.counted(suite)
+    settings = options.applied(suite.check)
     # Every output is checked before the first compile.
     for option, target in (("--out", args.out), ("--json", args.json), ("--state", args.state)):
         if target:

@@ -13,13 +13,11 @@ count that fails costs that variant's counts (its verdict rows read UNKNOWN), ne
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -187,37 +185,3 @@ def _counted(target: Target, index: int, scratch: Path, answers: Sequence[ItemOu
     if failure is not None:
         return Counted(run, None, f"counted compile failed: {failure}")
     return Counted(run, compile_counts(windows))
-
-
-#: The counted modes: ``instructions`` (``--counts``: no cache simulation, the cheap and exact
-#: default) and ``cache`` (``--counts-cache``: callgrind's cache simulation too, for
-#: ``estimated_cycles`` and the misses; one more inference, instrumented, fills the simulated
-#: caches before the window).
-COUNT_MODES = ("instructions", "cache")
-
-_requested: contextvars.ContextVar[str | None] = contextvars.ContextVar("perfguard_counts", default=None)
-
-
-@contextmanager
-def counting(enabled: bool = True, mode: str = "instructions") -> Iterator[None]:
-    """``--counts`` (``mode`` ``cache``: ``--counts-cache``) for every job started inside (``Job``
-    reads :func:`counts_wanted`); checks that Valgrind is installed first, so a command fails
-    with one line before any work."""
-    if enabled:
-        valgrind_path()
-    token = _requested.set(mode if enabled else None)
-    try:
-        yield
-    finally:
-        _requested.reset(token)
-
-
-def counts_wanted(suite: Suite) -> bool:
-    """Whether this job counts: ``--counts`` or the suite's ``[measure] counts``."""
-    return _requested.get() is not None or bool(suite.counts)
-
-
-def cache_wanted(suite: Suite) -> bool:
-    """Whether this job's counts simulate the caches: ``--counts-cache`` or the suite's
-    ``[measure] counts = "cache"``."""
-    return _requested.get() == "cache" or suite.counts == "cache"

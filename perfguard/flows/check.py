@@ -43,6 +43,7 @@ from perfguard.workers.protocol import variant_id
 if TYPE_CHECKING:
     from perfguard.profile.explain import ProfileSettings
     from perfguard.results.explanation import Explanation
+    from perfguard.suite.model import CountMode
 
 
 def compile_while_importing(job: Job) -> None:
@@ -190,14 +191,16 @@ def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, 
 
 
 def check_artifacts_against_pipeline(folder: Path, reference: str, settings: CheckSettings | None,
-                                     progress: Progress, pattern: str | None = None) -> VerdictsDocument:
+                                     progress: Progress, pattern: str | None = None,
+                                     counts: CountMode | None = None) -> VerdictsDocument:
     """``check --artifacts DIR --against-pipeline NAME``: the pipelines of an artifact folder
     (``perfguard compile``) against pipeline ``reference``, verified and measured here,
     interleaved in the same workers (paired), as ``check_against_pipeline`` measures a suite it
-    compiles. ``settings``: the folder suite's ``[check]`` when None."""
+    compiles. ``settings``: the folder suite's ``[check]`` when None; ``counts``: counted as it asks,
+    on top of the folder suite's ``[measure] counts``."""
     from perfguard.flows.compile_here import artifact_job, with_artifact_origin
 
-    job, manifest = artifact_job(folder, progress, pattern=pattern)
+    job, manifest = artifact_job(folder, progress, pattern=pattern, counts=counts)
     suite = job.ctx.suite
     settings = settings or suite.check
     if reference not in suite.pipelines:

@@ -3,7 +3,8 @@ line's ``check``, ``nightly``, ``bisect step`` and ``tune``, and the pytest plug
 from their own options and call the flows; no flow takes an ``argparse.Namespace``.
 
 * :class:`SamplingOptions`: what a caller changes of the suite's ``[check]`` settings (``--workers``,
-  ``--max-workers``, ``--measure-identical``, ``bisect step --alpha``; the fixture's ``workers=``).
+  ``--max-workers``, ``--measure-identical``, ``bisect step --alpha``; the fixture's ``workers=``)
+  and of its counts (``--counts``, ``--counts-cache``).
 * :class:`Against`: the baseline, one of a git ref, a reference pipeline or a stored baseline.
 * :func:`run_check`: the three-way dispatch to :mod:`perfguard.flows.check` and a shard's
   bookkeeping (the rows it wrote, the base commit it compared with).
@@ -24,18 +25,26 @@ if TYPE_CHECKING:
     from perfguard.results.shard import ShardInfo
     from perfguard.suite import CaseSpec, Suite
     from perfguard.suite.gates import CheckSettings
+    from perfguard.suite.model import CountMode
 
 
 @dataclass(frozen=True)
 class SamplingOptions:
     """Changes to the suite's ``[check]`` settings; None (False) leaves a setting as the suite has
     it. More first-look ``workers`` raise ``max_workers`` with them; ``max_workers`` below the
-    first-look workers is a ``UserError``."""
+    first-look workers is a ``UserError``. ``counts``: count every case under Valgrind in this mode
+    (``--counts``, ``--counts-cache``), on top of the suite's own ``[measure] counts``
+    (:meth:`counted`)."""
 
     workers: int | None = None
     max_workers: int | None = None
     measure_identical: bool = False
     alpha: float | None = None
+    counts: CountMode | None = None
+
+    def counted(self, suite: Suite) -> Suite:
+        """``suite`` with :attr:`counts` applied (``Suite.counted``): every job built from it counts."""
+        return suite.counted(self.counts)
 
     def applied(self, settings: CheckSettings) -> CheckSettings:
         if self.workers is not None:

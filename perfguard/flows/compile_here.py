@@ -22,6 +22,7 @@ from perfguard.results import ResultDocument, SuiteInfo, utc_now, write_json_ato
 from perfguard.results.artifacts import Manifest, ManifestCase, load_manifest
 from perfguard.results.result import ArtifactsOrigin
 from perfguard.suite import CaseSpec, Suite, load_suite
+from perfguard.suite.model import CountMode
 from perfguard.workers.engine import run_worker
 from perfguard.workers.requests import verify_request
 
@@ -55,9 +56,10 @@ def compile_to_dir(suite: Suite, cases: list[CaseSpec], out: Path, progress: Pro
 
 
 def run_from_dir(folder: Path, progress: Progress, *, workers: int | None = None,
-                 rounds: int | None = None) -> ResultDocument:
-    """Verify and measure the artifacts of ``folder`` on this machine; return a result document."""
-    job, manifest = artifact_job(folder, progress, workers=workers, rounds=rounds)
+                 rounds: int | None = None, counts: CountMode | None = None) -> ResultDocument:
+    """Verify and measure the artifacts of ``folder`` on this machine (counted as ``counts`` asks,
+    on top of the folder suite's ``[measure] counts``); return a result document."""
+    job, manifest = artifact_job(folder, progress, workers=workers, rounds=rounds, counts=counts)
     try:
         job.measure()
         document = job.documents()["head"]
@@ -73,12 +75,12 @@ def with_artifact_origin(document: ResultDocument, folder: Path, manifest: Manif
 
 
 def artifact_job(folder: Path, progress: Progress, *, workers: int | None = None, rounds: int | None = None,
-                 pattern: str | None = None) -> tuple[Job, Manifest]:
+                 pattern: str | None = None, counts: CountMode | None = None) -> tuple[Job, Manifest]:
     """A job over the artifacts of ``folder`` (cases whose id matches ``pattern``), each verified on
     its runner against the build machine's reference outputs and ready to measure: ``job.compiled``
     holds them as a compile would. The caller measures and closes the job."""
     manifest = load_manifest(folder)
-    suite = load_suite(folder / "suite.toml")
+    suite = load_suite(folder / "suite.toml").counted(counts)
     by_id = {c.id: c for c in suite.select(pattern)}
     cases: list[CaseSpec] = []
     for item in manifest.cases:

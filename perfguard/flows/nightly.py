@@ -301,11 +301,10 @@ def carry_counts(suite: Suite, verdicts: VerdictsDocument, store: Store, previou
     every night and a change's range stays night to night. Compile instructions are not carried:
     they are the compiler's work, and an identical artifact can come from a slower compile."""
     from perfguard.compare.check import same_execution
-    from perfguard.counting.take import counts_wanted
     from perfguard.runners.fingerprint import fingerprint_hash
 
     tonight = verdicts.results.candidate if verdicts.results is not None else None
-    if tonight is None or previous.document_id is None or not counts_wanted(suite) or \
+    if tonight is None or previous.document_id is None or suite.counts is None or \
             all(e.metrics.counts is not None or not e.ok for e in tonight.cases):
         return verdicts
     before = _stored_candidate(store, previous.document_id)

@@ -28,7 +28,7 @@ from perfguard.compile.case import (
 from perfguard.compile.preflight import start_check_suite
 from perfguard.counting.plan import DEFAULT_METHOD, Counted, Target
 from perfguard.counting.served import served, store
-from perfguard.counting.take import cache_wanted, count_targets, counts_wanted
+from perfguard.counting.take import count_targets
 from perfguard.counting.valgrind import valgrind_path, valgrind_version
 from perfguard.measure.groups import VariantValues, measure_group
 from perfguard.measure.memory import probe_memory, with_memory
@@ -41,6 +41,7 @@ from perfguard.runners import get_runner
 from perfguard.runners.telemetry import judge_device_state, summarize_telemetry
 from perfguard.scratch import reclaim_stale, scratch_folder
 from perfguard.suite import CaseSpec, Suite
+from perfguard.suite.model import CountMode
 from perfguard.workers.protocol import MeasureVariant, variant_id
 from perfguard.workers.requests import measure_request
 
@@ -112,11 +113,10 @@ class Job:
         # ``check=False``: measuring artifacts compiled elsewhere (no model files here);
         # ``check_runners=False``: compiling here for runners of another machine. The user
         # passes' import check runs on while the models are built; ``compile`` waits for it.
-        # Read here, in the thread that starts the job (``--counts`` is a context variable, as the
-        # artifact cache is); a missing Valgrind is one line before any work, not after the timing.
-        self.counts = counts_wanted(suite)
-        self.counts_cache = cache_wanted(suite)  # the cache simulation too (--counts-cache)
-        if self.counts:
+        # How this job counts: the suite's mode (``[measure] counts``, or ``--counts`` applied to the
+        # suite: ``Suite.counted``); a missing Valgrind is one line before any work, not after the timing.
+        self.counts: CountMode | None = suite.counts
+        if self.counts is not None:
             valgrind_path()
         self.pending_check = start_check_suite(suite, cases, runners=check_runners) if check else None
         self.owned = workdir is None
@@ -254,7 +254,7 @@ class Job:
                 if error is not None and error.stage == "measure":
                     ctx.progress.log(f"FAILED {member.variant_id}: {error.message}", style="red")
             measured.extend(members)
-        if self.counts:  # after all the timing: one counted process for the whole job
+        if self.counts is not None:  # after all the timing: one counted process for the whole job
             self.count(measured)
 
     def count(self, members: Sequence[CompiledCase], compile: bool = True) -> None:
@@ -284,7 +284,7 @@ class Job:
         (``perfguard.counting.served``), else counted (and then stored there)."""
         cache = self.ctx.cache
         tool = valgrind_version(valgrind_path()) if cache is not None else ""
-        simulate = self.counts_cache
+        simulate = self.counts == "cache"
         found = served(cache, targets, simulate, tool) if cache is not None else [None] * len(targets)
         todo = [target for target, hit in zip(targets, found, strict=True) if hit is None]
         served_count = len(targets) - len(todo)

@@ -58,7 +58,7 @@ def _explain_compiled(suite: Suite, job: Job, case: str, baseline: CompiledCase,
     progress.log(f"profiling {case}: {settings.workers} workers per side")
     explanation = explain_pair(suite, case, baseline, candidate, labels, settings, job.ctx.workdir,
                                compile_change(baseline.entry, candidate.entry))
-    if not job.counts:
+    if job.counts is None:
         return explanation
     job.count([baseline, candidate], compile=False)
     counted = counted_attribution(suite, case, baseline.entry, candidate.entry)

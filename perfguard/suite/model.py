@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from perfguard.errors import UserError
 from perfguard.jsonfields import JsonDict, JsonValue, json_object, json_value
@@ -166,6 +167,15 @@ class CaseSpec:
         return str(self.case_id)
 
 
+#: How a run is counted under Valgrind (``[measure] counts``, ``--counts``; None: it is not):
+#: ``instructions`` (``--counts``, ``counts = true``: no cache simulation, the cheap and exact
+#: default) or ``cache`` (``--counts-cache``, ``counts = "cache"``: callgrind's cache simulation too,
+#: for ``estimated_cycles`` and the misses; one more inference, instrumented, fills the simulated
+#: caches before the window). ``perfguard.counting`` takes the counts.
+CountMode = Literal["instructions", "cache"]
+COUNT_MODES: tuple[CountMode, ...] = ("instructions", "cache")
+
+
 @dataclass(frozen=True)
 class Suite:
     path: Path
@@ -179,9 +189,17 @@ class Suite:
     runners: Mapping[str, RunnerOptions] = field(default_factory=dict)
     check: CheckSettings = field(default_factory=CheckSettings)
     thresholds: ThresholdSet = field(default_factory=ThresholdSet)
-    #: ``[measure] counts``: every case also counted under Valgrind (``--counts`` sets it too);
-    #: ``"cache"``: with the cache simulation (``--counts-cache``).
-    counts: bool | str = False
+    #: ``[measure] counts``: every case also counted under Valgrind, in this mode (None: not
+    #: counted); ``--counts`` and ``--counts-cache`` set it too (:meth:`counted`).
+    counts: CountMode | None = None
+
+    def counted(self, mode: CountMode | None) -> Suite:
+        """This suite counted as ``mode`` asks on top of its own ``[measure] counts``: the cache
+        simulation when either asks for it; itself when ``mode`` is None (``--counts`` not given).
+        Every job built from the suite reads its mode (``Job.counts``)."""
+        if mode is None or self.counts == mode or self.counts == "cache":
+            return self
+        return dataclasses.replace(self, counts=mode)
 
     def runner_options(self, name: str) -> RunnerOptions:
         """Settings of runner ``name`` from its ``[runners.NAME]`` table (defaults without one)."""

@@ -16,8 +16,10 @@ from perfguard.runners import check_runner_options
 from perfguard.runners.options import RunnerOptions
 from perfguard.suite.gates import parse_check, parse_thresholds
 from perfguard.suite.model import (
+    COUNT_MODES,
     CaseSpec,
     CompilerSpec,
+    CountMode,
     InputSetting,
     InputSettings,
     MeasureSettings,
@@ -191,17 +193,23 @@ def parse_suite(raw: dict[str, object], path: Path, sha256: str = "") -> Suite:
                  thresholds=thresholds, counts=counts)
 
 
-def _counts(reader: Reader, raw: object) -> tuple[bool | str, object]:
-    """``[measure] counts = true``: every case also counted under Valgrind (``--counts``);
-    ``"cache"``: with the cache simulation too (``--counts-cache``). A key of the suite's own
-    ``[measure]`` only (a whole run is counted or not), so it is taken out of the table before
-    the settings every case shares are read."""
+def _counts(reader: Reader, raw: object) -> tuple[CountMode | None, object]:
+    """``[measure] counts = true`` (or ``"instructions"``): every case also counted under Valgrind
+    (``--counts``); ``"cache"``: with the cache simulation too (``--counts-cache``); ``false``: not
+    counted (None). A key of the suite's own ``[measure]`` only (a whole run is counted or not), so
+    it is taken out of the table before the settings every case shares are read."""
     if not isinstance(raw, dict) or "counts" not in raw:
-        return False, raw
+        return None, raw
     value = raw["counts"]
-    if not isinstance(value, bool) and value != "cache":
-        raise reader.fail("[measure].counts", f'expected true, false or "cache", found {describe(value)}')
-    return value, {k: v for k, v in raw.items() if k != "counts"}
+    rest = {k: v for k, v in raw.items() if k != "counts"}
+    if value is True:
+        return "instructions", rest
+    if value is False:
+        return None, rest
+    for mode in COUNT_MODES:
+        if value == mode:
+            return mode, rest
+    raise reader.fail("[measure].counts", f'expected true, false, "instructions" or "cache", found {describe(value)}')
 
 
 @dataclass(frozen=True)
