@@ -52,7 +52,7 @@ def gpu_without_ort_cuda(monkeypatch: pytest.MonkeyPatch) -> CudaRunner:
     """The GPU machine of issue 27: an NVIDIA GPU with its driver, a CPU-only onnxruntime, and an
     iree-base-runtime whose cuda driver sees the GPU (NVML and both runtimes faked)."""
     monkeypatch.setattr("perfguard.runners.cuda.import_nvml", lambda: FakeNvml())
-    monkeypatch.setattr("perfguard.backends.ort_providers.available_providers", lambda: CPU_ORT)
+    monkeypatch.setattr("perfguard.backends.ort.execution_providers.available_providers", lambda: CPU_ORT)
     monkeypatch.setattr("perfguard.backends.iree.import_iree_runtime", lambda: fake_iree())
     return CudaRunner()
 

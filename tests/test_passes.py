@@ -7,8 +7,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from perfguard.backends.folding import fold_constants
-from perfguard.backends.onnx_passes import (
+from perfguard.backends.ort.folding import fold_constants
+from perfguard.backends.ort.onnx_passes import (
     apply_pipeline,
     check_pass_names,
     graph_hash,

@@ -253,7 +253,7 @@ def drop_identities(model):
 
 
 def test_trace_of_in_place_user_passes_records_the_state_before_each_pass(tmp_path, monkeypatch):
-    from perfguard.backends.onnx_passes import apply_pipeline, graph_hash
+    from perfguard.backends.ort.onnx_passes import apply_pipeline, graph_hash
 
     (tmp_path / "inplace_passes.py").write_text(INPLACE_PASSES)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -299,7 +299,7 @@ def test_ort_errors_with_empty_messages_still_fail_one_case(tmp_path, monkeypatc
 
 def test_perfguard_passes_on_an_unnormalized_ir3_model_fold_and_keep_it_valid():
     """The same rule without the loader: a user pass or another tool may hand over an IR-3 graph."""
-    from perfguard.backends.folding import fold_constants, remove_dead_nodes
+    from perfguard.backends.ort.folding import fold_constants, remove_dead_nodes
 
     model = ir3_model()
     folded = fold_constants(model)

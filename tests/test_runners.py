@@ -3,7 +3,7 @@
 The hardware boundaries are faked, and each test says which: ``FakeNvml`` stands in for the ``pynvml``
 module (scripted clocks and clock-event reasons, unsupported fields, a GPU lost mid-run, a missing
 driver); ``FakeSession`` stands in for an ONNX Runtime session (``get_providers``); a provider list
-stands in for ``onnxruntime.get_available_providers()`` (``perfguard.backends.ort_providers``, where the
+stands in for ``onnxruntime.get_available_providers()`` (``perfguard.backends.ort.execution_providers``, where the
 ``ort`` backend maps a runner to its execution providers). Tests marked ``gpu`` use the real thing and
 skip with the reason when this machine has no NVIDIA GPU.
 """
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from perfguard.backends import check_case_runner, get_backend
-from perfguard.backends.ort_providers import check_session, session_providers
+from perfguard.backends.ort.execution_providers import check_session, session_providers
 from perfguard.errors import BackendError, RunnerUnavailable, UserError
 from perfguard.runners import Runner, RunnerOptions, get_runner, runner_names, runner_status, telemetry as tm
 from perfguard.runners.cpu import CpuRunner
@@ -276,7 +276,7 @@ def test_cuda_device_maps_through_cuda_visible_devices():
 
 def _onnxruntime_has(monkeypatch: pytest.MonkeyPatch, *providers: str) -> None:
     """Fakes onnxruntime's provider list."""
-    monkeypatch.setattr("perfguard.backends.ort_providers.available_providers", lambda: list(providers))
+    monkeypatch.setattr("perfguard.backends.ort.execution_providers.available_providers", lambda: list(providers))
 
 
 def _check_for_ort(runner: Runner) -> None:

@@ -450,7 +450,7 @@ class Backend(ABC):
         device itself is ``Runner.check_device``; ``check_case_runner`` asks both). The default
         needs nothing beyond the device: a backend declares its own runtime's needs here (``ort``
         and ``mock``: an ONNX Runtime session on the runner's execution provider,
-        ``perfguard.backends.ort_providers.check_providers``; ``tvm``: the CPU and TVM's runtime)."""
+        ``perfguard.backends.ort.execution_providers.check_providers``; ``tvm``: the CPU and TVM's runtime)."""
 
     def thread_env(self, threads: int) -> dict[str, str]:
         """Environment variables that size this backend's runtime thread pools to ``threads`` in a

@@ -8,7 +8,7 @@ provider name (``npu:QNNExecutionProvider``). Provider options come from the sui
 
 ``openvino`` defaults to ``device_type = "NPU"`` (its default would be the CPU). Availability is
 checked before any work, against the providers this onnxruntime build has; a session that fell
-back to the CPU fails the case (both the ``ort`` backend's: ``perfguard.backends.ort_providers``,
+back to the CPU fails the case (both the ``ort`` backend's: ``perfguard.backends.ort.execution_providers``,
 which also says how to install a missing provider). NPUs have no built-in telemetry:
 results are ``unmonitored`` unless a vendor plug-in registers a source
 (``perfguard.runners.telemetry.register_telemetry``).

@@ -64,7 +64,7 @@ def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def _constant_folding(model: onnx.ModelProto) -> onnx.ModelProto:
-    from perfguard.backends.folding import fold_constants
+    from perfguard.backends.ort.folding import fold_constants
 
     return fold_constants(model)
 
@@ -76,7 +76,7 @@ def _shape_inference(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _eliminate_unused(model: onnx.ModelProto) -> onnx.ModelProto:
-    from perfguard.backends.folding import remove_dead_nodes
+    from perfguard.backends.ort.folding import remove_dead_nodes
 
     return remove_dead_nodes(model)
 

@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard.backends.base import Artifact, Backend, Capabilities, CompileOutput, PassInfo
-from perfguard.backends.onnx_passes import (
+from perfguard.backends.ort.execution_providers import check_providers, check_session, session_providers
+from perfguard.backends.ort.onnx_passes import (
     apply_pipeline,
     check_pass_names,
     list_onnx_passes,
     onnxoptimizer_version,
     run_pipeline,
 )
-from perfguard.backends.ort_providers import check_providers, check_session, session_providers
 from perfguard.backends.settings import check_option_keys, option_choice
 from perfguard.counting.hooks import counted, counting_compile
 from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
@@ -245,7 +245,7 @@ class OrtBackend(Backend):
             return len(onnx.load(optimized, load_external_data=False).graph.node)
 
     def check_runner(self, runner: Runner) -> None:
-        """An ONNX Runtime session on the runner's execution provider (``ort_providers.check_providers``)."""
+        """An ONNX Runtime session on the runner's execution provider (``execution_providers.check_providers``)."""
         check_providers(runner)
 
     def preload(self) -> None:
