@@ -12,7 +12,6 @@ from perfguard.compare.verdicts import (
     CheckMode,
     ComparedResults,
     ModeKind,
-    Sampling,
     VerdictsDocument,
     VerdictsSettings,
 )
@@ -20,11 +19,6 @@ from perfguard.errors import UserError
 from perfguard.results import ResultDocument
 from perfguard.runners.fingerprint import fingerprint_differences
 from perfguard.suite.gates import CheckSettings, ThresholdSet
-
-
-def settings_json(settings: CheckSettings, info: Sampling) -> VerdictsSettings:
-    """The ``settings`` of a verdicts document: how it sampled, and its alpha."""
-    return VerdictsSettings.of(info, settings.alpha)
 
 
 def unpaired_pairs(baseline: ResultDocument, candidate: ResultDocument, base_label: str,
@@ -80,8 +74,9 @@ def compare_documents(baseline: ResultDocument, candidate: ResultDocument, setti
                         (f" ({more[0]})" if more else ""))
     rows, info = adaptive_check(lambda: pairs, lambda ids, n: None, _thresholds_for(candidate, baseline), settings,
                                 adaptive=False)
-    return VerdictsDocument.of(CheckMode(kind, labels[0], labels[1]), rows, settings_json(settings, info),
-                               ComparedResults(candidate, baseline), warnings + more)
+    return VerdictsDocument.of(CheckMode(kind, labels[0], labels[1]), rows,
+                               VerdictsSettings.of(info, settings.alpha), ComparedResults(candidate, baseline),
+                               warnings + more)
 
 
 def _thresholds_for(*documents: ResultDocument) -> ThresholdSet:

@@ -185,6 +185,8 @@ class VerdictsSettings:
 
     @classmethod
     def of(cls, sampling: Sampling, alpha: float) -> VerdictsSettings:
+        """What a verdicts document records of a check: its plan and history (``sampling``) and the
+        suite's false-discovery level ``alpha`` (``CheckSettings.alpha``)."""
         return cls(alpha, sampling.looks_planned, sampling.alpha_by_look, sampling.confidence_by_look,
                    sampling.families, sampling.initial_workers, sampling.step_workers, sampling.max_workers,
                    sampling.history)
