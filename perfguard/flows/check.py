@@ -35,6 +35,7 @@ from perfguard.errors import UserError
 from perfguard.measure.job import Job
 from perfguard.progress import Progress
 from perfguard.results import ResultDocument, load_result
+from perfguard.results.result import WORKING_TREE
 from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
 from perfguard.workers.protocol import variant_id
@@ -42,6 +43,7 @@ from perfguard.workers.protocol import variant_id
 if TYPE_CHECKING:
     from perfguard.profile.explain import ProfileSettings
     from perfguard.results.explanation import Explanation
+    from perfguard.suite.model import CountMode
 
 
 def compile_while_importing(job: Job) -> None:
@@ -138,9 +140,11 @@ def _explain_regressions(suite: Suite, job: Job, pairs: list[Pair], by_variant: 
 
 def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: CheckSettings,
                       progress: Progress, explain: ProfileSettings | None = None, *,
-                      head_built: bool = False) -> VerdictsDocument:
+                      head_built: bool = False, head_subject: str = WORKING_TREE) -> VerdictsDocument:
     """``head_built``: the caller already ran the build command in the working tree (the night
-    builds it once to tell a broken compiler from a good one), so it is not run again."""
+    builds it once to tell a broken compiler from a good one), so it is not run again.
+    ``head_subject``: what the head side is called in the document; the night, which measures its
+    commit, gives that commit's subject (the history site labels the night's points with it)."""
     head = working_tree(suite)
     with checkout_at(suite, ref, "base") as base:
         progress.log(f"base: {ref} = {base.commit[:10] if base.commit else '?'} {base.subject}")
@@ -149,7 +153,7 @@ def check_against_ref(suite: Suite, cases: list[CaseSpec], ref: str, settings: C
             run_build(head, suite.compiler.build)
         changed = pipelines_at(suite, base, progress)
         sides = [Side("base", base.pass_path, base.commit, base.subject, pipelines=changed),
-                 Side("head", suite.compiler.path, head.commit, "working tree")]
+                 Side("head", suite.compiler.path, head.commit, head_subject)]
         job = Job(suite, cases, sides=sides, progress=progress)
 
         def make_pairs(by_variant: dict[str, CompiledCase]) -> list[Pair]:
@@ -188,14 +192,16 @@ def check_against_pipeline(suite: Suite, cases: list[CaseSpec], reference: str, 
 
 
 def check_artifacts_against_pipeline(folder: Path, reference: str, settings: CheckSettings | None,
-                                     progress: Progress, pattern: str | None = None) -> VerdictsDocument:
+                                     progress: Progress, pattern: str | None = None,
+                                     counts: CountMode | None = None) -> VerdictsDocument:
     """``check --artifacts DIR --against-pipeline NAME``: the pipelines of an artifact folder
     (``perfguard compile``) against pipeline ``reference``, verified and measured here,
     interleaved in the same workers (paired), as ``check_against_pipeline`` measures a suite it
-    compiles. ``settings``: the folder suite's ``[check]`` when None."""
+    compiles. ``settings``: the folder suite's ``[check]`` when None; ``counts``: counted as it asks,
+    on top of the folder suite's ``[measure] counts``."""
     from perfguard.flows.compile_here import artifact_job, with_artifact_origin
 
-    job, manifest = artifact_job(folder, progress, pattern=pattern)
+    job, manifest = artifact_job(folder, progress, pattern=pattern, counts=counts)
     suite = job.ctx.suite
     settings = settings or suite.check
     if reference not in suite.pipelines:
