@@ -27,7 +27,8 @@ MOST_LINES = 15
 #: ``(file relative to perfguard/, a snippet of the line) -> why the line names a backend``.
 ALLOW: dict[tuple[str, str], str] = {
     ("suite/parse.py", 'head.get("backend", "ort")'):
-        "the suite format's default backend; suite/ sits below backends/ and cannot ask it",
+        "the suite format's default backend; suite/ sits below backends/ and cannot ask it (a test "
+        "below keeps it equal to DEFAULT_BACKEND)",
     ("runners/fingerprint.py", "LIBRARIES = ("):
         "the environment record names the libraries whose versions make numbers comparable",
     ("runners/cuda.py", '("onnxruntime-gpu",)'):
@@ -101,6 +102,17 @@ def _allowed(relative: str, line: str) -> tuple[str, str] | None:
         if key[0] == relative and key[1] in line:
             return key
     return None
+
+
+def test_a_suite_without_a_backend_runs_on_the_backends_default(write_suite) -> None:
+    """The suite format's default (``suite/``, below ``backends/``, writes it as a literal) is the
+    one the backends name (``DEFAULT_BACKEND``: the spare worker's preload)."""
+    from perfguard.backends import DEFAULT_BACKEND
+    from perfguard.suite import load_suite
+
+    path = write_suite('[suite]\nname = "t"\n\n[models.m]\narch = "resnet"\nparams = { depth = 2 }\n\n'
+                       '[pipelines.a]\npasses = []\n')
+    assert {case.pipeline.backend for case in load_suite(path).cases} == {DEFAULT_BACKEND}
 
 
 def test_the_scan_reads_code_not_prose() -> None:
