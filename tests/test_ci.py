@@ -177,15 +177,15 @@ def test_gpu_wheel_is_installed_with_the_range_of_the_gpu_extra():
     spec = _gpu_extra()
     assert re.fullmatch(r"onnxruntime-gpu\s*[<>=!~]=?.+", spec), spec
     found: dict[str, int] = {}
-    for path in [*WORKFLOWS, ACTION, RUNNERS_GUIDE, REPO / "pyproject.toml", REPO / "perfguard/runners/cuda.py"]:
-        # The runner's install hint is one string split over two source lines.
+    for path in [*WORKFLOWS, ACTION, RUNNERS_GUIDE, REPO / "pyproject.toml", REPO / "perfguard/backends/ort/execution_providers.py"]:
+        # The ORT backend's install hint (a CUDA runner's) is one string split over two source lines.
         for line in _logical_lines(re.sub(r'"\n\s*"', "", path.read_text())):
             if "onnxruntime-gpu" not in line or not re.search(r"\bpip3?\"?\s+install\b", line):
                 continue
             for token in re.findall(r"onnxruntime-gpu[^\s'\"]*", line):
                 assert token == spec.replace(" ", ""), f"{path.name}: {line.strip()} (want {spec!r})"
                 found[path.name] = found.get(path.name, 0) + 1
-    assert found.get("perf-nightly.yml") == 2 and found.get(RUNNERS_GUIDE.name, 0) >= 1 and found.get("cuda.py") == 1, found
+    assert found.get("perf-nightly.yml") == 2 and found.get(RUNNERS_GUIDE.name, 0) >= 1 and found.get("execution_providers.py") == 1, found
 
 
 # --- tests that cannot skip silently ----------------------------------------------------------------
