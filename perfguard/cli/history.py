@@ -139,10 +139,10 @@ def parse_age(text: str) -> float:
 
 
 def format_value(metric: str, kind: str, value: float) -> str:
-    """A value or level as the commands print it (the site's own formatter)."""
-    from perfguard.history.site import format_value as site_format
+    """A value or level as the commands print it (as the site and the issues do)."""
+    from perfguard.report.format import series_level
 
-    return site_format(metric, kind, value)
+    return series_level(metric, kind, value)
 
 
 def sparkline(values: Sequence[float], width: int = 24) -> str:

@@ -303,14 +303,14 @@ def issue_facts(store: Store, alert: Alert) -> IssueFacts:
 
 
 def _table(alert: Alert, site_url: str | None, facts: IssueFacts) -> list[str]:
-    from perfguard.history.site import format_value
+    from perfguard.report.format import series_level
 
     lines = ["| case | metric | change | before → after | interval |", "|---|---|---|---|---|"]
     for c in sorted(alert.changes, key=lambda c: (c.metric != "latency", c.case, c.metric)):
         level = facts.level(c.change_id)
         moved = ("" if level is None else
-                 f"{format_value(level.metric, level.kind, level.before)} → "
-                 f"{format_value(level.metric, level.kind, level.after)}")
+                 f"{series_level(level.metric, level.kind, level.before)} → "
+                 f"{series_level(level.metric, level.kind, level.after)}")
         if _is_exact(c):
             interval = "exact"  # no noise: a zero-width [+78.5 %, +78.5 %] says nothing
         elif c.ci_low is None or c.ci_high is None:

@@ -72,13 +72,14 @@ from perfguard.history.site_model import (
     SiteCounts,
     collect,
 )
+from perfguard.report.format import series_level
 from perfguard.store import Store
 
 if TYPE_CHECKING:
     import jinja2
     from markupsafe import Markup
 
-__all__ = ["MARKER_FILE", "SiteCounts", "SiteSummary", "build_site", "collect", "format_value", "render"]
+__all__ = ["MARKER_FILE", "SiteCounts", "SiteSummary", "build_site", "collect", "render"]
 
 #: The file that marks a folder as a site this command may replace.
 MARKER_FILE = ".perfguard-site"
@@ -94,21 +95,6 @@ class SiteSummary:
 
 
 # --- rendering --------------------------------------------------------------------------------------
-
-def format_value(metric: str, kind: str, value: float) -> str:
-    """A level as the site prints it: a chained index to 4 places, durations, bytes, counts."""
-    from perfguard.units import format_bytes, format_duration
-
-    if not math.isfinite(value):
-        return "n/a"
-    if kind == "ratio":
-        return f"{value:.4f}"
-    if metric in ("latency", "compile_time"):
-        return format_duration(value)
-    if metric in ("memory", "artifact_size"):
-        return format_bytes(value)
-    return f"{value:g}"
-
 
 def _csp_hash(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
@@ -133,7 +119,7 @@ def _environment() -> jinja2.Environment:
                              lstrip_blocks=True)
     env.filters.update({"change": fmt.change, "interval": fmt.interval, "timestamp": fmt.timestamp,
                         "state_label": lambda state: STATE_LABELS.get(state, state), "short": _short,
-                        "value": lambda v, series: format_value(series.key.metric, series.key.kind, v),
+                        "value": lambda v, series: series_level(series.key.metric, series.key.kind, v),
                         "env_text": _env_text, "span": span, "days": _days, "night_range": _night_range})
     return env
 
@@ -181,7 +167,7 @@ def _chart(view: SeriesView, documents: dict[int, DocumentView]) -> TrendChart:
             low, high = (min(point.values), max(point.values)) if len(point.values) > 1 else (None, None)
         document = documents.get(point.document_id)
         subject = document.subject if document else ""
-        shown = format_value(view.key.metric, view.key.kind, level)
+        shown = series_level(view.key.metric, view.key.kind, level)
         if view.key.kind == "ratio":
             shown += f" (night {point.value - 1:+.2%})"
         title = " · ".join(x for x in (point.time[:10], _short(point.commit), subject, shown) if x)
@@ -207,7 +193,7 @@ def _chart(view: SeriesView, documents: dict[int, DocumentView]) -> TrendChart:
             markers.append(Marker(commits.index(bad), change.tone,
                                   f"{fmt.change(c.ratio)} {fmt.interval(c.ci_low, c.ci_high)} ({c.status})",
                                   f"../{change.href}", bad))
-    return trend(nights, markers, lambda v: format_value(view.key.metric, view.key.kind, v),
+    return trend(nights, markers, lambda v: series_level(view.key.metric, view.key.kind, v),
                  reference=1.0 if view.key.kind == "ratio" else None)
 
 

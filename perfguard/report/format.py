@@ -1,4 +1,5 @@
-"""Number formatting shared by the HTML and Markdown reports (plain text, no markup).
+"""Number formatting shared by the HTML and Markdown reports, the history site, ``perfguard
+history`` and the issues of alerts (plain text, no markup).
 
 Changes are ``ratio - 1`` in percent with a sign; intervals are the change at both ends of the
 ratio's confidence interval; a missing number (JSON ``null``, NaN) prints as an empty string or
@@ -50,6 +51,21 @@ def mde(value: object) -> str:
         return "∞"
     number = finite(value)
     return "" if number is None else f"±{number * 100:.1f}%"
+
+
+def series_level(metric: str, kind: str, value: float) -> str:
+    """A level of a history series as the site, ``perfguard history`` and an alert's issue print it:
+    a chained index (``ratio`` series) to 4 places, latency and compile time as durations, memory and
+    artifact size in binary units, other counts as they are; ``n/a`` when not finite."""
+    if not math.isfinite(value):
+        return "n/a"
+    if kind == "ratio":
+        return f"{value:.4f}"
+    if metric in ("latency", "compile_time"):
+        return format_duration(value)
+    if metric in ("memory", "artifact_size"):
+        return format_bytes(value)
+    return f"{value:g}"
 
 
 def quantity(value: object, unit: str) -> str:
