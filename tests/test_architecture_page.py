@@ -19,8 +19,7 @@ else:  # run as a script to rewrite the page
 
 PAGE = PACKAGE.parent / "docs" / "architecture.md"
 
-#: What each room of the picture holds, in a few words (one per package layer of ``LAYERS``, and one
-#: per module that has a layer of its own: ``counting.hooks``, ``workers.worker``).
+#: What each room of the picture holds, in a few words (one per layer of ``LAYERS``).
 ROOMS = {
     "cli": "thin: arguments, progress, tables; the pytest plugin",
     "flows": "what composes stages: run, check, calibrate, compile here / measure there, probe, bisect, tune, the night",
@@ -32,13 +31,11 @@ ROOMS = {
     "bisect": "the noise-aware search, its state, the bisect document",
     "profile": "why: profiles, per-op diff, dimension, Nsight, Perfetto",
     "compare": "pure comparison of documents: verdicts, the gate, the merge of shards",
-    "workers.worker": "the worker process's entry point, serving every request: compile, measure, profile, count",
     "measure": "the protocol driven from the parent: groups, memory probes, the job",
     "counting": "taking counts: Valgrind, the counted worker, its dumps, the plan, the counts cache",
     "compile": "one case's compile stage: preflight, checkout, user passes, the artifact cache",
     "workers": "the process boundary: requests, responses, spawning and collecting workers",
     "results": "typed, versioned documents: result, explanation, counts, artifact folders",
-    "counting.hooks": "what a backend's compile calls so that a counted compile counts its work",
     "backends": "the public contract: ort, iree, tvm, inductor, mock, plug-ins",
     "models": "zoo, loader, inputs",
     "suite": "the suite file: model, parse, gates, shards",

@@ -300,9 +300,9 @@ def test_iree_and_tvm_declare_counts_and_counted_compiles() -> None:
 
 
 def test_a_tool_run_whole_is_counted_by_cachegrind_without_its_cache_and_reported_as_a_step() -> None:
+    from perfguard.backends.counting_hooks import COUNT_PROCESS, counted_process
     from perfguard.counting.child import CountResponse
     from perfguard.counting.dumps import parse_dump
-    from perfguard.counting.hooks import COUNT_PROCESS, counted_process
     from perfguard.counting.plan import compile_counts
     from perfguard.counting.valgrind import tool_command
 

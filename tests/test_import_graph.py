@@ -24,17 +24,17 @@ PACKAGE = Path(__file__).resolve().parent.parent / "perfguard"
 #: documents) sits below ``workers`` because a worker's responses carry document parts (the
 #: correctness check) and the profile trace reader parses JSON as every document reader does.
 #: ``store`` (the history store, its tables, the rows and alerts it answers with) sits below
-#: ``report`` and ``history``, which read it and are never read by it. A dotted entry is a
-#: subpackage or module with a layer of its own (``_package``): ``counting.hooks`` (what a
-#: backend's compile calls so that a counted compile counts it) sits below ``backends``, the rest of
-#: ``counting`` (which drives backends, workers and the artifact cache) above ``compile``; and
-#: ``workers.worker``, the worker process's entry point, above ``counting``, whose requests it
-#: serves as it serves every stage's (nothing imports it: it runs as ``python -m``).
+#: ``report`` and ``history``, which read it and are never read by it. ``counting`` drives
+#: backends, workers and the artifact cache, so it sits above ``compile``; the hooks a backend's
+#: compile calls in a counted compile are the backends' own (``backends.counting_hooks``), and the
+#: counted process has its own entry point (``python -m perfguard.counting``). Every entry is a
+#: folder (or a top-level module): drawn by folders, the layers are the picture
+#: (:func:`test_no_two_folders_import_each_other`).
 LAYERS = [
     "", "errors", "jsonfields", "jsonparse", "units", "names", "atomic", "redact", "exit_codes", "children", "scratch", "progress",
     "schemas",
-    "stats", "runners", "suite", "models", "counting.hooks", "backends", "results", "workers", "compile", "counting",
-    "workers.worker", "measure", "compare",
+    "stats", "runners", "suite", "models", "backends", "results", "workers", "compile", "counting", "measure",
+    "compare",
     "profile", "bisect", "tune", "store", "report", "history", "formats", "flows", "cli", "__main__",
 ]
 
@@ -189,9 +189,9 @@ def test_the_store_sits_below_report_and_history() -> None:
     assert edges == []
 
 
-def test_the_counting_hooks_sit_below_the_backends_and_import_nothing_of_perfguard() -> None:
-    assert LAYERS.index("counting.hooks") < LAYERS.index("backends") < LAYERS.index("counting")
-    assert import_graph()["perfguard.counting.hooks"] == set()
+def test_the_counting_hooks_are_the_backends_and_import_nothing_of_perfguard() -> None:
+    assert LAYERS.index("backends") < LAYERS.index("counting")
+    assert import_graph()["perfguard.backends.counting_hooks"] == set()
 
 
 def test_every_package_has_a_layer() -> None:
@@ -202,3 +202,33 @@ def test_every_package_has_a_layer() -> None:
 def test_no_package_imports_one_above_it() -> None:
     edges = upward_edges(import_graph(), LAYERS)
     assert not edges, "imports from a higher layer (see LAYERS):\n" + "\n".join("  " + e for e in edges)
+
+
+def folder_pairs(graph: dict[str, set[str]]) -> list[str]:
+    """Each pair of top-level folders (or modules) of perfguard that import each other, drawn by
+    folders, as ``a <-> b: one import each way``."""
+    def top(module: str) -> str:
+        return module.split(".")[1] if "." in module else ""
+
+    edges: dict[tuple[str, str], str] = {}
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if top(module) != top(target):
+                edges.setdefault((top(module), top(target)), f"{module} -> {target}")
+    return [f"{a} <-> {b}: {edges[(a, b)]}; {edges[(b, a)]}" for (a, b) in sorted(edges) if a < b and (b, a) in edges]
+
+
+def test_folder_pairs_names_two_folders_that_import_each_other() -> None:
+    graph = {"p.a.x": {"p.b.y"}, "p.b.y": set(), "p.b.z": {"p.a.w"}, "p.a.w": set(), "p.c": {"p.a.x"}}
+    assert folder_pairs(graph) == ["a <-> b: p.a.x -> p.b.y; p.b.z -> p.a.w"]
+
+
+def test_the_layers_are_folders() -> None:
+    """A layer is a folder (or a top-level module): a subpackage with a layer of its own would
+    have its folder import, and be imported by, its parent's (as ``history/store`` did)."""
+    assert [layer for layer in LAYERS if "." in layer] == []
+
+
+def test_no_two_folders_import_each_other() -> None:
+    pairs = folder_pairs(import_graph())
+    assert not pairs, "folders that import each other:\n" + "\n".join("  " + p for p in pairs)

@@ -264,10 +264,10 @@ class Capabilities:
         count all the same (built for instructions Valgrind cannot run) is ``Backend.count_blocker``.
     ``compile_counts``
         ``compile`` does its real work in the calling thread and opens a counted window around
-        each piece of it (``counting.hooks.counted``: a pass, or a step of the backend's own), so a
+        each piece of it (``backends.counting_hooks.counted``: a pass, or a step of the backend's own), so a
         counted compile gives instructions per pass and ``compile_instructions``. A compiler run
         as a subprocess, which no window of the calling thread sees, runs through
-        ``counting.hooks.counted_process`` and is counted whole as one step (IREE's
+        ``backends.counting_hooks.counted_process`` and is counted whole as one step (IREE's
         ``iree-import-onnx`` and ``iree-compile``).
     ``torch_models``
         ``compile`` takes a model given as a PyTorch callable (``[models.NAME] torch``: the

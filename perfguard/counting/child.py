@@ -54,7 +54,7 @@ class CountResponse:
     """What a counted worker did: ``valgrind`` (how many Valgrinds it ran under: 0 means the
     windows counted nothing), its ``pid`` (its profiles are ``callgrind.out.PID.N``), and the
     events of the tools a counted compile ran as subprocesses, counted whole, by step label
-    (``processes``: ``counting.hooks.COUNT_PROCESS``)."""
+    (``processes``: ``backends.counting_hooks.COUNT_PROCESS``)."""
 
     valgrind: int
     pid: int
@@ -175,7 +175,7 @@ def _mmap_large_allocations() -> None:
 @dataclass(frozen=True)
 class CountCompileRequest:
     """Compile once as ``compile`` says (into its ``out_dir``: a scratch folder), instrumented,
-    with a counted window around each piece of real work (``counting.hooks.COUNT_WINDOW``); no
+    with a counted window around each piece of real work (``backends.counting_hooks.COUNT_WINDOW``); no
     reference run and no correctness check (the real compile did those)."""
 
     mode: ClassVar[str] = COMPILE_MODE
@@ -207,7 +207,7 @@ def do_count_compile(request: CountCompileRequest) -> CountResponse:
     from pathlib import Path
 
     from perfguard.backends import get_backend
-    from perfguard.counting.hooks import COUNT_PROCESS, COUNT_WINDOW
+    from perfguard.backends.counting_hooks import COUNT_PROCESS, COUNT_WINDOW
     from perfguard.counting.valgrind import ClientRequests
     from perfguard.errors import CountedCompileDone
     from perfguard.suite import PipelineSpec
@@ -249,7 +249,7 @@ def do_count_compile(request: CountCompileRequest) -> CountResponse:
 
 
 class _CountedTools:
-    """The tools a counted compile ran as subprocesses (``counting.hooks.COUNT_PROCESS``), each
+    """The tools a counted compile ran as subprocesses (``backends.counting_hooks.COUNT_PROCESS``), each
     under Valgrind whole (``valgrind.tool_command``), its profile in a scratch folder; their
     events by step label (a label run twice: summed)."""
 
@@ -337,6 +337,8 @@ class CountBatchRequest:
     same state)."""
 
     mode: ClassVar[str] = BATCH_MODE
+    #: The module the counted process runs as (``perfguard.counting.__main__``), not the worker's.
+    entry: ClassVar[str] = "perfguard.counting"
     items: tuple[CountItem, ...]
     imports: tuple[str, ...]
     parallel: int = 1

@@ -92,7 +92,7 @@ def per_inference(windows: Mapping[str, Mapping[str, int]], variant: str, infere
 
 
 def compile_counts(windows: Mapping[str, Mapping[str, int]]) -> CompileCounts:
-    """The compile's figures from its windows (labels: ``counting.hooks.COUNT_WINDOW``): a pass's own
+    """The compile's figures from its windows (labels: ``backends.counting_hooks.COUNT_WINDOW``): a pass's own
     figure is its replay window inside an onnxoptimizer group, else its work window."""
     work: dict[int, int] = {}
     replay: dict[int, int] = {}

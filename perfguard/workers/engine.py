@@ -31,6 +31,9 @@ from perfguard.workers.protocol import (
 )
 
 R = TypeVar("R")
+#: The module a worker runs as (``python -m``), unless its request names another (``entry``: the
+#: counted process's ``perfguard.counting``).
+WORKER_MODULE = "perfguard.workers.worker"
 #: What ``run_worker``'s ``prepare`` does: (command, environment) -> (command, environment) run.
 Prepare = Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str]]]
 
@@ -89,7 +92,7 @@ class Spare:
         self.stderr = os.fdopen(fd, "w")
         self.threads = threads
         try:
-            self.proc = children.popen([sys.executable, "-m", "perfguard.workers.worker", "--spare"],
+            self.proc = children.popen([sys.executable, "-m", WORKER_MODULE, "--spare"],
                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.stderr,
                                        env=_worker_env(threads, workdir, backends), text=True)
         except BaseException:
@@ -136,7 +139,7 @@ def run_worker(request: Request[R], timeout: float, workdir: Path, spare: Spare 
         stderr_path = request_path.replace("request-", "stderr-").replace(".json", ".txt")
         with open(stderr_path, "w") as stderr:
             try:
-                command = [sys.executable, "-m", "perfguard.workers.worker", request_path, response_path]
+                command = [sys.executable, "-m", getattr(request, "entry", WORKER_MODULE), request_path, response_path]
                 env = _worker_env(request.threads, workdir, request.backends)
                 if prepare is not None:
                     command, env = prepare(command, env)

@@ -36,7 +36,6 @@ import numpy as np
 from perfguard.atomic import write_atomic
 from perfguard.backends import check_case_runner, get_backend, preload_default_backend, reference_runtime
 from perfguard.backends.base import Artifact, Backend, Executable
-from perfguard.counting.child import BATCH_MODE as COUNT_BATCH_MODE, CountBatchRequest, do_count_batch
 from perfguard.errors import BackendError, PerfguardError, RunnerUnavailable, first_line
 from perfguard.models.inputs import InputSpec, make_feeds
 from perfguard.results.result import CorrectnessCheck
@@ -563,13 +562,18 @@ def main(argv: list[str]) -> int:
             return 0
         argv = paths
     request_path, response_path = argv
+    return answer(request_path, response_path, lambda request: encode_response(*serve(request_from_json(request))))
+
+
+def answer(request_path: str, response_path: str, handle: Callable[[dict[str, object]], object]) -> int:
+    """Answer the request in ``request_path`` with ``handle``'s response, written atomically to
+    ``response_path``; a failure is the response's ``error`` (one line), never an exit. Every
+    worker entry point answers this way: this module's, and the counted process's
+    (``python -m perfguard.counting``)."""
     request = json.loads(Path(request_path).read_text())
     os.environ["PERFGUARD_WORKER_MODE"] = str(request.get("mode"))
     try:
-        if request.get("mode") == COUNT_BATCH_MODE:  # its own module: the Valgrind side of the boundary
-            response = do_count_batch(CountBatchRequest.from_json(request)).to_json()
-        else:
-            response = encode_response(*serve(request_from_json(request)))
+        response = handle(request)
     except PerfguardError as exc:
         response = {"error": {"stage": request["mode"], "message": str(exc)}}
     except Exception as exc:  # report the worker's own failure to the parent as one line

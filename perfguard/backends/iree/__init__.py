@@ -68,6 +68,7 @@ from perfguard.backends.base import (
     setting_str_map,
     setting_strs,
 )
+from perfguard.backends.counting_hooks import counted_process, counting_compile
 from perfguard.backends.iree.compiler_tools import (
     INSTALL_HINT,
     ArtifactCache,
@@ -90,7 +91,6 @@ from perfguard.backends.iree.ir_trace import (
 )
 from perfguard.backends.iree.valgrind_runtime import count_blocker, keep_off_io_uring
 from perfguard.backends.settings import check_option_keys, option_choice
-from perfguard.counting.hooks import counted_process, counting_compile
 from perfguard.errors import (
     BackendError,
     CountedCompileDone,
@@ -335,7 +335,7 @@ class IreeBackend(Backend):
     ``local-sync`` driver (its dispatches run in the calling thread; ``valgrind_runtime``), and its
     compile as two steps: ``iree-import-onnx`` and ``iree-compile`` run as subprocesses, outside
     the calling thread's windows, so a counted compile runs each whole under Valgrind
-    (``counting.hooks.counted_process``): ``step|iree-import-onnx``, ``step|iree-compile``. IREE's
+    (``backends.counting_hooks.counted_process``): ``step|iree-import-onnx``, ``step|iree-compile``. IREE's
     own passes are not counted one by one (they run inside ``iree-compile``)."""
 
     name = "iree"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfguard.backends.base import Artifact, Backend, Capabilities, CompileOutput, PassInfo
+from perfguard.backends.counting_hooks import counted, counting_compile
 from perfguard.backends.ort.execution_providers import check_providers, check_session, session_providers
 from perfguard.backends.ort.onnx_passes import (
     apply_pipeline,
@@ -34,7 +35,6 @@ from perfguard.backends.ort.onnx_passes import (
     run_pipeline,
 )
 from perfguard.backends.settings import check_option_keys, option_choice
-from perfguard.counting.hooks import counted, counting_compile
 from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
 from perfguard.jsonfields import JsonDict
 

@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from perfguard.backends.base import PassInfo, PassRecord, PassTrace
-from perfguard.counting.hooks import counted
+from perfguard.backends.counting_hooks import counted
 from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
 
 if TYPE_CHECKING:

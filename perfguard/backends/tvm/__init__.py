@@ -61,6 +61,7 @@ from perfguard.backends.base import (
     file_sha256,
     setting_strs,
 )
+from perfguard.backends.counting_hooks import counted, counting_compile
 from perfguard.backends.settings import check_option_keys
 from perfguard.backends.tvm.relax_trace import (
     COUNTED_STEPS,
@@ -71,7 +72,6 @@ from perfguard.backends.tvm.relax_trace import (
     prim_func_histogram,
     structural_hash,
 )
-from perfguard.counting.hooks import counted, counting_compile
 from perfguard.errors import (
     BackendError,
     CountedCompileDone,

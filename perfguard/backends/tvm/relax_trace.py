@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from perfguard import jsonfields as f
 from perfguard.backends.base import DatabaseUse, PassTrace
-from perfguard.counting.hooks import counted
+from perfguard.backends.counting_hooks import counted
 from perfguard.errors import UserError
 from perfguard.jsonfields import JsonDict
 
@@ -198,7 +198,7 @@ def make_instrument() -> Any:
     """A fresh ``PassInstrument`` recording (depth, name, seconds, hash, PrimFunc count) after each pass;
     its ``rows`` holds the depth-0 (listed) passes and ``nested`` counts the others.
 
-    In a counted compile it also opens the window ``work|INDEX`` (``counting.hooks.counted``) around
+    In a counted compile it also opens the window ``work|INDEX`` (``backends.counting_hooks.counted``) around
     each listed pass: opened last before the pass and closed first after it, so the hashing and
     counting done here for the trace stay outside."""
     import tvm.ir.instrument

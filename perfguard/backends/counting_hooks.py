@@ -3,9 +3,9 @@ counts its real work: a window around each pass or step (:func:`counted`), a too
 subprocess counted whole (:func:`counted_process`), and whether this compile is counted at all
 (:func:`counting_compile`). Outside a counted compile each is a no-op.
 
-A layer of its own (``counting.hooks``, below ``backends`` in ``tests/test_import_graph.py``):
-backends import it, and it imports nothing of perfguard, so the rest of ``counting`` (which
-drives backends) can sit above them.
+Part of the backends' contract (a backend owns its counting hooks, as it owns its tracing): it
+imports nothing of perfguard, and ``counting``, which drives backends from a layer above them,
+sets the hooks in a counted compile's child.
 """
 
 from __future__ import annotations
