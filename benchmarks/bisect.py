@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from perfguard.flows.bisect_commits import bisect_commits  # noqa: E402
+from perfguard.flows.bisection.commit_search import bisect_commits  # noqa: E402
 from perfguard.progress import Progress  # noqa: E402
 from perfguard.suite import load_suite  # noqa: E402
 from tests.factories import compiler_suite, make_compiler_repo, pass_source  # noqa: E402

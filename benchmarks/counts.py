@@ -28,6 +28,7 @@ forked from it per count, as a counted check does):
     python benchmarks/counts.py --drift [--runs 20] [--busy 2] [--model resnet:K=V,...]  # one tiny artifact in separate processes
     python benchmarks/counts.py --model resnet:depth=16,width=64,image_size=224 [--phases] [--check]
         # a real-size model: one counted child phase by phase (protocols 3 and 4), a counted check's cost
+    python benchmarks/counts.py --split [--models resnet_s]       # a small model's counted inferences vs compiles
 """
 
 from __future__ import annotations
@@ -260,9 +261,16 @@ def main() -> None:
     parser.add_argument("--drift", action="store_true",
                         help="one tiny artifact counted in --runs separate processes: spread and A/A (--busy N cores)")
     parser.add_argument("--busy", type=int, default=2, help="with --drift: cores kept busy (stress-ng --cpu N)")
+    parser.add_argument("--split", action="store_true",
+                        help="a smoke model's counting cost: its inferences only, then with its compiles")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # a log file sees each line
     models = args.models.split(",")
+    if args.split:
+        from counts_split import run as run_split
+
+        run_split(models[0] if args.models != parser.get_default("models") else "resnet_s")
+        return
     if args.drift:
         from counts_drift import run as run_drift
 

@@ -96,7 +96,7 @@ def test_nightly_explains_new_culprits_unless_told_not_to() -> None:
 
 def test_one_exact_bisection_per_range_that_timing_did_not_attribute() -> None:
     from perfguard.bisect.document import BisectResult
-    from perfguard.flows.nightly_exact import exact_to_bisect
+    from perfguard.flows.nightly.exact_bisections import exact_to_bisect
     from perfguard.store import Change, Series, SeriesKey
 
     def found(change_id: int, case: str, metric: str, ratio: float, bad: str = BAD) -> tuple[Change, Series]:
@@ -184,7 +184,7 @@ def test_bisect_on_node_count_names_commit_and_pass_by_compiling_only(tmp_path: 
 
 @pytest.mark.slow
 def test_an_exact_only_alert_has_its_fixing_range_bisected_on_its_exact_metric(tmp_path: Path) -> None:
-    from perfguard.flows.bisect_fix import bisect_fixes
+    from perfguard.flows.bisection.fix_search import bisect_fixes
     from perfguard.progress import Progress
     from perfguard.suite import load_suite
     from perfguard.suite.gates import CheckSettings

@@ -313,7 +313,7 @@ def test_the_culprits_explanation_is_summarised_from_its_bisect_document():
 
 
 def test_the_nightly_summary_shows_one_row_per_alert_with_its_changes_inside():
-    from perfguard.flows.nightly import NightReport
+    from perfguard.flows.nightly.night import NightReport
     from perfguard.report.nightly import markdown_summary
     from perfguard.store import Night
 
@@ -356,7 +356,7 @@ def test_a_later_reverse_step_of_at_least_half_marks_the_alert_fixed_with_the_fi
 
 
 def test_an_alert_fixed_tonight_is_listed_as_closed_not_as_a_new_regression():
-    from perfguard.flows.nightly import NightReport
+    from perfguard.flows.nightly.night import NightReport
     from perfguard.report.nightly import markdown_summary
     from perfguard.store import Night
 

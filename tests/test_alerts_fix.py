@@ -71,8 +71,8 @@ def test_an_alert_of_format_2_round_trips_with_its_fixing_commit_and_one_of_form
 
 
 def test_the_summary_and_the_bisect_only_summary_say_fixed_by_commit_and_pass():
-    from perfguard.flows.bisect_fix import FixFound
-    from perfguard.flows.nightly import NightReport
+    from perfguard.flows.bisection.fix_search import FixFound
+    from perfguard.flows.nightly.night import NightReport
     from perfguard.report.nightly import bisections_summary, markdown_summary
     from perfguard.store import Night
 
@@ -121,7 +121,7 @@ def test_a_store_of_revision_0003_is_upgraded_and_records_the_fixing_commit_with
 
 
 def test_a_fixing_range_of_one_commit_is_the_fixing_commit_without_a_bisection(tmp_path: Path) -> None:
-    from perfguard.flows.bisect_fix import bisect_fixes, waiting_for_fix_bisection
+    from perfguard.flows.bisection.fix_search import bisect_fixes, waiting_for_fix_bisection
     from perfguard.progress import Progress
     from perfguard.suite import load_suite
     from perfguard.suite.gates import CheckSettings

@@ -313,7 +313,7 @@ def test_cache_options_refuse_bad_sizes_in_one_line(tmp_path):
 def test_a_nightly_with_the_cache_compiles_only_the_head_side_after_a_night_that_ran(tmp_path):
     """Night 1 measures commit A (its compiles stored); night 2 checks B (one pass changed) against
     A: A's side comes from the cache, only B's compiles. Night 3 at B again measures nothing: one
-    night per commit (``perfguard.flows.nightly_once``)."""
+    night per commit (``perfguard.flows.nightly.one_per_commit``)."""
     repo, shas = make_compiler_repo(tmp_path / "cc", [
         ("initial", {"mycc/__init__.py": "", "mycc/passes.py": pass_source(0)}),
         ("slower pass", {"mycc/passes.py": pass_source(8, "slower")}),

@@ -113,7 +113,7 @@ def test_the_contract_asks_nothing_of_a_runner_and_sizes_no_thread_pool(tmp_path
     from perfguard.backends.base import Backend
     from perfguard.errors import RunnerUnavailable
     from perfguard.runners import get_runner
-    from perfguard.workers.engine import _worker_env
+    from perfguard.workers.launch import _worker_env
 
     class Plain(MockBackend):
         name = "plain"

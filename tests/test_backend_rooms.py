@@ -36,9 +36,9 @@ ALLOW: dict[tuple[str, str], str] = {
     ("runners/npu.py", '"onnxruntime-qnn"'): "an NPU's fingerprint records its vendor package's version",
     ("runners/npu.py", '"onnxruntime-openvino"'): "an NPU's fingerprint records its vendor package's version",
     ("runners/npu.py", '"onnxruntime-vitisai"'): "an NPU's fingerprint records its vendor package's version",
-    ("flows/tvm_tune.py", "from perfguard.backends.tvm.meta_schedule import"):
+    ("flows/tuning/tvm_database.py", "from perfguard.backends.tvm.meta_schedule import"):
         "the flow of `perfguard tvm-tune`, TVM's own command, composes TVM's tuner with the model stages",
-    ("flows/tvm_tune.py", 'prefix="perfguard-tvm-tune-"'): "the scratch folder of that command",
+    ("flows/tuning/tvm_database.py", 'prefix="perfguard-tvm-tune-"'): "the scratch folder of that command",
     ("profile/gpu_diff.py", 'GpuDiff("ort"'):
         "the explanation document's kernel source: the profiles' Kernel events are ORT's trace format",
     ("profile/gpu_diff.py", '"skipped: ORT kernels:'): "the wording of that source's skip reason (unchanged)",

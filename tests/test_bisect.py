@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from perfguard.flows.bisect_passes import apply_edits, ddmin, edit_script
+from perfguard.flows.bisection.pass_search import apply_edits, ddmin, edit_script
 from perfguard.results.explanation import DIMENSIONS
 
 from .conftest import REPO, run_cli

@@ -71,7 +71,7 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[str
     def trees(suite: object, refs: list[str]) -> Iterator[dict[str, CompilerCheckout]]:
         yield {ref: CompilerCheckout(ref[:10], repo, repo, ref) for ref in refs}
 
-    monkeypatch.setattr("perfguard.flows.bisect_commits.checkouts", trees)
+    monkeypatch.setattr("perfguard.flows.bisection.commit_search.checkouts", trees)
     monkeypatch.chdir(tmp_path)
     return suite, shas
 
@@ -84,7 +84,7 @@ def _bisect(suite: Path, shas: list[str], out: Path) -> int:
 def test_undecided_ends_are_undecided_with_their_own_exit_code_and_the_deciding_metric(
         toy: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     suite, shas = toy
-    monkeypatch.setattr("perfguard.flows.bisect_commits.run_probe", _probe(UNDECIDED, (17, 77)))
+    monkeypatch.setattr("perfguard.flows.bisection.commit_search.run_probe", _probe(UNDECIDED, (17, 77)))
     out = suite.parent / "undecided.json"
     assert _bisect(suite, shas, out) == ExitCode.UNDECIDED == 6
     printed = capsys.readouterr().out
@@ -107,12 +107,12 @@ def test_undecided_ends_are_undecided_with_their_own_exit_code_and_the_deciding_
 def test_undecided_ends_without_an_exact_change_name_the_other_ways_and_a_decided_none_stays_exit_5(
         toy: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     suite, shas = toy
-    monkeypatch.setattr("perfguard.flows.bisect_commits.run_probe", _probe(UNDECIDED, (17, 17)))
+    monkeypatch.setattr("perfguard.flows.bisection.commit_search.run_probe", _probe(UNDECIDED, (17, 17)))
     assert _bisect(suite, shas, suite.parent / "a.json") == ExitCode.UNDECIDED
     assert "no exact metric changed between the ends: to decide, add workers (--workers, --max-workers)" in (
         capsys.readouterr().out)
     same = {"decision": "same", "direction": "none", "ratio": 1.0, "ci_low": 0.99, "ci_high": 1.01}
-    monkeypatch.setattr("perfguard.flows.bisect_commits.run_probe", _probe(same, (17, 17)))
+    monkeypatch.setattr("perfguard.flows.bisection.commit_search.run_probe", _probe(same, (17, 17)))
     assert _bisect(suite, shas, suite.parent / "b.json") == ExitCode.NO_REGRESSION
     assert "no reproducible regression between good and bad" in capsys.readouterr().out
 
@@ -139,8 +139,8 @@ def test_bisect_passes_between_commits_with_undecided_ends_is_undecided_too(
     def trees(suite: object, refs: list[str]) -> Iterator[dict[str, CompilerCheckout]]:
         yield {ref: CompilerCheckout(ref[:10], repo, repo, ref) for ref in refs}
 
-    monkeypatch.setattr("perfguard.flows.bisect_versions.checkouts", trees)
-    monkeypatch.setattr("perfguard.flows.bisect_versions.run_probe", _probe(UNDECIDED, (17, 77)))
+    monkeypatch.setattr("perfguard.flows.bisection.version_search.checkouts", trees)
+    monkeypatch.setattr("perfguard.flows.bisection.version_search.run_probe", _probe(UNDECIDED, (17, 77)))
     out = suite.parent / "passes.json"
     code = cli.main(["bisect", "passes", "--suite", str(suite), "--case", "r/mycc/cpu", "--good", shas[0],
                      "--bad", shas[-1], "--json", str(out), "--state", str(suite.parent / "p.state"), "--quiet"])

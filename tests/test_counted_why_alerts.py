@@ -80,7 +80,7 @@ def test_a_counted_culprit_is_explained_with_its_counted_attribution_as_the_nigh
     too and the explanation, and so the alert, carries the attribution."""
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
-    from perfguard.flows.bisect_explain import explain_pipelines
+    from perfguard.flows.bisection.culprit_explain import explain_pipelines
     from perfguard.profile.explain import ProfileSettings
     from perfguard.progress import Progress
     from perfguard.suite import load_suite
@@ -114,7 +114,7 @@ def _alert_store(url: str, explanation: dict) -> Alert:
 @pytest.mark.timeout(1300)
 def test_a_counted_culprits_alert_says_why_counted_in_the_summary_the_issue_the_site_and_the_terminal(
         profiled, tmp_path: Path) -> None:
-    from perfguard.flows.nightly import NightReport
+    from perfguard.flows.nightly.night import NightReport
     from perfguard.history.notify import issue_body
     from perfguard.history.site import build_site
     from perfguard.report.nightly import markdown_summary
@@ -176,7 +176,7 @@ def test_an_explanation_and_an_alert_keep_their_counted_attribution_through_json
 
 
 def test_hostile_function_names_stay_data_in_the_nightly_summary_the_issue_and_the_site(tmp_path: Path) -> None:
-    from perfguard.flows.nightly import NightReport
+    from perfguard.flows.nightly.night import NightReport
     from perfguard.history.notify import issue_body
     from perfguard.history.site import build_site
     from perfguard.report.nightly import markdown_summary

@@ -398,7 +398,7 @@ def test_bisection_on_counts_probes_each_version_once_in_at_most_ceil_log2_n_pro
     is found, no version is probed twice, and the probes never exceed ceil(log2 n), which the
     worst culprit reaches."""
     from perfguard.bisect.exact import probes_needed, search_exact
-    from perfguard.flows.bisect_exact import EXACT_PROBES
+    from perfguard.flows.bisection.exact_probes import EXACT_PROBES
     from perfguard.suite.gates import DEFAULT_THRESHOLDS
 
     probe = EXACT_PROBES["instructions"]

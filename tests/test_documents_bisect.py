@@ -154,7 +154,7 @@ def test_a_culprit_that_cannot_be_profiled_is_recorded_unavailable_and_renders(m
 
     import perfguard.profile.pairs
     from perfguard.errors import BackendError
-    from perfguard.flows.bisect_explain import explain_pipelines
+    from perfguard.flows.bisection.culprit_explain import explain_pipelines
     from perfguard.progress import Progress
 
     def broken(*args, **kwargs):

@@ -441,7 +441,7 @@ def test_bisect_passes_documents_have_case_probes_and_the_version_constant(tmp_p
         yield {ref: CompilerCheckout(ref[:10], repo, repo, ref) for ref in refs}
 
     monkeypatch.setattr("perfguard.flows.probe.run_probe", no_regression)
-    monkeypatch.setattr("perfguard.flows.bisect_passes.run_probe", no_regression)
+    monkeypatch.setattr("perfguard.flows.bisection.pass_search.run_probe", no_regression)
     monkeypatch.setattr("perfguard.flows.probe.checkouts", trees)
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "versions.json"

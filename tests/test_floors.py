@@ -162,7 +162,7 @@ def test_the_nightly_confirms_and_alerts_what_the_check_calls_different(tmp_path
     (``finish_night``, no bisection): the exact metrics of the alert are the check's DIFFERENT
     rows for the same two entries, no more (the +2.8 % artifact size) and no less (+0.5 %
     instructions)."""
-    from perfguard.flows.nightly import NightReport, finish_night
+    from perfguard.flows.nightly.night import NightReport, finish_night
     from perfguard.progress import Progress
     from perfguard.results import load_result
     from perfguard.results.result import CompilerInfo

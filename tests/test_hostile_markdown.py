@@ -25,7 +25,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from perfguard.bisect.document import bisect_from_json
-from perfguard.flows.nightly import Finding, NightReport
+from perfguard.flows.nightly.night import Finding, NightReport
 from perfguard.history.site import build_site
 from perfguard.names import visible
 from perfguard.report.escape import html_value, md_code, md_text

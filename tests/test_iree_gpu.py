@@ -147,7 +147,7 @@ def test_the_measuring_path_imports_nothing_a_measuring_machine_lacks():
     code = (
         "import sys\n"
         "import perfguard.cli, perfguard.cli.run, perfguard.cli.runners, perfguard.flows.compile_here\n"
-        "import perfguard.workers.worker, perfguard.workers.engine\n"
+        "import perfguard.workers.worker, perfguard.workers.launch\n"
         "from perfguard.backends import get_backend\n"
         "for name in ('ort', 'iree'): get_backend(name)\n"
         "bad = ('git', 'jinja2', 'sqlalchemy', 'alembic', 'onnxoptimizer', 'jsonschema')\n"

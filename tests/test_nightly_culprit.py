@@ -65,7 +65,7 @@ def test_changes_bisected_to_one_culprit_are_one_group_over_the_narrowest_range(
 
 
 def test_a_culprit_explains_a_step_of_its_direction_past_the_floor_whose_ends_agree() -> None:
-    from perfguard.flows.bisect_exact import ExactChange, explains
+    from perfguard.flows.bisection.exact_probes import ExactChange, explains
 
     change = ExactChange("instructions", GOOD, BAD, 1_000_000.0, 1_200_000.0)
     assert explains(1_000_100.0, 1_199_500.0, change, 0.0025)  # within the floor of each end
@@ -110,7 +110,7 @@ def test_the_nights_exact_changes_go_compile_only_first_then_each_culprit_is_tes
     first (compile only, though the instructions step is larger); its culprit is tested on the
     rest; the counted change it does not explain is bisected on its own, and its culprit tested
     on what is left. An improvement is attributed, never bisected on its own."""
-    import perfguard.flows.nightly_culprit as nightly_culprit
+    import perfguard.flows.nightly.known_culprit as nightly_culprit
     from perfguard.bisect.document import BisectResult, CommitInfo, Culprit
     from perfguard.progress import Progress
     from perfguard.store import Series
@@ -171,7 +171,7 @@ def test_an_identical_night_carries_the_previous_nights_counts_and_nothing_else(
     from types import SimpleNamespace
 
     from perfguard.compare.verdicts import CheckMode, ComparedResults, VerdictsDocument, VerdictsSettings
-    from perfguard.flows.nightly import carry_counts
+    from perfguard.flows.nightly.night import carry_counts
     from perfguard.progress import Progress
 
     def check(cpu_model: str) -> VerdictsDocument:  # tonight: a identical, b rebuilt, c counted
@@ -208,7 +208,7 @@ def test_a_counted_nightly_with_one_culprit_opens_one_alert_and_counts_it_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed (.ci/run installs it in CI)")
-    import perfguard.flows.nightly as nightly
+    import perfguard.flows.nightly.night as nightly
     import perfguard.measure.job as job
     from perfguard.progress import Progress
     from perfguard.suite import load_suite

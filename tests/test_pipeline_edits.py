@@ -101,7 +101,7 @@ def test_a_pipeline_edit_replayed_nightly_raises_an_alert_naming_its_commit_with
 
 
 def test_the_commit_of_an_edit_in_a_range_of_several_is_found_in_the_suite_files_history(tmp_path):
-    from perfguard.flows.nightly_edits import edit_commit
+    from perfguard.flows.nightly.pipeline_edits import edit_commit
     from perfguard.store.edits import PipelineEdit
     from perfguard.suite import load_suite
 
@@ -126,7 +126,7 @@ def test_the_commit_of_an_edit_in_a_range_of_several_is_found_in_the_suite_files
 
 def test_a_night_whose_own_check_has_an_exact_regression_never_says_nothing_new():
     from perfguard.compare.verdicts import Verdict
-    from perfguard.flows.nightly import NightReport
+    from perfguard.flows.nightly.night import NightReport
     from perfguard.report.nightly import markdown_summary
     from perfguard.stats.verdict import Comparison
     from perfguard.store import Night

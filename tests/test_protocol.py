@@ -198,7 +198,7 @@ def test_the_worker_refuses_an_unknown_mode_in_its_response(tmp_path):
 
 def test_importing_the_protocol_leaves_backends_runners_onnx_and_numpy_out():
     heavy = ["numpy", "onnx", "onnxruntime", "scipy", "perfguard.backends", "perfguard.runners",
-             "perfguard.models.inputs", "perfguard.suite", "perfguard.workers.worker", "perfguard.workers.engine"]
+             "perfguard.models.inputs", "perfguard.suite", "perfguard.workers.worker", "perfguard.workers.launch"]
     code = ("import sys, perfguard.workers.protocol\n"
             f"print([m for m in {heavy!r} if m in sys.modules])")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -18,8 +18,8 @@ import pytest
 from perfguard.bisect.document import VerdictSummary
 from perfguard.compare.verdicts import Verdict
 from perfguard.errors import StorageError
-from perfguard.flows.tune_proof import judge
-from perfguard.flows.tune_search import improves
+from perfguard.flows.tuning.order_search import improves
+from perfguard.flows.tuning.proof import judge
 from perfguard.report import parse_document, write_report
 from perfguard.report.svg import trajectory
 from perfguard.stats.verdict import Comparison

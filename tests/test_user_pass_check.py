@@ -16,7 +16,7 @@ from perfguard.compile.preflight import check_suite
 from perfguard.errors import UserError
 from perfguard.measure.job import Job
 from perfguard.suite import load_suite
-from perfguard.workers.engine import WorkerOutcome
+from perfguard.workers.launch import WorkerOutcome
 
 from .conftest import TINY_MODELS, run_cli
 

@@ -457,7 +457,7 @@ class Backend(ABC):
         worker process, set (unless the user set them) before the worker imports anything: a
         pool read once at start-up cannot be resized later. The default is none; the variables
         of OpenMP and the BLAS libraries are set for every worker
-        (:mod:`perfguard.workers.engine`)."""
+        (:mod:`perfguard.workers.launch`)."""
         return {}
 
     def missing_input(self, pipeline: PipelineSpec, *, suite: str, case: str) -> str | None:

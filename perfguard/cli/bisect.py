@@ -121,21 +121,21 @@ def run(args: argparse.Namespace) -> ExitCode:
     if args.metric != "latency":
         report = _bisect_exact(suite, case, args, narrator, explain)
     elif args.mode == "commits":
-        from perfguard.flows.bisect_commits import bisect_commits
+        from perfguard.flows.bisection.commit_search import bisect_commits
 
         report = bisect_commits(suite, case, args.good, args.bad, settings, narrator, state_path,
                                 with_passes=not args.no_passes, explain=explain)
     elif args.good_pipeline or args.bad_pipeline:
         if not (args.good_pipeline and args.bad_pipeline) or args.good or args.bad:
             raise UserError("bisect passes: give --good-pipeline and --bad-pipeline, or --good and --bad")
-        from perfguard.flows.bisect_versions import bisect_between_pipelines
+        from perfguard.flows.bisection.version_search import bisect_between_pipelines
 
         report = bisect_between_pipelines(suite, case, args.good_pipeline, args.bad_pipeline, settings, narrator,
                                           state_path, explain)
     else:
         if not (args.good and args.bad):
             raise UserError("bisect passes: give --good and --bad (commits), or --good-pipeline and --bad-pipeline")
-        from perfguard.flows.bisect_versions import bisect_passes_between_commits
+        from perfguard.flows.bisection.version_search import bisect_passes_between_commits
 
         report = bisect_passes_between_commits(suite, case, args.good, args.bad, settings, narrator, state_path,
                                                explain)
@@ -151,9 +151,9 @@ def run(args: argparse.Namespace) -> ExitCode:
 def _bisect_exact(suite: Suite, case: CaseSpec, args: argparse.Namespace, narrator: Progress,
                   explain: ProfileSettings | None) -> BisectResult:
     """``--metric node_count`` (an exact metric): commits, or passes between two commits, by
-    compiling only (``perfguard.flows.bisect_exact``)."""
+    compiling only (``perfguard.flows.bisection.exact_probes``)."""
     from perfguard.errors import UserError
-    from perfguard.flows.bisect_exact import bisect_exact_between, bisect_exact_commits, exact_probe
+    from perfguard.flows.bisection.exact_probes import bisect_exact_between, bisect_exact_commits, exact_probe
 
     exact_probe(args.metric)  # an unknown metric is one line naming the valid ones
     if args.mode == "commits":

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._shard import select_part
     from perfguard.cli._verdicts import print_verdicts
     from perfguard.cli.history import open_store
-    from perfguard.flows.nightly import run_nightly
+    from perfguard.flows.nightly.night import run_nightly
     from perfguard.report.nightly import markdown_summary
     from perfguard.report.plain import plain_text
     from perfguard.results import check_writable
@@ -143,8 +143,8 @@ def _explain(args: argparse.Namespace) -> ProfileSettings | None:
 
 def _repeated_night(store: Store, suite: Suite, cases: list[CaseSpec], shard: ShardInfo | None) -> str | None:
     """The line that says tonight repeats a recorded night (one per suite, runner class and
-    commit: ``perfguard.flows.nightly_once``), or None."""
-    from perfguard.flows.nightly_once import recorded_night
+    commit: ``perfguard.flows.nightly.one_per_commit``), or None."""
+    from perfguard.flows.nightly.one_per_commit import recorded_night
     from perfguard.flows.shards import head_commit
     from perfguard.names import visible
 
@@ -161,7 +161,7 @@ def _follow_up(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, arg
                progress: RichProgress) -> ExitCode:
     from perfguard.cli.history import open_store
     from perfguard.errors import UserError
-    from perfguard.flows.nightly_shards import follow_up
+    from perfguard.flows.nightly.shard_followup import follow_up
     from perfguard.report.nightly import markdown_summary
     from perfguard.report.plain import plain_text
 
@@ -184,8 +184,8 @@ def _follow_up(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, arg
 def _bisect_only(suite: Suite, cases: list[CaseSpec], settings: CheckSettings, args: argparse.Namespace,
                  progress: RichProgress) -> ExitCode:
     from perfguard.cli.history import open_store
-    from perfguard.flows.bisect_fix import bisect_fixes
-    from perfguard.flows.nightly import bisect_open_changes
+    from perfguard.flows.bisection.fix_search import bisect_fixes
+    from perfguard.flows.nightly.night import bisect_open_changes
     from perfguard.report.nightly import bisections_summary
     from perfguard.report.plain import plain_text
 

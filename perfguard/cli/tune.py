@@ -26,7 +26,7 @@ from perfguard.cli._cache import add_cache_arguments
 from perfguard.exit_codes import ExitCode
 
 if TYPE_CHECKING:
-    from perfguard.flows.tune import TuneResult
+    from perfguard.flows.tuning.tune_flow import TuneResult
 
 HELP = "search for a better pass order of one case and prove it with the check"
 
@@ -63,8 +63,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.cli._sampling import sampling_options
     from perfguard.errors import UserError
     from perfguard.flows.probe import require_case
-    from perfguard.flows.tune import tune
-    from perfguard.flows.tune_search import UNLIMITED
+    from perfguard.flows.tuning.order_search import UNLIMITED
+    from perfguard.flows.tuning.tune_flow import tune
     from perfguard.results import check_writable, write_json_atomic, write_text_atomic
     from perfguard.suite import load_suite
     from perfguard.units import parse_duration

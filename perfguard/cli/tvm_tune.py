@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> ExitCode:
     from perfguard.flows.probe import require_case
-    from perfguard.flows.tvm_tune import tune_database
+    from perfguard.flows.tuning.tvm_database import tune_database
     from perfguard.suite import load_suite
 
     suite = load_suite(args.suite)

@@ -21,7 +21,7 @@ from perfguard.progress import Progress
 from perfguard.results import ArtifactInfo, CaseEntry, CaseKey, CompilerInfo, Trace, utc_now
 from perfguard.runners.fingerprint import fingerprint_hash
 from perfguard.suite import CaseSpec, PipelineSpec, Suite
-from perfguard.workers.engine import run_worker
+from perfguard.workers.launch import run_worker
 from perfguard.workers.protocol import CompileRequest, CompileResponse, variant_id as _variant_id
 from perfguard.workers.requests import compile_request
 

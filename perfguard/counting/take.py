@@ -37,7 +37,7 @@ from perfguard.counting.plan import (
 )
 from perfguard.counting.valgrind import counted_command, counted_env, valgrind_path, valgrind_version
 from perfguard.scratch import scratch_folder
-from perfguard.workers.engine import run_worker
+from perfguard.workers.launch import run_worker
 from perfguard.workers.protocol import MeasureVariant
 
 if TYPE_CHECKING:

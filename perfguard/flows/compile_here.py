@@ -23,7 +23,7 @@ from perfguard.results.artifacts import Manifest, ManifestCase, load_manifest
 from perfguard.results.result import ArtifactsOrigin
 from perfguard.suite import CaseSpec, Suite, load_suite
 from perfguard.suite.model import CountMode
-from perfguard.workers.engine import run_worker
+from perfguard.workers.launch import run_worker
 from perfguard.workers.requests import verify_request
 
 

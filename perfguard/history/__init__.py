@@ -5,5 +5,5 @@ The store itself is :mod:`perfguard.store`, a layer of its own below this packag
 
 ``changepoints``, ``series_changes``
     Change detection over the series, and the per-metric rules the night, the site and
-    ``perfguard history`` share (``perfguard nightly`` itself is :mod:`perfguard.flows.nightly`).
+    ``perfguard history`` share (``perfguard nightly`` itself is :mod:`perfguard.flows.nightly.night`).
 """

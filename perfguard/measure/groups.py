@@ -1,7 +1,7 @@
 """The measurement protocol driven from the parent: groups of fresh workers, their values.
 
 For a group of variants (the pipelines of one model on one runner) perfguard starts ``workers`` fresh processes one after another (each started ahead
-of its turn as a :class:`~perfguard.workers.engine.Spare` that has only imported, while the previous one works). Each loads every
+of its turn as a :class:`~perfguard.workers.launch.Spare` that has only imported, while the previous one works). Each loads every
 variant in a rotated order (its peak memory after the first load is that variant's memory
 sample), discards ``warmup`` runs of each (fewer once they lasted ``warmup * min_time``), then
 times ``rounds`` rounds, or stops after ``min_rounds`` once they lasted ``max_time``; a round is
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfguard.jsonfields import JsonDict, json_object
-from perfguard.workers.engine import Spare, run_worker
+from perfguard.workers.launch import Spare, run_worker
 from perfguard.workers.protocol import MeasureRequest, MeasureVariant, status_variant
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from perfguard.compile.case import CompiledCase, RunContext
 from perfguard.results import CaseEntry
-from perfguard.workers.engine import run_worker
+from perfguard.workers.launch import run_worker
 from perfguard.workers.requests import memory_request
 
 

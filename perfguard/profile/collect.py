@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfguard.children import available_cores
-from perfguard.workers.engine import WorkerOutcome, run_worker
+from perfguard.workers.launch import WorkerOutcome, run_worker
 from perfguard.workers.protocol import MeasureVariant, ProfileResponse
 from perfguard.workers.requests import profile_request
 from perfguard.workers.trace import ProfileRun

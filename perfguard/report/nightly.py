@@ -2,8 +2,8 @@
 workflow) and what ``nightly --bisect-only`` bisected, beside the check's Markdown
 (:mod:`perfguard.report.markdown`).
 
-The night itself is :mod:`perfguard.flows.nightly`'s; this module reads what it declares of it
-(:class:`NightOutcome`, met by :class:`perfguard.flows.nightly.NightReport`), so rendering
+The night itself is :mod:`perfguard.flows.nightly.night`'s; this module reads what it declares of it
+(:class:`NightOutcome`, met by :class:`perfguard.flows.nightly.night.NightReport`), so rendering
 stays below the flow that computes. Names, commit subjects and notes are data
 (:mod:`perfguard.report.escape`).
 """
@@ -295,8 +295,8 @@ def _edits_of(report: NightOutcome, alert: Alert) -> list[PipelineEdit]:
 
 def bisections_summary(suite: str, done: Sequence[tuple[Change, BisectResult | None]],
                        fixes: Sequence[FixOutcome] = ()) -> str:
-    """The bisections ``nightly --bisect-only`` ran (:func:`perfguard.flows.nightly.bisect_open_changes`, and of the fixing
-    ranges, :func:`perfguard.flows.bisect_fix.bisect_fixes`), as Markdown."""
+    """The bisections ``nightly --bisect-only`` ran (:func:`perfguard.flows.nightly.night.bisect_open_changes`, and of the fixing
+    ranges, :func:`perfguard.flows.bisection.fix_search.bisect_fixes`), as Markdown."""
     lines = [f"## perfguard nightly: bisections ({md_text(suite)})", ""]
     for change, result in done:
         culprit = "not run (see `perfguard history changes`)" if result is None else _culprit(result)

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from perfguard.store.engine import (
+from perfguard.store.database import (
     DEFAULT_STORE as DEFAULT_STORE,
     STORE_ENV as STORE_ENV,
     URL_HINT as URL_HINT,

@@ -10,7 +10,7 @@ Each method is one transaction. Closing an alert (a status of
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
 
@@ -336,7 +336,15 @@ def check_alert_status(status: str) -> None:
         raise UserError(f"unknown alert status {status!r}: valid statuses are {', '.join(STATUSES)}")
 
 
-def _commit_facts(row: Any) -> CommitFacts | None:
+class CulpritColumns(Protocol):
+    """An alert row's culprit facts, as the ``alerts`` table holds them."""
+
+    culprit_subject: str | None
+    culprit_author: str | None
+    culprit_date: str | None
+
+
+def _commit_facts(row: CulpritColumns) -> CommitFacts | None:
     """An alert row's culprit facts (None: it has no culprit, or its bisection said none)."""
     facts = CommitFacts(row.culprit_subject, row.culprit_author, row.culprit_date)
     return None if facts == CommitFacts() else facts

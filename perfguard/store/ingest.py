@@ -14,7 +14,7 @@ nothing of it: a document and its points are one transaction.
 One night per suite, runner class and commit: a night's document (``source="nightly"``) is stored
 only when no other night's document of its suite, at its commit, holds points of one of its runner
 classes (the parts of one sharded night, same N and another K, aside), and no broken night was
-recorded there. The nightly checks that before it measures (``perfguard.flows.nightly_once``); two
+recorded there. The nightly checks that before it measures (``perfguard.flows.nightly.one_per_commit``); two
 nightlies started together both pass that check, so the store checks again in the transaction that
 stores the document, with nightly writers queued (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: an
 advisory lock), and the second is refused in one line with nothing of it stored.
@@ -31,7 +31,7 @@ import sqlalchemy as sa
 
 from perfguard.errors import StorageError, StoreError
 from perfguard.store import extract, schema
-from perfguard.store.engine import StoreConnection, insert_ignoring
+from perfguard.store.database import StoreConnection, insert_ignoring
 from perfguard.store.rows import Ingested
 from perfguard.store.schema import documents, nights, pipeline_edits, points, series, utc_stamp
 

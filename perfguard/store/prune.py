@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from perfguard.errors import StoreError
-from perfguard.store.engine import StoreConnection
+from perfguard.store.database import StoreConnection
 from perfguard.store.schema import (
     OPEN_STATUSES,
     alerts,

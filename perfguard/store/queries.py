@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from perfguard.errors import StoreError
 from perfguard.store import schema
-from perfguard.store.engine import StoreConnection, insert_ignoring
+from perfguard.store.database import StoreConnection, insert_ignoring
 from perfguard.store.rows import Change, Night, Point, Series, night_of, series_key
 from perfguard.store.schema import (
     OPEN_STATUSES,

@@ -2,7 +2,7 @@
 status lines a worker prints while it works.
 
 The parent writes a request to a JSON file, starts ``python -m perfguard.workers.worker REQUEST
-RESPONSE`` and reads the response back from the second file (see ``perfguard.workers.engine``).
+RESPONSE`` and reads the response back from the second file (see ``perfguard.workers.launch``).
 Five kinds, named by the request's ``mode``:
 
 ``compile`` (``CompileRequest`` -> ``CompileResponse``)
@@ -434,7 +434,7 @@ class MeasureVariant:
 class MeasureRequest:
     """Load ``variants``, warm each up, then time ``rounds`` interleaved rounds, or stop early
     once the timed rounds lasted ``max_time`` seconds and ``min_rounds`` were timed (0: never;
-    see ``perfguard.workers.engine``). ``loops`` per variant id come from the first worker's
+    see ``perfguard.workers.launch``). ``loops`` per variant id come from the first worker's
     calibration (None: calibrate so one value lasts ``min_time`` seconds); ``worker_index``
     seeds the inputs and the shuffles and rotates the load order.
 

@@ -1,7 +1,7 @@
 """The status lines a worker prints on stderr while it works (``perfguard-worker: loading ID``).
 
 The last one tells the parent which stage, or which variant, a crash or a hang happened in
-(``perfguard.workers.engine``). Re-exported by ``perfguard.workers.protocol``, which they belong to.
+(``perfguard.workers.launch``). Re-exported by ``perfguard.workers.protocol``, which they belong to.
 """
 
 from __future__ import annotations

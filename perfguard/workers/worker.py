@@ -516,7 +516,7 @@ def serve(request: CompileRequest | MeasureRequest | MemoryRequest | VerifyReque
 
 def _wait_as_spare() -> list[str] | None:
     """``--spare``: import what a measure worker needs, then wait for ``REQUEST\tRESPONSE`` on
-    stdin (``perfguard.workers.engine.Spare``); None when stdin closes first (not needed)."""
+    stdin (``perfguard.workers.launch.Spare``); None when stdin closes first (not needed)."""
     preload_default_backend()
     line = sys.stdin.readline().strip()
     return line.split("\t") if line else None

@@ -11,7 +11,7 @@ get a provider this build lacks, so no runner knows ONNX Runtime (issue 46).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Protocol
 
 from perfguard.errors import BackendError, RunnerUnavailable
 from perfguard.jsonfields import JsonDict
@@ -94,7 +94,13 @@ def _check_openvino_device(runner: NpuRunner) -> None:
                                 "install the NPU driver")
 
 
-def check_session(runner: Runner, session: Any) -> None:
+class SessionLike(Protocol):
+    """What :func:`check_session` reads of an ONNX Runtime ``InferenceSession``."""
+
+    def get_providers(self) -> list[str]: ...
+
+
+def check_session(runner: Runner, session: SessionLike) -> None:
     """Raise ``BackendError`` when a session on ``runner`` silently fell back to another provider.
 
     ONNX Runtime creates the session on the CPU when a requested provider cannot load (missing

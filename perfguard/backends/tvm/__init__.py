@@ -401,7 +401,7 @@ class TvmBackend(Backend):
         if not runner.host_cpu:
             raise BackendError(f"a tvm llvm library runs on runner 'cpu', not {runner.name!r}")
         # TVM's thread pool reads TVM_NUM_THREADS once, when it starts: the worker's environment
-        # sets it (perfguard.workers.engine); a process that imports TVM later gets it here.
+        # sets it (perfguard.workers.launch); a process that imports TVM later gets it here.
         os.environ.setdefault("TVM_NUM_THREADS", str(threads))
         tvm = _tvm()
         try:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import zlib
-from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -60,7 +59,7 @@ def _backfill(conn: sa.Connection) -> None:
 def _facts(body: bytes, commit: str) -> dict[str, str | None] | None:
     """The subject, author and date of ``commit`` as a stored bisect document's culprits name it."""
     try:
-        document: Any = json.loads(zlib.decompress(body).decode("utf-8"))
+        document: object = json.loads(zlib.decompress(body).decode("utf-8"))
     except (ValueError, zlib.error, RecursionError):
         return None
     found = document.get("culprits") if isinstance(document, dict) else None

@@ -16,13 +16,13 @@
 4. A newly confirmed latency regression triggers ``bisect commits`` over its commit range (the
    night before .. the night it appeared), unless ``bisect=False``; the bisection document is
    stored and linked to the change, with its culprit commit and pass. The exact changes (node
-   count, size, the counted metrics) go culprit first (:mod:`perfguard.flows.nightly_culprit`):
+   count, size, the counted metrics) go culprit first (:mod:`perfguard.flows.nightly.known_culprit`):
    a known culprit is tested on them (it and its parent, probed once) before any is bisected on
    its own. A found culprit is explained once (``explain``, as ``perfguard bisect`` does: its
    parent against it, profiled); the alert carries that explanation (``nightly --no-explain``: not).
    A change of a pipeline the suite file defined anew since the previous night is that edit's: the
    series continue across it (:mod:`perfguard.store.edits`) and the commit that made it is
-   the culprit (:mod:`perfguard.flows.nightly_edits`), found in the suite file's history, not bisected.
+   the culprit (:mod:`perfguard.flows.nightly.pipeline_edits`), found in the suite file's history, not bisected.
    On a counted night an identical artifact, neither timed nor counted, carries the previous
    night's counts forward (:func:`carry_counts`), so counted ranges stay night to night.
 5. The confirmed changes are grouped into alerts (:mod:`perfguard.store.alert_rows`): one per
@@ -31,7 +31,7 @@
    A change whose alert was triaged closed
    (``wont-fix``, ``expected``, ``invalid``...) is not raised again: its level is accepted.
 6. An alert that a later night's reverse step marked ``fixed`` has its fixing range bisected in
-   the reverse direction (:mod:`perfguard.flows.bisect_fix`, same ``bisect`` switch): the commit
+   the reverse direction (:mod:`perfguard.flows.bisection.fix_search`, same ``bisect`` switch): the commit
    and pass that made it fast again are recorded on the alert.
 
 A compiler commit that does not build (``[compiler] build``) or whose user passes do not import is
@@ -63,7 +63,7 @@ from perfguard.suite.gates import CheckSettings
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
     from perfguard.compare.verdicts import Verdict, VerdictsDocument
-    from perfguard.flows.bisect_fix import FixFound
+    from perfguard.flows.bisection.fix_search import FixFound
     from perfguard.history.changepoints import ChangePoint
     from perfguard.profile.explain import ProfileSettings
     from perfguard.results.result import ResultDocument
@@ -164,8 +164,8 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
     ``explain``: how each new culprit is profiled against its parent (None: not explained,
     ``nightly --no-explain``). ``shard`` (``nightly --shard K/N``): measure and store this part only, recorded as a night of
     its own; the follow-up job detects, confirms and bisects over the store (``follow_up`` in
-    ``perfguard.flows.nightly_shards``)."""
-    from perfguard.flows.nightly_once import prune_killed_checkouts
+    ``perfguard.flows.nightly.shard_followup``)."""
+    from perfguard.flows.nightly.one_per_commit import prune_killed_checkouts
 
     head_sha, head_subject = _head_commit(suite)
     prune_killed_checkouts(suite, progress)
@@ -202,7 +202,7 @@ def run_nightly(suite: Suite, cases: list[CaseSpec], store: Store, settings: Che
         verdicts = check_against_ref(suite, cases, previous.commit, settings, progress, head_built=True,
                                      head_subject=head_subject)
         if recheck:
-            from perfguard.flows.nightly_recheck import recheck as recheck_tonight
+            from perfguard.flows.nightly.recheck import recheck as recheck_tonight
 
             rechecked = recheck_tonight(suite, cases, previous.commit, settings, progress, verdicts, store)
         verdicts = carry_counts(suite, verdicts, store, previous, progress)
@@ -230,9 +230,9 @@ def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: Ch
     _detect(store, suite.name, report, suite.thresholds)
     report.detected = True
     # A pipeline the suite itself changed between the nights is the cause: the commit that edited it
-    # is its changes' culprit (perfguard.flows.nightly_edits); bisecting the compiler's commits
+    # is its changes' culprit (perfguard.flows.nightly.pipeline_edits); bisecting the compiler's commits
     # (which compiles every commit with tonight's pipelines) could not find it.
-    from perfguard.flows.nightly_edits import attribute_edits
+    from perfguard.flows.nightly.pipeline_edits import attribute_edits
 
     edited = set(verdicts.mode.base_pipelines) if verdicts is not None else set()
     report.edited_pipelines = tuple(sorted(edited))
@@ -248,14 +248,14 @@ def finish_night(suite: Suite, cases: list[CaseSpec], store: Store, settings: Ch
                 if result is not None:
                     report.bisections[finding.change.id] = result
         # the exact changes: a known culprit tested first, then bisected by compiling (or counting)
-        from perfguard.flows.nightly_culprit import attribute_and_bisect
+        from perfguard.flows.nightly.known_culprit import attribute_and_bisect
 
         found = [(f.change, f.series) for f in report.findings if f.newly_confirmed and not f.known_change]
         report.bisections.update(attribute_and_bisect(suite, store, found, report.bisections, edited, progress,
                                                       explain))
     report.alerts = store.raise_alerts(suite.name, alarm_metrics=GATED_METRICS, exact_metrics=EXACT_METRICS)
     if bisect:  # an alert fixed tonight (or on a night that did not bisect): which commit fixed it
-        from perfguard.flows.bisect_fix import bisect_fixes
+        from perfguard.flows.bisection.fix_search import bisect_fixes
 
         report.fixes = bisect_fixes(suite, cases, store, settings, progress)
         after = {f.alert.id: f.alert for f in report.fixes}
@@ -432,7 +432,7 @@ def _status(series: Series, points: Sequence[Point], index: int, old: Change | N
     if series.key.kind == "ratio" and series.key.metric == "latency" and newest and tonight:
         said = report.rechecked.get(series.key.case)
         if said is not None:
-            from perfguard.flows.nightly_recheck import held
+            from perfguard.flows.nightly.recheck import held
 
             return ("confirmed" if held(said) else "closed"), f"same-job re-check: {said}"
         return "pending", "seen once; confirmed if it holds on the next night"
@@ -448,7 +448,7 @@ def _bisect(suite: Suite, store: Store, finding: Finding, settings: CheckSetting
     """Bisect one change's commit range, store the bisection and link it (None: not run). A
     found culprit is explained once (``explain``): its parent against it, profiled; the alert
     takes that explanation from the stored bisection."""
-    from perfguard.flows.bisect_commits import bisect_commits
+    from perfguard.flows.bisection.commit_search import bisect_commits
     from perfguard.flows.probe import require_case
 
     change = finding.change
@@ -486,8 +486,8 @@ def bisect_open_changes(suite: Suite, cases: list[CaseSpec], store: Store, setti
                 or not change.good_commit or not change.bad_commit or change.good_commit == change.bad_commit):
             continue
         done.append((change, _bisect(suite, store, Finding(change, s, "confirmed"), settings, progress, explain)))
-    from perfguard.flows.nightly_culprit import attribute_and_bisect
-    from perfguard.flows.nightly_exact import exact_waiting
+    from perfguard.flows.nightly.exact_bisections import exact_waiting
+    from perfguard.flows.nightly.known_culprit import attribute_and_bisect
 
     waiting = exact_waiting(store, suite.name, selected)  # what timing did not attribute: by compiling
     known = {change.id: result for change, result in done if result is not None}

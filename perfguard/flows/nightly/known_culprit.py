@@ -5,7 +5,7 @@ counted night (``--counts``) instructions, estimated cycles and compile instruct
 each on its own pays for the same culprit again (a counted probe per commit, minutes each on a
 real model) and names it twice. So, once any bisection of the night (a latency one, or an exact
 one) has named a culprit commit, every other exact change whose range holds that commit is
-tested there first (:func:`perfguard.flows.bisect_exact.attribute_exact`): the culprit and its
+tested there first (:func:`perfguard.flows.bisection.exact_probes.attribute_exact`): the culprit and its
 parent probed once per case, counted (two counted versions) when a counted metric is among the
 changes. A change the culprit explains (it moved between parent and culprit beyond its floor, and
 the ends agree) is attributed there, stored and linked like a bisection; only a change no known
@@ -20,13 +20,13 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from perfguard.errors import UserError
-from perfguard.flows.nightly_exact import Found, bisect_exact_findings
+from perfguard.flows.nightly.exact_bisections import Found, bisect_exact_findings
 from perfguard.progress import Progress
 from perfguard.suite import Suite
 
 if TYPE_CHECKING:
     from perfguard.bisect.document import BisectResult
-    from perfguard.flows.bisect_exact import ExactChange
+    from perfguard.flows.bisection.exact_probes import ExactChange
     from perfguard.profile.explain import ProfileSettings
     from perfguard.store import Store
 
@@ -44,7 +44,7 @@ def _end_value(store: Store, series_id: int, commit: str | None) -> float | None
 
 
 def _exact_change(store: Store, found: Found) -> ExactChange:
-    from perfguard.flows.bisect_exact import ExactChange
+    from perfguard.flows.bisection.exact_probes import ExactChange
 
     change, series = found
     assert change.good_commit is not None and change.bad_commit is not None
@@ -56,7 +56,7 @@ def attribute_to(suite: Suite, store: Store, pending: Sequence[Found], known: Bi
                  progress: Progress) -> dict[int, BisectResult]:
     """Test the culprit of ``known`` on every change of ``pending`` (per case, one probe of the
     culprit and its parent); store and link the attribution of each change it explains. By change id."""
-    from perfguard.flows.bisect_exact import attribute_exact
+    from perfguard.flows.bisection.exact_probes import attribute_exact
     from perfguard.flows.probe import require_case
 
     culprit = _culprit(known)
@@ -85,7 +85,7 @@ def attribute_to(suite: Suite, store: Store, pending: Sequence[Found], known: Bi
 def _next_to_bisect(pending: Sequence[Found]) -> Found:
     """The change to bisect on its own next: a compile-only metric before a counted one (a
     counted probe costs a counted process), then the largest step."""
-    from perfguard.flows.bisect_exact import EXACT_PROBES
+    from perfguard.flows.bisection.exact_probes import EXACT_PROBES
 
     return min(pending, key=lambda f: (EXACT_PROBES[f[1].key.metric].counted, -abs(math.log(f[0].ratio)),
                                        f[0].id))
@@ -99,7 +99,7 @@ def attribute_and_bisect(suite: Suite, store: Store, found: Sequence[Found], bis
     night's latency bisections, by change id) tested first; see the module docstring. A change
     whose pipeline the suite edited between the nights (``edited``), or whose range has no two
     ends, is left alone. Returns the attributions and bisections run, by change id."""
-    from perfguard.flows.bisect_exact import EXACT_PROBES
+    from perfguard.flows.bisection.exact_probes import EXACT_PROBES
 
     pending = [f for f in found if f[0].id not in bisections and f[1].key.metric in EXACT_PROBES
                and f[0].good_commit and f[0].bad_commit and f[0].good_commit != f[0].bad_commit

@@ -184,7 +184,7 @@ def bisect_exact_commits(suite: Suite, case: CaseSpec, good: str, bad: str, metr
     """The commit of ``good..bad`` that changed ``case``'s exact ``metric``, then the pass inside it
     (``with_passes``), by compiling only; ``explain``: the found culprit profiled against its parent
     (see the module docstring)."""
-    from perfguard.flows.bisect_commits import commit_range
+    from perfguard.flows.bisection.commit_search import commit_range
 
     probe = exact_probe(metric)
     started = time.perf_counter()
@@ -252,7 +252,7 @@ def bisect_exact_commits(suite: Suite, case: CaseSpec, good: str, bad: str, metr
                  + f" ({len(rows)} probes, each compiled once)")
     result = document(found.status, [culprit], found)
     if found.status == "found" and explain is not None:
-        from perfguard.flows.bisect_explain import explain_commits
+        from perfguard.flows.bisection.culprit_explain import explain_commits
 
         labels = (shas[position - 1][:10], shas[position][:10])
         result = dataclasses.replace(result, explanations=[explain_commits(
@@ -267,7 +267,7 @@ def bisect_exact_passes(suite: Suite, case: CaseSpec, shas: tuple[str, str], end
     (``shas``: parent, culprit; ``ends``: their values; ``traces``: their pass traces, compiled
     again when a probe kept none): the first pass whose IR differs, then hybrid compiles H(k)
     searched by compiling only."""
-    from perfguard.flows.bisect_passes import first_divergence
+    from perfguard.flows.bisection.pass_search import first_divergence
     from perfguard.measure.job import compile_variants
 
     passes = list(case.pipeline.passes)
@@ -379,7 +379,7 @@ def attribute_exact(suite: Suite, case: CaseSpec, culprit: str, changes: Sequenc
     the culprit's, from the bisection that found it, not profiled again), or None: its range does
     not hold the culprit, or the culprit does not explain it (the nightly bisects it on its own)."""
     from perfguard.compile.checkout import resolve_commit
-    from perfguard.flows.bisect_commits import commit_range
+    from perfguard.flows.bisection.commit_search import commit_range
 
     started = time.perf_counter()
     root = compiler_repo_root(suite)

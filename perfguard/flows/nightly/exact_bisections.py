@@ -1,10 +1,10 @@
 """The nightly's bisection of exact changes: a node count or artifact size that changed in a range
 where timing confirmed nothing (or whose latency bisection found no culprit) is bisected on that
-metric by compiling only (:mod:`perfguard.flows.bisect_exact`), so no alert with an exact change is
+metric by compiling only (:mod:`perfguard.flows.bisection.exact_probes`), so no alert with an exact change is
 left "not bisected".
 
 One bisection per commit range (an alert shares one culprit): its largest exact regression among
-the metrics of :data:`perfguard.flows.bisect_exact.EXACT_PROBES` (a counted metric added there is
+the metrics of :data:`perfguard.flows.bisection.exact_probes.EXACT_PROBES` (a counted metric added there is
 bisected here too). The bisection is stored and linked to its change like a latency one; the
 culprit is explained once when the night explains.
 """
@@ -42,7 +42,7 @@ def exact_to_bisect(found: Sequence[Found], bisections: Mapping[int, BisectResul
     confirmed regressions with their series) whose range no latency bisection of ``bisections``
     attributed, whose range has two ends and whose pipeline the suite did not edit between the
     nights."""
-    from perfguard.flows.bisect_exact import EXACT_PROBES
+    from perfguard.flows.bisection.exact_probes import EXACT_PROBES
 
     attributed = {_range(f) for f in found if f[0].id in bisections and bisections[f[0].id].found}
     chosen: dict[Range, Found] = {}
@@ -60,7 +60,7 @@ def exact_to_bisect(found: Sequence[Found], bisections: Mapping[int, BisectResul
 def bisect_exact_findings(suite: Suite, store: Store, found: Sequence[Found], progress: Progress,
                           explain: ProfileSettings | None) -> dict[int, BisectResult]:
     """Bisect each change on its series' exact metric, store and link the bisection; by change id."""
-    from perfguard.flows.bisect_exact import bisect_exact_commits
+    from perfguard.flows.bisection.exact_probes import bisect_exact_commits
     from perfguard.flows.probe import require_case
 
     done: dict[int, BisectResult] = {}

@@ -132,7 +132,7 @@ def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: 
         position, confirmed = culprit.position, culprit.confirmed
         pass_search = None
         if with_passes and confirmed:
-            from perfguard.flows.bisect_passes import bisect_passes_between
+            from perfguard.flows.bisection.pass_search import bisect_passes_between
 
             pass_search = bisect_passes_between(suite, case, shas[position - 1], shas[position], settings, progress,
                                                 state, culprit.entries, (name(position - 1), name(position)),
@@ -145,7 +145,7 @@ def bisect_commits(suite: Suite, case: CaseSpec, good: str, bad: str, settings: 
     status = "found" if culprits and confirmed_all else "inconclusive"
     explanations: list[StoredExplanation] = []
     if status == "found" and explain is not None:
-        from perfguard.flows.bisect_explain import explain_commits
+        from perfguard.flows.bisection.culprit_explain import explain_commits
 
         explanations = [explain_commits(suite, case, shas[c.position - 1], shas[c.position],
                                         (name(c.position - 1), name(c.position)), explain, progress)

@@ -10,7 +10,7 @@ records both on the alert (``fix_commit``, ``fix_pass``, the stored bisection) w
 A range of exactly one commit is its fixing commit, without a bisection (and without a pass). The
 bisection measures the alert's largest latency regression among the selected cases; an alert
 without one is bisected on its largest exact regression (node count, artifact size) by compiling
-only (:mod:`perfguard.flows.bisect_exact`); an alert with neither is left without a fixing commit. Every attempt leaves an event
+only (:mod:`perfguard.flows.bisection.exact_probes`); an alert with neither is left without a fixing commit. Every attempt leaves an event
 whose note starts with :data:`FIX_NOTE`, so the follow-up job (``nightly --bisect-only``) does not
 run it again.
 """
@@ -58,7 +58,7 @@ def _fix_case(alert: Alert, cases: Sequence[CaseSpec]) -> tuple[CaseSpec, str] |
     """The selected case whose latency regression in ``alert`` is largest and ``latency`` (what
     the bisection measures); for an alert without one among ``cases``, the case of its largest
     exact regression and that metric (bisected by compiling only); None when it has neither."""
-    from perfguard.flows.bisect_exact import EXACT_PROBES
+    from perfguard.flows.bisection.exact_probes import EXACT_PROBES
 
     selected = {c.id: c for c in cases}
     for metrics in (("latency",), tuple(EXACT_PROBES)):
@@ -74,7 +74,7 @@ def bisect_fix(suite: Suite, cases: Sequence[CaseSpec], store: Store, alert: Ale
     """Find the commit of ``alert``'s fixing range that made it fast again, record it on the alert
     with an event, and return what was found (see the module docstring)."""
     from perfguard.compile.checkout import compiler_repo_root
-    from perfguard.flows.bisect_commits import bisect_commits, commit_range
+    from perfguard.flows.bisection.commit_search import bisect_commits, commit_range
 
     first, last = alert.fix_first_commit, alert.fix_last_commit
     assert first is not None and last is not None
@@ -97,7 +97,7 @@ def bisect_fix(suite: Suite, cases: Sequence[CaseSpec], store: Store, alert: Ale
         if metric == "latency":
             result = bisect_commits(suite, case, first, last, settings, progress, None, direction="improvement")
         else:  # an exact metric: the first commit whose value left the slow level, by compiling only
-            from perfguard.flows.bisect_exact import bisect_exact_commits
+            from perfguard.flows.bisection.exact_probes import bisect_exact_commits
 
             result = bisect_exact_commits(suite, case, first, last, metric, progress)
     except UserError as exc:

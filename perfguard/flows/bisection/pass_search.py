@@ -242,7 +242,7 @@ def bisect_pipelines(suite: Suite, case: CaseSpec, good_pipeline: str, bad_pipel
     progress.log("smallest set of edits that reproduces the regression: " + "; ".join(e.describe for e in chosen))
     explanations: list[StoredExplanation] = []
     if explain is not None:
-        from perfguard.flows.bisect_explain import explain_pipelines
+        from perfguard.flows.bisection.culprit_explain import explain_pipelines
 
         # The good pipeline with just the minimal edits: the pipeline that isolates the regression.
         reproducing = apply_edits(good, bad, edits, frozenset(minimal))

@@ -16,7 +16,7 @@ from perfguard.bisect.search import exact_changes, undecided
 from perfguard.bisect.state import BisectState, ProbeRecord, StateHeader, state_key
 from perfguard.compile.checkout import CompilerCheckout, compiler_repo_root, resolve_commit
 from perfguard.errors import UserError
-from perfguard.flows.bisect_passes import bisect_passes_between, bisect_pipelines
+from perfguard.flows.bisection.pass_search import bisect_passes_between, bisect_pipelines
 from perfguard.flows.probe import Variant, checkouts, run_probe, side_of
 from perfguard.results.explanation import StoredExplanation
 
@@ -82,7 +82,7 @@ def bisect_passes_between_commits(suite: Suite, case: CaseSpec, good_ref: str, b
     culprit = Culprit(CommitInfo(bad), verdict, search.culprit, search.status == "found")
     explanations: list[StoredExplanation] = []
     if search.status == "found" and explain is not None:
-        from perfguard.flows.bisect_explain import explain_commits
+        from perfguard.flows.bisection.culprit_explain import explain_commits
 
         explanations = [explain_commits(suite, case, good, bad, labels, explain, progress)]
     # the endpoints probe, then the pass search's

@@ -6,7 +6,7 @@ nothing and bisects nothing. Every shard writes to the one store (PostgreSQL for
 takes concurrent writers). ``perfguard nightly SUITE --follow-up`` then runs once per runner class
 over the store: the same-job re-check of tonight's latency regressions (in a fresh job, as an
 unsharded night re-checks them), change-point detection over every series, confirmation,
-alerts, and one bisection per new regression (:func:`perfguard.flows.nightly.finish_night`, the
+alerts, and one bisection per new regression (:func:`perfguard.flows.nightly.night.finish_night`, the
 code an unsharded night runs).
 
 Which night a shard is checked against: :func:`perfguard.flows.shards.shard_base`.
@@ -22,7 +22,7 @@ from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
 
 if TYPE_CHECKING:
-    from perfguard.flows.nightly import NightReport
+    from perfguard.flows.nightly.night import NightReport
     from perfguard.profile.explain import ProfileSettings
     from perfguard.store import Night, Store
 
@@ -47,7 +47,7 @@ def _recheck_tonight(suite: Suite, cases: list[CaseSpec], store: Store, commit: 
     tonight (a paired ratio point at tonight's commit), or an improvement of a case of an open
     regression alert (a fix); what the re-check said per case."""
     from perfguard.flows.check import check_against_ref
-    from perfguard.flows.nightly_recheck import open_regression_cases, recheck_said
+    from perfguard.flows.nightly.recheck import open_regression_cases, recheck_said
 
     selected = {c.id: c for c in cases}
     fixing = open_regression_cases(store, suite.name)
@@ -76,7 +76,7 @@ def follow_up(suite: Suite, cases: list[CaseSpec], store: Store, settings: Check
               *, bisect: bool = True, recheck: bool = True, explain: ProfileSettings | None = None) -> NightReport:
     """The follow-up of a sharded night (see the module docstring): re-check, detect, confirm,
     alert and bisect once over everything tonight's shards stored."""
-    from perfguard.flows.nightly import NightReport, finish_night
+    from perfguard.flows.nightly.night import NightReport, finish_night
 
     night, last, previous = _tonight(store, suite.name)
     rechecked = _recheck_tonight(suite, cases, store, night.commit, settings, progress) if recheck else {}

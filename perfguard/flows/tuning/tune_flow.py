@@ -1,9 +1,9 @@
 """``perfguard tune``: search for a better pinned pass order of one case, and prove it.
 
 The flow: the space of one-edit neighbours (:mod:`perfguard.tune.space`), screening with legality
-and a memo by execution identity (:mod:`perfguard.flows.tune_screen`), greedy ablation + insert/move +
-random local search with confirmation probes (:mod:`perfguard.flows.tune_search`), the proof in a fresh
-check on every model the pipeline runs on (:mod:`perfguard.flows.tune_proof`), the document and the
+and a memo by execution identity (:mod:`perfguard.flows.tuning.screen`), greedy ablation + insert/move +
+random local search with confirmation probes (:mod:`perfguard.flows.tuning.order_search`), the proof in a fresh
+check on every model the pipeline runs on (:mod:`perfguard.flows.tuning.proof`), the document and the
 suite patch (:mod:`perfguard.tune.document`). Every screen, compile and confirmation is saved in a
 state file as it finishes; the same command resumes a killed run.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfguard.flows.tune_search import OBJECTIVES
+from perfguard.flows.tuning.order_search import OBJECTIVES
 from perfguard.progress import Progress
 from perfguard.suite import CaseSpec, Suite
 from perfguard.suite.gates import CheckSettings
@@ -37,9 +37,9 @@ def tune(suite: Suite, case: CaseSpec, settings: CheckSettings, progress: Progre
     """Search from ``case``'s pinned pipeline under ``budget`` candidates (and ``time_limit_s``),
     then prove the best order found (``proof=False``: search only, status ``unproved``)."""
     from perfguard.bisect.state import BisectState, StateHeader, state_key
-    from perfguard.flows.tune_proof import prove
-    from perfguard.flows.tune_screen import Screener
-    from perfguard.flows.tune_search import Tuner
+    from perfguard.flows.tuning.order_search import Tuner
+    from perfguard.flows.tuning.proof import prove
+    from perfguard.flows.tuning.screen import Screener
     from perfguard.tune.space import Candidate, pass_universe
 
     backend = case.pipeline.backend

@@ -64,7 +64,7 @@ def edit_commit(suite: Suite, edit: PipelineEdit) -> tuple[str | None, str]:
     """The commit of ``edit.good_commit`` .. ``edit.bad_commit`` that defined the pipeline anew,
     and how it was found (or why none was): see the module docstring."""
     from perfguard.compile.checkout import _git_quiet, compiler_repo_root
-    from perfguard.flows.bisect_commits import commit_range
+    from perfguard.flows.bisection.commit_search import commit_range
 
     root = compiler_repo_root(suite)
     try:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from perfguard.bisect.document import VerdictSummary
 from perfguard.compile.case import Side, Variant
 from perfguard.flows.probe import run_probe
-from perfguard.flows.tune_screen import Compiled, Screen, Screener
+from perfguard.flows.tuning.screen import Compiled, Screen, Screener
 from perfguard.progress import Progress
 from perfguard.tune.document import Point, SearchOutcome, Step, objective_score
 from perfguard.tune.space import Candidate, Move, drops, inserts, moves, option_moves, perturb, unique
