@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from perfguard.errors import StoreError
-from perfguard.store import Store, engine as store_engine
+from perfguard.store import Store, database as store_engine
 
 from .conftest import REPO
 from .pg import create_database
