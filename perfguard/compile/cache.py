@@ -20,7 +20,7 @@ included) and ``used`` (its mtime: when the entry last served a compile).
 
 Counts (``--counts``) are kept beside the entries, one JSON document per key in
 ``<root>/counts/<sha256>.json`` (:meth:`CompileCache.put_counts`, :meth:`CompileCache.get_counts`;
-the keys and documents are ``perfguard.measure.counts_cache``'s): written the same way, read
+the keys and documents are ``perfguard.counting.served``'s): written the same way, read
 bounded without following a link, sized and evicted with the entries.
 
 Guarantees. An entry is built in ``<root>/tmp/`` (same file system), every file fsynced, then
@@ -533,7 +533,7 @@ class CompileCache:
             self.warn(f"warning: artifact cache {self.root} cannot be written ({exc.strerror or exc}); compiling "
                       "without storing")
 
-    # --- counts (perfguard.measure.counts_cache) ----------------------------------------------
+    # --- counts (perfguard.counting.served) ---------------------------------------------------
 
     def _counts_file(self, digest: str) -> Path:
         return self.root / COUNTS / f"{digest}.json"
