@@ -158,7 +158,7 @@ def markdown_summary(report: NightOutcome) -> str:
     regressions = [a for a in report.alerts if a.kind != "improvement" and a.is_open]
     if regressions:
         lines += ["### New confirmed regressions", "",
-                  "One alert per commit range: every case and metric that changed in it, the shared culprit.", "",
+                  "One alert per culprit (a range while none is named): every case and metric it changed.", "",
                   "| alert | status | changes | commits | culprit | why |", "|---|---|---|---|---|---|"]
         lines += [_alert_row(report, a) for a in regressions]
         lines.append("")
