@@ -53,7 +53,10 @@ class CountedWhyView:
         """The headline's detail: one line per function that moved most, then the stripped objects;
         where most of the change is stripped code, that first, in one line that says what to read
         instead, then the functions with symbols."""
-        named = [function_line(d) for d in self.why.functions if d.name != NO_SYMBOL]
+        return self._detail([function_line(d) for d in self.why.functions if d.name != NO_SYMBOL])
+
+    def _detail(self, named: list[str]) -> list[str]:
+        """``named`` (the function lines shown) with the stripped code's line(s), in their place."""
         if not self.attributed:
             return [unattributed_line(self.stripped_share, self.why.stripped), *named]
         return [*named, *(stripped_line(d) for d in self.why.functions if d.name == NO_SYMBOL)]
@@ -65,11 +68,7 @@ class CountedWhyView:
     def markdown(self, shown: int = 5) -> list[str]:
         """A Markdown list item (PR comment, nightly summary, GitHub issue), names escaped as data;
         the stripped-library line is always kept, with the ``shown`` largest functions."""
-        functions = [function_line(d) for d in self.why.functions if d.name != NO_SYMBOL][:shown]
-        if self.attributed:
-            shown_lines = [*functions, *(stripped_line(d) for d in self.why.functions if d.name == NO_SYMBOL)]
-        else:
-            shown_lines = [unattributed_line(self.stripped_share, self.why.stripped), *functions]
+        shown_lines = self._detail([function_line(d) for d in self.why.functions if d.name != NO_SYMBOL][:shown])
         return [f"- why, counted, {md_text(self.case)}: {md_text(self.headline)}",
                 *(f"  - {md_text(line)}" for line in shown_lines)]
 
