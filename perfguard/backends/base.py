@@ -444,6 +444,16 @@ class Backend(ABC):
         time from the CPUID Valgrind shows (AVX2)."""
         return None
 
+    def rehearse_counted_compile(self, folder: Path) -> bool:
+        """Run once, in the counted process with Valgrind's instrumentation on and nothing
+        counted, what every counted compile of this backend runs (a fixed model, the same in
+        every job), writing only under ``folder``; True when it did. Its counted compiles are then
+        forked from that state and never switch the instrumentation (a switch discards every
+        translation): they find the code translated. The default (False): no rehearsal, each
+        counted compile switches the instrumentation on and off around each window, and what lies
+        between its windows runs uninstrumented (a TVM or Inductor compile's Python)."""
+        return False
+
     def check_runner(self, runner: Runner) -> None:
         """Raise ``RunnerUnavailable`` (one line: what is missing and how to get it) when this
         machine lacks what this backend's artifacts need from ``runner`` beyond its device (the

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -203,7 +204,6 @@ class CountCompileRequest:
 def do_count_compile(request: CountCompileRequest) -> CountResponse:
     """The worker side of a ``count_compile`` request: every window is dumped with its label."""
     import sys
-    from contextlib import contextmanager
     from pathlib import Path
 
     from perfguard.backends import get_backend
@@ -223,14 +223,18 @@ def do_count_compile(request: CountCompileRequest) -> CountResponse:
 
     @contextmanager
     def window(label: str) -> Iterator[None]:
-        # Instrumented inside windows only: what lies between them (perfguard's tracing, a
-        # backend's own steps that are not counted) runs at Valgrind's uninstrumented speed,
-        # ~10x faster (a TVM compile instrumented throughout did not finish its import in 10 min).
-        client.start()
+        # Forked from a rehearsal (``_serve_rehearsed``): instrumented throughout, a window only
+        # zeroes and dumps. Otherwise instrumented inside windows only: what lies between them
+        # (perfguard's tracing, a backend's own steps that are not counted) runs at Valgrind's
+        # uninstrumented speed, ~10x faster (a TVM compile instrumented throughout did not finish
+        # its import in 10 min).
+        if not _REHEARSED:
+            client.start()
         client.zero()
         yield
         client.dump(label)
-        client.stop()
+        if not _REHEARSED:
+            client.stop()
         labels.append(label)
 
     tools = _CountedTools()
@@ -382,7 +386,11 @@ def do_count_batch(request: CountBatchRequest) -> CountBatchResponse:
     next made the next child's heap depend on which child ended first, i.e. on the load. Since
     protocol 4 it forks every child at once, keeping nothing between two forks (what the parent
     stores between two forks is part of the next child's heap), and each child waits for a turn on a pipe (``parallel`` turns, one given back per child
-    that ended). Callgrind follows a fork: the child writes its own profiles
+    that ended). Since protocol 5 the counted compiles are children of one more child, forked
+    after the runs' (:func:`_serve_rehearsed`): it rehearses what every compile of the backend
+    runs, instrumented, so that they find it translated (an ONNX Runtime session's translation
+    was 80-90 % of a counted compile of the smoke suite's ``resnet_s`` under no pass).
+    Callgrind follows a fork: the child writes its own profiles
     (``callgrind.out.CHILDPID.N-01``). Instructions of the calling thread and the simulated caches
     are the child's own, so children counted side by side do not disturb each other's counts.
     """
@@ -403,24 +411,106 @@ def do_count_batch(request: CountBatchRequest) -> CountBatchResponse:
         get_backend(name).preload()
     scratch = Path(tempfile.mkdtemp(prefix="count-items-"))
     count = len(request.items)
+    runs = tuple(i for i, item in enumerate(request.items) if isinstance(item, CountRequest))
+    compiles = tuple(i for i in range(count) if i not in runs)
     tokens = os.pipe()  # at most ``parallel`` children past their first read at a time
     os.write(tokens[1], b"t" * request.parallel)
     gc.collect()
     try:  # every child forked from one state: the parent keeps nothing between two forks
-        for index in range(count):
+        for index in runs:
             if os.fork() == 0:  # pragma: no cover - the child: it never returns
                 _serve_child(request.items[index], scratch, index, tokens[0])
+        rehearsal = os.fork() if compiles else -1
+        if rehearsal == 0:  # pragma: no cover - the compiles' parent: it never returns
+            _serve_rehearsed(request, compiles, scratch, tokens)
         ended: dict[int, int] = {}
-        for _ in range(count):
+        for _ in range(len(runs) + (1 if compiles else 0)):
             pid, status = os.wait()
             ended[pid] = status
-            os.write(tokens[1], b"t")  # the ended child's turn goes to the next, whatever its end
+            if pid != rehearsal:  # the ended child's turn goes to the next, whatever its end
+                os.write(tokens[1], b"t")
+        ended.update(_rehearsed_statuses(scratch))
         outcomes = [_collected(_status(ended, scratch, i), scratch / f"{i}.json", json.loads) for i in range(count)]
     finally:
         os.close(tokens[0])
         os.close(tokens[1])
         shutil.rmtree(scratch, ignore_errors=True)
     return CountBatchResponse(tuple(outcomes))
+
+
+#: Set in the counted compiles' parent (:func:`_serve_rehearsed`) when its backend rehearsed:
+#: instrumentation stays on in every counted compile forked from it.
+_REHEARSED = False
+#: Where the counted compiles' parent writes how each of its children ended (pid: status).
+REHEARSED_STATUSES = "compiles.status"
+
+
+def _serve_rehearsed(request: CountBatchRequest, compiles: Sequence[int], scratch: Path,
+                     tokens: tuple[int, int]) -> None:
+    """The parent of a batch's counted compiles, itself forked from the counted process: switch
+    the instrumentation on and run the backend's rehearsal (``Backend.rehearse_counted_compile``:
+    fixed models compiled, nothing counted) without waiting for a turn, beside the runs' children
+    rather than after them with a core idle; then fork a child per counted compile (they find the
+    rehearsed code translated instead of translating it each), give each ended child's turn to the
+    next, write how each ended (:data:`REHEARSED_STATUSES`) and exit. A backend with no rehearsal:
+    the instrumentation is switched off again, and its compiles count as before. A rehearsal that
+    fails fails the compiles, one line each (their runs are counted all the same)."""
+    import json
+
+    from perfguard.backends import get_backend
+    from perfguard.backends.counting_hooks import COUNT_WINDOW
+    from perfguard.counting.valgrind import ClientRequests
+
+    global _REHEARSED
+    _end_with_parent()
+    client = ClientRequests()
+    client.start()
+    token = COUNT_WINDOW.set(_uncounted)
+    failure = None
+    try:
+        folder = scratch / "rehearsal"
+        folder.mkdir()
+        backends = {request.items[i].backends[0] for i in compiles}
+        _REHEARSED = all([get_backend(name).rehearse_counted_compile(folder) for name in sorted(backends)])
+    except BaseException as exc:  # noqa: BLE001 - the compiles' failure, in one line
+        failure = f"the counted compiles' rehearsal failed: {type(exc).__name__}: {exc}"[:500]
+    finally:
+        COUNT_WINDOW.reset(token)
+    if not _REHEARSED:
+        client.stop()
+    if failure is not None:
+        for index in compiles:
+            (scratch / f"{index}.pid").write_text(str(os.getpid()))
+            (scratch / f"{index}.json").write_text(json.dumps(ItemOutcome(None, failure).to_json()))
+        os._exit(0)
+    gc.collect()
+    for index in compiles:
+        if os.fork() == 0:
+            _serve_child(request.items[index], scratch, index, tokens[0])
+    ended: dict[int, int] = {}
+    for _ in compiles:
+        pid, status = os.wait()
+        ended[pid] = status
+        os.write(tokens[1], b"t")
+    (scratch / REHEARSED_STATUSES).write_text(json.dumps(ended))
+    os._exit(0)
+
+
+@contextmanager
+def _uncounted(label: str) -> Iterator[None]:
+    """A counted compile's window that counts nothing (a rehearsal's)."""
+    yield
+
+
+def _rehearsed_statuses(scratch: Path) -> dict[int, int]:
+    """How the counted compiles' children ended, by pid (none when their parent wrote nothing)."""
+    import json
+
+    try:
+        found = json.loads((scratch / REHEARSED_STATUSES).read_text())
+        return {int(pid): int(status) for pid, status in found.items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def _status(ended: Mapping[int, int], scratch: Path, index: int) -> int:

@@ -39,8 +39,13 @@ COUNTED_FIGURES = ("instructions", "estimated_cycles")
 #: under names of one length in a folder of the system's; glibc's tcache holds every freed
 #: chunk; warm-up and window sized by the model (``counting.plan.count_plan``: 1 and 1 from
 #: 100 M MACs), the cache simulation only on request (``cache``), and then one instrumented
-#: warm-up inference.
-COUNT_PROTOCOL = 4
+#: warm-up inference. 5 (2026-12-07): a job's counted compiles are forked from a rehearsal
+#: (``Backend.rehearse_counted_compile``: ONNX Runtime's session step on fixed models, instrumented,
+#: nothing counted), so a compile's windows no longer hold the runtime's first-session set-up,
+#: and a counted compile computes no trace (``onnx_passes.apply_pipeline``). Also 5: ONNX Runtime's
+#: telemetry off in the counted process (``counting.valgrind.COUNTED_ENV``), whose thread moved a
+#: run's count between processes by up to 0.03 %.
+COUNT_PROTOCOL = 5
 #: The weights of ``estimated_cycles``: an L1 hit, a last-level hit, a RAM access.
 L1_WEIGHT, LL_WEIGHT, RAM_WEIGHT = 1, 5, 35
 

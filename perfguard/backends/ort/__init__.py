@@ -17,6 +17,7 @@ cannot be written. The artifact's sha256 and size cover both files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -35,7 +36,7 @@ from perfguard.backends.ort.onnx_passes import (
     run_pipeline,
 )
 from perfguard.backends.settings import check_option_keys, option_choice
-from perfguard.errors import BackendError, UserError, first_line, unknown_name_message
+from perfguard.errors import BackendError, CountedCompileDone, UserError, first_line, unknown_name_message
 from perfguard.jsonfields import JsonDict
 
 if TYPE_CHECKING:
@@ -214,10 +215,33 @@ class OrtBackend(Backend):
         if settings["graph_optimization_level"] != "disabled" or counting_compile():
             with counted("step|ort_session_optimization"):
                 node_count = self._ort_node_count(artifact_path, settings)
+        if counting_compile():
+            raise CountedCompileDone  # the last window: a counted compile's artifact is discarded unhashed
         artifact = Artifact(backend=self.name, path=str(artifact_path), settings=settings,
                             sha256=artifact_sha256(artifact_path), size_bytes=artifact_size(artifact_path),
                             node_count=node_count)
         return CompileOutput(artifact=artifact, trace=trace, work_time_s=work_time)
+
+    def rehearse_counted_compile(self, folder: Path) -> bool:
+        """Compile :data:`REHEARSAL_MODELS` under no pass, at the levels ``disabled`` and ``all``:
+        ONNX Runtime's session step, its optimizers and kernel creation for convolutions,
+        normalizations and attention, what most of a counted compile's instructions run (the same
+        models in every job, so every job's counted compiles start from one state)."""
+        import onnx
+
+        from perfguard.models.zoo import build_bert, build_resnet
+        from perfguard.suite import PipelineSpec
+
+        models = (build_resnet(depth=1, width=4, image_size=8, num_classes=4),
+                  build_bert(layers=1, hidden=16, heads=2, seq_len=4, vocab=16))
+        for index, model in enumerate(models):
+            path = folder / f"rehearsal-{index}.onnx"
+            onnx.save(model, path)
+            for level in ("disabled", "all"):
+                pipeline = PipelineSpec("rehearsal", self.name, (), {"graph_optimization_level": level})
+                with contextlib.suppress(CountedCompileDone):  # as a counted compile ends
+                    self.compile(path, pipeline, folder / f"rehearsal-{index}-{level}")
+        return True
 
     def recompile_time(self, model_path: Path, pipeline: PipelineSpec, out_dir: Path) -> float:
         """Read, run the passes (untraced: ``onnx_passes.run_pipeline``), write: what
