@@ -136,6 +136,23 @@ def test_the_contract_asks_nothing_of_a_runner_and_sizes_no_thread_pool(tmp_path
     assert counted_env(["worker"], env)["TVM_NUM_THREADS"] == "1"  # a counted worker pins every pool
 
 
+def test_a_worker_that_imports_onnx_runtime_holds_one_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ONNX Runtime 1.32's import starts a telemetry thread (more later) unless
+    ``ORT_DISABLE_TELEMETRY`` is set: the ort backend's ``thread_env`` sets it for every worker
+    (a real child process importing the real runtime; its threads read from ``/proc``)."""
+    import subprocess
+    import sys
+
+    from perfguard.workers.launch import _worker_env
+
+    monkeypatch.delenv("ORT_DISABLE_TELEMETRY", raising=False)
+    probe = "import onnxruntime, os, time; time.sleep(0.5); print(len(os.listdir('/proc/self/task')))"
+    env = _worker_env(1, tmp_path, ["ort"])
+    assert env["ORT_DISABLE_TELEMETRY"] == "1"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "1"
+
+
 def test_capabilities_and_option_edits_round_trip() -> None:
     caps = Capabilities(profile=True, user_passes=True)
     assert Capabilities.from_json(json.loads(json.dumps(caps.to_json()))) == caps

@@ -272,8 +272,14 @@ class OrtBackend(Backend):
         """An ONNX Runtime session on the runner's execution provider (``execution_providers.check_providers``)."""
         check_providers(runner)
 
+    def thread_env(self, threads: int) -> dict[str, str]:
+        """ONNX Runtime's telemetry off: from 1.32 its import starts an uploader thread (three
+        more later, and a SQLite file under ``~/.cache``) at moments the load decides, in every
+        worker that imports it; its pools are sized by the session options, not the environment."""
+        return {"ORT_DISABLE_TELEMETRY": "1"}
+
     def preload(self) -> None:
-        """ONNX Runtime's Python module (its import starts no thread; a session does)."""
+        """ONNX Runtime's Python module (its import starts no thread with ``thread_env``; a session does)."""
         import onnxruntime  # noqa: F401
 
     def load(self, artifact: Artifact, runner: Runner, threads: int,
