@@ -19,7 +19,6 @@ process.
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import statistics
 import subprocess
@@ -54,15 +53,19 @@ def test_one_artifact_counted_in_separate_processes_reads_one_count(tmp_path: Pa
         assert abs(got["plain_with_a_longer_name"] / got["none"] - 1) <= BOUND, processes
 
 
-def test_the_counted_environment_starts_no_onnx_runtime_thread() -> None:
+def test_the_counted_environment_starts_no_onnx_runtime_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ONNX Runtime's import under the counted environment starts no thread (its telemetry's
     uploader thread, on by default since 1.32 on Linux, is what moved protocol 4's counts between
-    processes): the process holds one thread right after the import (natively: a second)."""
+    processes): the process holds one thread right after the import (natively: a second). The
+    environment as a counted process gets it: the worker's (with the ort backend's
+    ``thread_env``), then the counted one."""
     pytest.importorskip("onnxruntime")
     from perfguard.counting.valgrind import counted_env
+    from perfguard.workers.launch import _worker_env
 
+    monkeypatch.delenv("ORT_DISABLE_TELEMETRY", raising=False)
     code = "import os, onnxruntime; print(len(os.listdir('/proc/self/task')))"
     argv = [sys.executable, "-c", code]
-    done = subprocess.run(argv, env=counted_env(argv, dict(os.environ)), capture_output=True, text=True,
-                          timeout=120, check=True)
+    done = subprocess.run(argv, env=counted_env(argv, _worker_env(1, tmp_path, ["ort"])), capture_output=True,
+                          text=True, timeout=120, check=True)
     assert done.stdout.strip() == "1", done.stdout + done.stderr

@@ -41,15 +41,14 @@ from perfguard.errors import UserError
 #: ``malloc_consolidate``/``unlink_chunk``/``_int_malloc``, the fastbins being merged at moments
 #: that depend on the heap's history (docs/measured.md, "Counted evidence").
 #: A backend's own thread variables (``Backend.thread_env``, set in ``base``) are pinned with them:
-#: every ``*_NUM_THREADS`` of the environment is "1" (:func:`counted_env`). ONNX Runtime's
-#: telemetry off (``ORT_DISABLE_TELEMETRY``, read at its import; since 1.32 on Linux too): its
-#: uploader thread, started at the import, opens a SQLite file and starts more threads at moments
-#: the load decides, so the counted process forked its children from one of several heaps and
-#: mappings, and the window's arena lookups (pointers hashed into buckets) cost what those made
-#: them cost (docs/measured.md, "Exact on every model").
+#: every ``*_NUM_THREADS`` of the environment is "1" (:func:`counted_env`). So is ONNX Runtime's
+#: telemetry, off (the ort backend's ``thread_env``: ``ORT_DISABLE_TELEMETRY``, read at its
+#: import): its uploader thread, started at the import, opens a SQLite file and starts more threads
+#: at moments the load decides, so the counted process forked its children from one of several
+#: heaps and mappings, and the window's arena lookups (pointers hashed into buckets) cost what
+#: those made them cost (docs/measured.md, "Exact on every model").
 COUNTED_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "PYTHONHASHSEED": "0", "GLIBC_TUNABLES": "glibc.malloc.mxfast=0:glibc.malloc.tcache_count=65535",
-               "ORT_DISABLE_TELEMETRY": "1"}
+               "PYTHONHASHSEED": "0", "GLIBC_TUNABLES": "glibc.malloc.mxfast=0:glibc.malloc.tcache_count=65535"}
 #: The one line a counted command prints when Valgrind is not installed.
 MISSING = ("--counts needs Valgrind (callgrind) on PATH: install it (Debian/Ubuntu: apt-get install valgrind; "
            "Fedora: dnf install valgrind) or run without --counts")
