@@ -386,10 +386,10 @@ def do_count_batch(request: CountBatchRequest) -> CountBatchResponse:
     next made the next child's heap depend on which child ended first, i.e. on the load. Since
     protocol 4 it forks every child at once, keeping nothing between two forks (what the parent
     stores between two forks is part of the next child's heap), and each child waits for a turn on a pipe (``parallel`` turns, one given back per child
-    that ended). Since protocol 5 the counted compiles are children of one more child, forked
-    after the runs' (:func:`_serve_rehearsed`): it rehearses what every compile of the backend
-    runs, instrumented, so that they find it translated (an ONNX Runtime session's translation
-    was 80-90 % of a counted compile of the smoke suite's ``resnet_s`` under no pass).
+    that ended). The counted compiles are children of one more child, forked after the runs'
+    (:func:`_serve_rehearsed`): it rehearses what every compile of the backend runs,
+    instrumented, so that they find it translated instead of each translating it again
+    (docs/measured.md, "Counted compiles, rehearsed").
     Callgrind follows a fork: the child writes its own profiles
     (``callgrind.out.CHILDPID.N-01``). Instructions of the calling thread and the simulated caches
     are the child's own, so children counted side by side do not disturb each other's counts.

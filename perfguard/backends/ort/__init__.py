@@ -223,7 +223,7 @@ class OrtBackend(Backend):
         return CompileOutput(artifact=artifact, trace=trace, work_time_s=work_time)
 
     def rehearse_counted_compile(self, folder: Path) -> bool:
-        """Compile :data:`REHEARSAL_MODELS` under no pass, at the levels ``disabled`` and ``all``:
+        """Compile a tiny ResNet and a tiny BERT under no pass, at the levels ``disabled`` and ``all``:
         ONNX Runtime's session step, its optimizers and kernel creation for convolutions,
         normalizations and attention, what most of a counted compile's instructions run (the same
         models in every job, so every job's counted compiles start from one state)."""

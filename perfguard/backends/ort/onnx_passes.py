@@ -203,8 +203,8 @@ def apply_pipeline(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.Model
 
     In a counted compile (``counting_compile()``) only the counted windows matter: the same
     calls run in the same windows, and the trace's hashes, histograms and validity checks, which
-    the real compile made, are left out (an empty trace; under Valgrind they cost a ResNet-34's
-    counted compile more than its passes' windows).
+    the real compile made, are left out (an empty trace: instrumented, they cost a large model's
+    counted compile more than its passes' windows; docs/measured.md, "Counted compiles, rehearsed").
     """
     import onnxoptimizer
 
@@ -283,7 +283,7 @@ def apply_pipeline(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.Model
         record, current_hash = _record(index, name, step.source, seconds, nodes_before, result, current_hash)
         trace.passes.append(record)
         current, index = result, index + 1
-    trace.final_hash = current_hash if traced else ""
+    trace.final_hash = current_hash
     return current, trace
 
 
